@@ -1,0 +1,88 @@
+//! The embedded local agent: `linerate run` without `--agent` starts
+//! `linerate serve` as a child process on 127.0.0.1 (or ::1), on a random
+//! port with a random token, so the local case takes the same code path as a
+//! remote agent and client and agent CPU are measured separately.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::protocol::random_hex;
+
+pub struct LocalAgent {
+    child: Child,
+    pub addr: SocketAddr,
+    pub token: String,
+}
+
+impl LocalAgent {
+    pub fn spawn(ipv6: bool) -> Result<LocalAgent, String> {
+        let exe =
+            std::env::current_exe().map_err(|e| format!("cannot find the linerate binary: {e}"))?;
+        let token = random_hex(32);
+        let listen = if ipv6 { "[::1]:0" } else { "127.0.0.1:0" };
+        let mut child = Command::new(exe)
+            .args([
+                "serve",
+                "--listen",
+                listen,
+                "--once",
+                "--exit-with-parent",
+                "--quiet",
+            ])
+            .env("LINERATE_TOKEN", &token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start the local agent: {e}"))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("the local agent did not start within 10 s".into());
+            }
+        };
+        let addr = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| {
+                let _ = child.kill();
+                let _ = child.wait();
+                format!(
+                    "the local agent did not announce its address (said: {:?})",
+                    line.trim()
+                )
+            })?;
+        Ok(LocalAgent { child, addr, token })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for LocalAgent {
+    fn drop(&mut self) {
+        // It exits by itself after its controller leaves; do not wait long.
+        for _ in 0..20 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,505 @@
+//! The command line: parse, build a spec, call the library, set exit codes.
+//! Exit codes: 0 ok; 1 failure (one-line cause on stderr); 2 bad usage;
+//! 3 partial results (the test ended early; what was measured is kept).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::agent::controller::{self, AgentConn};
+use crate::agent::local::LocalAgent;
+use crate::agent::{protocol, server};
+use crate::measure::stats::{self, Confidence};
+use crate::report::{human, progress::Progress};
+use crate::result::{AgentInfo, TestResult};
+use crate::spec::{CloseMode, Direction, Per, TestSpec, Workload};
+use crate::units;
+
+pub const EXIT_FAIL: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_PARTIAL: i32 = 3;
+
+#[derive(Parser, Debug)]
+#[command(name = "linerate", version, about = "A network performance lab in one binary: stream, rr and crr measured on both ends.", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one test against an agent (a local one is started when --agent is not given).
+    Run(RunArgs),
+    /// Run the agent: serve tests for controllers.
+    Serve(ServeArgs),
+    /// The default quick study on loopback (also what `linerate` alone runs).
+    Quick(QuickArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum WorkloadArg {
+    Stream,
+    Rr,
+    Crr,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DirectionArg {
+    Tx,
+    Rx,
+    Bidir,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PerArg {
+    Flow,
+    Transaction,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum CloseArg {
+    Graceful,
+    Reset,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    units::parse_size(s)
+}
+fn dur(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s)
+}
+fn count(s: &str) -> Result<f64, String> {
+    units::parse_count(s)
+}
+fn cpus(s: &str) -> Result<Vec<usize>, String> {
+    units::parse_cpu_list(s)
+}
+fn iters(s: &str) -> Result<(usize, usize), String> {
+    stats::parse_iterations(s)
+}
+fn conf(s: &str) -> Result<(f64, f64), String> {
+    stats::parse_confidence(s)
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConnectArgs {
+    /// Agent to run against (host:port). Without it, a local agent is started on loopback.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub agent: Option<String>,
+    /// File whose first line is the shared token (or set LINERATE_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Use IPv6 (the local agent listens on ::1).
+    #[arg(short = '6', long)]
+    pub ipv6: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close).
+    #[arg(value_enum)]
+    pub workload: WorkloadArg,
+    /// stream: tx = client sends ("put"), rx = agent sends ("get"), bidir = both.
+    #[arg(long, value_enum, default_value = "tx")]
+    pub direction: DirectionArg,
+    /// stream: bytes per write.
+    #[arg(short = 'm', long, value_parser = size, default_value = "128K")]
+    pub message: u64,
+    /// rr/crr: request size.
+    #[arg(long, value_parser = size, default_value = "1")]
+    pub request: u64,
+    /// rr/crr: response size.
+    #[arg(long, value_parser = size, default_value = "1")]
+    pub response: u64,
+    /// stream: a finite transfer of this size (per flow, or per transaction with --per transaction).
+    #[arg(long, value_parser = size)]
+    pub bytes: Option<u64>,
+    /// stream --bytes: one transfer per flow (test ends when all are done), or repeated transactions for the duration.
+    #[arg(long, value_enum, default_value = "flow")]
+    pub per: PerArg,
+    /// stream --bytes: size of the small message the other way (stream put 20M/20: --bytes 20M --reply 20).
+    #[arg(long, value_parser = size, default_value = "20")]
+    pub reply: u64,
+    /// rr: requests in flight per flow (netperf -b + 1).
+    #[arg(long, default_value_t = 1)]
+    pub outstanding: u32,
+    /// rr: open loop at this many transactions/s in total (latency also measured from the intended send time).
+    #[arg(long, value_parser = count)]
+    pub rate: Option<f64>,
+    /// Number of flows (connections).
+    #[arg(short = 'F', long, default_value_t = 1)]
+    pub flows: u32,
+    /// Client worker threads (epoll loops); default min(flows, CPUs).
+    #[arg(short = 'T', long)]
+    pub threads: Option<u32>,
+    /// Agent worker threads; default the same as --threads.
+    #[arg(long)]
+    pub agent_threads: Option<u32>,
+    /// Measurement window (with --bytes: the time limit, default 300 s).
+    #[arg(short = 'd', long, value_parser = dur)]
+    pub duration: Option<Duration>,
+    /// Warm-up excluded from the window.
+    #[arg(long, value_parser = dur, default_value = "2s")]
+    pub warmup: Duration,
+    /// Interval of the per-interval samples.
+    #[arg(short = 'i', long, value_parser = dur, default_value = "1s")]
+    pub interval: Duration,
+    /// SO_SNDBUF on both ends (the kernel doubles it; the granted size is reported).
+    #[arg(long, value_parser = size)]
+    pub sndbuf: Option<u64>,
+    /// SO_RCVBUF on both ends (set before listen/connect).
+    #[arg(long, value_parser = size)]
+    pub rcvbuf: Option<u64>,
+    /// TCP_NODELAY on both ends.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// Congestion control per socket: reno, cubic, bbr ... (this kernel's default is recorded otherwise).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+    /// TCP_MAXSEG before connect.
+    #[arg(long)]
+    pub mss: Option<u32>,
+    /// Pin client workers to these CPUs (round-robin), e.g. 0 or 0-1.
+    #[arg(long, value_parser = cpus, value_name = "LIST")]
+    pub cpus: Option<Vec<usize>>,
+    /// Pin agent workers to these CPUs.
+    #[arg(long, value_parser = cpus, value_name = "LIST")]
+    pub agent_cpus: Option<Vec<usize>>,
+    /// stream: send with sendfile(2) from a memfd (no user-space copy).
+    #[arg(long)]
+    pub zerocopy: bool,
+    /// crr: graceful (agent closes first, FIN) or reset (client SO_LINGER 0).
+    #[arg(long, value_enum, default_value = "graceful")]
+    pub close: CloseArg,
+    /// Repeat: N or MIN..MAX iterations (stop early once --confidence is met).
+    #[arg(long, value_parser = iters, value_name = "MIN..MAX")]
+    pub iterations: Option<(usize, usize)>,
+    /// Confidence target LEVEL,WIDTH: e.g. 99,5 = 99% CI within +/-2.5% of the mean.
+    #[arg(long, value_parser = conf, default_value = "99,5")]
+    pub confidence: (f64, f64),
+    /// Write the full result (docs/result-schema.md) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print one JSON object per interval on stdout as the test runs.
+    #[arg(long)]
+    pub json_stream: bool,
+    /// No progress line.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on for controllers.
+    #[arg(long, default_value = "0.0.0.0:7470")]
+    pub listen: SocketAddr,
+    /// File whose first line is the shared token (or set LINERATE_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Concurrent tests (from any controllers) before answering "busy".
+    #[arg(long, default_value_t = 4)]
+    pub max_tests: usize,
+    /// Most flows one test may ask for.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_flows: u32,
+    /// Longest test (warm-up + window) one controller may ask for.
+    #[arg(long, value_parser = dur, default_value = "1h")]
+    pub max_duration: Duration,
+    /// Serve one controller, then exit (used by the embedded local agent).
+    #[arg(long, hide = true)]
+    pub once: bool,
+    /// Exit when the parent process exits (used by the embedded local agent).
+    #[arg(long, hide = true)]
+    pub exit_with_parent: bool,
+    /// Log nothing but errors.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct QuickArgs {
+    /// Window of each test.
+    #[arg(short = 'd', long, value_parser = dur, default_value = "8s")]
+    pub duration: Duration,
+    /// Write all results as one JSON document.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// A failure with its exit code.
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure {
+            code: EXIT_FAIL,
+            message,
+        }
+    }
+}
+
+fn usage(message: String) -> Failure {
+    Failure {
+        code: EXIT_USAGE,
+        message,
+    }
+}
+
+pub fn token(file: &Option<PathBuf>) -> Result<String, Failure> {
+    if let Some(f) = file {
+        return protocol::read_token_file(f).map_err(Failure::from);
+    }
+    match std::env::var("LINERATE_TOKEN") {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ => Err(usage("no token: pass --token-file FILE (a shared secret on its first line) or set LINERATE_TOKEN".into())),
+    }
+}
+
+impl RunArgs {
+    pub fn spec(&self) -> Result<TestSpec, Failure> {
+        let flows = self.flows;
+        let ncpu = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        let threads = self.threads.unwrap_or_else(|| flows.min(ncpu).max(1));
+        let finite = self.bytes.is_some() && matches!(self.per, PerArg::Flow);
+        let duration = self
+            .duration
+            .unwrap_or(Duration::from_secs(if finite { 300 } else { 10 }));
+        let as_usize = |v: Option<u64>, name: &str| -> Result<Option<usize>, Failure> {
+            match v {
+                Some(b) if b > (1 << 30) => {
+                    Err(usage(format!("--{name} {b} is larger than 1 GiB")))
+                }
+                Some(b) => Ok(Some(b as usize)),
+                None => Ok(None),
+            }
+        };
+        let spec = TestSpec {
+            workload: match self.workload {
+                WorkloadArg::Stream => Workload::Stream,
+                WorkloadArg::Rr => Workload::Rr,
+                WorkloadArg::Crr => Workload::Crr,
+            },
+            direction: match self.direction {
+                DirectionArg::Tx => Direction::Tx,
+                DirectionArg::Rx => Direction::Rx,
+                DirectionArg::Bidir => Direction::Bidir,
+            },
+            message: self.message.min(u32::MAX as u64) as usize,
+            request: self.request,
+            response: self.response,
+            bytes: self.bytes,
+            per: match self.per {
+                PerArg::Flow => Per::Flow,
+                PerArg::Transaction => Per::Transaction,
+            },
+            reply: self.reply,
+            outstanding: self.outstanding,
+            rate: self.rate,
+            flows,
+            threads,
+            agent_threads: self.agent_threads.unwrap_or(threads),
+            duration_s: duration.as_secs_f64(),
+            warmup_s: self.warmup.as_secs_f64(),
+            interval_s: self.interval.as_secs_f64(),
+            sndbuf: as_usize(self.sndbuf, "sndbuf")?,
+            rcvbuf: as_usize(self.rcvbuf, "rcvbuf")?,
+            nodelay: self.nodelay,
+            cc: self.cc.clone(),
+            mss: self.mss,
+            cpus: self.cpus.clone(),
+            agent_cpus: self.agent_cpus.clone(),
+            zerocopy: self.zerocopy,
+            ipv6: self.connect.ipv6,
+            close: match self.close {
+                CloseArg::Graceful => CloseMode::Graceful,
+                CloseArg::Reset => CloseMode::Reset,
+            },
+        };
+        spec.validate().map_err(usage)?;
+        let ncpus = crate::measure::placement::allowed_cpus();
+        if let Some(c) = spec.cpus.iter().flatten().find(|c| !ncpus.contains(c)) {
+            return Err(usage(format!(
+                "--cpus names CPU {c}, but this process may use CPUs {}",
+                units::fmt_cpu_list(&ncpus)
+            )));
+        }
+        Ok(spec)
+    }
+
+    fn confidence(&self) -> Confidence {
+        let (min, max) = self.iterations.unwrap_or((1, 1));
+        Confidence {
+            min,
+            max,
+            level_pct: self.confidence.0,
+            width_pct: self.confidence.1,
+        }
+    }
+}
+
+/// An agent to talk to: a remote one, or a local child process.
+pub struct Target {
+    pub conn: AgentConn,
+    pub info: AgentInfo,
+    _local: Option<LocalAgent>,
+}
+
+pub fn open_target(c: &ConnectArgs) -> Result<Target, Failure> {
+    match &c.agent {
+        Some(a) => {
+            let token = token(&c.token_file)?;
+            let addr = controller::resolve(a).map_err(usage)?;
+            let conn = controller::connect(addr, &token)?;
+            Ok(Target {
+                conn,
+                info: AgentInfo {
+                    address: addr.to_string(),
+                    local: false,
+                    pid: None,
+                },
+                _local: None,
+            })
+        }
+        None => {
+            let local = LocalAgent::spawn(c.ipv6)?;
+            let conn = controller::connect(local.addr, &local.token)?;
+            let info = AgentInfo {
+                address: local.addr.to_string(),
+                local: true,
+                pid: Some(local.pid()),
+            };
+            Ok(Target {
+                conn,
+                info,
+                _local: Some(local),
+            })
+        }
+    }
+}
+
+pub fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n")
+        .map_err(|e| Failure::from(format!("cannot write {}: {e}", path.display())))
+}
+
+fn run(args: RunArgs) -> Result<(), Failure> {
+    let spec = args.spec()?;
+    let conf = args.confidence();
+    let mut target = open_target(&args.connect)?;
+    let show_tx = spec.workload != Workload::Stream || spec.bytes.is_some();
+    let expected = if spec.is_finite() {
+        spec.duration_s
+    } else {
+        spec.duration_s
+    };
+    let mut progress = Progress::new(
+        spec.workload.name(),
+        expected,
+        args.quiet || args.json_stream,
+        args.json_stream,
+        show_tx,
+    );
+    let command: Vec<String> = std::env::args().collect();
+    let result = crate::run::run_test(
+        &mut target.conn,
+        &spec,
+        conf,
+        target.info.clone(),
+        command,
+        &mut progress,
+        &mut |_| {},
+    );
+    progress.finish();
+    let result: TestResult = result?;
+    target.conn.bye();
+    if let Some(path) = &args.json {
+        write_json(path, &result)?;
+    }
+    let text = human::render(&result, true);
+    if args.json_stream {
+        let line = serde_json::json!({"type": "summary", "summary": result.summary});
+        println!("{line}");
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let _ = std::io::stdout().flush();
+    if result.summary.status != "ok" {
+        let why = result
+            .iterations
+            .iter()
+            .find_map(|i| i.error.clone())
+            .unwrap_or_else(|| "test ended early".into());
+        return Err(Failure {
+            code: EXIT_PARTIAL,
+            message: why,
+        });
+    }
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let token = token(&args.token_file)?;
+    if args.exit_with_parent {
+        // SAFETY: asks the kernel for SIGTERM when the parent exits.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    }
+    let cfg = server::ServeConfig {
+        listen: args.listen,
+        token,
+        max_tests: args.max_tests.max(1),
+        max_flows: args.max_flows,
+        max_duration_s: args.max_duration.as_secs_f64(),
+        once: args.once,
+        quiet: args.quiet,
+    };
+    server::serve(cfg).map_err(Failure::from)
+}
+
+/// Entry point for main: returns the process exit code.
+pub fn main() -> i32 {
+    // A closed stdout (`| head`) must not turn into a panic.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let outcome = match cli.command {
+        Some(Command::Run(a)) => run(a),
+        Some(Command::Serve(a)) => serve(a),
+        Some(Command::Quick(a)) => crate::study::quick::run(a),
+        None => crate::study::quick::run(QuickArgs {
+            duration: Duration::from_secs(8),
+            json: None,
+            quiet: false,
+        }),
+    };
+    match outcome {
+        Ok(()) => 0,
+        Err(f) => {
+            let hint = if f.code == EXIT_USAGE {
+                " (see linerate --help)"
+            } else {
+                ""
+            };
+            eprintln!("linerate: {}{hint}", f.message);
+            f.code
+        }
+    }
+}

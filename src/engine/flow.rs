@@ -1,0 +1,225 @@
+//! The flow abstraction: one connection's state machine, driven by a worker.
+//! Workloads (src/workload/) implement `Flow`; the worker owns the event loop,
+//! the counters, the histograms and the timers they share.
+
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use crate::measure::histogram::Hist;
+use crate::measure::interval::Counters;
+use crate::measure::tcpinfo::{self, TcpInfo};
+
+/// Every data connection opens with this header so the agent serves only
+/// connections its controller asked for: magic, the test's cookie, flow id.
+pub const HEADER_LEN: usize = 16;
+const MAGIC: u32 = 0x4c52_4431; // "LRD1"
+
+pub fn encode_header(cookie: u64, flow: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+    h[4..12].copy_from_slice(&cookie.to_be_bytes());
+    h[12..16].copy_from_slice(&flow.to_be_bytes());
+    h
+}
+
+/// Returns the flow id when the header carries the magic and this cookie.
+pub fn decode_header(h: &[u8; HEADER_LEN], cookie: u64) -> Option<u32> {
+    let magic = u32::from_be_bytes(h[0..4].try_into().unwrap());
+    let c = u64::from_be_bytes(h[4..12].try_into().unwrap());
+    (magic == MAGIC && c == cookie).then(|| u32::from_be_bytes(h[12..16].try_into().unwrap()))
+}
+
+/// What the worker shares with the flow it is driving.
+pub struct Ctx<'a> {
+    pub now: Instant,
+    pub token: Token,
+    pub counters: &'a mut Counters,
+    pub hist: &'a mut Hist,
+    pub hist_corrected: &'a mut Hist,
+    /// Scratch buffer for reads.
+    pub buf: &'a mut [u8],
+    /// Source of payload bytes for writes.
+    pub payload: &'a [u8],
+    pub registry: &'a Registry,
+    pub timers: &'a mut BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Flows created by this flow (accepted connections), added by the worker.
+    pub spawned: &'a mut Vec<Box<dyn Flow>>,
+    /// The measurement window is over: flows may keep running but are not
+    /// counted, and errors are expected (the peer is closing).
+    pub stopping: bool,
+}
+
+impl Ctx<'_> {
+    /// Asks the worker to call `Flow::timer` at `at`.
+    pub fn schedule(&mut self, at: Instant) {
+        self.timers.push(Reverse((at, self.token.0)));
+    }
+}
+
+/// Bytes a flow may move per call before it must yield, so one fast flow
+/// cannot starve the others or the worker's clock (interval edges).
+pub const BUDGET: usize = 4 << 20;
+
+pub enum Status {
+    Open,
+    /// Used its budget with more to do: call again without waiting for an
+    /// event (edge-triggered epoll will not report it again).
+    Busy,
+    /// Finished its work (finite transfer, crr connection answered).
+    Done,
+    /// Failed; the worker counts the error and removes the flow.
+    Failed(io::Error),
+}
+
+pub trait Flow: Send {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()>;
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status;
+    fn timer(&mut self, _cx: &mut Ctx<'_>) -> Status {
+        Status::Open
+    }
+    /// The kernel's view and this flow's counters, taken when the test ends.
+    fn report(&self) -> Option<FlowReport> {
+        None
+    }
+    /// A flow that lives for the whole test (stream, rr, a finite transfer):
+    /// kept for its report when done or failed. Others (a crr connection)
+    /// are dropped, and so closed, at once.
+    fn persistent(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlowReport {
+    pub flow: u32,
+    pub worker: usize,
+    pub local: String,
+    pub peer: String,
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+    pub transactions: u64,
+    /// Socket buffers granted by the kernel (Linux doubles requests).
+    pub sndbuf: Option<u32>,
+    pub rcvbuf: Option<u32>,
+    pub congestion_control: Option<String>,
+    pub tcp_info: Option<TcpInfo>,
+    /// Seconds from t0 to when a finite transfer completed.
+    pub completed_s: Option<f64>,
+}
+
+/// What every persistent flow keeps: its socket, id and counters.
+pub struct FlowBase {
+    pub id: u32,
+    pub worker: usize,
+    pub stream: TcpStream,
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+    pub transactions: u64,
+    pub completed_s: Option<f64>,
+}
+
+impl FlowBase {
+    pub fn new(id: u32, stream: TcpStream) -> Self {
+        FlowBase {
+            id,
+            worker: 0,
+            stream,
+            bytes_tx: 0,
+            bytes_rx: 0,
+            transactions: 0,
+            completed_s: None,
+        }
+    }
+
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(
+            &mut self.stream,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+
+    pub fn report(&self) -> FlowReport {
+        let fd = self.stream.as_raw_fd();
+        let (sndbuf, rcvbuf) = tcpinfo::granted_buffers(fd);
+        FlowReport {
+            flow: self.id,
+            worker: self.worker,
+            local: self
+                .stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            peer: self
+                .stream
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            bytes_tx: self.bytes_tx,
+            bytes_rx: self.bytes_rx,
+            transactions: self.transactions,
+            sndbuf,
+            rcvbuf,
+            congestion_control: tcpinfo::congestion_control(fd),
+            tcp_info: tcpinfo::read(fd),
+            completed_s: self.completed_s,
+        }
+    }
+}
+
+/// Outcome of one non-blocking read or write attempt.
+pub enum Io {
+    /// Moved this many bytes (> 0).
+    Moved(usize),
+    /// Would block: wait for the next readiness event.
+    Blocked,
+    /// The peer closed (read returned 0).
+    Eof,
+}
+
+#[inline]
+pub fn read_some(s: &mut impl Read, buf: &mut [u8]) -> io::Result<Io> {
+    loop {
+        match s.read(buf) {
+            Ok(0) => return Ok(Io::Eof),
+            Ok(n) => return Ok(Io::Moved(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Io::Blocked),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[inline]
+pub fn write_some(s: &mut impl Write, buf: &[u8]) -> io::Result<Io> {
+    loop {
+        match s.write(buf) {
+            Ok(0) => return Ok(Io::Eof),
+            Ok(n) => return Ok(Io::Moved(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Io::Blocked),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_roundtrip_and_rejects() {
+        let h = encode_header(0xdead_beef_0123_4567, 42);
+        assert_eq!(decode_header(&h, 0xdead_beef_0123_4567), Some(42));
+        assert_eq!(decode_header(&h, 1), None);
+        let mut bad = h;
+        bad[0] = b'X';
+        assert_eq!(decode_header(&bad, 0xdead_beef_0123_4567), None);
+    }
+}

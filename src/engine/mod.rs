@@ -1,0 +1,8 @@
+//! The data path: sockets, flows as small state machines, workers that drive
+//! many flows from one epoll loop (mio), and a side that runs the workers of
+//! one host on a common timeline and merges their interval counters.
+pub mod flow;
+pub mod setup;
+pub mod side;
+pub mod sockopt;
+pub mod worker;

@@ -1,0 +1,190 @@
+//! Opening the data connections of a test before its timeline starts, so
+//! every flow is established when the measurement window opens. Connects and
+//! accepts run in parallel (one epoll loop), so 2,000 flows over a long RTT
+//! take a few RTTs, not 2,000.
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::flow::{decode_header, encode_header, HEADER_LEN};
+use super::sockopt;
+use crate::spec::TestSpec;
+
+/// At most this many connects in progress at once (keeps SYN queues sane).
+const MAX_IN_PROGRESS: usize = 256;
+
+/// Opens `n` flows to `addr`, each announced by the data header.
+pub fn connect_flows(
+    addr: SocketAddr,
+    spec: &TestSpec,
+    cookie: u64,
+    n: u32,
+    timeout: Duration,
+) -> Result<Vec<(u32, TcpStream)>, String> {
+    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+    let mut events = Events::with_capacity(1024);
+    let mut pending: HashMap<u32, TcpStream> = HashMap::new();
+    let mut done = Vec::with_capacity(n as usize);
+    let mut next = 0u32;
+    let deadline = Instant::now() + timeout;
+    let fail = |id: u32, e: &dyn std::fmt::Display| {
+        format!("flow {id} of {n}: connecting to {addr} failed: {e}")
+    };
+    while done.len() < n as usize {
+        while next < n && pending.len() < MAX_IN_PROGRESS {
+            let sock = sockopt::tcp_socket(&addr, spec).map_err(|e| fail(next, &e))?;
+            match sock.connect(&addr.into()) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+                Err(e) => return Err(fail(next, &e)),
+            }
+            let mut s = TcpStream::from_std(sock.into());
+            poll.registry()
+                .register(&mut s, Token(next as usize), Interest::WRITABLE)
+                .map_err(|e| fail(next, &e))?;
+            pending.insert(next, s);
+            next += 1;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(format!(
+                "only {} of {n} flows connected to {addr} within {:.0} s",
+                done.len(),
+                timeout.as_secs_f64()
+            ));
+        }
+        poll.poll(
+            &mut events,
+            Some((deadline - now).min(Duration::from_millis(100))),
+        )
+        .map_err(|e| format!("epoll: {e}"))?;
+        for ev in events.iter() {
+            let id = ev.token().0 as u32;
+            let Some(s) = pending.get_mut(&id) else {
+                continue;
+            };
+            if let Some(e) = s.take_error().map_err(|e| fail(id, &e))? {
+                return Err(fail(id, &e));
+            }
+            match s.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => continue,
+                Err(e) => return Err(fail(id, &e)),
+            }
+            let mut s = pending.remove(&id).unwrap();
+            let _ = poll.registry().deregister(&mut s);
+            // A fresh socket's send buffer always holds 16 bytes.
+            match s.write(&encode_header(cookie, id)) {
+                Ok(HEADER_LEN) => {}
+                Ok(_) => return Err(fail(id, &"short write of the data header")),
+                Err(e) => return Err(fail(id, &e)),
+            }
+            done.push((id, s));
+        }
+    }
+    done.sort_by_key(|(id, _)| *id);
+    Ok(done)
+}
+
+/// Accepts the `n` flows of a test on `listener`, reading each header.
+/// Connections with a wrong cookie are closed and counted, not served.
+pub fn accept_flows(
+    listener: &mut mio::net::TcpListener,
+    cookie: u64,
+    n: u32,
+    timeout: Duration,
+    cancel: &AtomicBool,
+) -> Result<(Vec<(u32, TcpStream)>, u32), String> {
+    const LISTENER: Token = Token(usize::MAX - 1);
+    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+    poll.registry()
+        .register(listener, LISTENER, Interest::READABLE)
+        .map_err(|e| format!("epoll: {e}"))?;
+    let mut events = Events::with_capacity(1024);
+    let mut reading: HashMap<usize, (TcpStream, [u8; HEADER_LEN], usize)> = HashMap::new();
+    let mut next_token = 0usize;
+    let mut done: HashMap<u32, TcpStream> = HashMap::new();
+    let mut rejected = 0u32;
+    let deadline = Instant::now() + timeout;
+    while done.len() < n as usize {
+        if cancel.load(Ordering::Relaxed) {
+            let _ = poll.registry().deregister(listener);
+            return Err("controller went away while flows were being opened".into());
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            let _ = poll.registry().deregister(listener);
+            return Err(format!(
+                "only {} of {n} flows arrived within {:.0} s",
+                done.len(),
+                timeout.as_secs_f64()
+            ));
+        }
+        poll.poll(
+            &mut events,
+            Some((deadline - now).min(Duration::from_millis(100))),
+        )
+        .map_err(|e| format!("epoll: {e}"))?;
+        for ev in events.iter() {
+            if ev.token() == LISTENER {
+                loop {
+                    match listener.accept() {
+                        Ok((mut s, _)) => {
+                            let t = next_token;
+                            next_token += 1;
+                            if poll
+                                .registry()
+                                .register(&mut s, Token(t), Interest::READABLE)
+                                .is_ok()
+                            {
+                                reading.insert(t, (s, [0; HEADER_LEN], 0));
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(format!("accept failed: {e}")),
+                    }
+                }
+                continue;
+            }
+            let t = ev.token().0;
+            let Some((s, buf, got)) = reading.get_mut(&t) else {
+                continue;
+            };
+            let outcome = loop {
+                match s.read(&mut buf[*got..]) {
+                    Ok(0) => break Some(false),
+                    Ok(k) => {
+                        *got += k;
+                        if *got == HEADER_LEN {
+                            break Some(true);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => break Some(false),
+                }
+            };
+            let Some(complete) = outcome else { continue };
+            let (mut s, buf, _) = reading.remove(&t).unwrap();
+            let _ = poll.registry().deregister(&mut s);
+            match decode_header(&buf, cookie)
+                .filter(|id| complete && *id < n && !done.contains_key(id))
+            {
+                Some(id) => {
+                    done.insert(id, s);
+                }
+                None => rejected += 1,
+            }
+        }
+    }
+    let _ = poll.registry().deregister(listener);
+    let mut v: Vec<(u32, TcpStream)> = done.into_iter().collect();
+    v.sort_by_key(|(id, _)| *id);
+    Ok((v, rejected))
+}

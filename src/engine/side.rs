@@ -1,0 +1,388 @@
+//! One host's half of a test: its workers on a common timeline, the CPU
+//! snapshots at the window's edges, and the merge of per-worker intervals
+//! into one sample per interval. The controller runs a client side, the
+//! agent a server side; both use this code.
+
+use mio::net::TcpStream;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::flow::{Flow, FlowBase, FlowReport};
+use super::worker::{self, WorkerMsg, WorkerSetup};
+use crate::measure::cpu::{self, CpuSnapshot, CpuWindow};
+use crate::measure::histogram::{self, new_hist, Hist};
+use crate::measure::interval::{Counters, IntervalSample, Timeline};
+use crate::measure::placement::{cpu_for_worker, WorkerPlacement};
+use crate::spec::{FlowPlan, TestSpec};
+use crate::workload::{self, crr, stream::ZeroCopySource};
+
+/// The connections and listeners a side starts with.
+pub struct SideSetup {
+    pub agent: bool,
+    pub spec: TestSpec,
+    /// Established flows (stream, rr) with their ids.
+    pub flows: Vec<(u32, TcpStream)>,
+    /// crr client: where each flow connects.
+    pub crr_target: Option<SocketAddr>,
+    /// crr agent: one listener per worker (SO_REUSEPORT).
+    pub crr_listeners: Vec<mio::net::TcpListener>,
+    pub cookie: u64,
+}
+
+struct Pending {
+    workers: usize,
+    start: Instant,
+    end: Instant,
+    counters: Counters,
+    hist: Hist,
+    hist_corrected: Hist,
+}
+
+struct Finished {
+    intervals: usize,
+}
+
+/// What a side tells its owner while it runs.
+pub trait Observer {
+    /// A merged interval of this side is ready.
+    fn interval(&mut self, sample: &IntervalSample);
+    /// Polled every few milliseconds: true ends the test now (workers close
+    /// their current interval as partial and stop).
+    fn should_stop(&mut self) -> bool;
+}
+
+/// Everything one side measured, ready for the result.
+#[derive(Default)]
+pub struct SideReport {
+    pub samples: Vec<IntervalSample>,
+    pub window_cpu: Option<CpuWindow>,
+    pub hist: Option<Hist>,
+    pub hist_corrected: Option<Hist>,
+    pub totals: Counters,
+    pub window_s: f64,
+    pub flows: Vec<FlowReport>,
+    pub placement: Vec<WorkerPlacement>,
+    pub errors: Vec<String>,
+    /// The window ran to its end (timed) or every flow finished (finite).
+    pub complete: bool,
+}
+
+pub struct Side {
+    rx: Receiver<WorkerMsg>,
+    handles: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    t0: Instant,
+    timeline: Timeline,
+    finite: bool,
+    pending: BTreeMap<usize, Pending>,
+    finished: Vec<Option<Finished>>,
+    /// cpu_edges[0] at window start, cpu_edges[k+1] at the end of interval k.
+    cpu_edges: Vec<CpuSnapshot>,
+    report: SideReport,
+    total_hist: Hist,
+    total_hist_corrected: Hist,
+}
+
+fn payload_len(spec: &TestSpec) -> usize {
+    let biggest = [
+        spec.message as u64,
+        spec.request,
+        spec.response,
+        spec.reply,
+        spec.bytes.unwrap_or(0),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(1);
+    (biggest as usize).clamp(HEADER_ROOM, 4 << 20)
+}
+const HEADER_ROOM: usize = 64;
+
+impl Side {
+    pub fn start(mut setup: SideSetup) -> Result<Side, String> {
+        let spec = setup.spec.clone();
+        let threads = if setup.agent {
+            spec.agent_threads
+        } else {
+            spec.threads
+        } as usize;
+        let cpus = if setup.agent {
+            spec.agent_cpus.clone()
+        } else {
+            spec.cpus.clone()
+        };
+        let plan = spec.plan(setup.agent);
+        let zerocopy = match plan {
+            FlowPlan::Stream { send: true, .. } if spec.zerocopy => Some(Arc::new(
+                ZeroCopySource::new(spec.message)
+                    .map_err(|e| format!("zero-copy payload (memfd): {e}"))?,
+            )),
+            _ => None,
+        };
+        let mut per_worker: Vec<Vec<Box<dyn Flow>>> = (0..threads).map(|_| Vec::new()).collect();
+        for (id, stream) in setup.flows.drain(..) {
+            let w = id as usize % threads;
+            let mut base = FlowBase::new(id, stream);
+            base.worker = w;
+            per_worker[w].push(workload::persistent_flow(
+                plan,
+                &spec,
+                base,
+                zerocopy.clone(),
+            ));
+        }
+        if let Some(target) = setup.crr_target {
+            for id in 0..spec.flows {
+                per_worker[id as usize % threads].push(Box::new(crr::Connector::new(
+                    id,
+                    target,
+                    &spec,
+                    setup.cookie,
+                )));
+            }
+        }
+        for (i, l) in setup.crr_listeners.drain(..).enumerate() {
+            per_worker[i % threads].push(Box::new(crr::Acceptor::new(l, &spec, setup.cookie)));
+        }
+        let len = payload_len(&spec);
+        let payload: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i % 251) as u8).collect());
+        let buf_len = len.clamp(256 << 10, 1 << 20);
+        let timeline = Timeline {
+            warmup: Duration::from_secs_f64(if spec.is_finite() { 0.0 } else { spec.warmup_s }),
+            interval: Duration::from_secs_f64(spec.interval_s),
+            duration: (!spec.is_finite()).then(|| Duration::from_secs_f64(spec.duration_s)),
+        };
+        let finite = spec.is_finite() && !setup.agent;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = channel();
+        let t0 = Instant::now();
+        let mut handles = Vec::new();
+        for (i, flows) in per_worker.into_iter().enumerate() {
+            let ws = WorkerSetup {
+                index: i,
+                flows,
+                cpus: cpus.as_ref().map(|c| cpu_for_worker(c, i)),
+                payload: payload.clone(),
+                buf_len,
+                t0,
+                timeline,
+                stop: stop.clone(),
+                tx: tx.clone(),
+                finite,
+            };
+            let h = std::thread::Builder::new()
+                .name(format!("linerate-w{i}"))
+                .spawn(move || worker::run(ws))
+                .map_err(|e| format!("cannot start worker thread: {e}"))?;
+            handles.push(h);
+        }
+        let mut cpu_edges = Vec::new();
+        if timeline.warmup.is_zero() {
+            cpu_edges.push(cpu::snapshot());
+        }
+        Ok(Side {
+            rx,
+            handles,
+            stop,
+            t0,
+            timeline,
+            finite,
+            pending: BTreeMap::new(),
+            finished: (0..threads).map(|_| None).collect(),
+            cpu_edges,
+            report: SideReport::default(),
+            total_hist: new_hist(),
+            total_hist_corrected: new_hist(),
+        })
+    }
+
+    /// CPU over the intervals emitted so far.
+    pub fn window_cpu(&self) -> Option<CpuWindow> {
+        let k = self.report.samples.len();
+        (k > 0 && self.cpu_edges.len() > k)
+            .then(|| cpu::window(&self.cpu_edges[0], &self.cpu_edges[k]))
+    }
+
+    fn next_cpu_edge(&self) -> Option<Instant> {
+        let n = self.cpu_edges.len();
+        let off = if n == 0 {
+            Some(self.timeline.warmup)
+        } else {
+            self.timeline.edge(n - 1)
+        };
+        off.map(|o| self.t0 + o)
+    }
+
+    fn handle(&mut self, msg: WorkerMsg) {
+        match msg {
+            WorkerMsg::Interval {
+                index,
+                start,
+                end,
+                counters,
+                hist,
+                hist_corrected,
+                ..
+            } => {
+                let p = self.pending.entry(index).or_insert_with(|| Pending {
+                    workers: 0,
+                    start,
+                    end,
+                    counters: Counters::default(),
+                    hist: new_hist(),
+                    hist_corrected: new_hist(),
+                });
+                p.workers += 1;
+                p.start = p.start.min(start);
+                p.end = p.end.max(end);
+                p.counters += counters;
+                histogram::merge(&mut p.hist, &hist);
+                histogram::merge(&mut p.hist_corrected, &hist_corrected);
+            }
+            WorkerMsg::Finished {
+                worker,
+                intervals,
+                flows,
+                placement,
+                errors,
+                fatal,
+            } => {
+                self.report.flows.extend(flows);
+                self.report.placement.push(placement);
+                self.report.errors.extend(errors);
+                if let Some(f) = fatal {
+                    self.report.errors.push(f);
+                }
+                self.finished[worker] = Some(Finished { intervals });
+            }
+        }
+    }
+
+    fn all_finished(&self) -> bool {
+        self.finished.iter().all(Option::is_some)
+    }
+
+    /// Emits interval `k` once every worker reported it (or ended before it).
+    fn try_emit(&mut self, obs: &mut dyn Observer) {
+        loop {
+            let k = self.report.samples.len();
+            let expected = self
+                .finished
+                .iter()
+                .filter(|f| f.as_ref().is_none_or(|f| f.intervals > k))
+                .count();
+            let Some(p) = self.pending.get(&k) else {
+                return;
+            };
+            if p.workers < expected {
+                return;
+            }
+            let partial_end =
+                self.all_finished() && self.timeline.edge(k).is_none_or(|e| p.end < self.t0 + e);
+            if self.cpu_edges.len() < k + 2 {
+                if partial_end || self.finite && self.all_finished() {
+                    self.cpu_edges.push(cpu::snapshot());
+                } else {
+                    return;
+                }
+            }
+            let p = self.pending.remove(&k).unwrap();
+            let window_start = self.t0 + self.timeline.warmup;
+            let sample = IntervalSample {
+                index: k,
+                start_s: p
+                    .start
+                    .saturating_duration_since(window_start)
+                    .as_secs_f64(),
+                end_s: p.end.saturating_duration_since(window_start).as_secs_f64(),
+                counters: p.counters,
+                latency_us: histogram::summarize(&p.hist),
+                latency_corrected_us: histogram::summarize(&p.hist_corrected),
+                cpu: Some(cpu::window(&self.cpu_edges[k], &self.cpu_edges[k + 1])),
+            };
+            histogram::merge(&mut self.total_hist, &p.hist);
+            histogram::merge(&mut self.total_hist_corrected, &p.hist_corrected);
+            self.report.totals += p.counters;
+            obs.interval(&sample);
+            self.report.samples.push(sample);
+        }
+    }
+
+    /// Runs until the measurement window is complete (timed tests), until
+    /// every flow is done (finite tests), or until the observer says stop, in
+    /// which case the workers close their current interval and end.
+    /// Returns true when the window completed on its own.
+    pub fn collect(&mut self, obs: &mut dyn Observer) -> bool {
+        let n = self.timeline.intervals();
+        let mut stop_sent = false;
+        loop {
+            let now = Instant::now();
+            if let Some(e) = self.next_cpu_edge() {
+                if now >= e && self.cpu_edges.len() <= n.unwrap_or(usize::MAX) {
+                    self.cpu_edges.push(cpu::snapshot());
+                    continue;
+                }
+            }
+            let wait = self
+                .next_cpu_edge()
+                .map(|e| e.saturating_duration_since(now))
+                .unwrap_or(Duration::from_millis(20))
+                .min(Duration::from_millis(20));
+            match self.rx.recv_timeout(wait) {
+                Ok(msg) => self.handle(msg),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.try_emit(obs);
+            if n.is_some_and(|n| self.report.samples.len() >= n) {
+                self.report.complete = true;
+                break;
+            }
+            if self.all_finished() {
+                self.report.complete = self.finite && !stop_sent && self.report.errors.is_empty();
+                break;
+            }
+            if !stop_sent && obs.should_stop() {
+                self.stop.store(true, Ordering::Relaxed);
+                stop_sent = true;
+            }
+        }
+        self.report.complete
+    }
+
+    /// Stops the workers (ramp-down is over) and gathers flow reports.
+    pub fn finish(mut self, obs: &mut dyn Observer) -> SideReport {
+        self.stop.store(true, Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.all_finished() && Instant::now() < deadline {
+            match self.rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(msg) => self.handle(msg),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.try_emit(obs);
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+        let window_cpu = self.window_cpu();
+        let mut r = std::mem::take(&mut self.report);
+        r.window_cpu = window_cpu;
+        if let (Some(first), Some(last)) = (r.samples.first(), r.samples.last()) {
+            r.window_s = last.end_s - first.start_s;
+        }
+        r.hist = Some(std::mem::replace(&mut self.total_hist, new_hist()));
+        r.hist_corrected = Some(std::mem::replace(
+            &mut self.total_hist_corrected,
+            new_hist(),
+        ));
+        r.flows.sort_by_key(|f| f.flow);
+        r.placement.sort_by_key(|p| p.worker);
+        r
+    }
+}

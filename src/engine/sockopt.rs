@@ -1,0 +1,106 @@
+//! Socket options applied to every data socket on both ends, from the spec.
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+
+use crate::spec::TestSpec;
+
+/// Options that must be set before connect/listen (buffers decide the window
+/// scale, TCP_MAXSEG the SYN's MSS), and those that can follow.
+pub fn apply(sock: &SockRef<'_>, spec: &TestSpec) -> io::Result<()> {
+    if let Some(b) = spec.sndbuf {
+        sock.set_send_buffer_size(b)?;
+    }
+    if let Some(b) = spec.rcvbuf {
+        sock.set_recv_buffer_size(b)?;
+    }
+    if spec.nodelay {
+        sock.set_tcp_nodelay(true)?;
+    }
+    if let Some(cc) = &spec.cc {
+        set_congestion(sock.as_raw_fd(), cc)?;
+    }
+    if let Some(mss) = spec.mss {
+        sock.set_tcp_mss(mss)?;
+    }
+    Ok(())
+}
+
+pub fn set_congestion(fd: i32, cc: &str) -> io::Result<()> {
+    // SAFETY: passes a byte string and its length.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr() as *const libc::c_void,
+            cc.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+            .unwrap_or_default();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "congestion control '{cc}' refused ({e}); this kernel offers: {}",
+                avail.trim()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A non-blocking TCP socket for `addr`'s family with the spec's options.
+pub fn tcp_socket(addr: &SocketAddr, spec: &TestSpec) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    s.set_nonblocking(true)?;
+    s.set_cloexec(true)?;
+    apply(&SockRef::from(&s), spec)?;
+    Ok(s)
+}
+
+/// A listening data socket. With `reuse_port`, several workers may each bind
+/// one on the same port and the kernel spreads connections among them.
+pub fn listener(addr: &SocketAddr, spec: &TestSpec, reuse_port: bool) -> io::Result<Socket> {
+    let s = tcp_socket(addr, spec)?;
+    s.set_reuse_address(true)?;
+    if reuse_port {
+        s.set_reuse_port(true)?;
+    }
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&(*addr).into())?;
+    s.listen(4096)?;
+    Ok(s)
+}
+
+/// Ends the connection with a reset when dropped (SO_LINGER 0).
+pub fn set_reset_on_close(fd: i32) -> io::Result<()> {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a linger struct of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,377 @@
+//! A worker: one thread, one epoll loop (mio), many flows (neper's thread).
+//! It owns the counters and histograms its flows update, closes intervals on
+//! the side's common timeline, and reports each one to the side's collector.
+
+use mio::{Events, Poll, Token};
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::flow::{Ctx, Flow, FlowReport, Status};
+use crate::measure::histogram::{new_hist, Hist};
+use crate::measure::interval::{Counters, Timeline};
+use crate::measure::placement::{self, CpuSeen, WorkerPlacement};
+
+thread_local! {
+    static ERRORS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Remembers a flow error for the result (the first few distinct ones).
+pub fn note_error(e: &std::io::Error, flow: u32) {
+    ERRORS.with(|v| {
+        let mut v = v.borrow_mut();
+        let msg = e.to_string();
+        if v.len() < 8 && !v.iter().any(|m| m.ends_with(&msg)) {
+            v.push(format!("flow {flow}: {msg}"));
+        }
+    });
+}
+
+pub enum WorkerMsg {
+    Interval {
+        worker: usize,
+        index: usize,
+        start: Instant,
+        end: Instant,
+        counters: Counters,
+        hist: Box<Hist>,
+        hist_corrected: Box<Hist>,
+    },
+    Finished {
+        worker: usize,
+        /// Intervals this worker reported.
+        intervals: usize,
+        flows: Vec<FlowReport>,
+        placement: WorkerPlacement,
+        errors: Vec<String>,
+        /// A failure that stopped the worker itself (pinning, epoll).
+        fatal: Option<String>,
+    },
+}
+
+pub struct WorkerSetup {
+    pub index: usize,
+    pub flows: Vec<Box<dyn Flow>>,
+    pub cpus: Option<Vec<usize>>,
+    pub payload: Arc<Vec<u8>>,
+    pub buf_len: usize,
+    pub t0: Instant,
+    pub timeline: Timeline,
+    pub stop: Arc<AtomicBool>,
+    pub tx: Sender<WorkerMsg>,
+    /// End the worker once every persistent flow is done (finite tests).
+    pub finite: bool,
+}
+
+struct Slot {
+    flow: Box<dyn Flow>,
+    done: bool,
+}
+
+pub fn run(w: WorkerSetup) {
+    let index = w.index;
+    let tx = w.tx.clone();
+    let nflows = w.flows.len();
+    let cpus = w.cpus.clone();
+    let fail = |msg: String| {
+        let _ = tx.send(WorkerMsg::Finished {
+            worker: index,
+            intervals: 0,
+            flows: Vec::new(),
+            placement: WorkerPlacement {
+                worker: index,
+                pinned: cpus.clone(),
+                allowed: placement::allowed_cpus(),
+                seen: vec![],
+                flows: nflows,
+            },
+            errors: Vec::new(),
+            fatal: Some(msg),
+        });
+    };
+    if let Some(c) = &w.cpus {
+        if let Err(e) = placement::pin_current_thread(c) {
+            return fail(e);
+        }
+    }
+    match Worker::new(w) {
+        Ok(mut worker) => worker.run(),
+        Err(e) => fail(format!("worker {index}: {e}")),
+    }
+}
+
+struct Worker {
+    s: WorkerSetup,
+    poll: Poll,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    live: usize,
+    counters: Counters,
+    base: Counters,
+    hist: Hist,
+    hist_corrected: Hist,
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    buf: Vec<u8>,
+    seen: CpuSeen,
+    next: usize,
+    window_started: bool,
+    interval_start: Instant,
+    /// Flows that yielded with work left (Status::Busy).
+    runnable: Vec<usize>,
+}
+
+impl Worker {
+    fn new(mut s: WorkerSetup) -> std::io::Result<Self> {
+        let poll = Poll::new()?;
+        let mut slots = Vec::with_capacity(s.flows.len());
+        let mut live = 0;
+        for (i, mut flow) in s.flows.drain(..).enumerate() {
+            flow.register(poll.registry(), Token(i))?;
+            live += 1;
+            slots.push(Some(Slot { flow, done: false }));
+        }
+        let buf = vec![0u8; s.buf_len];
+        let t0 = s.t0;
+        Ok(Worker {
+            s,
+            poll,
+            slots,
+            free: Vec::new(),
+            live,
+            counters: Counters::default(),
+            base: Counters::default(),
+            hist: new_hist(),
+            hist_corrected: new_hist(),
+            timers: BinaryHeap::new(),
+            buf,
+            seen: CpuSeen::default(),
+            next: 0,
+            window_started: false,
+            interval_start: t0,
+            // Every flow gets a first call: crr connectors open their first
+            // connection there, requesters send their first requests.
+            runnable: (0..live).collect(),
+        })
+    }
+
+    fn emit(&mut self, end: Instant) {
+        let counters = self.counters - self.base;
+        self.base = self.counters;
+        let hist = std::mem::replace(&mut self.hist, new_hist());
+        let hist_corrected = std::mem::replace(&mut self.hist_corrected, new_hist());
+        let _ = self.s.tx.send(WorkerMsg::Interval {
+            worker: self.s.index,
+            index: self.next,
+            start: self.interval_start,
+            end,
+            counters,
+            hist: Box::new(hist),
+            hist_corrected: Box::new(hist_corrected),
+        });
+        self.next += 1;
+        self.interval_start = end;
+    }
+
+    /// Closes every interval whose edge has passed. Returns true while the
+    /// window is still open (or not yet started).
+    fn advance(&mut self, now: Instant) -> bool {
+        let t0 = self.s.t0;
+        if !self.window_started {
+            if now < t0 + self.s.timeline.warmup {
+                return true;
+            }
+            self.window_started = true;
+            self.base = self.counters;
+            self.hist.reset();
+            self.hist_corrected.reset();
+            self.interval_start = now;
+        }
+        while let Some(edge) = self.s.timeline.edge(self.next) {
+            if now < t0 + edge {
+                return true;
+            }
+            self.seen.sample();
+            self.emit(now);
+        }
+        false
+    }
+
+    fn timeout(&self, now: Instant) -> Duration {
+        let mut until = now + Duration::from_millis(20);
+        let edge = if self.window_started {
+            self.s.timeline.edge(self.next)
+        } else {
+            Some(self.s.timeline.warmup)
+        };
+        if let Some(e) = edge {
+            until = until.min(self.s.t0 + e);
+        }
+        if let Some(Reverse((at, _))) = self.timers.peek() {
+            until = until.min(*at);
+        }
+        if !self.runnable.is_empty() {
+            return Duration::ZERO;
+        }
+        until.saturating_duration_since(now)
+    }
+
+    fn dispatch(
+        &mut self,
+        token: usize,
+        readable: bool,
+        writable: bool,
+        timer: bool,
+        now: Instant,
+        stopping: bool,
+        spawned: &mut Vec<Box<dyn Flow>>,
+    ) {
+        let Some(Some(slot)) = self.slots.get_mut(token) else {
+            return;
+        };
+        if slot.done {
+            return;
+        }
+        let mut cx = Ctx {
+            now,
+            token: Token(token),
+            counters: &mut self.counters,
+            hist: &mut self.hist,
+            hist_corrected: &mut self.hist_corrected,
+            buf: &mut self.buf,
+            payload: &self.s.payload,
+            registry: self.poll.registry(),
+            timers: &mut self.timers,
+            spawned,
+            stopping,
+        };
+        let status = if timer {
+            slot.flow.timer(&mut cx)
+        } else {
+            slot.flow.ready(&mut cx, readable, writable)
+        };
+        match status {
+            Status::Open => {}
+            Status::Busy => self.runnable.push(token),
+            Status::Done => self.retire(token, None, stopping),
+            Status::Failed(e) => self.retire(token, Some(e), stopping),
+        }
+    }
+
+    fn retire(&mut self, token: usize, err: Option<std::io::Error>, stopping: bool) {
+        let Some(Some(slot)) = self.slots.get_mut(token) else {
+            return;
+        };
+        if let Some(e) = &err {
+            if !stopping {
+                self.counters.errors += 1;
+                note_error(e, token as u32);
+            }
+        }
+        if slot.flow.persistent() {
+            slot.done = true;
+            self.live -= 1;
+        } else {
+            self.slots[token] = None;
+            self.free.push(token);
+        }
+    }
+
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut spawned: Vec<Box<dyn Flow>> = Vec::new();
+        let mut loops: u64 = 0;
+        let finite = self.s.finite;
+        let mut fatal = None;
+        loop {
+            let now = Instant::now();
+            let in_window = self.advance(now);
+            let stopping = !in_window;
+            if self.s.stop.load(Ordering::Relaxed) || (finite && self.live == 0) {
+                if self.window_started && self.s.timeline.edge(self.next).is_some() {
+                    self.emit(now);
+                }
+                break;
+            }
+            while let Some(&Reverse((at, tok))) = self.timers.peek() {
+                if at > now {
+                    break;
+                }
+                self.timers.pop();
+                self.dispatch(tok, false, false, true, now, stopping, &mut spawned);
+            }
+            let timeout = self.timeout(now);
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    fatal = Some(format!("epoll failed: {e}"));
+                    break;
+                }
+            }
+            let now = Instant::now();
+            let runnable = std::mem::take(&mut self.runnable);
+            for tok in runnable {
+                self.dispatch(tok, true, true, false, now, stopping, &mut spawned);
+            }
+            for ev in events.iter() {
+                let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+                self.dispatch(
+                    ev.token().0,
+                    readable,
+                    writable,
+                    false,
+                    now,
+                    stopping,
+                    &mut spawned,
+                );
+            }
+            for mut flow in spawned.drain(..) {
+                let token = match self.free.pop() {
+                    Some(t) => t,
+                    None => {
+                        self.slots.push(None);
+                        self.slots.len() - 1
+                    }
+                };
+                if flow.register(self.poll.registry(), Token(token)).is_ok() {
+                    self.slots[token] = Some(Slot { flow, done: false });
+                } else {
+                    self.free.push(token);
+                }
+            }
+            loops += 1;
+            if loops % 64 == 0 {
+                self.seen.sample();
+            }
+        }
+        let flows: Vec<FlowReport> = self
+            .slots
+            .iter()
+            .flatten()
+            .filter_map(|s| s.flow.report())
+            .map(|mut r| {
+                r.worker = self.s.index;
+                r
+            })
+            .collect();
+        let placement = WorkerPlacement {
+            worker: self.s.index,
+            pinned: self.s.cpus.clone(),
+            allowed: placement::allowed_cpus(),
+            seen: self.seen.shares(),
+            flows: flows.len(),
+        };
+        let errors = ERRORS.with(|v| std::mem::take(&mut *v.borrow_mut()));
+        let _ = self.s.tx.send(WorkerMsg::Finished {
+            worker: self.s.index,
+            intervals: self.next,
+            flows,
+            placement,
+            errors,
+            fatal,
+        });
+    }
+}

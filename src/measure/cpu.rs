@@ -1,0 +1,275 @@
+//! CPU accounting at the edges of the measurement window: host-wide from
+//! `/proc/stat` (every core, split by user/system/softirq/steal) and this
+//! process's own CPU from `getrusage`, so client and agent cost are known
+//! separately even when both run on one machine (netperf's `-c -C`).
+
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// Jiffies of one CPU line of /proc/stat.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CoreTimes {
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
+}
+
+impl CoreTimes {
+    fn total(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+    /// Time a CPU spent running something of this machine's (steal excluded).
+    fn busy(&self) -> u64 {
+        self.user + self.nice + self.system + self.irq + self.softirq
+    }
+    fn minus(&self, o: &CoreTimes) -> CoreTimes {
+        CoreTimes {
+            user: self.user.saturating_sub(o.user),
+            nice: self.nice.saturating_sub(o.nice),
+            system: self.system.saturating_sub(o.system),
+            idle: self.idle.saturating_sub(o.idle),
+            iowait: self.iowait.saturating_sub(o.iowait),
+            irq: self.irq.saturating_sub(o.irq),
+            softirq: self.softirq.saturating_sub(o.softirq),
+            steal: self.steal.saturating_sub(o.steal),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct HostCpu {
+    pub all: CoreTimes,
+    pub cores: Vec<(usize, CoreTimes)>,
+}
+
+/// Parses the text of /proc/stat.
+pub fn parse_proc_stat(text: &str) -> HostCpu {
+    let mut host = HostCpu::default();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let Some(name) = it.next() else { continue };
+        if !name.starts_with("cpu") {
+            continue;
+        }
+        let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
+        let get = |i: usize| v.get(i).copied().unwrap_or(0);
+        let t = CoreTimes {
+            user: get(0),
+            nice: get(1),
+            system: get(2),
+            idle: get(3),
+            iowait: get(4),
+            irq: get(5),
+            softirq: get(6),
+            steal: get(7),
+        };
+        if name == "cpu" {
+            host.all = t;
+        } else if let Ok(n) = name[3..].parse() {
+            host.cores.push((n, t));
+        }
+    }
+    host
+}
+
+fn read_host() -> HostCpu {
+    std::fs::read_to_string("/proc/stat")
+        .map(|t| parse_proc_stat(&t))
+        .unwrap_or_default()
+}
+
+/// This process's CPU time (all threads) in microseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcCpu {
+    pub user_us: u64,
+    pub system_us: u64,
+}
+
+fn read_proc() -> ProcCpu {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    ProcCpu {
+        user_us: us(ru.ru_utime),
+        system_us: us(ru.ru_stime),
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CpuSnapshot {
+    pub at: Instant,
+    pub host: HostCpu,
+    pub proc_: ProcCpu,
+}
+
+pub fn snapshot() -> CpuSnapshot {
+    CpuSnapshot {
+        at: Instant::now(),
+        host: read_host(),
+        proc_: read_proc(),
+    }
+}
+
+/// CPU use over a window between two snapshots.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuWindow {
+    pub wall_s: f64,
+    pub ncores: usize,
+    /// Host utilization, percent of all cores (100 = every core busy).
+    pub host_util_pct: f64,
+    pub user_pct: f64,
+    pub system_pct: f64,
+    pub irq_pct: f64,
+    pub softirq_pct: f64,
+    pub iowait_pct: f64,
+    /// Time the hypervisor ran someone else: not ours, but it slows us.
+    pub steal_pct: f64,
+    /// Busy percent of each core, in core order.
+    pub per_core_util_pct: Vec<f64>,
+    /// This process's CPU, percent of all cores (comparable to host_util_pct).
+    pub process_util_pct: f64,
+    /// This process's CPU in cores (1.0 = one core fully busy).
+    pub process_cores: f64,
+    pub process_cpu_s: f64,
+    pub process_user_s: f64,
+    pub process_system_s: f64,
+}
+
+pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
+    let wall = b.at.saturating_duration_since(a.at).as_secs_f64();
+    let d = b.host.all.minus(&a.host.all);
+    let total = d.total().max(1) as f64;
+    let pct = |x: u64| 100.0 * x as f64 / total;
+    let per_core: Vec<f64> = b
+        .host
+        .cores
+        .iter()
+        .map(|(n, t)| {
+            let prev = a
+                .host
+                .cores
+                .iter()
+                .find(|(m, _)| m == n)
+                .map(|(_, p)| *p)
+                .unwrap_or_default();
+            let dd = t.minus(&prev);
+            100.0 * dd.busy() as f64 / dd.total().max(1) as f64
+        })
+        .collect();
+    let ncores = b.host.cores.len().max(1);
+    let user_s = b.proc_.user_us.saturating_sub(a.proc_.user_us) as f64 / 1e6;
+    let sys_s = b.proc_.system_us.saturating_sub(a.proc_.system_us) as f64 / 1e6;
+    let cpu_s = user_s + sys_s;
+    let cores = if wall > 0.0 { cpu_s / wall } else { 0.0 };
+    CpuWindow {
+        wall_s: wall,
+        ncores,
+        host_util_pct: pct(d.busy()),
+        user_pct: pct(d.user + d.nice),
+        system_pct: pct(d.system),
+        irq_pct: pct(d.irq),
+        softirq_pct: pct(d.softirq),
+        iowait_pct: pct(d.iowait),
+        steal_pct: pct(d.steal),
+        per_core_util_pct: per_core,
+        process_util_pct: 100.0 * cores / ncores as f64,
+        process_cores: cores,
+        process_cpu_s: cpu_s,
+        process_user_s: user_s,
+        process_system_s: sys_s,
+    }
+}
+
+/// Service demand: CPU microseconds per KiB moved and per transaction, from
+/// this process's CPU time (on loopback the host figure holds both ends).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuCost {
+    pub host_util_pct: f64,
+    pub process_util_pct: f64,
+    pub process_cores: f64,
+    /// Process CPU µs per KiB (1024 B) of payload counted at the receivers.
+    pub us_per_kb: Option<f64>,
+    /// Process CPU µs per transaction.
+    pub us_per_tx: Option<f64>,
+    /// Host-wide CPU µs per KiB (netperf's definition; includes the other end on loopback).
+    pub host_us_per_kb: Option<f64>,
+    pub steal_pct: f64,
+}
+
+pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64) -> CpuCost {
+    let kb = bytes as f64 / 1024.0;
+    let proc_us = w.process_cpu_s * 1e6;
+    let host_us = w.host_util_pct / 100.0 * w.ncores as f64 * w.wall_s * 1e6;
+    CpuCost {
+        host_util_pct: w.host_util_pct,
+        process_util_pct: w.process_util_pct,
+        process_cores: w.process_cores,
+        us_per_kb: (kb > 0.0).then(|| proc_us / kb),
+        us_per_tx: (transactions > 0).then(|| proc_us / transactions as f64),
+        host_us_per_kb: (kb > 0.0).then(|| host_us / kb),
+        steal_pct: w.steal_pct,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const A: &str = "cpu  100 0 50 800 0 0 10 40 0 0\ncpu0 50 0 25 400 0 0 5 20 0 0\ncpu1 50 0 25 400 0 0 5 20 0 0\nintr 1\n";
+    const B: &str = "cpu  200 0 100 1000 0 0 20 80 0 0\ncpu0 150 0 75 400 0 0 15 60 0 0\ncpu1 50 0 25 600 0 0 5 20 0 0\n";
+
+    #[test]
+    fn host_window_splits_busy_and_steal() {
+        let t = Instant::now();
+        let a = CpuSnapshot {
+            at: t,
+            host: parse_proc_stat(A),
+            proc_: ProcCpu {
+                user_us: 0,
+                system_us: 0,
+            },
+        };
+        let b = CpuSnapshot {
+            at: t + Duration::from_secs(2),
+            host: parse_proc_stat(B),
+            proc_: ProcCpu {
+                user_us: 1_000_000,
+                system_us: 500_000,
+            },
+        };
+        let w = window(&a, &b);
+        // deltas: user 100, system 50, idle 200, softirq 10, steal 40 -> total 400
+        assert!((w.host_util_pct - 40.0).abs() < 1e-9);
+        assert!((w.steal_pct - 10.0).abs() < 1e-9);
+        assert_eq!(w.ncores, 2);
+        assert!((w.per_core_util_pct[0] - 200.0 / 240.0 * 100.0).abs() < 1e-9);
+        assert!((w.per_core_util_pct[1]).abs() < 1e-9);
+        assert!((w.process_cores - 0.75).abs() < 1e-9);
+        assert!((w.process_util_pct - 37.5).abs() < 1e-9);
+        let c = cost(&w, 1024 * 1000, 100);
+        assert!((c.us_per_kb.unwrap() - 1500.0).abs() < 1e-6);
+        assert!((c.us_per_tx.unwrap() - 15_000.0).abs() < 1e-6);
+        assert!(cost(&w, 0, 0).us_per_tx.is_none());
+    }
+
+    #[test]
+    fn live_snapshot_reads_this_machine() {
+        let s = snapshot();
+        assert!(!s.host.cores.is_empty());
+        assert!(s.host.all.total() > 0);
+    }
+}

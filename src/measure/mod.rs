@@ -1,0 +1,7 @@
+//! Measurement: CPU on both ends, latency histograms, TCP_INFO, statistics.
+pub mod cpu;
+pub mod histogram;
+pub mod interval;
+pub mod placement;
+pub mod stats;
+pub mod tcpinfo;

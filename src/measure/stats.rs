@@ -1,0 +1,178 @@
+//! Statistics over iterations: mean, standard deviation and the Student-t
+//! confidence interval, used to repeat a test until the interval is tight
+//! enough (netperf `-i max,min -I level,width`).
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Estimate {
+    pub n: usize,
+    pub mean: f64,
+    pub stddev: f64,
+    /// Confidence level in percent (e.g. 99).
+    pub level_pct: f64,
+    /// Half-width of the confidence interval, in the metric's unit (None for n < 2).
+    pub half_width: Option<f64>,
+    /// Half-width as a percent of the mean.
+    pub half_width_pct: Option<f64>,
+    pub min: f64,
+    pub max: f64,
+}
+
+pub fn estimate(values: &[f64], level_pct: f64) -> Estimate {
+    let n = values.len();
+    if n == 0 {
+        return Estimate {
+            level_pct,
+            ..Default::default()
+        };
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = if n > 1 {
+        values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+    } else {
+        0.0
+    };
+    let stddev = var.sqrt();
+    let half_width = (n > 1).then(|| {
+        let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).expect("df >= 1");
+        let q = t.inverse_cdf(1.0 - (1.0 - level_pct / 100.0) / 2.0);
+        q * stddev / (n as f64).sqrt()
+    });
+    let half_width_pct = half_width.and_then(|h| (mean != 0.0).then(|| 100.0 * h / mean.abs()));
+    Estimate {
+        n,
+        mean,
+        stddev,
+        level_pct,
+        half_width,
+        half_width_pct,
+        min: values.iter().cloned().fold(f64::INFINITY, f64::min),
+        max: values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+    }
+}
+
+/// Iteration policy: at least `min`, at most `max` runs, stop early once the
+/// interval at `level_pct` is within +/- `width_pct`/2 of the mean.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Confidence {
+    pub min: usize,
+    pub max: usize,
+    pub level_pct: f64,
+    pub width_pct: f64,
+}
+
+impl Default for Confidence {
+    fn default() -> Self {
+        Confidence {
+            min: 1,
+            max: 1,
+            level_pct: 99.0,
+            width_pct: 5.0,
+        }
+    }
+}
+
+impl Confidence {
+    /// True when no more iterations are needed.
+    pub fn satisfied(&self, values: &[f64]) -> bool {
+        if values.len() >= self.max {
+            return true;
+        }
+        if values.len() < self.min.max(1) {
+            return false;
+        }
+        if values.len() < 2 {
+            return self.max <= 1;
+        }
+        estimate(values, self.level_pct)
+            .half_width_pct
+            .is_some_and(|h| h <= self.width_pct / 2.0)
+    }
+}
+
+/// Parses `MIN..MAX` or `N` for --iterations.
+pub fn parse_iterations(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("'{s}' is not an iteration count (examples: 3, 3..10)");
+    let (a, b) = match s.split_once("..") {
+        Some((a, b)) => (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        ),
+        None => {
+            let n = s.trim().parse().map_err(|_| bad())?;
+            (n, n)
+        }
+    };
+    if a == 0 || b < a || b > 100 {
+        return Err(format!("--iterations '{s}': need 1 <= MIN <= MAX <= 100"));
+    }
+    Ok((a, b))
+}
+
+/// Parses `LEVEL,WIDTH` for --confidence, e.g. `99,5` (99% CI within +/-2.5%).
+pub fn parse_confidence(s: &str) -> Result<(f64, f64), String> {
+    let bad = || {
+        format!("'{s}' is not LEVEL,WIDTH (example: 99,5 = 99% CI no wider than 5% of the mean)")
+    };
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let level: f64 = a.trim().parse().map_err(|_| bad())?;
+    let width: f64 = b.trim().parse().map_err(|_| bad())?;
+    if !(50.0..100.0).contains(&level) || !(0.0..=100.0).contains(&width) || width == 0.0 {
+        return Err(format!(
+            "--confidence '{s}': level must be 50..100 and width 0..100"
+        ));
+    }
+    Ok((level, width))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t_interval_matches_tables() {
+        // n=5: t(0.995, 4) = 4.604; stddev of 1..5 = 1.5811
+        let e = estimate(&[1.0, 2.0, 3.0, 4.0, 5.0], 99.0);
+        assert!((e.mean - 3.0).abs() < 1e-12);
+        assert!((e.stddev - 1.581_138_8).abs() < 1e-6);
+        let expected = 4.604_094 * 1.581_138_8 / 5f64.sqrt();
+        assert!(
+            (e.half_width.unwrap() - expected).abs() < 1e-3,
+            "{:?}",
+            e.half_width
+        );
+        // 95%, n=3: t(0.975, 2) = 4.303
+        let e = estimate(&[10.0, 12.0, 14.0], 95.0);
+        assert!((e.half_width.unwrap() - 4.302_653 * 2.0 / 3f64.sqrt()).abs() < 1e-3);
+        assert!(estimate(&[7.0], 99.0).half_width.is_none());
+    }
+
+    #[test]
+    fn confidence_policy() {
+        let c = Confidence {
+            min: 3,
+            max: 10,
+            level_pct: 99.0,
+            width_pct: 5.0,
+        };
+        assert!(!c.satisfied(&[100.0, 100.1]));
+        assert!(c.satisfied(&[100.0, 100.1, 99.9]));
+        assert!(!c.satisfied(&[100.0, 120.0, 80.0]));
+        assert!(c.satisfied(&[1.0, 9.0, 1.0, 9.0, 1.0, 9.0, 1.0, 9.0, 1.0, 9.0]));
+        let once = Confidence::default();
+        assert!(once.satisfied(&[5.0]));
+    }
+
+    #[test]
+    fn parsing() {
+        assert_eq!(parse_iterations("3..10").unwrap(), (3, 10));
+        assert_eq!(parse_iterations("4").unwrap(), (4, 4));
+        assert!(parse_iterations("5..2").is_err());
+        assert!(parse_iterations("0").is_err());
+        assert_eq!(parse_confidence("99,5").unwrap(), (99.0, 5.0));
+        assert!(parse_confidence("99").is_err());
+        assert!(parse_confidence("120,5").is_err());
+    }
+}

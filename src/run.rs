@@ -1,0 +1,102 @@
+//! Running one test: iterations until the confidence target is met, each a
+//! full setup/start/window/stop cycle on the agent, folded into one result.
+
+use crate::agent::controller::{AgentConn, Live};
+use crate::measure::histogram::{self, new_hist};
+use crate::measure::stats::Confidence;
+use crate::result::{self, AgentInfo, Iteration, Pair, SideData, TestResult};
+use crate::spec::TestSpec;
+
+/// Runs `spec` on `conn` and returns the result, partial if an iteration
+/// ended early (its error is in the iteration and the summary status).
+/// Errors before anything was measured are returned as Err.
+pub fn run_test(
+    conn: &mut AgentConn,
+    spec: &TestSpec,
+    conf: Confidence,
+    agent: AgentInfo,
+    command: Vec<String>,
+    live: &mut dyn Live,
+    on_iteration: &mut dyn FnMut(&Iteration),
+) -> Result<TestResult, String> {
+    spec.validate()?;
+    let started_at = result::rfc3339_now();
+    let client_host = crate::env::collect();
+    let mut iterations: Vec<Iteration> = Vec::new();
+    let mut values = Vec::new();
+    let mut hist = new_hist();
+    let mut hist_c = new_hist();
+    for index in 0..conf.max.max(1) {
+        let run = match conn.run_iteration(spec, live) {
+            Ok(r) => r,
+            Err(e) if iterations.is_empty() => return Err(e),
+            Err(e) => {
+                if let Some(last) = iterations.last_mut() {
+                    last.status = "partial".into();
+                    last.error.get_or_insert(e);
+                }
+                break;
+            }
+        };
+        let c = &run.client;
+        if let Some(h) = &c.hist {
+            histogram::merge(&mut hist, h);
+        }
+        if let Some(h) = &c.hist_corrected {
+            histogram::merge(&mut hist_c, h);
+        }
+        let mut errors_client = c.errors.clone();
+        errors_client.dedup();
+        let client = SideData {
+            samples: &c.samples,
+            window_s: c.window_s,
+            window_cpu: c.window_cpu.clone(),
+            latency: c.hist.as_ref().and_then(histogram::summarize),
+            latency_corrected: c.hist_corrected.as_ref().and_then(histogram::summarize),
+            flows: c.flows.clone(),
+            placement: c.placement.clone(),
+            errors: errors_client,
+        };
+        let a = &run.agent;
+        let agent_side = SideData {
+            samples: &a.samples,
+            window_s: c.window_s,
+            window_cpu: a.window_cpu.clone(),
+            latency: None,
+            latency_corrected: None,
+            flows: a.flows.clone(),
+            placement: a.placement.clone(),
+            errors: a.errors.clone(),
+        };
+        let it = result::iteration(index, client, agent_side, run.error.clone());
+        on_iteration(&it);
+        values.push(it.main_value(spec.main_metric()));
+        let failed = run.error.is_some();
+        iterations.push(it);
+        if failed || conf.satisfied(&values) {
+            break;
+        }
+    }
+    let summary = result::summarize(
+        spec,
+        &iterations,
+        histogram::summarize(&hist),
+        histogram::summarize(&hist_c),
+        conf.level_pct,
+    );
+    Ok(TestResult {
+        schema: result::SCHEMA.into(),
+        schema_version: result::SCHEMA_VERSION,
+        started_at,
+        command,
+        spec: spec.clone(),
+        confidence_target: conf,
+        agent,
+        environment: Pair {
+            client: client_host,
+            agent: conn.host.clone().unwrap_or_default(),
+        },
+        summary,
+        iterations,
+    })
+}

@@ -1,0 +1,381 @@
+//! The test specification: what one test runs. The controller builds it from
+//! the command line and sends it to the agent unchanged, so both ends agree on
+//! every knob, and it is stored verbatim in the result.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Bulk transfer (netperf TCP_STREAM / TCP_MAERTS).
+    Stream,
+    /// Request/response on persistent connections (TCP_RR).
+    Rr,
+    /// Connect, request, response, close per transaction (TCP_CRR).
+    Crr,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Stream => "stream",
+            Workload::Rr => "rr",
+            Workload::Crr => "crr",
+        }
+    }
+}
+
+/// Which way payload flows in a `stream` test, seen from the client.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client sends, agent receives ("stream put").
+    Tx,
+    /// Agent sends, client receives ("stream get").
+    Rx,
+    /// Both send and receive on every flow.
+    Bidir,
+}
+
+/// Whether `--bytes` bounds each flow once or each transaction of a loop.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    Flow,
+    Transaction,
+}
+
+/// How a `crr` connection ends.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CloseMode {
+    /// The agent closes after its response (FIN first), the client closes on
+    /// EOF: TIME_WAIT lands on the agent's side, keyed by the client's port,
+    /// which the agent's kernel reuses for a new SYN with newer timestamps,
+    /// so the client never runs out of ephemeral ports.
+    Graceful,
+    /// The client closes with SO_LINGER 0 (RST): no TIME_WAIT anywhere, as
+    /// neper does; cheaper, but not what a real application does.
+    Reset,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TestSpec {
+    pub workload: Workload,
+    pub direction: Direction,
+    /// Write size for continuous streams, bytes.
+    pub message: usize,
+    /// Request and response sizes for rr/crr (and finite stream transfers).
+    pub request: u64,
+    pub response: u64,
+    /// Finite stream transfer size, bytes (None: continuous for the duration).
+    pub bytes: Option<u64>,
+    pub per: Per,
+    /// Size of the small message in the other direction of a finite stream.
+    pub reply: u64,
+    /// Requests in flight per rr flow (netperf -b + 1).
+    pub outstanding: u32,
+    /// Open-loop rate, transactions/s over all flows (None: closed loop).
+    pub rate: Option<f64>,
+    pub flows: u32,
+    pub threads: u32,
+    pub agent_threads: u32,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub interval_s: f64,
+    pub sndbuf: Option<usize>,
+    pub rcvbuf: Option<usize>,
+    pub nodelay: bool,
+    pub cc: Option<String>,
+    pub mss: Option<u32>,
+    pub cpus: Option<Vec<usize>>,
+    pub agent_cpus: Option<Vec<usize>>,
+    pub zerocopy: bool,
+    pub ipv6: bool,
+    pub close: CloseMode,
+}
+
+impl Default for TestSpec {
+    fn default() -> Self {
+        TestSpec {
+            workload: Workload::Stream,
+            direction: Direction::Tx,
+            message: 128 * 1024,
+            request: 1,
+            response: 1,
+            bytes: None,
+            per: Per::Flow,
+            reply: 20,
+            outstanding: 1,
+            rate: None,
+            flows: 1,
+            threads: 1,
+            agent_threads: 1,
+            duration_s: 10.0,
+            warmup_s: 2.0,
+            interval_s: 1.0,
+            sndbuf: None,
+            rcvbuf: None,
+            nodelay: false,
+            cc: None,
+            mss: None,
+            cpus: None,
+            agent_cpus: None,
+            zerocopy: false,
+            ipv6: false,
+            close: CloseMode::Graceful,
+        }
+    }
+}
+
+/// What one side's flows do, derived from the spec: the single place where
+/// workload names turn into flow behaviour on the client and on the agent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FlowPlan {
+    /// Write `message`-sized chunks and/or read, continuously.
+    Stream { send: bool, recv: bool },
+    /// Send requests and wait for responses (rr, finite streams).
+    Requester {
+        request: u64,
+        response: u64,
+        /// Transactions per flow before it finishes (None: until stopped).
+        count: Option<u64>,
+    },
+    /// Answer each request of `request` bytes with `response` bytes.
+    Responder { request: u64, response: u64 },
+    /// One connection per transaction (crr client); the agent side answers
+    /// with a `Responder` per accepted connection.
+    Connector { request: u64, response: u64 },
+}
+
+impl TestSpec {
+    /// A finite test ends when every flow is done, not after `duration_s`.
+    pub fn is_finite(&self) -> bool {
+        self.workload == Workload::Stream && self.bytes.is_some() && self.per == Per::Flow
+    }
+
+    /// The flow behaviour of the client (`agent == false`) or of the agent.
+    pub fn plan(&self, agent: bool) -> FlowPlan {
+        match self.workload {
+            Workload::Stream => match (self.bytes, self.direction) {
+                (None, d) => {
+                    let client_sends = d != Direction::Rx;
+                    let client_recvs = d != Direction::Tx;
+                    if agent {
+                        FlowPlan::Stream {
+                            send: client_recvs,
+                            recv: client_sends,
+                        }
+                    } else {
+                        FlowPlan::Stream {
+                            send: client_sends,
+                            recv: client_recvs,
+                        }
+                    }
+                }
+                (Some(n), d) => {
+                    let (request, response) = if d == Direction::Rx {
+                        (self.reply, n)
+                    } else {
+                        (n, self.reply)
+                    };
+                    if agent {
+                        FlowPlan::Responder { request, response }
+                    } else {
+                        FlowPlan::Requester {
+                            request,
+                            response,
+                            count: (self.per == Per::Flow).then_some(1),
+                        }
+                    }
+                }
+            },
+            Workload::Rr => {
+                if agent {
+                    FlowPlan::Responder {
+                        request: self.request,
+                        response: self.response,
+                    }
+                } else {
+                    FlowPlan::Requester {
+                        request: self.request,
+                        response: self.response,
+                        count: None,
+                    }
+                }
+            }
+            Workload::Crr => {
+                if agent {
+                    FlowPlan::Responder {
+                        request: self.request,
+                        response: self.response,
+                    }
+                } else {
+                    FlowPlan::Connector {
+                        request: self.request,
+                        response: self.response,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks combinations that flags alone cannot rule out. Used by the
+    /// controller before it starts and by the agent before it accepts.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.flows == 0 {
+            return Err("--flows must be at least 1".into());
+        }
+        if self.threads == 0 || self.agent_threads == 0 {
+            return Err("--threads must be at least 1".into());
+        }
+        if self.threads > 256 || self.agent_threads > 256 {
+            return Err("--threads is capped at 256".into());
+        }
+        if self.message == 0 || self.message > 64 * 1024 * 1024 {
+            return Err("--message must be between 1 byte and 64 MiB".into());
+        }
+        if self.request == 0 || self.response == 0 {
+            return Err("--request and --response must be at least 1 byte".into());
+        }
+        if self.interval_s < 0.05 {
+            return Err("--interval must be at least 50ms".into());
+        }
+        if !self.is_finite() && self.duration_s < self.interval_s.min(0.1) {
+            return Err("--duration must be at least 0.1 s".into());
+        }
+        if self.outstanding == 0 || self.outstanding > 1024 {
+            return Err("--outstanding must be between 1 and 1024".into());
+        }
+        if self.bytes.is_some() && self.workload != Workload::Stream {
+            return Err("--bytes applies to stream; for rr use --request/--response".into());
+        }
+        if self.bytes == Some(0) {
+            return Err("--bytes must be at least 1 byte".into());
+        }
+        if self.bytes.is_some() && self.direction == Direction::Bidir {
+            return Err("--bytes works with --direction tx or rx, not bidir".into());
+        }
+        if self.rate.is_some() && self.workload != Workload::Rr {
+            return Err("--rate (open loop) applies to rr".into());
+        }
+        if self.zerocopy && self.workload != Workload::Stream {
+            return Err("--zerocopy applies to stream".into());
+        }
+        if let Some(cc) = &self.cc {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(format!("--cc '{cc}' is not a congestion control name"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The headline metric used for confidence intervals and progress.
+    pub fn main_metric(&self) -> MainMetric {
+        match self.workload {
+            Workload::Stream if self.bytes.is_none() || self.per == Per::Flow => {
+                MainMetric::Throughput
+            }
+            _ => MainMetric::TransactionRate,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MainMetric {
+    Throughput,
+    TransactionRate,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_plans_mirror() {
+        let mut s = TestSpec::default();
+        assert_eq!(
+            s.plan(false),
+            FlowPlan::Stream {
+                send: true,
+                recv: false
+            }
+        );
+        assert_eq!(
+            s.plan(true),
+            FlowPlan::Stream {
+                send: false,
+                recv: true
+            }
+        );
+        s.direction = Direction::Rx;
+        assert_eq!(
+            s.plan(false),
+            FlowPlan::Stream {
+                send: false,
+                recv: true
+            }
+        );
+        s.direction = Direction::Bidir;
+        assert_eq!(
+            s.plan(true),
+            FlowPlan::Stream {
+                send: true,
+                recv: true
+            }
+        );
+    }
+
+    #[test]
+    fn finite_stream_is_a_transaction() {
+        let mut s = TestSpec {
+            bytes: Some(20 << 20),
+            ..Default::default()
+        };
+        assert!(s.is_finite());
+        assert_eq!(
+            s.plan(false),
+            FlowPlan::Requester {
+                request: 20 << 20,
+                response: 20,
+                count: Some(1)
+            }
+        );
+        s.direction = Direction::Rx;
+        s.per = Per::Transaction;
+        assert!(!s.is_finite());
+        assert_eq!(
+            s.plan(true),
+            FlowPlan::Responder {
+                request: 20,
+                response: 20 << 20
+            }
+        );
+        assert_eq!(s.main_metric(), MainMetric::TransactionRate);
+    }
+
+    #[test]
+    fn validation_names_the_flag() {
+        let s = TestSpec {
+            flows: 0,
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().contains("--flows"));
+        let s = TestSpec {
+            workload: Workload::Crr,
+            rate: Some(10.0),
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().contains("--rate"));
+        let s = TestSpec {
+            cc: Some("re no".into()),
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().contains("--cc"));
+        assert!(TestSpec::default().validate().is_ok());
+    }
+}

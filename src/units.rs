@@ -1,0 +1,231 @@
+//! Parsing and printing of the quantities users type: sizes (`128K`, `20M`),
+//! durations (`10`, `500ms`), counts (`10k`) and CPU lists (`0,2-3`).
+//!
+//! Sizes use binary multiples (K = 1024), as netperf and iperf3 do for
+//! message and buffer sizes; rates printed in bits use decimal multiples
+//! (Gbit/s = 1e9), as every network tool does.
+
+use std::time::Duration;
+
+/// Parses a byte size such as `64`, `128K`, `128KiB`, `20M`, `1G`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("'{s}' is not a size (examples: 64, 128K, 20M, 1G)"));
+    }
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (examples: 64, 128K, 20M, 1G)"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{s}' (use K, M or G, binary multiples)"
+            ))
+        }
+    };
+    let bytes = value * mult;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > 1e15 {
+        return Err(format!("size '{s}' is out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Parses a duration: a plain number is seconds; `ms`, `s`, `m` suffixes.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (examples: 10, 2.5s, 500ms, 1m)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "us" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit '{other}' in '{s}' (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+        return Err(format!("duration '{s}' is out of range (0 to 24 h)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a count or rate with optional decimal suffix: `500`, `10k`, `1.5M`.
+pub fn parse_count(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number (examples: 500, 10k, 1.5M)"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("'{s}' must be a positive number"));
+    }
+    Ok(v * mult)
+}
+
+/// Parses a CPU list such as `0`, `0,2`, `0-3,6`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("'{s}' is not a CPU list (examples: 0, 0,2, 0-3)");
+        if let Some((a, b)) = part.split_once('-') {
+            let a: usize = a.trim().parse().map_err(|_| bad())?;
+            let b: usize = b.trim().parse().map_err(|_| bad())?;
+            if b < a || b - a > 4096 {
+                return Err(bad());
+            }
+            out.extend(a..=b);
+        } else {
+            out.push(part.parse().map_err(|_| bad())?);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("'{s}' names no CPU"));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Formats bits per second with a decimal unit, e.g. `41.23 Gbit/s`.
+pub fn fmt_bps(bps: f64) -> String {
+    let (v, u) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    format!("{v:.2} {u}")
+}
+
+/// Formats a byte count with a binary unit, e.g. `128 KiB`.
+pub fn fmt_bytes(b: u64) -> String {
+    const K: u64 = 1024;
+    if b >= K * K * K && b % (K * K * K) == 0 {
+        format!("{} GiB", b / (K * K * K))
+    } else if b >= K * K && b % (K * K) == 0 {
+        format!("{} MiB", b / (K * K))
+    } else if b >= K && b % K == 0 {
+        format!("{} KiB", b / K)
+    } else if b >= K * K {
+        format!("{:.1} MiB", b as f64 / (K * K) as f64)
+    } else if b >= 10 * K {
+        format!("{:.1} KiB", b as f64 / K as f64)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// Formats a rate of events per second compactly, e.g. `58.3k/s`.
+pub fn fmt_rate(r: f64) -> String {
+    if r >= 1e6 {
+        format!("{:.2}M/s", r / 1e6)
+    } else if r >= 1e4 {
+        format!("{:.1}k/s", r / 1e3)
+    } else {
+        format!("{r:.0}/s")
+    }
+}
+
+/// Formats a latency given in microseconds.
+pub fn fmt_us(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+/// Formats a CPU list compactly (`0-3,6`).
+pub fn fmt_cpu_list(cpus: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64").unwrap(), 64);
+        assert_eq!(parse_size("128K").unwrap(), 131072);
+        assert_eq!(parse_size("128KiB").unwrap(), 131072);
+        assert_eq!(parse_size("20M").unwrap(), 20 * 1024 * 1024);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("1.5K").unwrap(), 1536);
+        assert!(parse_size("12Q").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("-5").is_err());
+        assert!(parse_size("K").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2.5s").unwrap(), Duration::from_millis(2500));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert!(parse_duration("10h").is_err());
+        assert!(parse_duration("ten").is_err());
+    }
+
+    #[test]
+    fn counts_and_cpus() {
+        assert_eq!(parse_count("10k").unwrap(), 10_000.0);
+        assert!(parse_count("0").is_err());
+        assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
+        assert_eq!(parse_cpu_list("1,1").unwrap(), vec![1]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert_eq!(fmt_cpu_list(&[0, 1, 2, 5]), "0-2,5");
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_bps(41.234e9), "41.23 Gbit/s");
+        assert_eq!(fmt_bytes(131072), "128 KiB");
+        assert_eq!(fmt_bytes(200), "200 B");
+        assert_eq!(fmt_rate(58_300.0), "58.3k/s");
+    }
+}

@@ -1,0 +1,293 @@
+//! `crr`: connect, request, response, close per transaction (netperf
+//! TCP_CRR). Each client flow is a slot that opens one connection after
+//! another; the agent accepts on one SO_REUSEPORT listener per worker and
+//! answers each connection once.
+//!
+//! Ports: in `graceful` mode the agent closes first, so TIME_WAIT stays on
+//! the agent's side and the client's ephemeral port is free at once; the
+//! agent's kernel accepts a new SYN on a TIME_WAIT pair when its timestamps
+//! are newer. In `reset` mode the client closes with SO_LINGER 0 and no
+//! TIME_WAIT exists at all. Either way a long run does not exhaust the
+//! client's ports; the counters record how each connection ended.
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Registry, Token};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use crate::engine::flow::{
+    encode_header, read_some, write_some, Ctx, Flow, FlowBase, Io, Status, HEADER_LEN,
+};
+use crate::engine::sockopt;
+use crate::measure::histogram::record_ns;
+use crate::spec::{CloseMode, TestSpec};
+use crate::workload::rr::Responder;
+
+enum State {
+    Idle,
+    Connecting,
+    Sending { off: u64 },
+    Receiving { left: u64 },
+    AwaitEof,
+}
+
+pub struct Connector {
+    id: u32,
+    addr: SocketAddr,
+    spec: TestSpec,
+    request: u64,
+    response: u64,
+    stream: Option<TcpStream>,
+    state: State,
+    began: Instant,
+    header: [u8; HEADER_LEN],
+}
+
+impl Connector {
+    pub fn new(id: u32, addr: SocketAddr, spec: &TestSpec, cookie: u64) -> Self {
+        Connector {
+            id,
+            addr,
+            spec: spec.clone(),
+
+            request: spec.request,
+            response: spec.response,
+            stream: None,
+            state: State::Idle,
+            began: Instant::now(),
+            header: encode_header(cookie, id),
+        }
+    }
+
+    fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
+        let sock = sockopt::tcp_socket(&self.addr, &self.spec)?;
+        match sock.connect(&self.addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    "out of ephemeral ports (EADDRNOTAVAIL)",
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+        let mut stream = TcpStream::from_std(sock.into());
+        cx.registry.register(
+            &mut stream,
+            cx.token,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.stream = Some(stream);
+        self.began = cx.now;
+        self.state = State::Connecting;
+        Ok(())
+    }
+
+    fn close(&mut self, cx: &mut Ctx<'_>) {
+        if let Some(mut s) = self.stream.take() {
+            let _ = cx.registry.deregister(&mut s);
+        }
+        self.state = State::Idle;
+    }
+
+    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
+        loop {
+            let Some(stream) = self.stream.as_mut() else {
+                self.open(cx)?;
+                continue;
+            };
+            match self.state {
+                State::Idle => unreachable!("a stream exists only once opened"),
+                State::Connecting => {
+                    if let Some(e) = stream.take_error()? {
+                        return Err(e);
+                    }
+                    match stream.peer_addr() {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
+                        Err(e) => return Err(e),
+                    }
+                    // Header and request leave in one write when they fit.
+                    let n =
+                        (HEADER_LEN as u64 + self.request).min(cx.payload.len() as u64) as usize;
+                    let mut first = Vec::with_capacity(n);
+                    first.extend_from_slice(&self.header);
+                    first.extend_from_slice(&cx.payload[..n - HEADER_LEN]);
+                    match write_some(stream, &first)? {
+                        Io::Moved(w) if w >= HEADER_LEN => {
+                            let sent = (w - HEADER_LEN) as u64;
+                            cx.counters.bytes_tx += sent;
+                            self.state = State::Sending { off: sent };
+                        }
+                        Io::Moved(_) | Io::Blocked | Io::Eof => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::WriteZero,
+                                "could not send the data header",
+                            ))
+                        }
+                    }
+                }
+                State::Sending { off } => {
+                    if off >= self.request {
+                        self.state = State::Receiving {
+                            left: self.response,
+                        };
+                        continue;
+                    }
+                    let n = ((self.request - off) as usize).min(cx.payload.len());
+                    match write_some(stream, &cx.payload[..n])? {
+                        Io::Moved(w) => {
+                            cx.counters.bytes_tx += w as u64;
+                            self.state = State::Sending {
+                                off: off + w as u64,
+                            };
+                        }
+                        Io::Blocked => return Ok(()),
+                        Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    }
+                }
+                State::Receiving { left } => match read_some(stream, cx.buf)? {
+                    Io::Moved(n) => {
+                        let n = n as u64;
+                        if n > left {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "more response bytes than asked for",
+                            ));
+                        }
+                        cx.counters.bytes_rx += n;
+                        if n < left {
+                            self.state = State::Receiving { left: left - n };
+                        } else if self.spec.close == CloseMode::Reset {
+                            sockopt::set_reset_on_close(stream.as_raw_fd())?;
+                            self.finish(cx, false);
+                        } else {
+                            self.state = State::AwaitEof;
+                        }
+                    }
+                    Io::Blocked => return Ok(()),
+                    Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
+                },
+                State::AwaitEof => match read_some(stream, cx.buf)? {
+                    Io::Eof => self.finish(cx, true),
+                    Io::Blocked => return Ok(()),
+                    Io::Moved(_) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "data after the response",
+                        ))
+                    }
+                },
+            }
+        }
+    }
+
+    /// One transaction done: count it, close, and open the next connection.
+    fn finish(&mut self, cx: &mut Ctx<'_>, graceful: bool) {
+        record_ns(
+            cx.hist,
+            cx.now.saturating_duration_since(self.began).as_nanos() as u64,
+        );
+        cx.counters.transactions += 1;
+        cx.counters.connections += 1;
+        if graceful {
+            cx.counters.graceful_closes += 1;
+        } else {
+            cx.counters.resets += 1;
+        }
+        self.close(cx);
+    }
+}
+
+impl Flow for Connector {
+    fn register(&mut self, _registry: &Registry, _token: Token) -> io::Result<()> {
+        Ok(()) // each connection registers itself when opened
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
+        if let Err(e) = self.step(cx) {
+            self.close(cx);
+            if !cx.stopping {
+                cx.counters.errors += 1;
+            }
+            // Back off briefly so a dead peer does not turn into a busy loop.
+            let at = cx.now + Duration::from_millis(10);
+            cx.schedule(at);
+            if !cx.stopping && e.kind() != io::ErrorKind::ConnectionRefused {
+                crate::engine::worker::note_error(&e, self.id);
+            }
+        }
+        Status::Open
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        if self.stream.is_none() {
+            return self.ready(cx, false, false);
+        }
+        Status::Open
+    }
+}
+
+/// The agent's crr listener: accepts every pending connection and hands each
+/// to a one-shot `Responder`.
+pub struct Acceptor {
+    listener: TcpListener,
+    request: u64,
+    response: u64,
+    cookie: u64,
+    close_first: bool,
+}
+
+impl Acceptor {
+    pub fn new(listener: TcpListener, spec: &TestSpec, cookie: u64) -> Self {
+        Acceptor {
+            listener,
+            request: spec.request,
+            response: spec.response,
+            cookie,
+            close_first: spec.close == CloseMode::Graceful,
+        }
+    }
+}
+
+impl Flow for Acceptor {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(&mut self.listener, token, Interest::READABLE)
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    cx.counters.connections += 1;
+                    let base = FlowBase::new(0, stream);
+                    cx.spawned.push(Box::new(Responder::one_shot(
+                        base,
+                        self.request,
+                        self.response,
+                        self.cookie,
+                        self.close_first,
+                    )));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Open,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // EMFILE and friends: count, and retry soon (edge-triggered:
+                // no new event comes for connections already pending).
+                Err(e) => {
+                    cx.counters.errors += 1;
+                    crate::engine::worker::note_error(&e, 0);
+                    let at = cx.now + Duration::from_millis(10);
+                    cx.schedule(at);
+                    return Status::Open;
+                }
+            }
+        }
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        self.ready(cx, true, false)
+    }
+}

@@ -1,0 +1,388 @@
+//! `rr`: request/response on persistent connections (netperf TCP_RR), also
+//! the engine of finite stream transfers ("stream put 20M/20" is one 20 MB
+//! request answered by 20 bytes).
+//!
+//! Closed loop: each flow keeps `outstanding` requests in flight. Open loop
+//! (`--rate`): request i of a flow is due at `start + i / rate`; it is sent
+//! when due and fewer than `outstanding` are in flight, and its latency is
+//! taken from the due time as well as from the actual send, so a slow server
+//! cannot hide queueing (coordinated omission).
+
+use mio::{Registry, Token};
+use std::collections::VecDeque;
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::engine::flow::{
+    decode_header, read_some, write_some, Ctx, Flow, FlowBase, FlowReport, Io, Status, BUDGET,
+    HEADER_LEN,
+};
+use crate::measure::histogram::record_ns;
+
+pub struct Requester {
+    base: FlowBase,
+    request: u64,
+    response: u64,
+    outstanding: usize,
+    count: Option<u64>,
+    /// Open loop: seconds between requests of this flow.
+    period: Option<f64>,
+    start: Option<Instant>,
+    started: u64,
+    /// (actual start, intended start) of requests awaiting their response.
+    in_flight: VecDeque<(Instant, Instant)>,
+    /// Request bytes not yet written.
+    to_write: u64,
+    /// Bytes still expected of the response at the head of `in_flight`.
+    resp_left: u64,
+    timer_armed: bool,
+}
+
+impl Requester {
+    pub fn new(
+        base: FlowBase,
+        request: u64,
+        response: u64,
+        outstanding: u32,
+        count: Option<u64>,
+        rate: Option<f64>,
+    ) -> Self {
+        Requester {
+            base,
+            request,
+            response,
+            outstanding: outstanding as usize,
+            count,
+            period: rate.map(|r| 1.0 / r),
+            start: None,
+            started: 0,
+            in_flight: VecDeque::new(),
+            to_write: 0,
+            resp_left: response,
+            timer_armed: false,
+        }
+    }
+
+    fn due(&self, i: u64) -> Option<Instant> {
+        let (p, s) = (self.period?, self.start?);
+        Some(s + Duration::from_secs_f64(p * i as f64))
+    }
+
+    /// Starts every request allowed now, then writes what it can.
+    fn pump(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
+        self.start.get_or_insert(cx.now);
+        while self.in_flight.len() < self.outstanding && self.count.is_none_or(|c| self.started < c)
+        {
+            let intended = match self.due(self.started) {
+                Some(t) if t > cx.now => {
+                    if !self.timer_armed {
+                        self.timer_armed = true;
+                        cx.schedule(t);
+                    }
+                    break;
+                }
+                Some(t) => t,
+                None => cx.now,
+            };
+            self.in_flight.push_back((cx.now, intended));
+            self.started += 1;
+            self.to_write += self.request;
+        }
+        let mut moved = 0;
+        while self.to_write > 0 {
+            if moved >= BUDGET {
+                return Ok(Status::Busy);
+            }
+            let n = (self.to_write as usize).min(cx.payload.len());
+            match write_some(&mut self.base.stream, &cx.payload[..n])? {
+                Io::Moved(n) => {
+                    moved += n;
+                    self.to_write -= n as u64;
+                    self.base.bytes_tx += n as u64;
+                    cx.counters.bytes_tx += n as u64;
+                }
+                Io::Blocked => break,
+                Io::Eof => return Ok(Status::Done),
+            }
+        }
+        Ok(Status::Open)
+    }
+
+    fn receive(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
+        let mut completed = false;
+        let mut moved = 0;
+        let mut busy = false;
+        loop {
+            if moved >= BUDGET {
+                busy = true;
+                break;
+            }
+            match read_some(&mut self.base.stream, cx.buf)? {
+                Io::Moved(n) => {
+                    moved += n;
+                    cx.counters.bytes_rx += n as u64;
+                    self.base.bytes_rx += n as u64;
+                    let mut left = n as u64;
+                    while left > 0 {
+                        if self.in_flight.is_empty() {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "response bytes with no request in flight",
+                            ));
+                        }
+                        let take = left.min(self.resp_left);
+                        left -= take;
+                        self.resp_left -= take;
+                        if self.resp_left == 0 {
+                            let (sent, intended) = self.in_flight.pop_front().unwrap();
+                            let now = cx.now;
+                            record_ns(
+                                cx.hist,
+                                now.saturating_duration_since(sent).as_nanos() as u64,
+                            );
+                            if self.period.is_some() {
+                                record_ns(
+                                    cx.hist_corrected,
+                                    now.saturating_duration_since(intended).as_nanos() as u64,
+                                );
+                            }
+                            cx.counters.transactions += 1;
+                            self.base.transactions += 1;
+                            self.resp_left = self.response;
+                            completed = true;
+                        }
+                    }
+                }
+                Io::Blocked => break,
+                Io::Eof => return Ok(Status::Done),
+            }
+        }
+        if self.count.is_some_and(|c| self.base.transactions >= c) {
+            self.base.completed_s.get_or_insert_with(|| {
+                cx.now
+                    .saturating_duration_since(self.start.unwrap_or(cx.now))
+                    .as_secs_f64()
+            });
+            return Ok(Status::Done);
+        }
+        let pumped = if completed {
+            self.pump(cx)?
+        } else {
+            Status::Open
+        };
+        Ok(match pumped {
+            Status::Open if busy => Status::Busy,
+            other => other,
+        })
+    }
+}
+
+impl Flow for Requester {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        self.base.register(registry, token)
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status {
+        let r = (|| {
+            let mut busy = false;
+            if writable || self.start.is_none() {
+                match self.pump(cx)? {
+                    Status::Done => return Ok(Status::Done),
+                    Status::Busy => busy = true,
+                    _ => {}
+                }
+            }
+            if readable {
+                match self.receive(cx)? {
+                    Status::Open => {}
+                    other => return Ok(other),
+                }
+            }
+            Ok(if busy { Status::Busy } else { Status::Open })
+        })();
+        r.unwrap_or_else(Status::Failed)
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        self.timer_armed = false;
+        self.pump(cx).unwrap_or_else(Status::Failed)
+    }
+
+    fn report(&self) -> Option<FlowReport> {
+        Some(self.base.report())
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+}
+
+/// Answers each request of `request` bytes with `response` bytes. As the
+/// agent side of crr it first checks the data header, answers once, then
+/// closes first (graceful) or waits for the client's reset.
+pub struct Responder {
+    base: FlowBase,
+    request: u64,
+    response: u64,
+    req_left: u64,
+    to_write: u64,
+    /// crr: header bytes still to read and check against this cookie.
+    header: Option<(u64, [u8; HEADER_LEN], usize)>,
+    /// crr: answer one request, then end.
+    once: bool,
+    close_first: bool,
+    answered: bool,
+}
+
+impl Responder {
+    pub fn new(base: FlowBase, request: u64, response: u64) -> Self {
+        Responder {
+            base,
+            request,
+            response,
+            req_left: request,
+            to_write: 0,
+            header: None,
+            once: false,
+            close_first: false,
+            answered: false,
+        }
+    }
+
+    pub fn one_shot(
+        base: FlowBase,
+        request: u64,
+        response: u64,
+        cookie: u64,
+        close_first: bool,
+    ) -> Self {
+        Responder {
+            header: Some((cookie, [0; HEADER_LEN], 0)),
+            once: true,
+            close_first,
+            ..Self::new(base, request, response)
+        }
+    }
+
+    fn read_header(&mut self) -> io::Result<bool> {
+        let Some((cookie, buf, got)) = &mut self.header else {
+            return Ok(true);
+        };
+        while *got < HEADER_LEN {
+            match read_some(&mut self.base.stream, &mut buf[*got..])? {
+                Io::Moved(n) => *got += n,
+                Io::Blocked => return Ok(false),
+                Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
+            }
+        }
+        match decode_header(buf, *cookie) {
+            Some(id) => {
+                self.base.id = id;
+                self.header = None;
+                Ok(true)
+            }
+            None => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "data connection with a wrong cookie",
+            )),
+        }
+    }
+
+    fn step(&mut self, cx: &mut Ctx<'_>, readable: bool) -> io::Result<Status> {
+        if !self.read_header()? {
+            return Ok(Status::Open);
+        }
+        // Edge-triggered: drain reads on every event, readable or not.
+        let _ = readable;
+        let mut busy = false;
+        {
+            let mut moved = 0;
+            loop {
+                if moved >= BUDGET {
+                    busy = true;
+                    break;
+                }
+                match read_some(&mut self.base.stream, cx.buf)? {
+                    Io::Moved(n) => {
+                        moved += n;
+                        cx.counters.bytes_rx += n as u64;
+                        self.base.bytes_rx += n as u64;
+                        let mut left = n as u64;
+                        while left > 0 {
+                            let take = left.min(self.req_left);
+                            left -= take;
+                            self.req_left -= take;
+                            if self.req_left == 0 {
+                                self.to_write += self.response;
+                                self.req_left = self.request;
+                                cx.counters.transactions += 1;
+                                self.base.transactions += 1;
+                            }
+                        }
+                    }
+                    Io::Blocked => break,
+                    Io::Eof => {
+                        if self.once && self.answered {
+                            cx.counters.graceful_closes += 1;
+                        }
+                        return Ok(Status::Done);
+                    }
+                }
+            }
+        }
+        let mut moved = 0;
+        while self.to_write > 0 {
+            if moved >= BUDGET {
+                busy = true;
+                break;
+            }
+            let n = (self.to_write as usize).min(cx.payload.len());
+            match write_some(&mut self.base.stream, &cx.payload[..n])? {
+                Io::Moved(n) => {
+                    moved += n;
+                    self.to_write -= n as u64;
+                    self.base.bytes_tx += n as u64;
+                    cx.counters.bytes_tx += n as u64;
+                }
+                Io::Blocked => break,
+                Io::Eof => return Ok(Status::Done),
+            }
+        }
+        if busy {
+            return Ok(Status::Busy);
+        }
+        if self.once && self.base.transactions > 0 && self.to_write == 0 {
+            self.answered = true;
+            if self.close_first {
+                return Ok(Status::Done);
+            }
+        }
+        Ok(Status::Open)
+    }
+}
+
+impl Flow for Responder {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        self.base.register(registry, token)
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, _writable: bool) -> Status {
+        match self.step(cx, readable) {
+            Ok(s) => s,
+            // A client that resets after its answer is the `--close reset` mode.
+            Err(e) if self.answered && e.kind() == io::ErrorKind::ConnectionReset => {
+                cx.counters.resets += 1;
+                Status::Done
+            }
+            Err(e) => Status::Failed(e),
+        }
+    }
+
+    fn report(&self) -> Option<FlowReport> {
+        (!self.once).then(|| self.base.report())
+    }
+
+    fn persistent(&self) -> bool {
+        !self.once
+    }
+}
