@@ -28,6 +28,8 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+// Parsed once per process: the size difference between variants is moot.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run one test against an agent (a local one is started when --agent is not given).
@@ -73,8 +75,12 @@ fn dur(s: &str) -> Result<Duration, String> {
 fn count(s: &str) -> Result<f64, String> {
     units::parse_count(s)
 }
-fn cpus(s: &str) -> Result<Vec<usize>, String> {
-    units::parse_cpu_list(s)
+/// A CPU list as one argument value (clap would take a bare Vec as many values).
+#[derive(Clone, Debug)]
+pub struct CpuList(pub Vec<usize>);
+
+fn cpus(s: &str) -> Result<CpuList, String> {
+    units::parse_cpu_list(s).map(CpuList)
 }
 fn iters(s: &str) -> Result<(usize, usize), String> {
     stats::parse_iterations(s)
@@ -163,10 +169,10 @@ pub struct RunArgs {
     pub mss: Option<u32>,
     /// Pin client workers to these CPUs (round-robin), e.g. 0 or 0-1.
     #[arg(long, value_parser = cpus, value_name = "LIST")]
-    pub cpus: Option<Vec<usize>>,
+    pub cpus: Option<CpuList>,
     /// Pin agent workers to these CPUs.
     #[arg(long, value_parser = cpus, value_name = "LIST")]
-    pub agent_cpus: Option<Vec<usize>>,
+    pub agent_cpus: Option<CpuList>,
     /// stream: send with sendfile(2) from a memfd (no user-space copy).
     #[arg(long)]
     pub zerocopy: bool,
@@ -317,8 +323,8 @@ impl RunArgs {
             nodelay: self.nodelay,
             cc: self.cc.clone(),
             mss: self.mss,
-            cpus: self.cpus.clone(),
-            agent_cpus: self.agent_cpus.clone(),
+            cpus: self.cpus.clone().map(|c| c.0),
+            agent_cpus: self.agent_cpus.clone().map(|c| c.0),
             zerocopy: self.zerocopy,
             ipv6: self.connect.ipv6,
             close: match self.close {
@@ -399,14 +405,9 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     let conf = args.confidence();
     let mut target = open_target(&args.connect)?;
     let show_tx = spec.workload != Workload::Stream || spec.bytes.is_some();
-    let expected = if spec.is_finite() {
-        spec.duration_s
-    } else {
-        spec.duration_s
-    };
     let mut progress = Progress::new(
         spec.workload.name(),
-        expected,
+        spec.duration_s,
         args.quiet || args.json_stream,
         args.json_stream,
         show_tx,
@@ -468,10 +469,23 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     server::serve(cfg).map_err(Failure::from)
 }
 
+/// Thousands of flows need thousands of descriptors: take the hard limit.
+fn raise_fd_limit() {
+    // SAFETY: reads and writes a plain rlimit struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 /// Entry point for main: returns the process exit code.
 pub fn main() -> i32 {
     // A closed stdout (`| head`) must not turn into a panic.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    raise_fd_limit();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -45,13 +45,17 @@ pub fn combine(client: &IntervalSample, agent: Option<&IntervalSample>) -> TestI
     let a = agent.map(|a| a.counters).unwrap_or_default();
     let c = client.counters;
     let secs = (client.end_s - client.start_s).max(1e-9);
+    let agent_secs = agent
+        .map(|a| (a.end_s - a.start_s).max(1e-9))
+        .unwrap_or(secs);
     let bytes = c.bytes_rx + a.bytes_rx;
     TestInterval {
         index: client.index,
         start_s: client.start_s,
         end_s: client.end_s,
         bytes,
-        throughput_bps: bytes as f64 * 8.0 / secs,
+        // Each receiver's bytes over its own clock's interval.
+        throughput_bps: 8.0 * (c.bytes_rx as f64 / secs + a.bytes_rx as f64 / agent_secs),
         transactions: c.transactions,
         transactions_per_s: c.transactions as f64 / secs,
         connections_per_s: c.connections as f64 / secs,
@@ -212,6 +216,11 @@ pub fn iteration(
     let (c, a) = (sum(client.samples), sum(agent.samples));
     let bytes = c.bytes_rx + a.bytes_rx;
     let secs = client.window_s.max(1e-9);
+    let agent_secs = if agent.window_s > 0.0 {
+        agent.window_s
+    } else {
+        secs
+    };
     let cost = |w: &Option<CpuWindow>| {
         w.as_ref()
             .map(|w| cpu::cost(w, bytes, c.transactions))
@@ -227,7 +236,9 @@ pub fn iteration(
         error,
         duration_s: client.window_s,
         bytes,
-        throughput_bps: bytes as f64 * 8.0 / secs,
+        // Counted at each receiver over its own window (the agent's clock
+        // starts a control message later than the client's).
+        throughput_bps: 8.0 * (c.bytes_rx as f64 / secs + a.bytes_rx as f64 / agent_secs),
         transactions: c.transactions,
         transactions_per_s: c.transactions as f64 / secs,
         connections: c.connections,

@@ -58,9 +58,13 @@ pub fn run_test(
             errors: errors_client,
         };
         let a = &run.agent;
+        let agent_window = match (a.samples.first(), a.samples.last()) {
+            (Some(f), Some(l)) => l.end_s - f.start_s,
+            _ => 0.0,
+        };
         let agent_side = SideData {
             samples: &a.samples,
-            window_s: c.window_s,
+            window_s: agent_window,
             window_cpu: a.window_cpu.clone(),
             latency: None,
             latency_corrected: None,

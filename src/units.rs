@@ -32,7 +32,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         }
     };
     let bytes = value * mult;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > 1e15 {
+    if !bytes.is_finite() || !(0.0..=1e15).contains(&bytes) {
         return Err(format!("size '{s}' is out of range"));
     }
     Ok(bytes.round() as u64)
@@ -60,7 +60,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             ))
         }
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+    if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
         return Err(format!("duration '{s}' is out of range (0 to 24 h)"));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -124,11 +124,11 @@ pub fn fmt_bps(bps: f64) -> String {
 /// Formats a byte count with a binary unit, e.g. `128 KiB`.
 pub fn fmt_bytes(b: u64) -> String {
     const K: u64 = 1024;
-    if b >= K * K * K && b % (K * K * K) == 0 {
+    if b >= K * K * K && b.is_multiple_of(K * K * K) {
         format!("{} GiB", b / (K * K * K))
-    } else if b >= K * K && b % (K * K) == 0 {
+    } else if b >= K * K && b.is_multiple_of(K * K) {
         format!("{} MiB", b / (K * K))
-    } else if b >= K && b % K == 0 {
+    } else if b >= K && b.is_multiple_of(K) {
         format!("{} KiB", b / K)
     } else if b >= K * K {
         format!("{:.1} MiB", b as f64 / (K * K) as f64)
@@ -206,7 +206,8 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2.5s").unwrap(), Duration::from_millis(2500));
         assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(parse_duration("10h").is_err());
+        assert!(parse_duration("30h").is_err());
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert!(parse_duration("ten").is_err());
     }
 

@@ -93,9 +93,11 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
     .map_err(|e| format!("agent at {addr}: {e}"))?;
     match read_msg(&mut s) {
         Ok(Msg::AuthOk { mac: m }) if mac_eq(&m, &mac(token, "agent", &cnonce, &nonce)) => {}
-        Ok(Msg::AuthOk { .. }) => return Err(format!(
+        Ok(Msg::AuthOk { .. }) => {
+            return Err(format!(
             "agent at {addr} could not prove it holds the same token: wrong token on the agent?"
-        )),
+        ))
+        }
         Ok(Msg::Error { message, .. }) => {
             return Err(format!("agent at {addr} refused: {message}"))
         }

@@ -64,7 +64,7 @@ impl Ctx<'_> {
 
 /// Bytes a flow may move per call before it must yield, so one fast flow
 /// cannot starve the others or the worker's clock (interval edges).
-pub const BUDGET: usize = 4 << 20;
+pub const BUDGET: usize = 1 << 20;
 
 pub enum Status {
     Open,

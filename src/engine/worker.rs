@@ -67,6 +67,13 @@ pub struct WorkerSetup {
     pub finite: bool,
 }
 
+/// Why a flow is called.
+#[derive(Clone, Copy)]
+enum Call {
+    Ready { readable: bool, writable: bool },
+    Timer,
+}
+
 struct Slot {
     flow: Box<dyn Flow>,
     done: bool,
@@ -122,6 +129,8 @@ struct Worker {
     interval_start: Instant,
     /// Flows that yielded with work left (Status::Busy).
     runnable: Vec<usize>,
+    /// When the next warm-up or interval edge falls (None: window over).
+    next_edge_at: Option<Instant>,
 }
 
 impl Worker {
@@ -136,6 +145,7 @@ impl Worker {
         }
         let buf = vec![0u8; s.buf_len];
         let t0 = s.t0;
+        let s_warmup = s.timeline.warmup;
         Ok(Worker {
             s,
             poll,
@@ -155,6 +165,7 @@ impl Worker {
             // Every flow gets a first call: crr connectors open their first
             // connection there, requesters send their first requests.
             runnable: (0..live).collect(),
+            next_edge_at: Some(t0 + s_warmup),
         })
     }
 
@@ -179,6 +190,16 @@ impl Worker {
     /// Closes every interval whose edge has passed. Returns true while the
     /// window is still open (or not yet started).
     fn advance(&mut self, now: Instant) -> bool {
+        let in_window = self.advance_edges(now);
+        self.next_edge_at = if !self.window_started {
+            Some(self.s.t0 + self.s.timeline.warmup)
+        } else {
+            self.s.timeline.edge(self.next).map(|e| self.s.t0 + e)
+        };
+        in_window
+    }
+
+    fn advance_edges(&mut self, now: Instant) -> bool {
         let t0 = self.s.t0;
         if !self.window_started {
             if now < t0 + self.s.timeline.warmup {
@@ -222,9 +243,7 @@ impl Worker {
     fn dispatch(
         &mut self,
         token: usize,
-        readable: bool,
-        writable: bool,
-        timer: bool,
+        call: Call,
         now: Instant,
         stopping: bool,
         spawned: &mut Vec<Box<dyn Flow>>,
@@ -248,10 +267,9 @@ impl Worker {
             spawned,
             stopping,
         };
-        let status = if timer {
-            slot.flow.timer(&mut cx)
-        } else {
-            slot.flow.ready(&mut cx, readable, writable)
+        let status = match call {
+            Call::Timer => slot.flow.timer(&mut cx),
+            Call::Ready { readable, writable } => slot.flow.ready(&mut cx, readable, writable),
         };
         match status {
             Status::Open => {}
@@ -301,7 +319,7 @@ impl Worker {
                     break;
                 }
                 self.timers.pop();
-                self.dispatch(tok, false, false, true, now, stopping, &mut spawned);
+                self.dispatch(tok, Call::Timer, now, stopping, &mut spawned);
             }
             let timeout = self.timeout(now);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -310,23 +328,30 @@ impl Worker {
                     break;
                 }
             }
-            let now = Instant::now();
+            let mut now = Instant::now();
             let runnable = std::mem::take(&mut self.runnable);
-            for tok in runnable {
-                self.dispatch(tok, true, true, false, now, stopping, &mut spawned);
-            }
-            for ev in events.iter() {
-                let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+            let ready = runnable
+                .into_iter()
+                .map(|t| (t, true, true))
+                .chain(events.iter().map(|ev| {
+                    let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                    let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+                    (ev.token().0, readable, writable)
+                }));
+            for (tok, readable, writable) in ready {
                 self.dispatch(
-                    ev.token().0,
-                    readable,
-                    writable,
-                    false,
+                    tok,
+                    Call::Ready { readable, writable },
                     now,
                     stopping,
                     &mut spawned,
                 );
+                // A batch over thousands of flows takes a while: keep the
+                // interval edges exact by looking at the clock after each flow.
+                now = Instant::now();
+                if self.next_edge_at.is_some_and(|e| now >= e) {
+                    self.advance(now);
+                }
             }
             for mut flow in spawned.drain(..) {
                 let token = match self.free.pop() {
@@ -343,7 +368,7 @@ impl Worker {
                 }
             }
             loops += 1;
-            if loops % 64 == 0 {
+            if loops.is_multiple_of(64) {
                 self.seen.sample();
             }
         }

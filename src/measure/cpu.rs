@@ -256,7 +256,8 @@ mod tests {
         assert!((w.host_util_pct - 40.0).abs() < 1e-9);
         assert!((w.steal_pct - 10.0).abs() < 1e-9);
         assert_eq!(w.ncores, 2);
-        assert!((w.per_core_util_pct[0] - 200.0 / 240.0 * 100.0).abs() < 1e-9);
+        // core 0: busy 160 of 200 jiffies
+        assert!((w.per_core_util_pct[0] - 80.0).abs() < 1e-9);
         assert!((w.per_core_util_pct[1]).abs() < 1e-9);
         assert!((w.process_cores - 0.75).abs() < 1e-9);
         assert!((w.process_util_pct - 37.5).abs() < 1e-9);

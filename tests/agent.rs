@@ -1,0 +1,408 @@
+//! The agent and the control protocol, with real processes: authentication,
+//! version mismatch on both sides, an agent killed mid-test, a controller
+//! that vanishes, the busy cap, and bad input.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn frame(v: serde_json::Value) -> Vec<u8> {
+    let body = serde_json::to_vec(&v).unwrap();
+    let mut f = (body.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(&body);
+    f
+}
+
+fn read_frame(s: &mut TcpStream) -> serde_json::Value {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[test]
+fn remote_agent_with_token_file() {
+    let agent = Agent::start("s3cret", &[]);
+    let tf = token_file("good", "s3cret");
+    let out = tmp("remote.json");
+    let o = run(
+        &[
+            "run",
+            "rr",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-d",
+            "1",
+            "--warmup",
+            "0.2",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out);
+    assert_eq!(r["agent"]["local"], false);
+    assert!(u(&r["summary"]["transactions"]) > 100);
+    assert!(!r["environment"]["agent"]["kernel"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    // The same agent serves the next controller too.
+    let o = run(
+        &[
+            "run",
+            "crr",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-d",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn wrong_token_is_refused_on_both_sides() {
+    let agent = Agent::start("right", &[]);
+    let tf = token_file("wrong", "wrong");
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-d",
+            "1",
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_no_panic(&o);
+    let e = stderr(&o);
+    assert!(e.contains("wrong token"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    std::thread::sleep(Duration::from_millis(300)); // the agent logs after answering
+    let log = agent.log();
+    assert!(log.contains("authentication failed"), "agent log: {log}");
+}
+
+#[test]
+fn the_token_never_crosses_the_wire() {
+    let agent = Agent::start("do-not-leak-this-token", &[]);
+    let mut s = TcpStream::connect(&agent.addr).unwrap();
+    let hello = read_frame(&mut s);
+    assert_eq!(hello["type"], "hello");
+    assert_eq!(hello["protocol"], "linerate-control");
+    let text = hello.to_string();
+    assert!(!text.contains("do-not-leak"));
+    // A made-up MAC is refused.
+    s.write_all(&frame(serde_json::json!({"type": "auth", "version": hello["version"], "nonce": "00", "mac": "ff"}))).unwrap();
+    let reply = read_frame(&mut s);
+    assert_eq!(reply["type"], "error");
+    assert_eq!(reply["code"], "auth_failed");
+}
+
+#[test]
+fn version_mismatch_is_named_on_the_agent_side() {
+    let agent = Agent::start("t", &[]);
+    let mut s = TcpStream::connect(&agent.addr).unwrap();
+    let _hello = read_frame(&mut s);
+    s.write_all(&frame(
+        serde_json::json!({"type": "auth", "version": 999, "nonce": "00", "mac": "00"}),
+    ))
+    .unwrap();
+    let reply = read_frame(&mut s);
+    assert_eq!(reply["code"], "version_mismatch");
+    assert!(
+        reply["message"].as_str().unwrap().contains("v999"),
+        "{reply}"
+    );
+    // The agent logs, then closes: wait for the close before reading its log.
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    let log = agent.log();
+    assert!(log.contains("version mismatch"), "agent log: {log}");
+}
+
+#[test]
+fn version_mismatch_is_named_on_the_controller_side() {
+    // A fake agent from the future: it greets with protocol version 999.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.write_all(&frame(serde_json::json!({"type": "hello", "protocol": "linerate-control", "version": 999, "software": "linerate 9", "nonce": "ab"}))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).ok().map(|_| {
+            let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+            s.read_exact(&mut body).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&body).unwrap()
+        })
+    });
+    let tf = token_file("vm", "t");
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--agent",
+            &addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("version mismatch") && e.contains("v999"), "{e}");
+    let told = fake
+        .join()
+        .unwrap()
+        .expect("the controller tells the agent why it leaves");
+    assert_eq!(told["code"], "version_mismatch");
+}
+
+#[test]
+fn agent_killed_mid_test_keeps_partial_results() {
+    let mut agent = Agent::start("k", &[]);
+    let tf = token_file("kill", "k");
+    let out = tmp("killed.json");
+    let mut ctl = Command::new(bin())
+        .args([
+            "run",
+            "stream",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-d",
+            "8",
+            "--warmup",
+            "0.5",
+            "--interval",
+            "0.5",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    agent.kill();
+    let started = Instant::now();
+    let o = loop {
+        if ctl.try_wait().unwrap().is_some() {
+            break ctl.wait_with_output().unwrap();
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = ctl.kill();
+            panic!("controller hung after its agent died");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "partial results exit 3; stderr {}",
+        stderr(&o)
+    );
+    assert_no_panic(&o);
+    let e = stderr(&o);
+    assert!(e.contains("died mid-test"), "{e}");
+    let r = json(&out);
+    assert_eq!(r["summary"]["status"], "partial");
+    let it = &r["iterations"][0];
+    assert_eq!(it["status"], "partial");
+    let ivs = it["intervals"].as_array().unwrap();
+    assert!(
+        ivs.len() >= 2,
+        "intervals measured before the agent died are kept: {}",
+        ivs.len()
+    );
+    assert!(ivs.len() < 16);
+    assert!(u(&it["bytes"]) > 0);
+}
+
+#[test]
+fn agent_survives_a_vanished_controller_and_caps_tests() {
+    let agent = Agent::start("v", &["--max-tests", "1"]);
+    let tf = token_file("vanish", "v");
+    let mut ctl = Command::new(bin())
+        .args([
+            "run",
+            "stream",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-d",
+            "20",
+            "--warmup",
+            "0",
+            "-q",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // While that test runs, a second controller is told the agent is busy.
+    let o = run(
+        &[
+            "run",
+            "rr",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-d",
+            "1",
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+    // The first controller vanishes mid-test (SIGKILL: no goodbye).
+    ctl.kill().unwrap();
+    ctl.wait().unwrap();
+    // The agent cleans up and serves the next controller.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let o = run(
+            &[
+                "run",
+                "rr",
+                "--agent",
+                &agent.addr,
+                "--token-file",
+                tf.to_str().unwrap(),
+                "-d",
+                "0.5",
+                "--warmup",
+                "0.1",
+                "-q",
+            ],
+            LIMIT,
+        );
+        if o.status.success() {
+            break;
+        }
+        assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+        assert!(
+            Instant::now() < deadline,
+            "agent never freed the slot of the vanished controller"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let log = agent.log();
+    assert!(log.contains("left"), "agent log: {log}");
+}
+
+#[test]
+fn agent_caps_flows_and_duration() {
+    let agent = Agent::start("c", &["--max-flows", "4", "--max-duration", "5s"]);
+    let tf = token_file("caps", "c");
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-F",
+            "5",
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("allows 4"), "{}", stderr(&o));
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--agent",
+            &agent.addr,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "-d",
+            "10",
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert!(stderr(&o).contains("--max-duration"), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    for args in [
+        vec!["run", "bogus"],
+        vec!["run", "stream", "--flows", "0"],
+        vec!["run", "stream", "--message", "12Q"],
+        vec!["run", "stream", "--duration", "ten"],
+        vec!["run", "rr", "--iterations", "5..2"],
+        vec!["run", "stream", "--cpus", "999"],
+        vec!["run", "crr", "--rate", "100"],
+        vec!["run", "stream", "--agent", "127.0.0.1:1"],
+        vec!["nonsense"],
+    ] {
+        let o = run(&args, LIMIT);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_no_panic(&o);
+        assert!(!stderr(&o).trim().is_empty());
+    }
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--agent",
+            "127.0.0.1:1",
+            "--token-file",
+            "/nonexistent/token",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot read token file"));
+    let tf = token_file("unreach", "x");
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--agent",
+            "127.0.0.1:1",
+            "--token-file",
+            tf.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot reach agent"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim().lines().count(), 1);
+}

@@ -1,0 +1,151 @@
+//! Helpers for integration tests: run the real binary, start real agents on
+//! loopback, and stop only the processes a test started, by PID.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_linerate")
+}
+
+/// Runs linerate with a hard time limit; kills it if it hangs.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn linerate");
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "linerate {:?} hung past {:?}; stderr: {}",
+                args,
+                limit,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn assert_no_panic(o: &Output) {
+    let e = stderr(o);
+    assert!(!e.contains("panicked"), "panic: {e}");
+}
+
+pub fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("linerate-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+pub fn token_file(name: &str, token: &str) -> PathBuf {
+    let p = tmp(name);
+    std::fs::write(&p, format!("{token}\n")).unwrap();
+    p
+}
+
+/// A real `linerate serve` on 127.0.0.1, killed by PID when dropped.
+pub struct Agent {
+    pub child: Child,
+    pub addr: String,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Agent {
+    pub fn start(token: &str, extra: &[&str]) -> Agent {
+        let tf = token_file(&format!("tok-{}", rand_suffix()), token);
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            tf.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(bin())
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn agent");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+        assert!(addr.starts_with("127.0.0.1:"), "agent said {line:?}");
+        let err = child.stderr.take().unwrap();
+        let stderr = Some(std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(err), &mut s);
+            s
+        }));
+        Agent {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills the agent and returns what it logged.
+    pub fn log(mut self) -> String {
+        self.kill();
+        self.stderr
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn rand_suffix() -> String {
+    format!("{:?}", Instant::now())
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .collect()
+}
+
+pub fn json(path: &PathBuf) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
+}
+
+pub fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}

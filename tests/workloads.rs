@@ -1,0 +1,459 @@
+//! Every workload and direction over real loopback sockets, with the local
+//! agent started by linerate itself. Each test checks that the numbers add up
+//! the way the workload says they must.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn run_json(name: &str, args: &[&str]) -> Value {
+    let out_path = tmp(name);
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-q", "--json", out_path.to_str().unwrap()]);
+    let o = run(&all, LIMIT);
+    assert_no_panic(&o);
+    assert!(
+        o.status.success(),
+        "linerate {all:?} failed: {}",
+        stderr(&o)
+    );
+    json(&out_path)
+}
+
+/// Interval sums equal the iteration totals, and intervals tile the window.
+fn check_intervals(it: &Value) {
+    let ivs = it["intervals"].as_array().unwrap();
+    assert!(!ivs.is_empty());
+    let sum: u64 = ivs.iter().map(|i| u(&i["bytes"])).sum();
+    assert_eq!(
+        sum,
+        u(&it["bytes"]),
+        "interval bytes must add up to the total"
+    );
+    let tsum: u64 = ivs.iter().map(|i| u(&i["transactions"])).sum();
+    assert_eq!(tsum, u(&it["transactions"]));
+    for w in ivs.windows(2) {
+        let gap = f(&w[1]["start_s"]) - f(&w[0]["end_s"]);
+        assert!(gap.abs() < 0.05, "intervals must be contiguous, gap {gap}");
+    }
+}
+
+#[test]
+fn stream_tx_counts_at_the_agent() {
+    let r = run_json(
+        "tx.json",
+        &[
+            "stream",
+            "-F",
+            "2",
+            "-d",
+            "2",
+            "--warmup",
+            "0.5",
+            "--interval",
+            "0.5",
+        ],
+    );
+    let it = &r["iterations"][0];
+    check_intervals(it);
+    assert_eq!(it["intervals"].as_array().unwrap().len(), 4);
+    let agent_rx = u(&it["counters"]["agent"]["bytes_rx"]);
+    assert_eq!(u(&it["bytes"]), agent_rx, "tx: the agent is the receiver");
+    assert_eq!(u(&it["counters"]["client"]["bytes_rx"]), 0);
+    assert!(agent_rx > 10_000_000, "moved only {agent_rx} bytes");
+    // Received bytes cannot exceed what the client wrote over the whole test.
+    let sent: u64 = it["flows"]["client"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| u(&f["bytes_tx"]))
+        .sum();
+    assert!(sent >= agent_rx);
+    let s = &r["summary"];
+    assert_eq!(s["workload"], "stream");
+    assert!(s["latency_us"].is_null());
+    let bps = f(&s["throughput_bps"]);
+    let expect = u(&s["bytes"]) as f64 * 8.0 / f(&s["duration_s"]);
+    assert!(
+        (bps / expect - 1.0).abs() < 0.05,
+        "throughput {bps} vs bytes/duration {expect}"
+    );
+    for side in ["client", "agent"] {
+        let c = &s["cpu"][side];
+        assert!(f(&c["host_util_pct"]) > 1.0 && f(&c["host_util_pct"]) <= 100.0);
+        assert!(f(&c["process_util_pct"]) > 0.5, "{side} process cpu");
+        assert!(f(&c["us_per_kb"]) > 0.0);
+        assert!(c["us_per_tx"].is_null());
+    }
+    // Kernel view per flow, on both ends.
+    let flows = it["flows"]["client"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    assert!(u(&flows[0]["tcp_info"]["snd_mss"]) > 0);
+    assert!(u(&flows[0]["sndbuf"]) > 0);
+    assert_eq!(it["flows"]["agent"].as_array().unwrap().len(), 2);
+    assert_eq!(it["placement"]["client"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn stream_rx_and_bidir_count_at_the_right_receivers() {
+    let r = run_json(
+        "rx.json",
+        &["stream", "--direction", "rx", "-d", "1", "--warmup", "0.3"],
+    );
+    let it = &r["iterations"][0];
+    check_intervals(it);
+    assert_eq!(u(&it["bytes"]), u(&it["counters"]["client"]["bytes_rx"]));
+    assert_eq!(u(&it["counters"]["agent"]["bytes_rx"]), 0);
+    assert!(u(&it["bytes"]) > 1_000_000);
+
+    let r = run_json(
+        "bidir.json",
+        &[
+            "stream",
+            "--direction",
+            "bidir",
+            "-F",
+            "2",
+            "-d",
+            "1",
+            "--warmup",
+            "0.3",
+        ],
+    );
+    let it = &r["iterations"][0];
+    check_intervals(it);
+    assert!(u(&it["counters"]["client"]["bytes_rx"]) > 1_000_000);
+    assert!(u(&it["counters"]["agent"]["bytes_rx"]) > 1_000_000);
+}
+
+#[test]
+fn rr_transactions_times_sizes_equal_bytes() {
+    let r = run_json(
+        "rr.json",
+        &[
+            "rr",
+            "--request",
+            "200",
+            "--response",
+            "1000",
+            "-F",
+            "3",
+            "-d",
+            "1",
+            "--warmup",
+            "0.3",
+        ],
+    );
+    let it = &r["iterations"][0];
+    check_intervals(it);
+    let tx = u(&it["transactions"]);
+    assert!(tx > 500, "only {tx} transactions");
+    // Whole-flow counters are exact: every response byte belongs to a request.
+    for f in it["flows"]["client"].as_array().unwrap() {
+        let (t, rx, sent) = (u(&f["transactions"]), u(&f["bytes_rx"]), u(&f["bytes_tx"]));
+        assert!(
+            rx >= t * 1000 && rx < (t + 1) * 1000,
+            "client flow: {t} transactions, {rx} bytes received"
+        );
+        assert!(
+            sent >= t * 200 && sent <= (t + 1) * 200,
+            "client flow: {t} transactions, {sent} bytes sent"
+        );
+    }
+    for f in it["flows"]["agent"].as_array().unwrap() {
+        let (t, rx, sent) = (u(&f["transactions"]), u(&f["bytes_rx"]), u(&f["bytes_tx"]));
+        assert_eq!(rx, t * 200, "agent flow: requests are 200 bytes");
+        assert!(sent <= t * 1000);
+    }
+    // In the window: responses received = transactions x 1000 (1000 B fits one read).
+    let c = &it["counters"]["client"];
+    let rx = u(&c["bytes_rx"]);
+    assert!(
+        rx.abs_diff(tx * 1000) <= 3 * 1000,
+        "window: {tx} tx vs {rx} bytes"
+    );
+    let lat = &r["summary"]["latency_us"];
+    for k in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(f(&lat[k]) > 0.0, "latency {k}");
+    }
+    assert!(f(&lat["p50"]) <= f(&lat["p99"]) && f(&lat["p99"]) <= f(&lat["max"]));
+    // µs per transaction is CPU time over transactions.
+    let s = &r["summary"];
+    let us_tx = f(&s["cpu"]["client"]["us_per_tx"]);
+    let cores = f(&it["cpu"]["client"]["process_cores"]);
+    let expect = cores * f(&it["cpu"]["client"]["wall_s"]) * 1e6 / tx as f64;
+    assert!((us_tx / expect - 1.0).abs() < 0.05, "{us_tx} vs {expect}");
+}
+
+#[test]
+fn rr_open_loop_holds_the_rate_and_reports_corrected_latency() {
+    let r = run_json(
+        "rate.json",
+        &[
+            "rr", "--rate", "1000", "-F", "2", "-d", "2", "--warmup", "0.5",
+        ],
+    );
+    let s = &r["summary"];
+    let rate = f(&s["transactions_per_s"]);
+    assert!(
+        (rate - 1000.0).abs() < 60.0,
+        "open loop at 1000/s gave {rate}"
+    );
+    let c = &s["latency_corrected_us"];
+    assert!(!c.is_null());
+    assert!(f(&c["p50"]) >= f(&s["latency_us"]["p50"]) * 0.99);
+}
+
+#[test]
+fn rr_outstanding_keeps_several_in_flight() {
+    let r = run_json(
+        "burst.json",
+        &["rr", "--outstanding", "4", "-d", "1", "--warmup", "0.3"],
+    );
+    let it = &r["iterations"][0];
+    let f0 = &it["flows"]["client"][0];
+    let (t, rx) = (u(&f0["transactions"]), u(&f0["bytes_rx"]));
+    assert!(rx >= t && rx <= t + 4);
+    assert!(
+        u(&f0["bytes_tx"]) >= t + 3,
+        "4 outstanding: requests sent run ahead of responses"
+    );
+}
+
+#[test]
+fn crr_connections_equal_transactions() {
+    let r = run_json(
+        "crr.json",
+        &[
+            "crr",
+            "--request",
+            "64",
+            "--response",
+            "8192",
+            "-F",
+            "2",
+            "-d",
+            "1",
+            "--warmup",
+            "0.3",
+        ],
+    );
+    let it = &r["iterations"][0];
+    check_intervals(it);
+    let c = &it["counters"]["client"];
+    let tx = u(&c["transactions"]);
+    assert!(tx > 200, "only {tx} connections");
+    assert_eq!(u(&c["connections"]), tx);
+    assert_eq!(
+        u(&c["graceful_closes"]),
+        tx,
+        "graceful mode: every connection ends with FIN"
+    );
+    assert_eq!(u(&c["resets"]), 0);
+    // Each connection brings one response; at the window's two edges each of
+    // the 2 flows may have a response counted without its close, or the reverse.
+    let rx = u(&c["bytes_rx"]);
+    assert!(
+        rx.abs_diff(tx * 8192) <= 2 * 2 * 8192,
+        "{rx} bytes for {tx} connections"
+    );
+    let agent_conns = u(&it["counters"]["agent"]["connections"]);
+    assert!(
+        agent_conns.abs_diff(tx) <= tx / 10 + 10,
+        "agent accepted {agent_conns}, client completed {tx}"
+    );
+    assert!(f(&r["summary"]["connections_per_s"]) > 0.0);
+
+    let r = run_json(
+        "crr-reset.json",
+        &["crr", "--close", "reset", "-d", "1", "--warmup", "0.3"],
+    );
+    let c = &r["iterations"][0]["counters"]["client"];
+    assert_eq!(u(&c["resets"]), u(&c["transactions"]));
+    assert_eq!(u(&c["graceful_closes"]), 0);
+}
+
+#[test]
+fn finite_transfers_put_and_get() {
+    // stream put 20M/20: each flow sends 20 MiB, gets 20 bytes back.
+    let r = run_json("put.json", &["stream", "--bytes", "20M", "-F", "2"]);
+    let it = &r["iterations"][0];
+    assert_eq!(
+        u(&it["counters"]["agent"]["bytes_rx"]),
+        2 * 20 * 1024 * 1024
+    );
+    assert_eq!(u(&it["counters"]["client"]["bytes_rx"]), 2 * 20);
+    assert_eq!(u(&it["transactions"]), 2);
+    for f in it["flows"]["client"].as_array().unwrap() {
+        assert!(f["completed_s"].as_f64().unwrap() > 0.0);
+    }
+    // stream get 20/20M.
+    let r = run_json(
+        "get.json",
+        &["stream", "--bytes", "20M", "--direction", "rx"],
+    );
+    let it = &r["iterations"][0];
+    assert_eq!(u(&it["counters"]["client"]["bytes_rx"]), 20 * 1024 * 1024);
+    assert_eq!(u(&it["counters"]["agent"]["bytes_rx"]), 20);
+    // Repeated transactions for a duration.
+    let r = run_json(
+        "put-loop.json",
+        &[
+            "stream",
+            "--bytes",
+            "1M",
+            "--per",
+            "transaction",
+            "-d",
+            "1",
+            "--warmup",
+            "0.2",
+        ],
+    );
+    assert!(u(&r["summary"]["transactions"]) > 10);
+}
+
+#[test]
+fn options_reach_the_socket_and_are_reported() {
+    let r = run_json(
+        "opts.json",
+        &[
+            "stream",
+            "--cc",
+            "reno",
+            "--sndbuf",
+            "256K",
+            "--rcvbuf",
+            "256K",
+            "--nodelay",
+            "-d",
+            "1",
+            "--warmup",
+            "0.2",
+            "--cpus",
+            "0",
+            "--agent-cpus",
+            "0",
+        ],
+    );
+    let it = &r["iterations"][0];
+    let f0 = &it["flows"]["client"][0];
+    assert_eq!(f0["congestion_control"], "reno");
+    // Linux doubles SO_SNDBUF/SO_RCVBUF requests.
+    assert_eq!(u(&f0["sndbuf"]), 512 * 1024);
+    assert_eq!(u(&f0["rcvbuf"]), 512 * 1024);
+    assert_eq!(it["flows"]["agent"][0]["congestion_control"], "reno");
+    let p = &it["placement"]["client"][0];
+    assert_eq!(p["pinned"], serde_json::json!([0]));
+    assert_eq!(p["seen"][0][0], 0);
+    assert_eq!(
+        it["placement"]["agent"][0]["pinned"],
+        serde_json::json!([0])
+    );
+}
+
+#[test]
+fn zerocopy_and_ipv6() {
+    let r = run_json(
+        "zc.json",
+        &["stream", "--zerocopy", "-d", "1", "--warmup", "0.2"],
+    );
+    assert!(u(&r["summary"]["bytes"]) > 1_000_000);
+    let out = tmp("v6.json");
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "-6",
+            "-d",
+            "1",
+            "--warmup",
+            "0.2",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    if o.status.success() {
+        let r = json(&out);
+        assert!(r["agent"]["address"].as_str().unwrap().starts_with("[::1]"));
+        assert!(u(&r["summary"]["bytes"]) > 1_000_000);
+    } else {
+        // Hosts without IPv6 loopback must say so clearly.
+        assert!(stderr(&o).contains("linerate:"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn two_thousand_flows_on_two_workers() {
+    let r = run_json(
+        "2000.json",
+        &[
+            "stream", "-F", "2000", "-T", "2", "-d", "2", "--warmup", "1",
+        ],
+    );
+    let it = &r["iterations"][0];
+    assert_eq!(it["flows"]["client"].as_array().unwrap().len(), 2000);
+    assert_eq!(it["flows"]["agent"].as_array().unwrap().len(), 2000);
+    assert_eq!(it["placement"]["client"].as_array().unwrap().len(), 2);
+    assert!(u(&r["summary"]["bytes"]) > 100_000_000);
+    assert_eq!(u(&it["counters"]["client"]["errors"]), 0);
+}
+
+#[test]
+fn iterations_report_a_confidence_interval() {
+    let r = run_json(
+        "iters.json",
+        &[
+            "rr",
+            "--iterations",
+            "3",
+            "-d",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--interval",
+            "0.25",
+        ],
+    );
+    assert_eq!(r["iterations"].as_array().unwrap().len(), 3);
+    let c = &r["summary"]["confidence"];
+    assert_eq!(u(&c["n"]), 3);
+    assert!(f(&c["half_width"]) >= 0.0);
+    assert_eq!(f(&c["level_pct"]), 99.0);
+}
+
+#[test]
+fn json_stream_prints_each_interval_live() {
+    let o = run(
+        &[
+            "run",
+            "rr",
+            "-d",
+            "1",
+            "--warmup",
+            "0.2",
+            "--interval",
+            "0.25",
+            "--json-stream",
+        ],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let intervals = lines.iter().filter(|l| l["type"] == "interval").count();
+    assert_eq!(intervals, 4);
+    assert_eq!(lines.last().unwrap()["type"], "summary");
+    assert!(
+        stderr(&o).contains("trans/s"),
+        "the human table goes to stderr with --json-stream"
+    );
+}
