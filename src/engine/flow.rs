@@ -109,7 +109,7 @@ pub struct FlowReport {
     pub rcvbuf: Option<u32>,
     pub congestion_control: Option<String>,
     pub tcp_info: Option<TcpInfo>,
-    /// Seconds from t0 to when a finite transfer completed.
+    /// Seconds from the flow's first request to its last response (finite transfers).
     pub completed_s: Option<f64>,
 }
 
