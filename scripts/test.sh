@@ -21,4 +21,11 @@ fi
 
 cargo fmt --check
 cargo clippy --all-targets --all-features -- -D warnings
-cargo test --release --all-features
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --release --all-features 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+# One plain closing line with the totals over every test binary.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
