@@ -266,7 +266,10 @@ pub fn token(file: &Option<PathBuf>) -> Result<String, Failure> {
     }
     match std::env::var("LINERATE_TOKEN") {
         Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
-        _ => Err(usage("no token: pass --token-file FILE (a shared secret on its first line) or set LINERATE_TOKEN".into())),
+        _ => Err(usage(
+            "no token: pass --token-file FILE (a shared secret on its first line) or set LINERATE_TOKEN"
+                .into(),
+        )),
     }
 }
 

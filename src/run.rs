@@ -39,20 +39,16 @@ pub fn run_test(
             }
         };
         let c = &run.client;
-        if let Some(h) = &c.hist {
-            histogram::merge(&mut hist, h);
-        }
-        if let Some(h) = &c.hist_corrected {
-            histogram::merge(&mut hist_c, h);
-        }
+        histogram::merge(&mut hist, &c.hist);
+        histogram::merge(&mut hist_c, &c.hist_corrected);
         let mut errors_client = c.errors.clone();
         errors_client.dedup();
         let client = SideData {
             samples: &c.samples,
             window_s: c.window_s,
             window_cpu: c.window_cpu.clone(),
-            latency: c.hist.as_ref().and_then(histogram::summarize),
-            latency_corrected: c.hist_corrected.as_ref().and_then(histogram::summarize),
+            latency: histogram::summarize(&c.hist),
+            latency_corrected: histogram::summarize(&c.hist_corrected),
             flows: c.flows.clone(),
             placement: c.placement.clone(),
             errors: errors_client,

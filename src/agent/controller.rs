@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use super::protocol::{self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg};
@@ -95,8 +95,8 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
         Ok(Msg::AuthOk { mac: m }) if mac_eq(&m, &mac(token, "agent", &cnonce, &nonce)) => {}
         Ok(Msg::AuthOk { .. }) => {
             return Err(format!(
-            "agent at {addr} could not prove it holds the same token: wrong token on the agent?"
-        ))
+                "agent at {addr} could not prove it holds the same token: wrong token on the agent?"
+            ))
         }
         Ok(Msg::Error { message, .. }) => {
             return Err(format!("agent at {addr} refused: {message}"))
@@ -109,21 +109,7 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
         }
     }
     s.set_read_timeout(None).map_err(|e| e.to_string())?;
-    let mut reader = s.try_clone().map_err(|e| e.to_string())?;
-    let (tx, rx) = channel();
-    std::thread::spawn(move || loop {
-        match read_msg(&mut reader) {
-            Ok(m) => {
-                if tx.send(Some(m)).is_err() {
-                    break;
-                }
-            }
-            Err(_) => {
-                let _ = tx.send(None);
-                break;
-            }
-        }
-    });
+    let (rx, _) = protocol::spawn_reader(s.try_clone().map_err(|e| e.to_string())?);
     Ok(AgentConn {
         addr,
         writer: s,
@@ -367,7 +353,10 @@ impl AgentConn {
                 self.addr
             ))
         } else if !client.complete && spec.is_finite() {
-            Some(format!("transfer did not complete within {:.0} s (--duration is the time limit with --bytes)", spec.duration_s))
+            Some(format!(
+                "transfer did not complete within {:.0} s (--duration is the time limit with --bytes)",
+                spec.duration_s
+            ))
         } else {
             None
         };

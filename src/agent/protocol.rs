@@ -10,6 +10,9 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
 
 use crate::engine::flow::FlowReport;
 use crate::env::HostInfo;
@@ -116,6 +119,30 @@ pub fn read_msg(r: &mut impl Read) -> io::Result<Msg> {
             format!("unreadable control message ({e}): {text}"),
         )
     })
+}
+
+/// Reads control messages on a thread of their own, so the side that runs a
+/// test can poll them without blocking. `None` on the channel, and the flag
+/// set, mean the connection is gone.
+pub fn spawn_reader(mut stream: std::net::TcpStream) -> (Receiver<Option<Msg>>, Arc<AtomicBool>) {
+    let (tx, rx) = channel();
+    let gone = Arc::new(AtomicBool::new(false));
+    let flag = gone.clone();
+    std::thread::spawn(move || loop {
+        match read_msg(&mut stream) {
+            Ok(m) => {
+                if tx.send(Some(m)).is_err() {
+                    break;
+                }
+            }
+            Err(_) => {
+                flag.store(true, Ordering::Relaxed);
+                let _ = tx.send(None);
+                break;
+            }
+        }
+    });
+    (rx, gone)
 }
 
 pub fn random_hex(bytes: usize) -> String {

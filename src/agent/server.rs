@@ -6,7 +6,7 @@
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,7 +49,10 @@ macro_rules! log {
 /// with `once`, until the first controller leaves).
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let listener = TcpListener::bind(cfg.listen).map_err(|e| {
-        format!("cannot listen on {}: {e} (is another agent running there? pick another port with --listen)", cfg.listen)
+        format!(
+            "cannot listen on {}: {e} (is another agent running there? pick another port with --listen)",
+            cfg.listen
+        )
     })?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("linerate agent listening on {addr}");
@@ -94,26 +97,10 @@ fn session(mut stream: TcpStream, sh: &Shared) {
             return;
         }
     }
-    let Ok(mut reader) = stream.try_clone() else {
+    let Ok(reader) = stream.try_clone() else {
         return;
     };
-    let (tx, rx) = channel::<Option<Msg>>();
-    let gone = Arc::new(AtomicBool::new(false));
-    let gone_r = gone.clone();
-    std::thread::spawn(move || loop {
-        match read_msg(&mut reader) {
-            Ok(m) => {
-                if tx.send(Some(m)).is_err() {
-                    break;
-                }
-            }
-            Err(_) => {
-                gone_r.store(true, Ordering::Relaxed);
-                let _ = tx.send(None);
-                break;
-            }
-        }
-    });
+    let (rx, gone) = protocol::spawn_reader(reader);
     loop {
         match rx.recv() {
             Ok(Some(Msg::Setup { spec })) => {

@@ -113,10 +113,30 @@ pub struct FlowReport {
     pub completed_s: Option<f64>,
 }
 
+/// How one budgeted read ended.
+pub enum ReadStep {
+    /// Read this many bytes (counted already); the caller parses them.
+    Data(usize),
+    /// The socket would block: wait for the next event.
+    Blocked,
+    /// The peer closed.
+    Eof,
+    /// This call's budget is used: yield with `Status::Busy`.
+    Budget,
+}
+
+/// How a budgeted payload write ended.
+pub enum WriteStep {
+    /// Everything asked for is written.
+    Drained,
+    Blocked,
+    Eof,
+    Budget,
+}
+
 /// What every persistent flow keeps: its socket, id and counters.
 pub struct FlowBase {
     pub id: u32,
-    pub worker: usize,
     pub stream: TcpStream,
     pub bytes_tx: u64,
     pub bytes_rx: u64,
@@ -128,7 +148,6 @@ impl FlowBase {
     pub fn new(id: u32, stream: TcpStream) -> Self {
         FlowBase {
             id,
-            worker: 0,
             stream,
             bytes_tx: 0,
             bytes_rx: 0,
@@ -145,12 +164,62 @@ impl FlowBase {
         )
     }
 
+    /// Reads once into the worker's buffer unless `moved` (bytes moved in
+    /// this call so far) reached the budget, and counts the bytes on the flow
+    /// and the worker. It refreshes `cx.now`: the event loop's clock was read
+    /// before this flow's syscalls, and a latency must end after the read.
+    pub fn read_step(&mut self, cx: &mut Ctx<'_>, moved: &mut usize) -> io::Result<ReadStep> {
+        if *moved >= BUDGET {
+            return Ok(ReadStep::Budget);
+        }
+        Ok(match read_some(&mut self.stream, cx.buf)? {
+            Io::Moved(n) => {
+                *moved += n;
+                self.bytes_rx += n as u64;
+                cx.counters.bytes_rx += n as u64;
+                cx.now = Instant::now();
+                ReadStep::Data(n)
+            }
+            Io::Blocked => ReadStep::Blocked,
+            Io::Eof => ReadStep::Eof,
+        })
+    }
+
+    /// Counts `n` payload bytes sent on the flow and the worker.
+    #[inline]
+    pub fn sent(&mut self, cx: &mut Ctx<'_>, n: usize) {
+        self.bytes_tx += n as u64;
+        cx.counters.bytes_tx += n as u64;
+    }
+
+    /// Writes `*left` payload bytes (decrementing it) until done, blocked or
+    /// out of budget for this call.
+    pub fn write_payload(&mut self, cx: &mut Ctx<'_>, left: &mut u64) -> io::Result<WriteStep> {
+        let mut moved = 0;
+        while *left > 0 {
+            if moved >= BUDGET {
+                return Ok(WriteStep::Budget);
+            }
+            let n = (*left as usize).min(cx.payload.len());
+            match write_some(&mut self.stream, &cx.payload[..n])? {
+                Io::Moved(n) => {
+                    moved += n;
+                    *left -= n as u64;
+                    self.sent(cx, n);
+                }
+                Io::Blocked => return Ok(WriteStep::Blocked),
+                Io::Eof => return Ok(WriteStep::Eof),
+            }
+        }
+        Ok(WriteStep::Drained)
+    }
+
     pub fn report(&self) -> FlowReport {
         let fd = self.stream.as_raw_fd();
         let (sndbuf, rcvbuf) = tcpinfo::granted_buffers(fd);
         FlowReport {
             flow: self.id,
-            worker: self.worker,
+            worker: 0,
             local: self
                 .stream
                 .local_addr()

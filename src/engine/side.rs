@@ -4,6 +4,7 @@
 //! agent a server side; both use this code.
 
 use mio::net::TcpStream;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,19 +58,34 @@ pub trait Observer {
 }
 
 /// Everything one side measured, ready for the result.
-#[derive(Default)]
 pub struct SideReport {
     pub samples: Vec<IntervalSample>,
     pub window_cpu: Option<CpuWindow>,
-    pub hist: Option<Hist>,
-    pub hist_corrected: Option<Hist>,
-    pub totals: Counters,
+    /// Latency over every interval of the window (merged).
+    pub hist: Hist,
+    pub hist_corrected: Hist,
     pub window_s: f64,
     pub flows: Vec<FlowReport>,
     pub placement: Vec<WorkerPlacement>,
     pub errors: Vec<String>,
     /// The window ran to its end (timed) or every flow finished (finite).
     pub complete: bool,
+}
+
+impl Default for SideReport {
+    fn default() -> Self {
+        SideReport {
+            samples: Default::default(),
+            window_cpu: Default::default(),
+            hist: new_hist(),
+            hist_corrected: new_hist(),
+            window_s: Default::default(),
+            flows: Default::default(),
+            placement: Default::default(),
+            errors: Default::default(),
+            complete: Default::default(),
+        }
+    }
 }
 
 pub struct Side {
@@ -99,9 +115,8 @@ fn payload_len(spec: &TestSpec) -> usize {
     .into_iter()
     .max()
     .unwrap_or(1);
-    (biggest as usize).clamp(HEADER_ROOM, 4 << 20)
+    (biggest as usize).clamp(1, 4 << 20)
 }
-const HEADER_ROOM: usize = 64;
 
 impl Side {
     pub fn start(mut setup: SideSetup) -> Result<Side, String> {
@@ -126,13 +141,10 @@ impl Side {
         };
         let mut per_worker: Vec<Vec<Box<dyn Flow>>> = (0..threads).map(|_| Vec::new()).collect();
         for (id, stream) in setup.flows.drain(..) {
-            let w = id as usize % threads;
-            let mut base = FlowBase::new(id, stream);
-            base.worker = w;
-            per_worker[w].push(workload::persistent_flow(
+            per_worker[id as usize % threads].push(workload::persistent_flow(
                 plan,
                 &spec,
-                base,
+                FlowBase::new(id, stream),
                 zerocopy.clone(),
             ));
         }
@@ -229,20 +241,28 @@ impl Side {
                 hist_corrected,
                 ..
             } => {
-                let p = self.pending.entry(index).or_insert_with(|| Pending {
-                    workers: 0,
-                    start,
-                    end,
-                    counters: Counters::default(),
-                    hist: new_hist(),
-                    hist_corrected: new_hist(),
-                });
-                p.workers += 1;
-                p.start = p.start.min(start);
-                p.end = p.end.max(end);
-                p.counters += counters;
-                histogram::merge(&mut p.hist, &hist);
-                histogram::merge(&mut p.hist_corrected, &hist_corrected);
+                match self.pending.entry(index) {
+                    // The first worker's histograms become the merge target.
+                    Entry::Vacant(v) => {
+                        v.insert(Pending {
+                            workers: 1,
+                            start,
+                            end,
+                            counters,
+                            hist: *hist,
+                            hist_corrected: *hist_corrected,
+                        });
+                    }
+                    Entry::Occupied(mut o) => {
+                        let p = o.get_mut();
+                        p.workers += 1;
+                        p.start = p.start.min(start);
+                        p.end = p.end.max(end);
+                        p.counters += counters;
+                        histogram::merge(&mut p.hist, &hist);
+                        histogram::merge(&mut p.hist_corrected, &hist_corrected);
+                    }
+                }
             }
             WorkerMsg::Finished {
                 worker,
@@ -307,7 +327,6 @@ impl Side {
             };
             histogram::merge(&mut self.total_hist, &p.hist);
             histogram::merge(&mut self.total_hist_corrected, &p.hist_corrected);
-            self.report.totals += p.counters;
             obs.interval(&sample);
             self.report.samples.push(sample);
         }
@@ -376,11 +395,8 @@ impl Side {
         if let (Some(first), Some(last)) = (r.samples.first(), r.samples.last()) {
             r.window_s = last.end_s - first.start_s;
         }
-        r.hist = Some(std::mem::replace(&mut self.total_hist, new_hist()));
-        r.hist_corrected = Some(std::mem::replace(
-            &mut self.total_hist_corrected,
-            new_hist(),
-        ));
+        r.hist = std::mem::replace(&mut self.total_hist, new_hist());
+        r.hist_corrected = std::mem::replace(&mut self.total_hist_corrected, new_hist());
         r.flows.sort_by_key(|f| f.flow);
         r.placement.sort_by_key(|p| p.worker);
         r

@@ -221,21 +221,18 @@ impl Worker {
         false
     }
 
+    /// How long epoll may sleep: not past the next edge or timer, not at all
+    /// while flows wait to be re-run, and at most 20 ms (the stop flag).
     fn timeout(&self, now: Instant) -> Duration {
+        if !self.runnable.is_empty() {
+            return Duration::ZERO;
+        }
         let mut until = now + Duration::from_millis(20);
-        let edge = if self.window_started {
-            self.s.timeline.edge(self.next)
-        } else {
-            Some(self.s.timeline.warmup)
-        };
-        if let Some(e) = edge {
-            until = until.min(self.s.t0 + e);
+        if let Some(e) = self.next_edge_at {
+            until = until.min(e);
         }
         if let Some(Reverse((at, _))) = self.timers.peek() {
             until = until.min(*at);
-        }
-        if !self.runnable.is_empty() {
-            return Duration::ZERO;
         }
         until.saturating_duration_since(now)
     }

@@ -230,7 +230,8 @@ mod tests {
     use std::time::Duration;
 
     const A: &str = "cpu  100 0 50 800 0 0 10 40 0 0\ncpu0 50 0 25 400 0 0 5 20 0 0\ncpu1 50 0 25 400 0 0 5 20 0 0\nintr 1\n";
-    const B: &str = "cpu  200 0 100 1000 0 0 20 80 0 0\ncpu0 150 0 75 400 0 0 15 60 0 0\ncpu1 50 0 25 600 0 0 5 20 0 0\n";
+    const B: &str =
+        "cpu  200 0 100 1000 0 0 20 80 0 0\ncpu0 150 0 75 400 0 0 15 60 0 0\ncpu1 50 0 25 600 0 0 5 20 0 0\n";
 
     #[test]
     fn host_window_splits_busy_and_steal() {

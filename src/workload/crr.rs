@@ -12,7 +12,7 @@
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
-use std::io;
+use std::io::{self, IoSlice, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -81,7 +81,8 @@ impl Connector {
             Interest::READABLE | Interest::WRITABLE,
         )?;
         self.stream = Some(stream);
-        self.began = cx.now;
+        // The loop's clock predates the previous connection's close.
+        self.began = Instant::now();
         self.state = State::Connecting;
         Ok(())
     }
@@ -110,24 +111,28 @@ impl Connector {
                         Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
                         Err(e) => return Err(e),
                     }
-                    // Header and request leave in one write when they fit.
-                    let n =
-                        (HEADER_LEN as u64 + self.request).min(cx.payload.len() as u64) as usize;
-                    let mut first = Vec::with_capacity(n);
-                    first.extend_from_slice(&self.header);
-                    first.extend_from_slice(&cx.payload[..n - HEADER_LEN]);
-                    match write_some(stream, &first)? {
-                        Io::Moved(w) if w >= HEADER_LEN => {
+                    // Header and request leave in one segment (writev).
+                    let n = (self.request as usize).min(cx.payload.len());
+                    let parts = [IoSlice::new(&self.header), IoSlice::new(&cx.payload[..n])];
+                    let written = loop {
+                        match stream.write_vectored(&parts) {
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                            other => break other,
+                        }
+                    };
+                    match written {
+                        Ok(w) if w >= HEADER_LEN => {
                             let sent = (w - HEADER_LEN) as u64;
                             cx.counters.bytes_tx += sent;
                             self.state = State::Sending { off: sent };
                         }
-                        Io::Moved(_) | Io::Blocked | Io::Eof => {
+                        Ok(_) => {
                             return Err(io::Error::new(
                                 io::ErrorKind::WriteZero,
                                 "could not send the data header",
                             ))
                         }
+                        Err(e) => return Err(e),
                     }
                 }
                 State::Sending { off } => {
@@ -187,10 +192,8 @@ impl Connector {
 
     /// One transaction done: count it, close, and open the next connection.
     fn finish(&mut self, cx: &mut Ctx<'_>, graceful: bool) {
-        record_ns(
-            cx.hist,
-            cx.now.saturating_duration_since(self.began).as_nanos() as u64,
-        );
+        let took = Instant::now().saturating_duration_since(self.began);
+        record_ns(cx.hist, took.as_nanos() as u64);
         cx.counters.transactions += 1;
         cx.counters.connections += 1;
         if graceful {

@@ -14,7 +14,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::engine::flow::{
-    decode_header, read_some, write_some, Ctx, Flow, FlowBase, FlowReport, Io, Status, BUDGET,
+    decode_header, read_some, Ctx, Flow, FlowBase, FlowReport, Io, ReadStep, Status, WriteStep,
     HEADER_LEN,
 };
 use crate::measure::histogram::record_ns;
@@ -88,24 +88,11 @@ impl Requester {
             self.started += 1;
             self.to_write += self.request;
         }
-        let mut moved = 0;
-        while self.to_write > 0 {
-            if moved >= BUDGET {
-                return Ok(Status::Busy);
-            }
-            let n = (self.to_write as usize).min(cx.payload.len());
-            match write_some(&mut self.base.stream, &cx.payload[..n])? {
-                Io::Moved(n) => {
-                    moved += n;
-                    self.to_write -= n as u64;
-                    self.base.bytes_tx += n as u64;
-                    cx.counters.bytes_tx += n as u64;
-                }
-                Io::Blocked => break,
-                Io::Eof => return Ok(Status::Done),
-            }
-        }
-        Ok(Status::Open)
+        Ok(match self.base.write_payload(cx, &mut self.to_write)? {
+            WriteStep::Drained | WriteStep::Blocked => Status::Open,
+            WriteStep::Budget => Status::Busy,
+            WriteStep::Eof => Status::Done,
+        })
     }
 
     fn receive(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
@@ -113,49 +100,16 @@ impl Requester {
         let mut moved = 0;
         let mut busy = false;
         loop {
-            if moved >= BUDGET {
-                busy = true;
-                break;
-            }
-            match read_some(&mut self.base.stream, cx.buf)? {
-                Io::Moved(n) => {
-                    moved += n;
-                    cx.counters.bytes_rx += n as u64;
-                    self.base.bytes_rx += n as u64;
-                    let mut left = n as u64;
-                    while left > 0 {
-                        if self.in_flight.is_empty() {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                "response bytes with no request in flight",
-                            ));
-                        }
-                        let take = left.min(self.resp_left);
-                        left -= take;
-                        self.resp_left -= take;
-                        if self.resp_left == 0 {
-                            let (sent, intended) = self.in_flight.pop_front().unwrap();
-                            let now = cx.now;
-                            record_ns(
-                                cx.hist,
-                                now.saturating_duration_since(sent).as_nanos() as u64,
-                            );
-                            if self.period.is_some() {
-                                record_ns(
-                                    cx.hist_corrected,
-                                    now.saturating_duration_since(intended).as_nanos() as u64,
-                                );
-                            }
-                            cx.counters.transactions += 1;
-                            self.base.transactions += 1;
-                            self.resp_left = self.response;
-                            completed = true;
-                        }
-                    }
+            let n = match self.base.read_step(cx, &mut moved)? {
+                ReadStep::Data(n) => n as u64,
+                ReadStep::Blocked => break,
+                ReadStep::Eof => return Ok(Status::Done),
+                ReadStep::Budget => {
+                    busy = true;
+                    break;
                 }
-                Io::Blocked => break,
-                Io::Eof => return Ok(Status::Done),
-            }
+            };
+            completed |= self.consume(cx, n)?;
         }
         if self.count.is_some_and(|c| self.base.transactions >= c) {
             self.base.completed_s.get_or_insert_with(|| {
@@ -174,6 +128,40 @@ impl Requester {
             Status::Open if busy => Status::Busy,
             other => other,
         })
+    }
+}
+
+impl Requester {
+    /// Accounts `n` response bytes; true when a transaction completed.
+    fn consume(&mut self, cx: &mut Ctx<'_>, mut n: u64) -> io::Result<bool> {
+        let mut completed = false;
+        while n > 0 {
+            if self.in_flight.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "response bytes with no request in flight",
+                ));
+            }
+            let take = n.min(self.resp_left);
+            n -= take;
+            self.resp_left -= take;
+            if self.resp_left == 0 {
+                let (sent, intended) = self.in_flight.pop_front().unwrap();
+                record_ns(
+                    cx.hist,
+                    cx.now.saturating_duration_since(sent).as_nanos() as u64,
+                );
+                if self.period.is_some() {
+                    let late = cx.now.saturating_duration_since(intended);
+                    record_ns(cx.hist_corrected, late.as_nanos() as u64);
+                }
+                cx.counters.transactions += 1;
+                self.base.transactions += 1;
+                self.resp_left = self.response;
+                completed = true;
+            }
+        }
+        Ok(completed)
     }
 }
 
@@ -288,65 +276,44 @@ impl Responder {
         }
     }
 
-    fn step(&mut self, cx: &mut Ctx<'_>, readable: bool) -> io::Result<Status> {
+    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
         if !self.read_header()? {
             return Ok(Status::Open);
         }
-        // Edge-triggered: drain reads on every event, readable or not.
-        let _ = readable;
+        // Edge-triggered: drain reads on every call, whatever the event.
+        let mut moved = 0;
         let mut busy = false;
-        {
-            let mut moved = 0;
-            loop {
-                if moved >= BUDGET {
+        loop {
+            let mut n = match self.base.read_step(cx, &mut moved)? {
+                ReadStep::Data(n) => n as u64,
+                ReadStep::Blocked => break,
+                ReadStep::Eof => {
+                    if self.once && self.answered {
+                        cx.counters.graceful_closes += 1;
+                    }
+                    return Ok(Status::Done);
+                }
+                ReadStep::Budget => {
                     busy = true;
                     break;
                 }
-                match read_some(&mut self.base.stream, cx.buf)? {
-                    Io::Moved(n) => {
-                        moved += n;
-                        cx.counters.bytes_rx += n as u64;
-                        self.base.bytes_rx += n as u64;
-                        let mut left = n as u64;
-                        while left > 0 {
-                            let take = left.min(self.req_left);
-                            left -= take;
-                            self.req_left -= take;
-                            if self.req_left == 0 {
-                                self.to_write += self.response;
-                                self.req_left = self.request;
-                                cx.counters.transactions += 1;
-                                self.base.transactions += 1;
-                            }
-                        }
-                    }
-                    Io::Blocked => break,
-                    Io::Eof => {
-                        if self.once && self.answered {
-                            cx.counters.graceful_closes += 1;
-                        }
-                        return Ok(Status::Done);
-                    }
+            };
+            while n > 0 {
+                let take = n.min(self.req_left);
+                n -= take;
+                self.req_left -= take;
+                if self.req_left == 0 {
+                    self.to_write += self.response;
+                    self.req_left = self.request;
+                    cx.counters.transactions += 1;
+                    self.base.transactions += 1;
                 }
             }
         }
-        let mut moved = 0;
-        while self.to_write > 0 {
-            if moved >= BUDGET {
-                busy = true;
-                break;
-            }
-            let n = (self.to_write as usize).min(cx.payload.len());
-            match write_some(&mut self.base.stream, &cx.payload[..n])? {
-                Io::Moved(n) => {
-                    moved += n;
-                    self.to_write -= n as u64;
-                    self.base.bytes_tx += n as u64;
-                    cx.counters.bytes_tx += n as u64;
-                }
-                Io::Blocked => break,
-                Io::Eof => return Ok(Status::Done),
-            }
+        match self.base.write_payload(cx, &mut self.to_write)? {
+            WriteStep::Drained | WriteStep::Blocked => {}
+            WriteStep::Budget => busy = true,
+            WriteStep::Eof => return Ok(Status::Done),
         }
         if busy {
             return Ok(Status::Busy);
@@ -366,8 +333,8 @@ impl Flow for Responder {
         self.base.register(registry, token)
     }
 
-    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, _writable: bool) -> Status {
-        match self.step(cx, readable) {
+    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
+        match self.step(cx) {
             Ok(s) => s,
             // A client that resets after its answer is the `--close reset` mode.
             Err(e) if self.answered && e.kind() == io::ErrorKind::ConnectionReset => {

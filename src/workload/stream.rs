@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
 use crate::engine::flow::{
-    read_some, write_some, Ctx, Flow, FlowBase, FlowReport, Io, Status, BUDGET,
+    write_some, Ctx, Flow, FlowBase, FlowReport, Io, ReadStep, Status, BUDGET,
 };
 
 /// One message worth of payload in a memfd, for sendfile.
@@ -100,29 +100,20 @@ impl StreamFlow {
     }
 }
 
-impl Flow for StreamFlow {
-    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        self.base.register(registry, token)
-    }
-
-    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status {
+impl StreamFlow {
+    fn step(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> io::Result<Status> {
         let mut busy = false;
         if self.recv && readable {
             let mut moved = 0;
             loop {
-                if moved >= BUDGET {
-                    busy = true;
-                    break;
-                }
-                match read_some(&mut self.base.stream, cx.buf) {
-                    Ok(Io::Moved(n)) => {
-                        moved += n;
-                        cx.counters.bytes_rx += n as u64;
-                        self.base.bytes_rx += n as u64;
+                match self.base.read_step(cx, &mut moved)? {
+                    ReadStep::Data(_) => {}
+                    ReadStep::Blocked => break,
+                    ReadStep::Eof => return Ok(Status::Done),
+                    ReadStep::Budget => {
+                        busy = true;
+                        break;
                     }
-                    Ok(Io::Blocked) => break,
-                    Ok(Io::Eof) => return Status::Done,
-                    Err(e) => return Status::Failed(e),
                 }
             }
         }
@@ -133,23 +124,30 @@ impl Flow for StreamFlow {
                     busy = true;
                     break;
                 }
-                match self.send_once(cx.payload) {
-                    Ok(Io::Moved(n)) => {
+                match self.send_once(cx.payload)? {
+                    Io::Moved(n) => {
                         moved += n;
-                        cx.counters.bytes_tx += n as u64;
-                        self.base.bytes_tx += n as u64;
+                        self.base.sent(cx, n);
                         self.offset = (self.offset + n) % self.message;
                     }
-                    Ok(Io::Blocked) => break,
-                    Ok(Io::Eof) => return Status::Done,
-                    Err(e) => return Status::Failed(e),
+                    Io::Blocked => break,
+                    Io::Eof => return Ok(Status::Done),
                 }
             }
         }
-        if busy {
-            Status::Busy
-        } else {
-            Status::Open
+        Ok(if busy { Status::Busy } else { Status::Open })
+    }
+}
+
+impl Flow for StreamFlow {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        self.base.register(registry, token)
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status {
+        match self.step(cx, readable, writable) {
+            Ok(s) => s,
+            Err(e) => Status::Failed(e),
         }
     }
 
