@@ -6,7 +6,6 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -18,12 +17,12 @@ fn frame(v: serde_json::Value) -> Vec<u8> {
     f
 }
 
-fn read_frame(s: &mut TcpStream) -> serde_json::Value {
+fn read_frame(s: &mut TcpStream) -> std::io::Result<serde_json::Value> {
     let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
+    s.read_exact(&mut len)?;
     let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    serde_json::from_slice(&body).unwrap()
+    s.read_exact(&mut body)?;
+    Ok(serde_json::from_slice(&body).unwrap())
 }
 
 #[test]
@@ -31,24 +30,17 @@ fn remote_agent_with_token_file() {
     let agent = Agent::start("s3cret", &[]);
     let tf = token_file("good", "s3cret");
     let out = tmp("remote.json");
-    let o = run(
-        &[
-            "run",
-            "rr",
-            "--agent",
-            &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-d",
-            "1",
-            "--warmup",
-            "0.2",
-            "-q",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+    let args = [
+        "rr",
+        "-d",
+        "1",
+        "--warmup",
+        "0.2",
+        "-q",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    let o = run(&remote(&agent.addr, &tf, &args), LIMIT);
     assert!(o.status.success(), "{}", stderr(&o));
     let r = json(&out);
     assert_eq!(r["agent"]["local"], false);
@@ -59,19 +51,11 @@ fn remote_agent_with_token_file() {
         .is_empty());
     // The same agent serves the next controller too.
     let o = run(
-        &[
-            "run",
-            "crr",
-            "--agent",
+        &remote(
             &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-d",
-            "0.5",
-            "--warmup",
-            "0.1",
-            "-q",
-        ],
+            &tf,
+            &["crr", "-d", "0.5", "--warmup", "0.1", "-q"],
+        ),
         LIMIT,
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -82,17 +66,7 @@ fn wrong_token_is_refused_on_both_sides() {
     let agent = Agent::start("right", &[]);
     let tf = token_file("wrong", "wrong");
     let o = run(
-        &[
-            "run",
-            "stream",
-            "--agent",
-            &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-d",
-            "1",
-            "-q",
-        ],
+        &remote(&agent.addr, &tf, &["stream", "-d", "1", "-q"]),
         LIMIT,
     );
     assert_eq!(o.status.code(), Some(1));
@@ -109,14 +83,14 @@ fn wrong_token_is_refused_on_both_sides() {
 fn the_token_never_crosses_the_wire() {
     let agent = Agent::start("do-not-leak-this-token", &[]);
     let mut s = TcpStream::connect(&agent.addr).unwrap();
-    let hello = read_frame(&mut s);
+    let hello = read_frame(&mut s).unwrap();
     assert_eq!(hello["type"], "hello");
     assert_eq!(hello["protocol"], "linerate-control");
-    let text = hello.to_string();
-    assert!(!text.contains("do-not-leak"));
+    assert!(!hello.to_string().contains("do-not-leak"));
     // A made-up MAC is refused.
-    s.write_all(&frame(serde_json::json!({"type": "auth", "version": hello["version"], "nonce": "00", "mac": "ff"}))).unwrap();
-    let reply = read_frame(&mut s);
+    let auth = serde_json::json!({"type": "auth", "version": hello["version"], "nonce": "00", "mac": "ff"});
+    s.write_all(&frame(auth)).unwrap();
+    let reply = read_frame(&mut s).unwrap();
     assert_eq!(reply["type"], "error");
     assert_eq!(reply["code"], "auth_failed");
 }
@@ -125,12 +99,10 @@ fn the_token_never_crosses_the_wire() {
 fn version_mismatch_is_named_on_the_agent_side() {
     let agent = Agent::start("t", &[]);
     let mut s = TcpStream::connect(&agent.addr).unwrap();
-    let _hello = read_frame(&mut s);
-    s.write_all(&frame(
-        serde_json::json!({"type": "auth", "version": 999, "nonce": "00", "mac": "00"}),
-    ))
-    .unwrap();
-    let reply = read_frame(&mut s);
+    let _hello = read_frame(&mut s).unwrap();
+    let auth = serde_json::json!({"type": "auth", "version": 999, "nonce": "00", "mac": "00"});
+    s.write_all(&frame(auth)).unwrap();
+    let reply = read_frame(&mut s).unwrap();
     assert_eq!(reply["code"], "version_mismatch");
     assert!(
         reply["message"].as_str().unwrap().contains("v999"),
@@ -150,28 +122,13 @@ fn version_mismatch_is_named_on_the_controller_side() {
     let addr = l.local_addr().unwrap().to_string();
     let fake = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
-        s.write_all(&frame(serde_json::json!({"type": "hello", "protocol": "linerate-control", "version": 999, "software": "linerate 9", "nonce": "ab"}))).unwrap();
+        let hello = serde_json::json!({"type": "hello", "protocol": "linerate-control", "version": 999, "software": "linerate 9", "nonce": "ab"});
+        s.write_all(&frame(hello)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut len = [0u8; 4];
-        s.read_exact(&mut len).ok().map(|_| {
-            let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-            s.read_exact(&mut body).unwrap();
-            serde_json::from_slice::<serde_json::Value>(&body).unwrap()
-        })
+        read_frame(&mut s).ok()
     });
     let tf = token_file("vm", "t");
-    let o = run(
-        &[
-            "run",
-            "stream",
-            "--agent",
-            &addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-q",
-        ],
-        LIMIT,
-    );
+    let o = run(&remote(&addr, &tf, &["stream", "-q"]), LIMIT);
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
     assert!(e.contains("version mismatch") && e.contains("v999"), "{e}");
@@ -187,41 +144,23 @@ fn agent_killed_mid_test_keeps_partial_results() {
     let mut agent = Agent::start("k", &[]);
     let tf = token_file("kill", "k");
     let out = tmp("killed.json");
-    let mut ctl = Command::new(bin())
-        .args([
-            "run",
-            "stream",
-            "--agent",
-            &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-d",
-            "8",
-            "--warmup",
-            "0.5",
-            "--interval",
-            "0.5",
-            "-q",
-            "--json",
-            out.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = [
+        "stream",
+        "-d",
+        "8",
+        "--warmup",
+        "0.5",
+        "--interval",
+        "0.5",
+        "-q",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    let ctl = spawn(&remote(&agent.addr, &tf, &args));
     std::thread::sleep(Duration::from_millis(2500));
     agent.kill();
-    let started = Instant::now();
-    let o = loop {
-        if ctl.try_wait().unwrap().is_some() {
-            break ctl.wait_with_output().unwrap();
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = ctl.kill();
-            panic!("controller hung after its agent died");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // The controller must notice and end by itself, well before its window would.
+    let o = wait(ctl, Duration::from_secs(20));
     assert_eq!(
         o.status.code(),
         Some(3),
@@ -249,40 +188,14 @@ fn agent_killed_mid_test_keeps_partial_results() {
 fn agent_survives_a_vanished_controller_and_caps_tests() {
     let agent = Agent::start("v", &["--max-tests", "1"]);
     let tf = token_file("vanish", "v");
-    let mut ctl = Command::new(bin())
-        .args([
-            "run",
-            "stream",
-            "--agent",
-            &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-d",
-            "20",
-            "--warmup",
-            "0",
-            "-q",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut ctl = spawn(&remote(
+        &agent.addr,
+        &tf,
+        &["stream", "-d", "20", "--warmup", "0", "-q"],
+    ));
     std::thread::sleep(Duration::from_millis(1500));
     // While that test runs, a second controller is told the agent is busy.
-    let o = run(
-        &[
-            "run",
-            "rr",
-            "--agent",
-            &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-d",
-            "1",
-            "-q",
-        ],
-        LIMIT,
-    );
+    let o = run(&remote(&agent.addr, &tf, &["rr", "-d", "1", "-q"]), LIMIT);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
     // The first controller vanishes mid-test (SIGKILL: no goodbye).
@@ -292,19 +205,11 @@ fn agent_survives_a_vanished_controller_and_caps_tests() {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let o = run(
-            &[
-                "run",
-                "rr",
-                "--agent",
+            &remote(
                 &agent.addr,
-                "--token-file",
-                tf.to_str().unwrap(),
-                "-d",
-                "0.5",
-                "--warmup",
-                "0.1",
-                "-q",
-            ],
+                &tf,
+                &["rr", "-d", "0.5", "--warmup", "0.1", "-q"],
+            ),
             LIMIT,
         );
         if o.status.success() {
@@ -327,33 +232,13 @@ fn agent_caps_flows_and_duration() {
     let agent = Agent::start("c", &["--max-flows", "4", "--max-duration", "5s"]);
     let tf = token_file("caps", "c");
     let o = run(
-        &[
-            "run",
-            "stream",
-            "--agent",
-            &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-F",
-            "5",
-            "-q",
-        ],
+        &remote(&agent.addr, &tf, &["stream", "-F", "5", "-q"]),
         LIMIT,
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("allows 4"), "{}", stderr(&o));
     let o = run(
-        &[
-            "run",
-            "stream",
-            "--agent",
-            &agent.addr,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "-d",
-            "10",
-            "-q",
-        ],
+        &remote(&agent.addr, &tf, &["stream", "-d", "10", "-q"]),
         LIMIT,
     );
     assert!(stderr(&o).contains("--max-duration"), "{}", stderr(&o));
@@ -377,31 +262,12 @@ fn bad_input_exits_2_with_one_line() {
         assert_no_panic(&o);
         assert!(!stderr(&o).trim().is_empty());
     }
-    let o = run(
-        &[
-            "run",
-            "stream",
-            "--agent",
-            "127.0.0.1:1",
-            "--token-file",
-            "/nonexistent/token",
-        ],
-        LIMIT,
-    );
+    let missing = std::path::Path::new("/nonexistent/token");
+    let o = run(&remote("127.0.0.1:1", missing, &["stream"]), LIMIT);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("cannot read token file"));
     let tf = token_file("unreach", "x");
-    let o = run(
-        &[
-            "run",
-            "stream",
-            "--agent",
-            "127.0.0.1:1",
-            "--token-file",
-            tf.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+    let o = run(&remote("127.0.0.1:1", &tf, &["stream"]), LIMIT);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("cannot reach agent"), "{}", stderr(&o));
     assert_eq!(stderr(&o).trim().lines().count(), 1);

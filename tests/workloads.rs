@@ -9,10 +9,12 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn run_json(name: &str, args: &[&str]) -> Value {
+/// Runs `linerate run ARGS -q --json FILE` (ARGS split at spaces) and
+/// returns the result it wrote.
+fn run_json(name: &str, args: &str) -> Value {
     let out_path = tmp(name);
     let mut all = vec!["run"];
-    all.extend_from_slice(args);
+    all.extend(args.split_whitespace());
     all.extend_from_slice(&["-q", "--json", out_path.to_str().unwrap()]);
     let o = run(&all, LIMIT);
     assert_no_panic(&o);
@@ -44,20 +46,7 @@ fn check_intervals(it: &Value) {
 
 #[test]
 fn stream_tx_counts_at_the_agent() {
-    let r = run_json(
-        "tx.json",
-        &[
-            "stream",
-            "-F",
-            "2",
-            "-d",
-            "2",
-            "--warmup",
-            "0.5",
-            "--interval",
-            "0.5",
-        ],
-    );
+    let r = run_json("tx.json", "stream -F 2 -d 2 --warmup 0.5 --interval 0.5");
     let it = &r["iterations"][0];
     check_intervals(it);
     assert_eq!(it["intervals"].as_array().unwrap().len(), 4);
@@ -100,10 +89,7 @@ fn stream_tx_counts_at_the_agent() {
 
 #[test]
 fn stream_rx_and_bidir_count_at_the_right_receivers() {
-    let r = run_json(
-        "rx.json",
-        &["stream", "--direction", "rx", "-d", "1", "--warmup", "0.3"],
-    );
+    let r = run_json("rx.json", "stream --direction rx -d 1 --warmup 0.3");
     let it = &r["iterations"][0];
     check_intervals(it);
     assert_eq!(u(&it["bytes"]), u(&it["counters"]["client"]["bytes_rx"]));
@@ -112,17 +98,7 @@ fn stream_rx_and_bidir_count_at_the_right_receivers() {
 
     let r = run_json(
         "bidir.json",
-        &[
-            "stream",
-            "--direction",
-            "bidir",
-            "-F",
-            "2",
-            "-d",
-            "1",
-            "--warmup",
-            "0.3",
-        ],
+        "stream --direction bidir -F 2 -d 1 --warmup 0.3",
     );
     let it = &r["iterations"][0];
     check_intervals(it);
@@ -134,19 +110,7 @@ fn stream_rx_and_bidir_count_at_the_right_receivers() {
 fn rr_transactions_times_sizes_equal_bytes() {
     let r = run_json(
         "rr.json",
-        &[
-            "rr",
-            "--request",
-            "200",
-            "--response",
-            "1000",
-            "-F",
-            "3",
-            "-d",
-            "1",
-            "--warmup",
-            "0.3",
-        ],
+        "rr --request 200 --response 1000 -F 3 -d 1 --warmup 0.3",
     );
     let it = &r["iterations"][0];
     check_intervals(it);
@@ -191,12 +155,7 @@ fn rr_transactions_times_sizes_equal_bytes() {
 
 #[test]
 fn rr_open_loop_holds_the_rate_and_reports_corrected_latency() {
-    let r = run_json(
-        "rate.json",
-        &[
-            "rr", "--rate", "1000", "-F", "2", "-d", "2", "--warmup", "0.5",
-        ],
-    );
+    let r = run_json("rate.json", "rr --rate 1000 -F 2 -d 2 --warmup 0.5");
     let s = &r["summary"];
     let rate = f(&s["transactions_per_s"]);
     assert!(
@@ -210,10 +169,7 @@ fn rr_open_loop_holds_the_rate_and_reports_corrected_latency() {
 
 #[test]
 fn rr_outstanding_keeps_several_in_flight() {
-    let r = run_json(
-        "burst.json",
-        &["rr", "--outstanding", "4", "-d", "1", "--warmup", "0.3"],
-    );
+    let r = run_json("burst.json", "rr --outstanding 4 -d 1 --warmup 0.3");
     let it = &r["iterations"][0];
     let f0 = &it["flows"]["client"][0];
     let (t, rx) = (u(&f0["transactions"]), u(&f0["bytes_rx"]));
@@ -228,19 +184,7 @@ fn rr_outstanding_keeps_several_in_flight() {
 fn crr_connections_equal_transactions() {
     let r = run_json(
         "crr.json",
-        &[
-            "crr",
-            "--request",
-            "64",
-            "--response",
-            "8192",
-            "-F",
-            "2",
-            "-d",
-            "1",
-            "--warmup",
-            "0.3",
-        ],
+        "crr --request 64 --response 8192 -F 2 -d 1 --warmup 0.3",
     );
     let it = &r["iterations"][0];
     check_intervals(it);
@@ -268,10 +212,7 @@ fn crr_connections_equal_transactions() {
     );
     assert!(f(&r["summary"]["connections_per_s"]) > 0.0);
 
-    let r = run_json(
-        "crr-reset.json",
-        &["crr", "--close", "reset", "-d", "1", "--warmup", "0.3"],
-    );
+    let r = run_json("crr-reset.json", "crr --close reset -d 1 --warmup 0.3");
     let c = &r["iterations"][0]["counters"]["client"];
     assert_eq!(u(&c["resets"]), u(&c["transactions"]));
     assert_eq!(u(&c["graceful_closes"]), 0);
@@ -280,7 +221,7 @@ fn crr_connections_equal_transactions() {
 #[test]
 fn finite_transfers_put_and_get() {
     // stream put 20M/20: each flow sends 20 MiB, gets 20 bytes back.
-    let r = run_json("put.json", &["stream", "--bytes", "20M", "-F", "2"]);
+    let r = run_json("put.json", "stream --bytes 20M -F 2");
     let it = &r["iterations"][0];
     assert_eq!(
         u(&it["counters"]["agent"]["bytes_rx"]),
@@ -292,54 +233,21 @@ fn finite_transfers_put_and_get() {
         assert!(f["completed_s"].as_f64().unwrap() > 0.0);
     }
     // stream get 20/20M.
-    let r = run_json(
-        "get.json",
-        &["stream", "--bytes", "20M", "--direction", "rx"],
-    );
+    let r = run_json("get.json", "stream --bytes 20M --direction rx");
     let it = &r["iterations"][0];
     assert_eq!(u(&it["counters"]["client"]["bytes_rx"]), 20 * 1024 * 1024);
     assert_eq!(u(&it["counters"]["agent"]["bytes_rx"]), 20);
     // Repeated transactions for a duration.
     let r = run_json(
         "put-loop.json",
-        &[
-            "stream",
-            "--bytes",
-            "1M",
-            "--per",
-            "transaction",
-            "-d",
-            "1",
-            "--warmup",
-            "0.2",
-        ],
+        "stream --bytes 1M --per transaction -d 1 --warmup 0.2",
     );
     assert!(u(&r["summary"]["transactions"]) > 10);
 }
 
 #[test]
 fn options_reach_the_socket_and_are_reported() {
-    let r = run_json(
-        "opts.json",
-        &[
-            "stream",
-            "--cc",
-            "reno",
-            "--sndbuf",
-            "256K",
-            "--rcvbuf",
-            "256K",
-            "--nodelay",
-            "-d",
-            "1",
-            "--warmup",
-            "0.2",
-            "--cpus",
-            "0",
-            "--agent-cpus",
-            "0",
-        ],
-    );
+    let r = run_json("opts.json", "stream --cc reno --sndbuf 256K --rcvbuf 256K --nodelay -d 1 --warmup 0.2 --cpus 0 --agent-cpus 0");
     let it = &r["iterations"][0];
     let f0 = &it["flows"]["client"][0];
     assert_eq!(f0["congestion_control"], "reno");
@@ -358,27 +266,22 @@ fn options_reach_the_socket_and_are_reported() {
 
 #[test]
 fn zerocopy_and_ipv6() {
-    let r = run_json(
-        "zc.json",
-        &["stream", "--zerocopy", "-d", "1", "--warmup", "0.2"],
-    );
+    let r = run_json("zc.json", "stream --zerocopy -d 1 --warmup 0.2");
     assert!(u(&r["summary"]["bytes"]) > 1_000_000);
     let out = tmp("v6.json");
-    let o = run(
-        &[
-            "run",
-            "stream",
-            "-6",
-            "-d",
-            "1",
-            "--warmup",
-            "0.2",
-            "-q",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+    let args = [
+        "run",
+        "stream",
+        "-6",
+        "-d",
+        "1",
+        "--warmup",
+        "0.2",
+        "-q",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    let o = run(&args, LIMIT);
     if o.status.success() {
         let r = json(&out);
         assert!(r["agent"]["address"].as_str().unwrap().starts_with("[::1]"));
@@ -391,12 +294,7 @@ fn zerocopy_and_ipv6() {
 
 #[test]
 fn two_thousand_flows_on_two_workers() {
-    let r = run_json(
-        "2000.json",
-        &[
-            "stream", "-F", "2000", "-T", "2", "-d", "2", "--warmup", "1",
-        ],
-    );
+    let r = run_json("2000.json", "stream -F 2000 -T 2 -d 2 --warmup 1");
     let it = &r["iterations"][0];
     assert_eq!(it["flows"]["client"].as_array().unwrap().len(), 2000);
     assert_eq!(it["flows"]["agent"].as_array().unwrap().len(), 2000);
@@ -409,17 +307,7 @@ fn two_thousand_flows_on_two_workers() {
 fn iterations_report_a_confidence_interval() {
     let r = run_json(
         "iters.json",
-        &[
-            "rr",
-            "--iterations",
-            "3",
-            "-d",
-            "0.5",
-            "--warmup",
-            "0.1",
-            "--interval",
-            "0.25",
-        ],
+        "rr --iterations 3 -d 0.5 --warmup 0.1 --interval 0.25",
     );
     assert_eq!(r["iterations"].as_array().unwrap().len(), 3);
     let c = &r["summary"]["confidence"];

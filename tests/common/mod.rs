@@ -2,8 +2,9 @@
 //! loopback, and stop only the processes a test started, by PID.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,15 +12,19 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_linerate")
 }
 
-/// Runs linerate with a hard time limit; kills it if it hangs.
-pub fn run(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(bin())
+/// Starts linerate in the background with its output captured.
+pub fn spawn<S: AsRef<OsStr>>(args: &[S]) -> Child {
+    Command::new(bin())
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn linerate");
+        .expect("spawn linerate")
+}
+
+/// Waits for a linerate process; kills it and fails the test if it hangs.
+pub fn wait(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -29,14 +34,30 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
             panic!(
-                "linerate {:?} hung past {:?}; stderr: {}",
-                args,
-                limit,
+                "linerate hung past {limit:?}; stderr: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Runs linerate with a hard time limit; kills it if it hangs.
+pub fn run<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> Output {
+    wait(spawn(args), limit)
+}
+
+/// `run ARGS --agent ADDR --token-file FILE`: a test against a given agent.
+pub fn remote(addr: &str, token_file: &Path, args: &[&str]) -> Vec<String> {
+    let mut v = vec!["run".to_string()];
+    v.extend(args.iter().map(|a| a.to_string()));
+    v.extend([
+        "--agent".into(),
+        addr.into(),
+        "--token-file".into(),
+        token_file.display().to_string(),
+    ]);
+    v
 }
 
 pub fn stderr(o: &Output) -> String {
