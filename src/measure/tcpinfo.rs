@@ -84,6 +84,10 @@ pub struct TcpInfo {
     pub pacing_rate_bps: Option<u64>,
     pub bytes_acked: Option<u64>,
     pub bytes_received: Option<u64>,
+    /// Segments carrying data, sent and received: bytes / segments is the
+    /// average segment size (small ones mean per-packet cost dominates).
+    pub data_segs_out: Option<u32>,
+    pub data_segs_in: Option<u32>,
     /// Peer's advertised window after scaling (what limits this sender).
     pub snd_wnd: Option<u32>,
     /// Our advertised window after scaling.
@@ -146,6 +150,8 @@ pub fn read(fd: RawFd) -> Option<TcpInfo> {
         ),
         bytes_acked: opt64(has(len, end_of!(bytes_acked)), raw.bytes_acked),
         bytes_received: opt64(has(len, end_of!(bytes_received)), raw.bytes_received),
+        data_segs_out: opt32(has(len, end_of!(data_segs_out)), raw.data_segs_out),
+        data_segs_in: opt32(has(len, end_of!(data_segs_in)), raw.data_segs_in),
         snd_wnd: opt32(has(len, end_of!(snd_wnd)), raw.snd_wnd),
         rcv_wnd: opt32(has(len, end_of!(rcv_wnd)), raw.rcv_wnd),
         snd_wscale: raw.wscale & 0x0f,
