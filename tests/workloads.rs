@@ -20,7 +20,8 @@ fn run_json(name: &str, args: &str) -> Value {
     assert_no_panic(&o);
     assert!(
         o.status.success(),
-        "linerate {all:?} failed: {}",
+        "linerate {all:?} failed ({}): {}",
+        o.status,
         stderr(&o)
     );
     json(&out_path)

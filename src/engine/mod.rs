@@ -4,5 +4,6 @@
 pub mod flow;
 pub mod setup;
 pub mod side;
+pub mod sigpipe;
 pub mod sockopt;
 pub mod worker;

@@ -80,6 +80,7 @@ struct Slot {
 }
 
 pub fn run(w: WorkerSetup) {
+    super::sigpipe::block_in_this_thread();
     let index = w.index;
     let tx = w.tx.clone();
     let nflows = w.flows.len();
