@@ -19,6 +19,9 @@ pub struct HostInfo {
     pub sysctls: BTreeMap<String, String>,
     pub linerate_version: String,
     pub git_commit: String,
+    /// Network interfaces with MTU, speed and offloads (absent in older results).
+    #[serde(default)]
+    pub links: Vec<crate::measure::netdev::LinkInfo>,
 }
 
 const SYSCTLS: &[&str] = &[
@@ -108,6 +111,7 @@ pub fn collect() -> HostInfo {
         git_commit: option_env!("LINERATE_GIT_COMMIT")
             .unwrap_or("unknown")
             .to_string(),
+        links: crate::measure::netdev::links(),
     }
 }
 

@@ -2,6 +2,7 @@
 pub mod cpu;
 pub mod histogram;
 pub mod interval;
+pub mod netdev;
 pub mod placement;
 pub mod stats;
 pub mod tcpinfo;
