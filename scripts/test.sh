@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf; do
+# chromium renders the HTML report in tests/report_browser.rs.
+for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -15,7 +16,7 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   else
-    echo "note: missing ${need[*]} (only the benchmarks in bench/ use them)" >&2
+    echo "note: missing ${need[*]} (bench/ uses the peers; the browser test needs chromium)" >&2
   fi
 fi
 

@@ -38,6 +38,12 @@ pub enum Command {
     Serve(ServeArgs),
     /// The default quick study on loopback (also what `linerate` alone runs).
     Quick(QuickArgs),
+    /// Studies: sweeps of tests with a report (list, show, metrics, run).
+    Study(crate::study::commands::StudyArgs),
+    /// Write report.html, report.md and landscape.csv of a results folder again (runs nothing).
+    Report(crate::study::commands::ReportArgs),
+    /// Compare two results folders point by point, with significance (exit 4 on --fail-if).
+    Compare(crate::study::commands::CompareArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -226,14 +232,17 @@ pub struct ServeArgs {
     pub quiet: bool,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Default)]
 pub struct QuickArgs {
-    /// Window of each test.
-    #[arg(short = 'd', long, value_parser = dur, default_value = "8s")]
-    pub duration: Duration,
-    /// Write all results as one JSON document.
+    /// Window of each test (the study file says 8 s).
+    #[arg(short = 'd', long, value_parser = dur)]
+    pub duration: Option<Duration>,
+    /// Also write all results as one JSON document.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Folder under which the results folder (with report.html) is made.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
@@ -276,14 +285,16 @@ pub fn token(file: &Option<PathBuf>) -> Result<String, Failure> {
 impl RunArgs {
     pub fn spec(&self) -> Result<TestSpec, Failure> {
         let flows = self.flows;
-        let ncpu = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1);
-        let threads = self.threads.unwrap_or_else(|| flows.min(ncpu).max(1));
+        let threads = self
+            .threads
+            .unwrap_or_else(|| TestSpec::default_threads(flows));
         let finite = self.bytes.is_some() && matches!(self.per, PerArg::Flow);
-        let duration = self
-            .duration
-            .unwrap_or(Duration::from_secs(if finite { 300 } else { 10 }));
+        let duration =
+            self.duration
+                .unwrap_or(Duration::from_secs_f64(TestSpec::default_duration_s(
+                    finite,
+                )));
+
         let as_usize = |v: Option<u64>, name: &str| -> Result<Option<usize>, Failure> {
             match v {
                 Some(b) if b > (1 << 30) => {
@@ -501,12 +512,15 @@ pub fn main() -> i32 {
         Some(Command::Run(a)) => run(a),
         Some(Command::Serve(a)) => serve(a),
         Some(Command::Quick(a)) => crate::study::quick::run(a),
+        Some(Command::Study(a)) => crate::study::commands::study(a),
+        Some(Command::Report(a)) => crate::study::commands::report(a),
+        Some(Command::Compare(a)) => crate::study::commands::compare(a),
         None => crate::study::quick::run(QuickArgs {
-            duration: Duration::from_secs(8),
-            json: None,
-            quiet: false,
+            out: PathBuf::from("results"),
+            ..Default::default()
         }),
     };
+
     match outcome {
         Ok(()) => 0,
         Err(f) => {

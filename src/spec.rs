@@ -149,6 +149,23 @@ pub enum FlowPlan {
 }
 
 impl TestSpec {
+    /// Worker threads when none are asked for: one per flow up to the CPUs.
+    pub fn default_threads(flows: u32) -> u32 {
+        let ncpu = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        flows.min(ncpu).max(1)
+    }
+
+    /// The window when none is asked for; a finite transfer gets a time limit.
+    pub fn default_duration_s(finite: bool) -> f64 {
+        if finite {
+            300.0
+        } else {
+            10.0
+        }
+    }
+
     /// A finite test ends when every flow is done, not after `duration_s`.
     pub fn is_finite(&self) -> bool {
         self.workload == Workload::Stream && self.bytes.is_some() && self.per == Per::Flow
@@ -273,6 +290,112 @@ impl TestSpec {
         Ok(())
     }
 
+    /// The `linerate run` command line that runs this spec: the flags that
+    /// differ from their defaults, so a report tells exactly what ran.
+    pub fn command_line(&self) -> String {
+        let d = TestSpec::default();
+        let size = |b: u64| crate::units::fmt_size_arg(b);
+        let mut a = vec!["linerate run".to_string(), self.workload.name().to_string()];
+        fn flag(a: &mut Vec<String>, cond: bool, s: String) {
+            if cond {
+                a.push(s);
+            }
+        }
+        flag(
+            &mut a,
+            self.direction != d.direction,
+            format!(
+                "--direction {}",
+                format!("{:?}", self.direction).to_lowercase()
+            ),
+        );
+        flag(
+            &mut a,
+            self.workload == Workload::Stream && self.bytes.is_none() && self.message != d.message,
+            format!("--message {}", size(self.message as u64)),
+        );
+        flag(
+            &mut a,
+            self.workload != Workload::Stream && self.request != d.request,
+            format!("--request {}", size(self.request)),
+        );
+        flag(
+            &mut a,
+            self.workload != Workload::Stream && self.response != d.response,
+            format!("--response {}", size(self.response)),
+        );
+        if let Some(b) = self.bytes {
+            a.push(format!("--bytes {}", size(b)));
+            if self.per != d.per {
+                a.push("--per transaction".into());
+            }
+            if self.reply != d.reply {
+                a.push(format!("--reply {}", size(self.reply)));
+            }
+        }
+        flag(
+            &mut a,
+            self.outstanding != d.outstanding,
+            format!("--outstanding {}", self.outstanding),
+        );
+        if let Some(r) = self.rate {
+            a.push(format!("--rate {r}"));
+        }
+        flag(
+            &mut a,
+            self.flows != d.flows,
+            format!("--flows {}", self.flows),
+        );
+        flag(
+            &mut a,
+            self.threads != TestSpec::default_threads(self.flows),
+            format!("--threads {}", self.threads),
+        );
+        flag(
+            &mut a,
+            self.agent_threads != self.threads,
+            format!("--agent-threads {}", self.agent_threads),
+        );
+        flag(
+            &mut a,
+            self.duration_s != TestSpec::default_duration_s(self.is_finite()),
+            format!("--duration {}", self.duration_s),
+        );
+        flag(
+            &mut a,
+            self.warmup_s != d.warmup_s,
+            format!("--warmup {}", self.warmup_s),
+        );
+        flag(
+            &mut a,
+            self.interval_s != d.interval_s,
+            format!("--interval {}", self.interval_s),
+        );
+        if let Some(b) = self.sndbuf {
+            a.push(format!("--sndbuf {}", size(b as u64)));
+        }
+        if let Some(b) = self.rcvbuf {
+            a.push(format!("--rcvbuf {}", size(b as u64)));
+        }
+        flag(&mut a, self.nodelay, "--nodelay".into());
+        if let Some(cc) = &self.cc {
+            a.push(format!("--cc {cc}"));
+        }
+        if let Some(m) = self.mss {
+            a.push(format!("--mss {m}"));
+        }
+        if let Some(c) = &self.cpus {
+            a.push(format!("--cpus {}", crate::units::fmt_cpu_list(c)));
+        }
+        if let Some(c) = &self.agent_cpus {
+            a.push(format!("--agent-cpus {}", crate::units::fmt_cpu_list(c)));
+        }
+        flag(&mut a, self.zerocopy, "--zerocopy".into());
+        flag(&mut a, self.ipv6, "-6".into());
+        flag(&mut a, self.close != d.close, "--close reset".into());
+        a.join(" ")
+    }
+
     /// The headline metric used for confidence intervals and progress.
     pub fn main_metric(&self) -> MainMetric {
         match self.workload {
@@ -377,5 +500,33 @@ mod tests {
         };
         assert!(s.validate().unwrap_err().contains("--cc"));
         assert!(TestSpec::default().validate().is_ok());
+    }
+
+    #[test]
+    fn command_line_names_what_differs_from_the_defaults() {
+        assert_eq!(TestSpec::default().command_line(), "linerate run stream");
+        let s = TestSpec {
+            workload: Workload::Rr,
+            request: 200,
+            response: 32768,
+            flows: 10,
+            threads: 11,
+            agent_threads: 11,
+            nodelay: true,
+            duration_s: 5.0,
+            ..Default::default()
+        };
+        let expect = "linerate run rr --request 200 --response 32K --flows 10 --threads 11 --duration 5 --nodelay";
+        assert_eq!(s.command_line(), expect);
+        let put = TestSpec {
+            bytes: Some(20 << 20),
+            per: Per::Transaction,
+            duration_s: 10.0,
+            ..Default::default()
+        };
+        assert_eq!(
+            put.command_line(),
+            "linerate run stream --bytes 20M --per transaction"
+        );
     }
 }

@@ -83,6 +83,32 @@ pub fn parse_count(s: &str) -> Result<f64, String> {
     Ok(v * mult)
 }
 
+/// Parses a bit rate: `10gbit`, `941mbit`, `1.5G`, `1e9` (decimal multiples,
+/// as `tc` writes them), in bits per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_suffix("/s").unwrap_or(&t);
+    let t = t
+        .strip_suffix("bps")
+        .or_else(|| t.strip_suffix("bit"))
+        .unwrap_or(t);
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        Some('g') => (&t[..t.len() - 1], 1e9),
+        Some('t') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a bit rate (examples: 941mbit, 10gbit)"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("bit rate '{s}' must be positive"));
+    }
+    Ok(v * mult)
+}
+
 /// Parses a CPU list such as `0`, `0,2`, `0-3,6`.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
@@ -119,6 +145,16 @@ pub fn fmt_bps(bps: f64) -> String {
         (bps, "bit/s")
     };
     format!("{v:.2} {u}")
+}
+
+/// A byte count as a command-line size: `128K`, `20M`, `1000`.
+pub fn fmt_size_arg(b: u64) -> String {
+    for (unit, m) in [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
+        if b >= m && b.is_multiple_of(m) {
+            return format!("{}{unit}", b / m);
+        }
+    }
+    b.to_string()
 }
 
 /// Formats a byte count with a binary unit, e.g. `128 KiB`.
@@ -198,6 +234,17 @@ mod tests {
         assert!(parse_size("").is_err());
         assert!(parse_size("-5").is_err());
         assert!(parse_size("K").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("10gbit").unwrap(), 10e9);
+        assert_eq!(parse_rate("941mbit").unwrap(), 941e6);
+        assert_eq!(parse_rate("1.5G").unwrap(), 1.5e9);
+        assert_eq!(parse_rate("100mbps").unwrap(), 100e6);
+        assert_eq!(parse_rate("1e9").unwrap(), 1e9);
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("0").is_err());
     }
 
     #[test]

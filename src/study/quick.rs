@@ -1,71 +1,23 @@
-//! The default main job: a quick loopback study of about a minute (stream 1
-//! and 4 flows, rr 1/1 and 200/1000, crr 64/8192) with CPU and service
-//! demand on both ends, against one embedded local agent.
+//! The default main job: the built-in `quick` study (studies/quick.toml:
+//! stream 1 and 4 flows, rr 1/1 and 200/1000, crr 64/8192) against one
+//! embedded local agent, printed as one table and written as a results
+//! folder with its HTML report.
 
 use std::fmt::Write;
 
-use crate::cli::{open_target, write_json, ConnectArgs, Failure, QuickArgs, EXIT_PARTIAL};
-use crate::measure::stats::Confidence;
-use crate::report::progress::Progress;
+use crate::cli::{write_json, ConnectArgs, Failure, QuickArgs};
+use crate::report::document;
 use crate::result::TestResult;
-use crate::spec::{TestSpec, Workload};
+use crate::spec::Workload;
+use crate::study::config::{Secs, TestConfig};
+use crate::study::{builtin, folder, runner};
 use crate::units::{fmt_bps, fmt_rate, fmt_us};
-
-/// The tests of the quick study, in order: (label, spec).
-pub fn tests(duration_s: f64) -> Vec<(&'static str, TestSpec)> {
-    let base = TestSpec {
-        duration_s,
-        warmup_s: 1.0,
-        interval_s: 1.0,
-        ..Default::default()
-    };
-    vec![
-        ("stream 1 flow", TestSpec { ..base.clone() }),
-        (
-            "stream 4 flows",
-            TestSpec {
-                flows: 4,
-                threads: 2,
-                agent_threads: 2,
-                ..base.clone()
-            },
-        ),
-        (
-            "rr 1/1",
-            TestSpec {
-                workload: Workload::Rr,
-                nodelay: true,
-                ..base.clone()
-            },
-        ),
-        (
-            "rr 200/1000",
-            TestSpec {
-                workload: Workload::Rr,
-                request: 200,
-                response: 1000,
-                nodelay: true,
-                ..base.clone()
-            },
-        ),
-        (
-            "crr 64/8192",
-            TestSpec {
-                workload: Workload::Crr,
-                request: 64,
-                response: 8192,
-                nodelay: true,
-                ..base
-            },
-        ),
-    ]
-}
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".into())
 }
 
-pub fn table(results: &[(&str, TestResult)]) -> String {
+pub fn table(results: &[(String, TestResult)]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -113,72 +65,64 @@ pub fn table(results: &[(&str, TestResult)]) -> String {
 }
 
 pub fn run(args: QuickArgs) -> Result<(), Failure> {
-    let tests = tests(args.duration.as_secs_f64());
-    let mut target = open_target(&ConnectArgs {
-        agent: None,
-        token_file: None,
-        ipv6: false,
-    })?;
+    let study = builtin::get("quick").expect("quick is built in")?;
     let host = crate::env::collect();
+    let points = crate::study::sweep::expand(&study, &TestConfig::default())?;
+    let window = args
+        .duration
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(points[0].spec.duration_s);
     println!(
-        "linerate quick study on loopback: {} tests of {:.0} s; {} ({} CPUs), kernel {}",
-        tests.len(),
-        args.duration.as_secs_f64(),
+        "linerate quick study on loopback: {} tests of {window:.0} s; {} ({} CPUs), kernel {}",
+        points.len(),
         host.cpu_model,
         host.cpus,
         host.kernel
     );
     println!("cpu = process CPU of each end as % of all cores; µs/KB and µs/tx = that CPU per KiB moved and per transaction\n");
-    let mut results: Vec<(&str, TestResult)> = Vec::new();
-    let mut partial = None;
-    for (label, spec) in &tests {
-        let mut progress = Progress::new(
-            label,
-            spec.duration_s,
-            args.quiet,
-            false,
-            spec.workload != Workload::Stream,
-        );
-        let r = crate::run::run_test(
-            &mut target.conn,
-            spec,
-            Confidence::default(),
-            target.info.clone(),
-            vec!["linerate".into(), "quick".into()],
-            &mut progress,
-            &mut |_| {},
-        );
-        progress.finish();
-        match r {
-            Ok(r) => {
-                if r.summary.status != "ok" {
-                    partial = r.iterations.iter().find_map(|i| i.error.clone());
-                }
-                results.push((label, r));
-            }
-            Err(e) => {
-                partial = Some(format!("{label}: {e}"));
-                break;
-            }
-        }
-        if partial.is_some() {
-            break;
-        }
-    }
-    target.conn.bye();
+    let opts = runner::RunOptions {
+        repeat: None,
+        shuffle: false,
+        resume: None,
+        out: args.out.clone(),
+        overrides: TestConfig {
+            duration: args.duration.map(|d| Secs(d.as_secs_f64())),
+            ..Default::default()
+        },
+        connect: ConnectArgs {
+            agent: None,
+            token_file: None,
+            ipv6: false,
+        },
+        quiet: args.quiet,
+    };
+    let outcome = runner::run(&study, &opts)?;
+    let loaded = folder::load(&outcome.dir)?;
+    let results: Vec<(String, TestResult)> = loaded
+        .results
+        .iter()
+        .map(|(run, r)| {
+            let label = loaded
+                .manifest
+                .point(&run.point)
+                .map(|p| p.label())
+                .unwrap_or_else(|| run.point.clone());
+            (label, r.clone())
+        })
+        .collect();
     print!("{}", table(&results));
+    let html = document::write_all(&outcome.dir)?;
+    println!("\nreport: {}", html.display());
     if let Some(path) = &args.json {
         let doc = serde_json::json!({
             "study": "quick",
+            "folder": outcome.dir,
             "results": results.iter().map(|(l, r)| serde_json::json!({"label": l, "result": r})).collect::<Vec<_>>(),
         });
         write_json(path, &doc)?;
     }
-    match partial {
-        Some(e) => Err(Failure {
-            code: EXIT_PARTIAL,
-            message: e,
-        }),
+    match outcome.stopped {
+        Some(why) => Err(runner::stopped_failure(&outcome.dir, &why)),
         None => Ok(()),
     }
 }

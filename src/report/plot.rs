@@ -1,0 +1,1233 @@
+//! Charts for study reports, drawn as SVG text.
+//!
+//! A report is one self-contained HTML page, so every chart is rendered to an
+//! inline `<svg>` string: no image files to keep next to the page, no
+//! scripts, and the page stays readable (and diffable) as text. Plotters is
+//! built without any font feature, so it lays text out with its naive size
+//! estimate and leaves the glyphs to the browser through a `font-family`
+//! attribute; nothing here needs a font on the machine that runs the study.
+//!
+//! The input is plain numbers from measurements, which can contain anything:
+//! NaN from a failed division, zeros on a log axis, one point per series. The
+//! renderer drops what cannot be drawn instead of panicking, and only refuses
+//! (with `Err`) when nothing at all is left to draw.
+
+use std::ops::Range;
+
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged, ValueFormatter};
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+
+/// Chart size in pixels: wide enough for a sweep of a dozen points and a
+/// legend, small enough to put two side by side on a laptop screen.
+const WIDTH: u32 = 760;
+const HEIGHT: u32 = 420;
+
+/// Extra room above the tallest value (and error bar or model line), so the
+/// maximum is not drawn on the frame.
+const HEADROOM: f64 = 1.08;
+
+/// Width of the plotting area in pixels, for fitting labels: the chart
+/// minus its margins and the y label area.
+const PLOT_WIDTH: f64 = WIDTH as f64 - 2.0 * MARGIN as f64 - Y_LABEL_AREA as f64;
+const MARGIN: u32 = 12;
+const Y_LABEL_AREA: u32 = 70;
+const X_LABEL_AREA: u32 = 44;
+
+/// Ticks requested on a log axis: all nine per decade for up to four
+/// decades (the labels are thinned separately, see `axis_tick`).
+const LOG_TICKS: usize = 40;
+
+/// Series colours: a qualitative palette with good contrast on white.
+/// (Plotters' `Palette99` starts red, green, yellow; the yellow is hard to see
+/// on a white background.)
+const SERIES_COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Model lines are dark and dashed so they read as references, not data.
+const HLINE_COLORS: [RGBColor; 4] = [
+    RGBColor(40, 40, 40),
+    RGBColor(150, 30, 30),
+    RGBColor(30, 90, 150),
+    RGBColor(110, 110, 110),
+];
+
+/// One measured curve.
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// (x, y, optional half-width of the confidence interval for an error bar)
+    pub points: Vec<(f64, f64, Option<f64>)>,
+}
+
+/// A horizontal reference line from a model rather than a measurement.
+pub struct HLine {
+    /// Legend text, e.g. "line rate".
+    pub label: String,
+    pub y: f64,
+}
+
+/// Everything one chart shows.
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    /// Logarithmic x axis, for sweeps over sizes that double; non-positive
+    /// x values are left out. Ignored for a categorical axis.
+    pub log_x: bool,
+    /// Logarithmic y axis; non-positive y values are left out.
+    pub log_y: bool,
+    /// When Some, x values are indices 0..n into these names and the x axis shows the names (categorical axis, e.g. test cases).
+    pub x_categories: Option<Vec<String>>,
+    pub series: Vec<Series>,
+    /// Horizontal model lines (line rate, 90% threshold), drawn dashed and labelled in the legend.
+    pub hlines: Vec<HLine>,
+}
+
+/// Renders a chart as a standalone `<svg ...>...</svg>` string, 760x420 px, suitable to inline into an HTML page (no XML prolog, no external references, no scripts).
+///
+/// Points that cannot be placed (non-finite, or non-positive on a log axis,
+/// or outside the category list) are skipped; an error bar whose lower end
+/// would be non-positive on a log axis is cut at the bottom of the chart.
+/// Returns `Err` when no point is left to draw, or when the values span a
+/// range no axis can show (e.g. overflowing to infinity).
+pub fn svg(chart: &Chart) -> Result<String, String> {
+    let plan = Plan::new(chart)?;
+    let title = clean_text(&chart.title);
+    let x_label = clean_text(&chart.x_label);
+    let y_label = clean_text(&chart.y_label);
+
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .margin(MARGIN)
+            .x_label_area_size(X_LABEL_AREA)
+            .y_label_area_size(Y_LABEL_AREA);
+        if !title.is_empty() {
+            builder.caption(&title, ("sans-serif", 18));
+        }
+        let (x, y) = (plan.x, plan.y);
+        let labels = (x_label.as_str(), y_label.as_str());
+        // Each combination of linear and log axes is a different coordinate
+        // type, so the drawing itself is generic and chosen here.
+        match (x.log, y.log) {
+            (false, false) => {
+                let mut c = builder
+                    .build_cartesian_2d(x.lo..x.hi, y.lo..y.hi)
+                    .map_err(plot_err)?;
+                draw(&mut c, &plan, labels)?;
+            }
+            (true, false) => {
+                let mut c = builder
+                    .build_cartesian_2d(LogAxis::new(x.lo..x.hi), y.lo..y.hi)
+                    .map_err(plot_err)?;
+                draw(&mut c, &plan, labels)?;
+            }
+            (false, true) => {
+                let mut c = builder
+                    .build_cartesian_2d(x.lo..x.hi, LogAxis::new(y.lo..y.hi))
+                    .map_err(plot_err)?;
+                draw(&mut c, &plan, labels)?;
+            }
+            (true, true) => {
+                let mut c = builder
+                    .build_cartesian_2d(LogAxis::new(x.lo..x.hi), LogAxis::new(y.lo..y.hi))
+                    .map_err(plot_err)?;
+                draw(&mut c, &plan, labels)?;
+            }
+        }
+        root.present().map_err(plot_err)?;
+    }
+    // Plotters' SVG backend writes no prolog today; strip one anyway so the
+    // string can always be inlined into HTML.
+    match buf.find("<svg") {
+        Some(0) => Ok(buf),
+        Some(i) => Ok(buf[i..].to_string()),
+        None => Err("plotters produced no <svg> element".to_string()),
+    }
+}
+
+fn plot_err<E: std::fmt::Display>(e: E) -> String {
+    format!("drawing the chart failed: {e}")
+}
+
+/// Control characters are not allowed in XML 1.0 text even when escaped, so
+/// they would make the whole page invalid; a newline in a legend would also
+/// break plotters' line layout. Plotters escapes `&`, `<`, `>` and quotes.
+fn clean_text(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// One axis range, already padded and checked to be drawable.
+#[derive(Clone, Copy, Debug)]
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+}
+
+impl Axis {
+    /// Position of `v` along the axis, 0 at `lo` and 1 at `hi`.
+    fn frac(&self, v: f64) -> f64 {
+        if self.log {
+            (v / self.lo).ln() / (self.hi / self.lo).ln()
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        }
+    }
+
+    /// Plotters loops forever or asserts on ranges it cannot subdivide
+    /// (NaN, infinite, subnormal spans), so every range is checked here.
+    fn checked(self, what: &str) -> Result<Axis, String> {
+        let ok = self.lo.is_finite()
+            && self.hi.is_finite()
+            && self.lo < self.hi
+            && if self.log {
+                self.lo > 0.0 && (self.hi / self.lo).is_finite()
+            } else {
+                (self.hi - self.lo).is_finite()
+            };
+        if ok {
+            Ok(self)
+        } else {
+            Err(format!(
+                "the {what} values span a range that cannot be drawn ({} .. {})",
+                self.lo, self.hi
+            ))
+        }
+    }
+}
+
+/// A series reduced to the points that can be drawn, in x order.
+struct Prepared {
+    name: String,
+    color: RGBColor,
+    /// (x, y, half-width): the half-width is finite and positive when present.
+    points: Vec<(f64, f64, Option<f64>)>,
+}
+
+/// What to draw and where, computed before touching plotters so that every
+/// refusal happens up front.
+struct Plan {
+    series: Vec<Prepared>,
+    hlines: Vec<(String, f64, RGBColor)>,
+    x: Axis,
+    y: Axis,
+    categories: Option<Vec<String>>,
+    legend: Corner,
+}
+
+impl Plan {
+    fn new(chart: &Chart) -> Result<Plan, String> {
+        let categories: Option<Vec<String>> = chart
+            .x_categories
+            .as_ref()
+            .map(|c| c.iter().map(|s| clean_text(s)).collect());
+        if categories.as_ref().is_some_and(|c| c.is_empty()) {
+            return Err("a categorical x axis needs at least one category".to_string());
+        }
+        let log_x = chart.log_x && categories.is_none();
+        let log_y = chart.log_y;
+        let n_cat = categories.as_ref().map_or(0, |c| c.len());
+
+        let x_ok = |x: f64| {
+            x.is_finite()
+                && if categories.is_some() {
+                    // Within half a slot of a category, so it lands in its column.
+                    x >= -0.5 && x <= n_cat as f64 - 0.5
+                } else {
+                    !log_x || x > 0.0
+                }
+        };
+        let y_ok = |y: f64| y.is_finite() && (!log_y || y > 0.0);
+
+        let series: Vec<Prepared> = chart
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut points: Vec<(f64, f64, Option<f64>)> = s
+                    .points
+                    .iter()
+                    .filter(|&&(x, y, _)| x_ok(x) && y_ok(y))
+                    .map(|&(x, y, hw)| (x, y, hw.filter(|h| h.is_finite() && *h > 0.0)))
+                    .collect();
+                // A line drawn in input order would zig-zag if the caller
+                // collected the sweep out of order.
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Prepared {
+                    name: clean_text(&s.name),
+                    color: SERIES_COLORS[i % SERIES_COLORS.len()],
+                    points,
+                }
+            })
+            .collect();
+
+        let all = || series.iter().flat_map(|s| s.points.iter().copied());
+        if all().next().is_none() {
+            return Err(format!(
+                "no drawable points in chart {:?} (all empty, non-finite{})",
+                chart.title,
+                if log_x || log_y {
+                    ", or non-positive on a log axis"
+                } else {
+                    ""
+                }
+            ));
+        }
+
+        let hlines: Vec<(String, f64, RGBColor)> = chart
+            .hlines
+            .iter()
+            .filter(|h| y_ok(h.y))
+            .enumerate()
+            .map(|(i, h)| {
+                (
+                    clean_text(&h.label),
+                    h.y,
+                    HLINE_COLORS[i % HLINE_COLORS.len()],
+                )
+            })
+            .collect();
+
+        let x = match &categories {
+            Some(c) => Axis {
+                lo: -0.5,
+                hi: c.len() as f64 - 0.5,
+                log: false,
+            },
+            None => {
+                let lo = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
+                let hi = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+                if log_x {
+                    log_range(lo, hi, 0.05)
+                } else {
+                    linear_range(lo, hi)
+                }
+            }
+        }
+        .checked("x")?;
+
+        let y = if log_y {
+            let values = all()
+                .flat_map(|(_, y, hw)| {
+                    let hw = hw.unwrap_or(0.0);
+                    [y, y + hw, y - hw]
+                })
+                .chain(hlines.iter().map(|h| h.1))
+                .filter(|v| v.is_finite() && *v > 0.0);
+            let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            });
+            log_range(lo, hi, 0.0)
+        } else {
+            let values = all()
+                .flat_map(|(_, y, hw)| {
+                    let hw = hw.unwrap_or(0.0);
+                    [y, y + hw, y - hw]
+                })
+                .chain(hlines.iter().map(|h| h.1));
+            // Linear y starts at zero: rates and costs are compared by ratio.
+            let (lo, hi) = values.fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+            let hi = if hi > 0.0 { hi * HEADROOM } else { hi };
+            let lo = if lo < 0.0 { lo * HEADROOM } else { lo };
+            if lo == 0.0 && hi == 0.0 {
+                Axis {
+                    lo: 0.0,
+                    hi: 1.0,
+                    log: false,
+                }
+            } else {
+                let (lo, hi) = widen_degenerate(lo, hi);
+                Axis { lo, hi, log: false }
+            }
+        }
+        .checked("y")?;
+
+        let legend = legend_position(&series, &hlines, x, y);
+        Ok(Plan {
+            series,
+            hlines,
+            x,
+            y,
+            categories,
+            legend,
+        })
+    }
+}
+
+/// A linear range with 5% padding on each side, so end points and their
+/// markers do not sit on the frame.
+fn linear_range(lo: f64, hi: f64) -> Axis {
+    let span = hi - lo;
+    let (lo, hi) = widen_degenerate(lo - span * 0.05, hi + span * 0.05);
+    Axis { lo, hi, log: false }
+}
+
+/// A range too narrow for plotters to place ticks in (a single x value, or
+/// a difference lost in rounding) is widened around its centre.
+fn widen_degenerate(lo: f64, hi: f64) -> (f64, f64) {
+    let span = hi - lo;
+    let mag = lo.abs().max(hi.abs());
+    if span > 1e-9 * mag && span > 1e-150 {
+        return (lo, hi);
+    }
+    let centre = lo / 2.0 + hi / 2.0;
+    let half = if mag > 1e-150 { mag * 0.1 } else { 1.0 };
+    (centre - half, centre + half)
+}
+
+/// A log range padded by `pad` of its width in decades on each side (at
+/// least `HEADROOM`), widened when all values are equal, and stretched out
+/// to the nearest one-digit values (like 300 or 400) when it holds fewer
+/// than two: the ticks sit on those values, and a log axis needs two labels
+/// to be read.
+fn log_range(lo: f64, hi: f64, pad: f64) -> Axis {
+    let (mut lo, mut hi) = if !(lo > 0.0 && hi >= lo) {
+        (lo, hi)
+    } else if hi / lo < 1.0 + 1e-9 {
+        (lo / 2.0, hi * 2.0)
+    } else {
+        let factor = (hi / lo).powf(pad).max(HEADROOM);
+        (lo / factor, hi * factor)
+    };
+    let inside = one_digit_values(lo, hi).len();
+    if lo > 0.0 && hi.is_finite() && inside < 2 {
+        let (down, up) = (
+            round_one_digit(lo, f64::floor),
+            round_one_digit(hi, f64::ceil),
+        );
+        if down > 0.0 && up.is_finite() {
+            // With one value inside, stretching the nearer side is enough.
+            let lo_is_nearer = lo / down <= up / hi;
+            if inside == 0 || lo_is_nearer {
+                lo = down.min(lo);
+            }
+            if inside == 0 || !lo_is_nearer {
+                hi = up.max(hi);
+            }
+        }
+    }
+    Axis { lo, hi, log: true }
+}
+
+/// `v` rounded (down or up, by `round`) to one significant digit.
+fn round_one_digit(v: f64, round: fn(f64) -> f64) -> f64 {
+    let scale = 10f64.powf(v.log10().floor());
+    round(v / scale) * scale
+}
+
+/// Every m * 10^e (m = 1..9) within lo..=hi, ascending: the ticks of a log
+/// axis. Empty unless 0 < lo <= hi are finite; at most 9 per decade, and a
+/// checked `Axis` spans at most ~630 decades.
+fn one_digit_values(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
+        return Vec::new();
+    }
+    let (first, last) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let (lo_t, hi_t) = (lo * (1.0 - 1e-12), hi * (1.0 + 1e-12));
+    (first..=last)
+        .flat_map(|e| (1..=9).map(move |m| f64::from(m) * 10f64.powi(e)))
+        .filter(|&v| v > 0.0 && v >= lo_t && v <= hi_t)
+        .collect()
+}
+
+/// A plotters log axis (`(lo..hi).log_scale()`) with its own tick positions.
+/// Plotters' log ticks start at the first power of ten inside the range (a
+/// range like 0.4..9 gets no tick below 1, and 200..300 gets none at all),
+/// put each power of ten in twice (its label is drawn twice, overprinted),
+/// and ignore the requested number of labels. Here the ticks are the
+/// one-digit values 1..9 x 10^e inside the range, thinned to 1, 2, 5 and then
+/// to every k-th power of ten when there are more than requested.
+struct LogAxis(LogCoord<f64>);
+
+impl LogAxis {
+    fn new(range: Range<f64>) -> LogAxis {
+        LogAxis(range.log_scale().into())
+    }
+}
+
+impl Ranged for LogAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.0.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        let max = hint.max_num_points();
+        let range = self.0.range();
+        let all = one_digit_values(range.start, range.end);
+        if all.len() <= max {
+            return all;
+        }
+        let digit = |v: f64| (v / 10f64.powf(v.log10().floor())).round();
+        let one_two_five: Vec<f64> = all
+            .iter()
+            .copied()
+            .filter(|&v| matches!(digit(v) as u32, 1 | 2 | 5 | 10))
+            .collect();
+        if one_two_five.len() <= max {
+            return one_two_five;
+        }
+        let powers: Vec<f64> = all
+            .into_iter()
+            .filter(|&v| matches!(digit(v) as u32, 1 | 10))
+            .collect();
+        let step = powers.len().div_ceil(max.max(1));
+        powers.into_iter().step_by(step.max(1)).take(max).collect()
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.0.range()
+    }
+}
+
+/// A corner of the plotting area, for the legend (plotters'
+/// `SeriesLabelPosition` is not `Copy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Corner {
+    UpperLeft,
+    UpperRight,
+    LowerRight,
+    LowerLeft,
+}
+
+impl Corner {
+    fn position(self) -> SeriesLabelPosition {
+        match self {
+            Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
+            Corner::UpperRight => SeriesLabelPosition::UpperRight,
+            Corner::LowerRight => SeriesLabelPosition::LowerRight,
+            Corner::LowerLeft => SeriesLabelPosition::LowerLeft,
+        }
+    }
+}
+
+/// Puts the legend in the corner that hides the fewest points, preferring
+/// the upper left (throughput curves rise to the right).
+fn legend_position(
+    series: &[Prepared],
+    hlines: &[(String, f64, RGBColor)],
+    x: Axis,
+    y: Axis,
+) -> Corner {
+    let names = series
+        .iter()
+        .map(|s| s.name.as_str())
+        .chain(hlines.iter().map(|h| h.0.as_str()));
+    let (entries, longest) = names.fold((0usize, 0usize), |(n, w), s| {
+        (n + 1, w.max(s.chars().count()))
+    });
+    // Rough plot area and legend box in pixels, matching the sizes used for
+    // the chart builder and plotters' naive text estimate.
+    let (plot_w, plot_h) = (PLOT_WIDTH, HEIGHT as f64 - 100.0);
+    let w = ((longest as f64 * 7.0 + 50.0) / plot_w).min(1.0);
+    let h = ((entries as f64 * 16.0 + 16.0) / plot_h).min(1.0);
+    let candidates = [
+        (Corner::UpperLeft, 0.0, 1.0 - h),
+        (Corner::UpperRight, 1.0 - w, 1.0 - h),
+        (Corner::LowerRight, 1.0 - w, 0.0),
+        (Corner::LowerLeft, 0.0, 0.0),
+    ];
+    let hidden = |x0: f64, y0: f64| {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| {
+                let (fx, fy) = (x.frac(p.0), y.frac(p.1));
+                fx >= x0 && fx <= x0 + w && fy >= y0 && fy <= y0 + h
+            })
+            .count()
+    };
+    let mut best = (Corner::UpperLeft, usize::MAX);
+    for (pos, x0, y0) in candidates {
+        let n = hidden(x0, y0);
+        if n < best.1 {
+            best = (pos, n);
+        }
+    }
+    best.0
+}
+
+/// A tick label for `v` on `axis`, blank for some ticks of a log axis so
+/// labels do not overlap: all of 1..9 x 10^e are labelled within a single
+/// decade, only 1, 2 and 5 up to `max_decades_125` decades (more fit on
+/// the tall-character y axis than the wide-number x axis), and only powers
+/// of ten beyond; the unlabelled ticks keep their grid lines.
+fn axis_tick(axis: Axis, v: f64, max_decades_125: f64) -> String {
+    if axis.log && v > 0.0 {
+        let decades = (axis.hi / axis.lo).log10();
+        let digit = (v / 10f64.powf(v.log10().floor())).round() as u32;
+        let shown = decades <= 1.0
+            || digit == 1
+            || digit == 10
+            || (decades <= max_decades_125 && (digit == 2 || digit == 5));
+        if !shown {
+            return String::new();
+        }
+    }
+    fmt_tick(v)
+}
+
+/// How many category names fit side by side under the plot (at ~5.5 px a
+/// character for the 12 px label font, plus a gap). When there are more
+/// categories, plotters is asked for fewer ticks, lands on every 2nd, 5th or
+/// 10th category and only those are named: better than names overprinted
+/// into an unreadable smear.
+fn category_labels_that_fit(names: &[String]) -> usize {
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    ((PLOT_WIDTH / (longest as f64 * 5.5 + 12.0)) as usize).max(1)
+}
+
+/// Tick labels short enough for the axis: about five significant digits,
+/// trailing zeros trimmed, exponent notation for very large or small values.
+fn fmt_tick(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 || !a.is_finite() {
+        return if a == 0.0 {
+            "0".to_string()
+        } else {
+            v.to_string()
+        };
+    }
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if !(1e-3..1e6).contains(&a) {
+        let s = format!("{v:.3e}");
+        match s.split_once('e') {
+            Some((mantissa, exp)) => format!("{}e{exp}", trim(mantissa.to_string())),
+            None => s,
+        }
+    } else {
+        let decimals = (4 - a.log10().floor() as i32).clamp(0, 8) as usize;
+        trim(format!("{v:.decimals$}"))
+    }
+}
+
+fn draw<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    plan: &Plan,
+    (x_label, y_label): (&str, &str),
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let x_fmt = |v: &f64| -> String {
+        let Some(names) = &plan.categories else {
+            return axis_tick(plan.x, *v, 4.0);
+        };
+        let r = v.round();
+        if (v - r).abs() < 1e-6 && r >= 0.0 && (r as usize) < names.len() {
+            names[r as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    let y_fmt = |v: &f64| axis_tick(plan.y, *v, 6.0);
+
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_label)
+        .y_desc(y_label)
+        .axis_desc_style(("sans-serif", 14))
+        .label_style(("sans-serif", 12))
+        .light_line_style(RGBColor(235, 235, 235))
+        .bold_line_style(RGBColor(205, 205, 205))
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt);
+    // A log axis gets a grid line at each of its ticks (see `LogAxis`),
+    // up to 40 of them, and no light lines in between.
+    if plan.x.log {
+        mesh.x_labels(LOG_TICKS).x_max_light_lines(0);
+    }
+    if plan.y.log {
+        mesh.y_labels(LOG_TICKS).y_max_light_lines(0);
+    }
+    if let Some(names) = &plan.categories {
+        // A tick per category if the names fit (else every k-th); the
+        // formatter leaves any tick between categories blank.
+        mesh.x_labels(names.len().min(category_labels_that_fit(names)));
+    }
+    mesh.draw().map_err(plot_err)?;
+
+    // Unnamed series and lines are drawn but left out of the legend, which
+    // would otherwise show markers next to blank text.
+    for s in &plan.series {
+        let color = s.color;
+        draw_error_bars(chart, s, plan.y)?;
+        let anno = chart
+            .draw_series(LineSeries::new(
+                s.points.iter().map(|p| (p.0, p.1)),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_err)?;
+        if !s.name.trim().is_empty() {
+            anno.label(s.name.as_str()).legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (20, 0)], color.stroke_width(2))
+                    + Circle::new((10, 0), 3, color.filled())
+            });
+        }
+        chart
+            .draw_series(
+                s.points
+                    .iter()
+                    .map(|p| Circle::new((p.0, p.1), 3, color.filled())),
+            )
+            .map_err(plot_err)?;
+    }
+
+    for (label, y, color) in &plan.hlines {
+        let color = *color;
+        let anno = chart
+            .draw_series(DashedLineSeries::new(
+                [(plan.x.lo, *y), (plan.x.hi, *y)],
+                8,
+                5,
+                color.stroke_width(2),
+            ))
+            .map_err(plot_err)?;
+        if !label.trim().is_empty() {
+            anno.label(label.as_str()).legend(move |(x, y)| {
+                DashedPathElement::new(vec![(x, y), (x + 20, y)], 8, 5, color.stroke_width(2))
+            });
+        }
+    }
+
+    let named = |name: &String| !name.trim().is_empty();
+    if plan.series.iter().any(|s| named(&s.name)) || plan.hlines.iter().any(|h| named(&h.0)) {
+        chart
+            .configure_series_labels()
+            .position(plan.legend.position())
+            .margin(8)
+            .label_font(("sans-serif", 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(160, 160, 160))
+            .draw()
+            .map_err(plot_err)?;
+    }
+    Ok(())
+}
+
+/// Vertical bars with short caps, drawn from plain paths: plotters'
+/// `ErrorBar` element needs its `errorbar` feature, which is not enabled.
+/// The caps are offset in pixels so they look the same on a log x axis.
+fn draw_error_bars<X, Y>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
+    s: &Prepared,
+    y_axis: Axis,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let style = s.color.stroke_width(1);
+    // (x, lower end, upper end, whether each end is real or cut at the
+    // chart's edge): a lower end at or below zero has no place on a log
+    // axis, and an upper end that overflowed was left out of the range.
+    let bars: Vec<(f64, f64, f64, bool, bool)> = s
+        .points
+        .iter()
+        .filter_map(|&(x, y, hw)| {
+            let hw = hw?;
+            let (lower, upper) = (y - hw, y + hw);
+            let (lower_real, upper_real) = (lower >= y_axis.lo, upper <= y_axis.hi);
+            Some((
+                x,
+                lower.max(y_axis.lo),
+                upper.min(y_axis.hi),
+                lower_real,
+                upper_real,
+            ))
+        })
+        .collect();
+    if bars.is_empty() {
+        return Ok(());
+    }
+    chart
+        .draw_series(
+            bars.iter()
+                .map(|&(x, lo, hi, ..)| PathElement::new(vec![(x, lo), (x, hi)], style)),
+        )
+        .map_err(plot_err)?;
+    let caps = bars
+        .iter()
+        .flat_map(|&(x, lo, hi, lower_real, upper_real)| {
+            let lower = lower_real.then_some((x, lo));
+            let upper = upper_real.then_some((x, hi));
+            lower.into_iter().chain(upper)
+        });
+    chart
+        .draw_series(
+            caps.map(|at| EmptyElement::at(at) + PathElement::new(vec![(-4, 0), (4, 0)], style)),
+        )
+        .map_err(plot_err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small XML well-formedness check: tags nest and balance, attribute
+    /// values are quoted and free of `<`, text holds no raw `<`, and every
+    /// `&` starts a known entity.
+    fn check_xml(s: &str) {
+        assert!(
+            s.starts_with("<svg"),
+            "does not start with <svg: {:?}",
+            s.chars().take(40).collect::<String>()
+        );
+        assert!(s.trim_end().ends_with("</svg>"), "does not end with </svg>");
+        for (i, _) in s.match_indices('&') {
+            let rest = &s[i..];
+            let ok = ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                .iter()
+                .any(|e| rest.starts_with(e))
+                || (rest.starts_with("&#") && rest[2..].find(';').is_some_and(|n| n > 0 && n < 8));
+            assert!(
+                ok,
+                "raw & at byte {i}: {:?}",
+                rest.chars().take(20).collect::<String>()
+            );
+        }
+        let mut stack: Vec<&str> = Vec::new();
+        let mut rest = s;
+        while let Some(open) = rest.find('<') {
+            let text = &rest[..open];
+            assert!(!text.contains('>'), "raw > in text: {text:?}");
+            let tag_start = &rest[open + 1..];
+            // Find the end of the tag, skipping quoted attribute values.
+            let mut in_quote = false;
+            let mut end = None;
+            for (j, c) in tag_start.char_indices() {
+                match c {
+                    '"' => in_quote = !in_quote,
+                    '<' => panic!("< inside a tag: {:?}", &tag_start[..j]),
+                    '>' if !in_quote => {
+                        end = Some(j);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let end = end.expect("unterminated tag");
+            let tag = &tag_start[..end];
+            if let Some(name) = tag.strip_prefix('/') {
+                assert_eq!(stack.pop(), Some(name.trim()), "mismatched </{name}>");
+            } else if !tag.ends_with('/') {
+                let name = tag.split_whitespace().next().expect("empty tag");
+                stack.push(name);
+            }
+            rest = &tag_start[end + 1..];
+        }
+        assert!(rest.trim().is_empty(), "text after the root element");
+        assert!(stack.is_empty(), "unclosed tags: {stack:?}");
+    }
+
+    fn series(name: &str, points: &[(f64, f64, Option<f64>)]) -> Series {
+        Series {
+            name: name.to_string(),
+            points: points.to_vec(),
+        }
+    }
+
+    fn chart(series: Vec<Series>) -> Chart {
+        Chart {
+            title: "Throughput by message size".to_string(),
+            x_label: "message size (bytes)".to_string(),
+            y_label: "Gbit/s".to_string(),
+            log_x: false,
+            log_y: false,
+            x_categories: None,
+            series,
+            hlines: Vec::new(),
+        }
+    }
+
+    /// The text content of every `<text>` element, as plotters writes it.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let body = &t[t.find('>')? + 1..];
+                Some(body[..body.find("</text>")?].trim().to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_series_with_error_bars_and_hline() {
+        let mut c = chart(vec![
+            series(
+                "tcp_stream",
+                &[
+                    (1.0, 2.0, Some(0.2)),
+                    (2.0, 5.0, Some(0.4)),
+                    (3.0, 8.5, None),
+                ],
+            ),
+            series(
+                "udp_stream",
+                &[
+                    (1.0, 1.0, None),
+                    (2.0, 3.0, Some(0.1)),
+                    (3.0, 4.0, Some(1.0)),
+                ],
+            ),
+        ]);
+        c.hlines.push(HLine {
+            label: "line rate".to_string(),
+            y: 10.0,
+        });
+        c.hlines.push(HLine {
+            label: "90% of line rate".to_string(),
+            y: 9.0,
+        });
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        assert!(s.starts_with("<svg"));
+        assert!(!s.contains("<?xml"));
+        assert!(s.contains("width=\"760\"") && s.contains("height=\"420\""));
+        assert!(!s.contains("<script") && !s.contains("href"));
+        let t = texts(&s);
+        for want in [
+            "tcp_stream",
+            "udp_stream",
+            "line rate",
+            "90% of line rate",
+            "Throughput by message size",
+            "message size (bytes)",
+            "Gbit/s",
+        ] {
+            assert!(
+                t.iter().any(|x| x == want),
+                "missing text {want:?} in {t:?}"
+            );
+        }
+        assert!(s.contains("font-family=\"sans-serif\""));
+        assert!(s.matches("<circle").count() >= 6, "one marker per point");
+        assert!(s.contains("<polyline") || s.contains("<path"));
+        // y axis reaches past the hline: ticks up to 10 are labelled.
+        assert!(t.iter().any(|x| x == "10"), "{t:?}");
+    }
+
+    #[test]
+    fn log_x_powers_of_two() {
+        let pts: Vec<_> = (0..7)
+            .map(|i| {
+                let x = f64::from(1u32 << i);
+                (x, 1.0 + x.ln(), Some(0.1))
+            })
+            .collect();
+        let mut c = chart(vec![series("rr", &pts)]);
+        c.log_x = true;
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        let t = texts(&s);
+        // A log axis from just under 1 to just over 64 is labelled at powers of ten.
+        assert!(t.iter().any(|x| x == "1"), "{t:?}");
+        assert!(t.iter().any(|x| x == "10"), "{t:?}");
+        assert!(s.matches("<circle").count() >= 7);
+
+        // Both axes log, with a zero and a negative value that must be skipped.
+        let mut c = chart(vec![series(
+            "rr",
+            &[
+                (0.0, 1.0, None),
+                (1.0, -1.0, None),
+                (2.0, 300.0, Some(500.0)),
+                (4.0, 250.0, None),
+            ],
+        )]);
+        c.log_x = true;
+        c.log_y = true;
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+    }
+
+    #[test]
+    fn narrow_log_range_still_has_ticks() {
+        // Plotters' own log ticks start at a power of ten, so none of these
+        // ranges would get a single label.
+        let mut c = chart(vec![series(
+            "a",
+            &[(200.0, 210.0, None), (300.0, 290.0, None)],
+        )]);
+        c.log_x = true;
+        c.log_y = true;
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        let t = texts(&s);
+        assert!(t.iter().filter(|x| *x == "200").count() == 2, "{t:?}");
+        assert!(t.iter().filter(|x| *x == "300").count() == 2, "{t:?}");
+
+        // No one-digit value inside: the range is stretched to 300..400.
+        let mut c = chart(vec![series(
+            "a",
+            &[(310.0, 320.0, None), (330.0, 340.0, None)],
+        )]);
+        c.log_x = true;
+        c.log_y = true;
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        let t = texts(&s);
+        assert!(t.iter().filter(|x| *x == "300").count() == 2, "{t:?}");
+        assert!(t.iter().filter(|x| *x == "400").count() == 2, "{t:?}");
+
+        // Below the first power of ten, and no power of ten labelled twice.
+        let mut c = chart(vec![series("a", &[(1.0, 0.4, None), (2.0, 9.0, None)])]);
+        c.log_y = true;
+        let s = svg(&c).expect("renders");
+        let t = texts(&s);
+        assert!(t.iter().any(|x| x == "0.5"), "{t:?}");
+        assert_eq!(t.iter().filter(|x| *x == "1").count(), 2, "x and y: {t:?}");
+
+        // Many decades: only powers of ten are labelled, and not too many.
+        let mut c = chart(vec![series("a", &[(1e-3, 1e-6, None), (1e9, 1e12, None)])]);
+        c.log_x = true;
+        c.log_y = true;
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        let labels: Vec<_> = texts(&s).into_iter().filter(|x| x.contains('e')).collect();
+        assert!(labels.iter().any(|x| x == "1e9"), "{labels:?}");
+        assert!(labels.len() <= 2 * LOG_TICKS, "{labels:?}");
+        assert!(!labels
+            .iter()
+            .any(|x| x.starts_with('2') || x.starts_with('5')));
+    }
+
+    #[test]
+    fn categorical_axis_shows_names() {
+        let names = ["tcp_stream", "tcp_rr", "tcp_crr", "udp_stream", "udp_rr"];
+        let mut c = chart(vec![
+            series(
+                "baseline",
+                &[
+                    (0.0, 9.0, Some(0.5)),
+                    (1.0, 4.0, None),
+                    (2.0, 1.0, None),
+                    (3.0, 7.0, None),
+                    (4.0, 3.0, None),
+                ],
+            ),
+            series(
+                "tuned",
+                &[(0.0, 9.5, None), (4.0, 3.5, None), (7.0, 1.0, None)],
+            ),
+        ]);
+        c.x_categories = Some(names.iter().map(|s| s.to_string()).collect());
+        c.log_x = true; // ignored on a categorical axis
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        let t = texts(&s);
+        for n in names {
+            assert!(t.iter().any(|x| x == n), "missing category {n:?} in {t:?}");
+        }
+        // No numeric x tick labels leak through between categories.
+        assert!(!t.iter().any(|x| x == "0.5" || x == "-0.5"), "{t:?}");
+
+        // One category only.
+        let mut c = chart(vec![series("only", &[(0.0, 1.0, None)])]);
+        c.x_categories = Some(vec!["one".to_string()]);
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        assert!(texts(&s).iter().any(|x| x == "one"));
+
+        // Many categories: labels thinned, still renders.
+        let mut c = chart(vec![series(
+            "many",
+            &(0..500)
+                .map(|i| (f64::from(i), 1.0, None))
+                .collect::<Vec<_>>(),
+        )]);
+        c.x_categories = Some((0..500).map(|i| format!("c{i}")).collect());
+        check_xml(&svg(&c).expect("renders"));
+
+        // Long names: only as many as fit are shown, at evenly spaced
+        // categories, and each shown label is a whole category name.
+        let names: Vec<String> = (0..30).map(|i| format!("tcp_rr_parallel_{i:02}")).collect();
+        let mut c = chart(vec![series(
+            "long",
+            &(0..30)
+                .map(|i| (f64::from(i), 1.0, None))
+                .collect::<Vec<_>>(),
+        )]);
+        c.x_categories = Some(names.clone());
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        let shown: Vec<String> = texts(&s)
+            .into_iter()
+            .filter(|t| t.starts_with("tcp_rr_parallel_"))
+            .collect();
+        assert!(
+            shown.len() >= 2 && shown.len() <= category_labels_that_fit(&names),
+            "{shown:?}"
+        );
+        assert!(shown.iter().all(|t| names.contains(t)));
+        assert_eq!(shown[0], "tcp_rr_parallel_00");
+    }
+
+    #[test]
+    fn empty_chart_is_err() {
+        assert!(svg(&chart(vec![])).is_err());
+        assert!(svg(&chart(vec![series("a", &[])])).is_err());
+        let mut c = chart(vec![series(
+            "nan",
+            &[(f64::NAN, 1.0, None), (1.0, f64::INFINITY, None)],
+        )]);
+        c.hlines.push(HLine {
+            label: "line rate".to_string(),
+            y: 10.0,
+        });
+        assert!(svg(&c).is_err(), "hlines alone are not a chart");
+        let mut c = chart(vec![series("neg", &[(1.0, 0.0, None), (2.0, -3.0, None)])]);
+        c.log_y = true;
+        assert!(svg(&c).is_err());
+        let mut c = chart(vec![series("a", &[(0.0, 1.0, None)])]);
+        c.x_categories = Some(Vec::new());
+        assert!(svg(&c).is_err());
+        // Values whose padded range overflows.
+        assert!(svg(&chart(vec![series("big", &[(1.0, f64::MAX, None)])])).is_err());
+    }
+
+    #[test]
+    fn names_are_xml_escaped() {
+        let mut c = chart(vec![
+            series("a & b <c> \"d\" 'e'", &[(1.0, 1.0, None), (2.0, 2.0, None)]),
+            series("ctl\u{1}\nname", &[(1.0, 2.0, None)]),
+        ]);
+        c.title = "R&D <test>".to_string();
+        c.x_categories = None;
+        c.hlines.push(HLine {
+            label: "<line & rate>".to_string(),
+            y: 3.0,
+        });
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        assert!(s.contains("a &amp; b &lt;c&gt;"));
+        assert!(s.contains("&lt;line &amp; rate&gt;"));
+        assert!(s.contains("R&amp;D &lt;test&gt;"));
+        assert!(!s.contains('\u{1}'));
+
+        let mut c = chart(vec![series("s", &[(0.0, 1.0, None), (1.0, 1.0, None)])]);
+        c.x_categories = Some(vec!["<a&b>".to_string(), "x\"y".to_string()]);
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        assert!(s.contains("&lt;a&amp;b&gt;"));
+    }
+
+    #[test]
+    fn single_point_and_single_x_render() {
+        let s = svg(&chart(vec![series("one", &[(5.0, 3.0, Some(1.0))])])).expect("renders");
+        check_xml(&s);
+        assert!(s.contains("<circle"));
+
+        let s = svg(&chart(vec![
+            series("a", &[(5.0, 3.0, None)]),
+            series("b", &[(5.0, 4.0, None)]),
+        ]))
+        .expect("renders");
+        check_xml(&s);
+
+        let mut c = chart(vec![series("log", &[(64.0, 7.0, Some(10.0))])]);
+        c.log_x = true;
+        c.log_y = true;
+        check_xml(&svg(&c).expect("renders"));
+
+        // All zero.
+        check_xml(&svg(&chart(vec![series("zero", &[(0.0, 0.0, None)])])).expect("renders"));
+        // Negative values on a linear axis.
+        check_xml(
+            &svg(&chart(vec![series(
+                "neg",
+                &[(1.0, -5.0, Some(1.0)), (2.0, -1.0, None)],
+            )]))
+            .expect("renders"),
+        );
+    }
+
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let odd = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1e-300,
+            1e300,
+            -1e300,
+            f64::MAX,
+            f64::MIN,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1000.000000000001,
+        ];
+        let hws = [
+            None,
+            Some(f64::NAN),
+            Some(-1.0),
+            Some(0.0),
+            Some(1e308),
+            Some(0.5),
+        ];
+        for (i, &a) in odd.iter().enumerate() {
+            for &b in &odd {
+                for (log_x, log_y) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let hw = hws[i % hws.len()];
+                    let mut c = chart(vec![
+                        series("a", &[(a, b, hw), (1000.0, a, None)]),
+                        series("b", &[(b, a, hw)]),
+                    ]);
+                    c.log_x = log_x;
+                    c.log_y = log_y;
+                    c.hlines.push(HLine {
+                        label: "h".to_string(),
+                        y: b,
+                    });
+                    if let Ok(s) = svg(&c) {
+                        check_xml(&s);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tick_format() {
+        assert_eq!(fmt_tick(0.0), "0");
+        assert_eq!(fmt_tick(10.0), "10");
+        assert_eq!(fmt_tick(0.25), "0.25");
+        assert_eq!(fmt_tick(0.30000000000000004), "0.3");
+        assert_eq!(fmt_tick(123.456), "123.46");
+        assert_eq!(fmt_tick(-2.5), "-2.5");
+        assert_eq!(fmt_tick(2_500_000.0), "2.5e6");
+        assert_eq!(fmt_tick(0.0001), "1e-4");
+    }
+}

@@ -1,0 +1,59 @@
+//! The built-in studies: the files under `studies/`, compiled in so the
+//! binary needs nothing beside it. Each mirrors a seed write-up, sized for
+//! an ordinary machine.
+
+use std::path::Path;
+
+use crate::study::file::Study;
+
+/// (name, file text) of every built-in study, in `study list` order.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("quick", include_str!("../../studies/quick.toml")),
+    (
+        "streams-to-line-rate",
+        include_str!("../../studies/streams-to-line-rate.toml"),
+    ),
+    ("awm", include_str!("../../studies/awm.toml")),
+    (
+        "connections",
+        include_str!("../../studies/connections.toml"),
+    ),
+];
+
+pub fn names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(n, _)| *n).collect()
+}
+
+/// A built-in study by name.
+pub fn get(name: &str) -> Option<Result<Study, String>> {
+    BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, text)| Study::parse(text, &format!("studies/{n}.toml (built in)"), n))
+}
+
+/// A study file path, or a built-in name.
+pub fn resolve(what: &str) -> Result<Study, String> {
+    let path = Path::new(what);
+    if path.exists() || what.ends_with(".toml") || what.contains('/') {
+        return Study::load(path);
+    }
+    get(what).unwrap_or_else(|| {
+        Err(format!(
+            "no study named '{what}': built-in studies are {} (see `linerate study list`), or give a .toml file",
+            names().join(", ")
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_builtin_study_parses() {
+        for name in super::names() {
+            let s = super::get(name).unwrap().unwrap();
+            assert_eq!(s.name, name);
+            assert!(!s.plots.is_empty(), "{name} draws something");
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! A study's results folder: the study file as run, a manifest of every
+//! planned run and its state, and one result JSON per finished run. Each
+//! result is written when its test ends (to a temporary name, then renamed),
+//! so a study stopped at any moment keeps every finished point, and reports
+//! are drawn from the folder alone, never by running anything (flent's
+//! "data is saved once, re-plotted later").
+//!
+//! ```text
+//! results/<study>-<time>/
+//!   study.toml        the study file as run
+//!   manifest.json     plan, state of each run, overrides, shuffle seed
+//!   points/<point>.r<k>.json   one linerate.result per run
+//!   report.html  report.md  landscape.csv
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::result::TestResult;
+use crate::study::config::TestConfig;
+use crate::study::file::Study;
+use crate::study::sweep::Point;
+
+pub const MANIFEST_SCHEMA: &str = "linerate.study";
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// One planned run: a point and its repetition number (1-based).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    pub point: String,
+    pub repetition: u32,
+    /// Path relative to the folder.
+    pub file: String,
+    /// "pending", "ok", "partial" (ended early; kept) or "failed".
+    pub status: String,
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema: String,
+    pub schema_version: u32,
+    pub study: String,
+    pub title: String,
+    pub created_at: String,
+    pub updated_at: String,
+    /// "running", "complete" or "partial".
+    pub status: String,
+    /// Where the tests ran: "loopback (local agent)" or the agent address.
+    pub network: String,
+    pub repeat: u32,
+    pub shuffle: bool,
+    pub seed: Option<u64>,
+    /// Command-line settings applied over every point (e.g. a duration).
+    pub overrides: TestConfig,
+    pub points: Vec<Point>,
+    /// In the order they run.
+    pub runs: Vec<RunRecord>,
+    pub command: Vec<String>,
+}
+
+impl Manifest {
+    pub fn point(&self, id: &str) -> Option<&Point> {
+        self.points.iter().find(|p| p.id == id)
+    }
+}
+
+/// Writes `bytes` to `path` atomically (temporary file, then rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    write_atomic(path, (text + "\n").as_bytes())
+}
+
+pub fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join("manifest.json")
+}
+
+pub fn read_manifest(dir: &Path) -> Result<Manifest, String> {
+    let path = manifest_path(dir);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "{} is not a study results folder ({}: {e})",
+            dir.display(),
+            path.display()
+        )
+    })?;
+    let m: Manifest = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a linerate study manifest: {e}", path.display()))?;
+    if m.schema != MANIFEST_SCHEMA || m.schema_version > MANIFEST_VERSION {
+        return Err(format!(
+            "{}: schema {} v{} is not one this linerate reads ({MANIFEST_SCHEMA} v{MANIFEST_VERSION})",
+            path.display(),
+            m.schema,
+            m.schema_version
+        ));
+    }
+    Ok(m)
+}
+
+/// A folder read back: the study, its manifest, and every stored result.
+pub struct Loaded {
+    pub dir: PathBuf,
+    pub study: Study,
+    pub manifest: Manifest,
+    /// (run, result) for each run with a result file, in run order.
+    pub results: Vec<(RunRecord, TestResult)>,
+}
+
+pub fn load(dir: &Path) -> Result<Loaded, String> {
+    let manifest = read_manifest(dir)?;
+    let study_path = dir.join("study.toml");
+    let text = std::fs::read_to_string(&study_path)
+        .map_err(|e| format!("cannot read {}: {e}", study_path.display()))?;
+    let study = Study::parse(&text, &study_path.display().to_string(), &manifest.study)?;
+    let mut results = Vec::new();
+    for run in &manifest.runs {
+        let path = dir.join(&run.file);
+        if !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let r: TestResult = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a linerate result: {e}", path.display()))?;
+        results.push((run.clone(), r));
+    }
+    Ok(Loaded {
+        dir: dir.to_path_buf(),
+        study,
+        manifest,
+        results,
+    })
+}
+
+/// `results/<name>-<2026-11-22T10-00-00>`, made unique with a suffix.
+pub fn new_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
+    let stamp = crate::result::rfc3339_now()
+        .trim_end_matches('Z')
+        .replace(':', "-");
+    std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    for n in 0..1000 {
+        let dir = if n == 0 {
+            root.join(format!("{name}-{stamp}"))
+        } else {
+            root.join(format!("{name}-{stamp}.{n}"))
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                std::fs::create_dir(dir.join("points"))
+                    .map_err(|e| format!("cannot create {}/points: {e}", dir.display()))?;
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "cannot find a free folder name under {}",
+        root.display()
+    ))
+}

@@ -1,0 +1,304 @@
+//! Running a study: plan the runs (every point, `repeat` times, repetitions
+//! interleaved round by round and optionally shuffled within a round, so
+//! drift on a shared machine spreads over all points instead of biasing the
+//! last ones), run each against one agent, and store each result as it ends.
+//! `--resume` picks up a folder and runs only what has no result yet.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::{open_target, ConnectArgs, Failure, EXIT_PARTIAL};
+use crate::report::progress::Progress;
+use crate::spec::Workload;
+use crate::study::config::TestConfig;
+use crate::study::file::Study;
+use crate::study::folder::{self, Manifest, RunRecord};
+use crate::study::sweep;
+
+pub struct RunOptions {
+    /// Runs of every point; overrides the study's `repeat`.
+    pub repeat: Option<u32>,
+    pub shuffle: bool,
+    /// Continue this folder instead of starting a new one.
+    pub resume: Option<PathBuf>,
+    /// Where new folders go (`results/`).
+    pub out: PathBuf,
+    /// Settings applied over every point (e.g. `--duration`).
+    pub overrides: TestConfig,
+    pub connect: ConnectArgs,
+    pub quiet: bool,
+}
+
+pub struct Outcome {
+    pub dir: PathBuf,
+    /// Runs done now, and runs skipped because a result was already stored.
+    pub ran: usize,
+    pub skipped: usize,
+    /// Why the study stopped early, if it did.
+    pub stopped: Option<String>,
+}
+
+/// A permutation from a 64-bit seed (xorshift; only spreading order matters).
+pub fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut x = seed | 1;
+    for i in (1..items.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        items.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
+
+/// The run order: round r holds repetition r of every point.
+pub fn plan(points: &[sweep::Point], repeat: u32, seed: Option<u64>) -> Vec<RunRecord> {
+    let mut runs = Vec::new();
+    for rep in 1..=repeat {
+        let mut round: Vec<RunRecord> = points
+            .iter()
+            .map(|p| RunRecord {
+                point: p.id.clone(),
+                repetition: rep,
+                file: format!("points/{}.r{rep}.json", p.id),
+                status: "pending".into(),
+                error: None,
+            })
+            .collect();
+        if let Some(s) = seed {
+            shuffle(&mut round, s.wrapping_add(rep as u64));
+        }
+        runs.extend(round);
+    }
+    runs
+}
+
+fn network_name(c: &ConnectArgs) -> String {
+    match &c.agent {
+        Some(a) => format!("agent {a}"),
+        None => "loopback (local agent)".into(),
+    }
+}
+
+/// Starts a new folder, or reopens `opts.resume`.
+fn prepare(
+    study: &Study,
+    opts: &RunOptions,
+    connect: &ConnectArgs,
+) -> Result<(PathBuf, Manifest), Failure> {
+    if let Some(dir) = &opts.resume {
+        let m = folder::read_manifest(dir)?;
+        if m.study != study.name {
+            return Err(Failure::from(format!(
+                "{} holds study '{}', not '{}'",
+                dir.display(),
+                m.study,
+                study.name
+            )));
+        }
+        if opts.overrides != TestConfig::default() && opts.overrides != m.overrides {
+            return Err(Failure::from(format!(
+                "--resume keeps the folder's settings; drop --duration/--warmup/--iterations (the folder used {})",
+                serde_json::to_string(&m.overrides).unwrap_or_default()
+            )));
+        }
+        return Ok((dir.clone(), m));
+    }
+    let points = sweep::expand(study, &opts.overrides)?;
+    let repeat = opts.repeat.unwrap_or(study.repeat).max(1);
+    let shuffled = opts.shuffle || study.shuffle;
+    let seed = shuffled.then(|| {
+        let mut b = [0u8; 8];
+        let _ = getrandom::fill(&mut b);
+        u64::from_le_bytes(b)
+    });
+    let dir = folder::new_dir(&opts.out, &study.name)?;
+    folder::write_atomic(&dir.join("study.toml"), study.source.as_bytes())?;
+    let now = crate::result::rfc3339_now();
+    let m = Manifest {
+        schema: folder::MANIFEST_SCHEMA.into(),
+        schema_version: folder::MANIFEST_VERSION,
+        study: study.name.clone(),
+        title: study.title.clone(),
+        created_at: now.clone(),
+        updated_at: now,
+        status: "running".into(),
+        network: network_name(connect),
+        repeat,
+        shuffle: shuffled,
+        seed,
+        overrides: opts.overrides.clone(),
+        runs: plan(&points, repeat, seed),
+        points,
+        command: std::env::args().collect(),
+    };
+    folder::write_json(&folder::manifest_path(&dir), &m)?;
+    Ok((dir, m))
+}
+
+/// Runs what is left of the study; the folder is complete or partial after.
+pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
+    let mut connect = opts.connect.clone();
+    if connect.agent.is_none() {
+        connect.agent = study.network.agent.clone();
+        if connect.token_file.is_none() {
+            connect.token_file = study.network.token_file.clone();
+        }
+    }
+    let (dir, mut m) = prepare(study, opts, &connect)?;
+    let todo: Vec<usize> = (0..m.runs.len())
+        .filter(|&i| !(m.runs[i].status == "ok" && dir.join(&m.runs[i].file).exists()))
+        .collect();
+    let skipped = m.runs.len() - todo.len();
+    if !opts.quiet {
+        eprintln!(
+            "study {}: {} points x {} = {} runs{} -> {}",
+            study.name,
+            m.points.len(),
+            m.repeat,
+            m.runs.len(),
+            if skipped > 0 {
+                format!(" ({skipped} already stored)")
+            } else {
+                String::new()
+            },
+            dir.display()
+        );
+    }
+    let mut outcome = Outcome {
+        dir: dir.clone(),
+        ran: 0,
+        skipped,
+        stopped: None,
+    };
+    if todo.is_empty() {
+        m.status = "complete".into();
+        folder::write_json(&folder::manifest_path(&dir), &m)?;
+        return Ok(outcome);
+    }
+    let mut target = match open_target(&connect) {
+        Ok(t) => t,
+        Err(e) => {
+            m.status = "partial".into();
+            let _ = folder::write_json(&folder::manifest_path(&dir), &m);
+            return Err(e);
+        }
+    };
+    let total = m.runs.len();
+    for (n, &i) in todo.iter().enumerate() {
+        let run = m.runs[i].clone();
+        let point = m.point(&run.point).cloned().ok_or_else(|| {
+            Failure::from(format!("manifest names an unknown point {}", run.point))
+        })?;
+        let label = format!(
+            "[{}/{}] {}{}",
+            skipped + n + 1,
+            total,
+            point.label(),
+            if m.repeat > 1 {
+                format!(" #{}", run.repetition)
+            } else {
+                String::new()
+            }
+        );
+        let show_tx = point.spec.workload != Workload::Stream || point.spec.bytes.is_some();
+        let mut progress = Progress::new(&label, point.spec.duration_s, opts.quiet, false, show_tx);
+        let r = crate::run::run_test(
+            &mut target.conn,
+            &point.spec,
+            point.confidence,
+            target.info.clone(),
+            m.command.clone(),
+            &mut progress,
+            &mut |_| {},
+        );
+        progress.finish();
+        let rec = &mut m.runs[i];
+        match r {
+            Ok(result) => {
+                folder::write_json(&dir.join(&rec.file), &result)?;
+                rec.status = result.summary.status.clone();
+                rec.error = result.iterations.iter().find_map(|it| it.error.clone());
+                outcome.ran += 1;
+                if result.summary.status != "ok" {
+                    outcome.stopped = Some(format!(
+                        "{label}: {}",
+                        rec.error.clone().unwrap_or_else(|| "ended early".into())
+                    ));
+                }
+            }
+            Err(e) => {
+                rec.status = "failed".into();
+                rec.error = Some(e.clone());
+                outcome.stopped = Some(format!("{label}: {e}"));
+            }
+        }
+        m.updated_at = crate::result::rfc3339_now();
+        folder::write_json(&folder::manifest_path(&dir), &m)?;
+        if outcome.stopped.is_some() {
+            break;
+        }
+    }
+    target.conn.bye();
+    m.status = if outcome.stopped.is_some() {
+        "partial".into()
+    } else {
+        "complete".into()
+    };
+    folder::write_json(&folder::manifest_path(&dir), &m)?;
+    Ok(outcome)
+}
+
+/// The failure for a study that stopped early: exit 3, with a resume hint.
+pub fn stopped_failure(dir: &Path, why: &str) -> Failure {
+    Failure {
+        code: EXIT_PARTIAL,
+        message: format!(
+            "study stopped early ({why}); finished points are kept in {} (continue with --resume {})",
+            dir.display(),
+            dir.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(n: usize) -> Vec<sweep::Point> {
+        (0..n)
+            .map(|i| sweep::Point {
+                index: i,
+                id: format!("p{i}"),
+                params: vec![],
+                spec: Default::default(),
+                confidence: Default::default(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn repetitions_interleave_round_by_round() {
+        let runs = plan(&points(3), 2, None);
+        let order: Vec<(String, u32)> = runs
+            .iter()
+            .map(|r| (r.point.clone(), r.repetition))
+            .collect();
+        assert_eq!(order[0], ("p0".into(), 1));
+        assert_eq!(order[3], ("p0".into(), 2));
+        assert_eq!(runs[4].file, "points/p1.r2.json");
+    }
+
+    #[test]
+    fn shuffle_permutes_within_each_round() {
+        let runs = plan(&points(20), 2, Some(42));
+        let first: Vec<&str> = runs[..20].iter().map(|r| r.point.as_str()).collect();
+        assert!(runs[..20].iter().all(|r| r.repetition == 1));
+        let mut sorted = first.clone();
+        sorted.sort_by_key(|p| p[1..].parse::<usize>().unwrap());
+        assert_ne!(first, sorted, "a seed must change the order");
+        assert_eq!(sorted, (0..20).map(|i| format!("p{i}")).collect::<Vec<_>>());
+        assert_eq!(
+            plan(&points(20), 2, Some(42)),
+            runs,
+            "the seed reproduces the order"
+        );
+    }
+}

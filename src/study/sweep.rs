@@ -1,0 +1,237 @@
+//! Sweep expansion: a study's cases times its axes (crossed or zipped) become
+//! points, each a complete test spec. Points are named by their parameters,
+//! not their position, so a resumed or compared study finds the same point
+//! even when axes grew (hyperfine's `parameter/` idea).
+
+use serde::{Deserialize, Serialize};
+
+use crate::measure::stats::Confidence;
+use crate::spec::TestSpec;
+use crate::study::config::TestConfig;
+use crate::study::file::{display_value, Mode, Study};
+
+/// One test of a study.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Point {
+    /// Position in the study's order (before any shuffle).
+    pub index: usize,
+    /// File-safe name from the parameters, e.g. `flows-8_direction-tx`.
+    pub id: String,
+    /// ("case", label) first when the study has cases, then one per axis.
+    pub params: Vec<(String, String)>,
+    pub spec: TestSpec,
+    pub confidence: Confidence,
+}
+
+impl Point {
+    /// "flows=8 direction=tx", or the case label alone.
+    pub fn label(&self) -> String {
+        if self.params.is_empty() {
+            return "test".into();
+        }
+        self.params
+            .iter()
+            .map(|(k, v)| {
+                if k == "case" {
+                    v.clone()
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The axis value combinations, each a list of (axis index, value index).
+fn combinations(study: &Study) -> Vec<Vec<usize>> {
+    let axes = &study.axes;
+    if axes.is_empty() {
+        return vec![vec![]];
+    }
+    match study.mode {
+        Mode::Zip => (0..axes[0].values.len())
+            .map(|i| vec![i; axes.len()])
+            .collect(),
+        Mode::Cross => {
+            let mut out: Vec<Vec<usize>> = vec![vec![]];
+            for a in axes {
+                out = out
+                    .into_iter()
+                    .flat_map(|prefix| {
+                        (0..a.values.len()).map(move |i| {
+                            let mut p = prefix.clone();
+                            p.push(i);
+                            p
+                        })
+                    })
+                    .collect();
+            }
+            out
+        }
+    }
+}
+
+/// Every point of `study`, with `overrides` (from the command line, e.g. a
+/// shorter duration) applied on top of each. Fails on the first point that
+/// is not a valid test, naming it.
+pub fn expand(study: &Study, overrides: &TestConfig) -> Result<Vec<Point>, String> {
+    let base_cases: Vec<Option<&TestConfig>> = if study.cases.is_empty() {
+        vec![None]
+    } else {
+        study.cases.iter().map(Some).collect()
+    };
+    let mut points = Vec::new();
+    for case in base_cases {
+        for combo in combinations(study) {
+            let mut params = Vec::new();
+            let mut config = study.test.clone();
+            if let Some(c) = case {
+                config = config.overlay(c);
+                params.push(("case".to_string(), c.label.clone().unwrap_or_default()));
+            }
+            let mut pairs = std::collections::BTreeMap::new();
+            for (a, &vi) in study.axes.iter().zip(&combo) {
+                let v = &a.values[vi];
+                pairs.insert(a.key.clone(), v.clone());
+                params.push((a.key.clone(), display_value(v)));
+            }
+            let axis_config = TestConfig::from_pairs(&pairs)?;
+            let mut config = config.overlay(&axis_config).overlay(overrides);
+            config.label = None;
+            let label = Point {
+                index: 0,
+                id: String::new(),
+                params: params.clone(),
+                spec: TestSpec::default(),
+                confidence: Confidence::default(),
+            }
+            .label();
+            let named = |e: String| format!("{}: point {label}: {e}", study.origin);
+            let spec = config.to_spec().map_err(named)?;
+            let confidence = config.confidence().map_err(named)?;
+            let id = if params.is_empty() {
+                "test".to_string()
+            } else {
+                params
+                    .iter()
+                    .map(|(k, v)| {
+                        if k == "case" {
+                            slug(v)
+                        } else {
+                            format!("{}-{}", slug(k), slug(v))
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("_")
+            };
+            points.push(Point {
+                index: points.len(),
+                id,
+                params,
+                spec,
+                confidence,
+            });
+        }
+    }
+    let mut ids: Vec<&str> = points.iter().map(|p| p.id.as_str()).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "{}: two points share the name {} (case labels must differ once made file-safe)",
+            study.origin, w[0]
+        ));
+    }
+    Ok(points)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Direction, Workload};
+
+    fn study(extra: &str) -> Study {
+        let text = format!("title = \"t\"\ndescription = \"d\"\n[test]\nduration = 1\n{extra}");
+        Study::parse(&text, "t.toml", "t").unwrap()
+    }
+
+    #[test]
+    fn cross_varies_the_last_axis_fastest() {
+        let s = study("[sweep]\nflows = [1, 2, 4]\ndirection = [\"tx\", \"rx\"]\n");
+        let p = expand(&s, &TestConfig::default()).unwrap();
+        assert_eq!(p.len(), 6);
+        assert_eq!(p[0].label(), "flows=1 direction=tx");
+        assert_eq!(p[1].label(), "flows=1 direction=rx");
+        assert_eq!(p[5].spec.flows, 4);
+        assert_eq!(p[5].spec.direction, Direction::Rx);
+        assert_eq!(p[5].id, "flows-4_direction-rx");
+        assert_eq!(p[5].spec.duration_s, 1.0);
+    }
+
+    #[test]
+    fn zip_pairs_values_and_ranges_expand() {
+        let s = study(
+            "[sweep]\nmode = \"zip\"\nrequest = [200, 200]\nresponse = [\"1000\", \"32K\"]\n",
+        );
+        let p = expand(&s, &TestConfig::default()).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].spec.response, 32768);
+        let s = study("[sweep]\nmessage = { from = \"64\", to = \"1M\", times = 4 }\n");
+        let sizes: Vec<usize> = expand(&s, &TestConfig::default())
+            .unwrap()
+            .iter()
+            .map(|p| p.spec.message)
+            .collect();
+        assert_eq!(
+            sizes,
+            vec![64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
+        );
+        let s = study("[sweep]\nflows = { from = 10, to = 40, step = 10 }\n");
+        assert_eq!(expand(&s, &TestConfig::default()).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn cases_cross_axes_and_overrides_win() {
+        let s = study(
+            "[sweep]\nflows = [1, 10]\n[[case]]\nlabel = \"RR 200/1000\"\nworkload = \"rr\"\nrequest = 200\nresponse = 1000\n[[case]]\nlabel = \"stream put 20M/20\"\nbytes = \"20M\"\nper = \"transaction\"\n",
+        );
+        let over = TestConfig {
+            duration: Some(crate::study::config::Secs(0.25)),
+            ..Default::default()
+        };
+        let p = expand(&s, &over).unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0].label(), "RR 200/1000 flows=1");
+        assert_eq!(p[0].spec.workload, Workload::Rr);
+        assert_eq!(p[3].spec.bytes, Some(20 << 20));
+        assert_eq!(p[3].id, "stream-put-20M-20_flows-10");
+        assert!(p.iter().all(|p| p.spec.duration_s == 0.25));
+    }
+
+    #[test]
+    fn an_invalid_point_is_named() {
+        let text = "title = \"t\"\ndescription = \"d\"\n[test]\nworkload = \"crr\"\n[sweep]\nzerocopy = [false, true]\n";
+        let e = Study::parse(text, "t.toml", "t").unwrap_err();
+        assert!(e.contains("point zerocopy=true"), "{e}");
+        assert!(e.contains("--zerocopy applies to stream"), "{e}");
+    }
+}

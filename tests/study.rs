@@ -1,0 +1,495 @@
+//! Studies end to end over real loopback: study files run into a results
+//! folder, an interrupted study resumes, reports are regenerated from the
+//! folder alone, comparisons give verdicts on known differences, and the
+//! built-in studies run.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A fresh folder for one test's results.
+fn out_dir(name: &str) -> PathBuf {
+    let d = tmp(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_study(name: &str, text: &str) -> PathBuf {
+    let p = tmp(&format!("{name}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The single results folder under `out`.
+fn the_folder(out: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one results folder in {}", out.display());
+    dirs[0].clone()
+}
+
+fn ok(o: &std::process::Output) {
+    assert_no_panic(o);
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
+}
+
+const STREAMS: &str = r#"
+title = "Streams test"
+description = "Throughput vs streams on loopback, tiny."
+
+[test]
+workload = "stream"
+duration = "0.3s"
+warmup = "0.1s"
+interval = "0.1s"
+
+[sweep]
+flows = [1, 2, 4]
+
+[model]
+line_rate = "best"
+
+[[plot]]
+x = "flows"
+y = "throughput_bps"
+log_x = true
+models = ["line_rate", "threshold"]
+
+[[table]]
+title = "Throughput"
+columns = ["throughput_bps", "client_us_per_kb"]
+"#;
+
+#[test]
+fn a_study_writes_results_manifest_and_reports() {
+    let out = out_dir("s1");
+    let file = write_study("streams", STREAMS);
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--repeat",
+            "2",
+            "-q",
+        ],
+        LIMIT,
+    );
+    ok(&o);
+    let dir = the_folder(&out);
+    assert!(dir
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("streams-20"));
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["schema"], "linerate.study");
+    assert_eq!(m["status"], "complete");
+    let runs = m["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "3 points x 2 repetitions");
+    // Repetitions interleave: the whole first round runs before the second.
+    assert!(runs[..3].iter().all(|r| r["repetition"] == 1));
+    for r in runs {
+        assert_eq!(r["status"], "ok", "{r}");
+        let res = json(&dir.join(r["file"].as_str().unwrap()));
+        assert_eq!(res["schema"], "linerate.result");
+        assert!(u(&res["summary"]["bytes"]) > 0);
+    }
+    let four = json(&dir.join("points/flows-4.r2.json"));
+    assert_eq!(four["spec"]["flows"], 4);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("study.toml")).unwrap(),
+        STREAMS
+    );
+    let csv = std::fs::read_to_string(dir.join("landscape.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "{csv}");
+    assert!(
+        lines[0].starts_with("point,flows,runs,throughput_bps,throughput_bps_ci,throughput_bps_n")
+    );
+    assert!(lines[3].starts_with("flows-4,4,2,"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for s in [
+        "Performance Landscape",
+        "Configuration Summary",
+        "Benchmark Description",
+        "Key Points and Best Practices",
+        "<svg",
+        "line rate",
+        "linerate run stream --flows 4 --duration 0.3 --warmup 0.1 --interval 0.1",
+        "data-rule=\"streams_to_line_rate\"",
+        "net.ipv4.tcp_rmem",
+    ] {
+        assert!(html.contains(s), "report.html lacks {s}");
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("## Key Points and Best Practices"));
+    assert!(md.contains("![Throughput vs flows](plots/plot-1.svg)"));
+    assert!(dir.join("plots/plot-1.svg").exists());
+}
+
+#[test]
+fn an_interrupted_study_keeps_its_points_and_resumes() {
+    let out = out_dir("s2");
+    let text = STREAMS.replace("duration = \"0.3s\"", "duration = \"1.5s\"");
+    let file = write_study("resume", &text);
+    let child = spawn(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    // Stop the controller (by its PID) once the first point is stored.
+    let deadline = Instant::now() + LIMIT;
+    let first = loop {
+        if let Ok(rd) = std::fs::read_dir(&out) {
+            if let Some(d) = rd.flatten().next() {
+                let p = d.path().join("points/flows-1.r1.json");
+                if p.exists() {
+                    break d.path();
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no first point");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pid = child.id() as i32;
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let o = wait(child, LIMIT);
+    assert!(!o.status.success());
+    let kept = std::fs::read(first.join("points/flows-1.r1.json")).unwrap();
+    assert!(
+        !first.join("points/flows-4.r1.json").exists(),
+        "killed before the last point"
+    );
+    let m = json(&first.join("manifest.json"));
+    assert_eq!(m["status"], "running", "a killed study's manifest says so");
+    // A report of the partial folder names what is missing.
+    let o = run(&["report", first.to_str().unwrap()], LIMIT);
+    ok(&o);
+    let html = std::fs::read_to_string(first.join("report.html")).unwrap();
+    assert!(
+        html.contains("data-rule=\"missing\""),
+        "the report names missing points"
+    );
+
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--resume",
+            first.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    ok(&o);
+    assert!(stderr(&o).contains("already stored"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(first.join("points/flows-1.r1.json")).unwrap(),
+        kept,
+        "a stored point is not run again"
+    );
+    let m = json(&first.join("manifest.json"));
+    assert_eq!(m["status"], "complete");
+    assert!(m["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["status"] == "ok"));
+    let html = std::fs::read_to_string(first.join("report.html")).unwrap();
+    assert!(!html.contains("data-rule=\"missing\""));
+    // Resuming with other settings is refused: they would mix two studies.
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--resume",
+            first.to_str().unwrap(),
+            "-d",
+            "5",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume keeps the folder's settings"));
+}
+
+#[test]
+fn report_is_regenerated_from_the_folder_alone() {
+    let out = out_dir("s3");
+    let file = write_study("regen", STREAMS);
+    ok(&run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+            "--no-report",
+        ],
+        LIMIT,
+    ));
+    let dir = the_folder(&out);
+    assert!(!dir.join("report.html").exists(), "--no-report writes none");
+    // The study file may be gone: the folder holds its copy.
+    std::fs::remove_file(&file).unwrap();
+    let before: Vec<_> = std::fs::read_dir(dir.join("points"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let t = Instant::now();
+    let o = run(&["report", dir.to_str().unwrap()], LIMIT);
+    ok(&o);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "a report runs no test"
+    );
+    assert!(stdout(&o).trim().ends_with("report.html"));
+    for f in [
+        "report.html",
+        "report.md",
+        "landscape.csv",
+        "plots/plot-1.svg",
+    ] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    let after: Vec<_> = std::fs::read_dir(dir.join("points"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(before.len(), after.len());
+}
+
+const OPEN_LOOP: &str = r#"
+title = "Open-loop rr"
+description = "rr at a fixed rate: the rate is known, so the difference is too."
+[test]
+workload = "rr"
+rate = RATE
+duration = "0.4s"
+warmup = "0.1s"
+interval = "0.1s"
+iterations = "3"
+[[plot]]
+x = "case"
+y = "transactions_per_s"
+[[case]]
+label = "rr 1/1"
+"#;
+
+#[test]
+fn compare_finds_a_known_difference_and_gates_on_it() {
+    let mut dirs = Vec::new();
+    for rate in ["1000", "2000"] {
+        let out = out_dir(&format!("cmp{rate}"));
+        let file = write_study(&format!("open{rate}"), &OPEN_LOOP.replace("RATE", rate));
+        ok(&run(
+            &[
+                "study",
+                "run",
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "-q",
+            ],
+            LIMIT,
+        ));
+        dirs.push(the_folder(&out));
+    }
+    let (a, b) = (dirs[0].to_str().unwrap(), dirs[1].to_str().unwrap());
+    let js = tmp("cmp.json");
+    let o = run(
+        &[
+            "compare",
+            a,
+            b,
+            "--metric",
+            "transactions_per_s",
+            "--json",
+            js.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    ok(&o);
+    let c: Value = json(&js);
+    let ch = &c["changes"][0];
+    assert_eq!(ch["point"], "rr 1/1");
+    assert_eq!(ch["verdict"], "better", "{ch}");
+    let pct = f(&ch["change_pct"]);
+    assert!(
+        (pct - 100.0).abs() < 10.0,
+        "doubling the rate doubles transactions: {pct}"
+    );
+    assert_eq!(ch["n_a"], 3);
+    // B to A is a 50% drop: a gate at -20% fails with exit 4, one at -60% passes.
+    let o = run(
+        &["compare", b, a, "--fail-if", "transactions_per_s<-20%"],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let e = stderr(&o);
+    let said: f64 = e
+        .split("transactions_per_s changed ")
+        .nth(1)
+        .and_then(|s| s.split('%').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{e}"));
+    assert!((said + 50.0).abs() < 5.0, "{e}");
+
+    ok(&run(
+        &["compare", b, a, "--fail-if", "transactions_per_s<-60%"],
+        LIMIT,
+    ));
+    // A folder against itself: nothing significant.
+    let o = run(&["compare", a, a, "--metric", "transactions_per_s"], LIMIT);
+    ok(&o);
+    assert!(
+        stdout(&o).contains("no significant change"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["compare", a, b, "--fail-if", "speed<-5%"], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn bad_study_input_exits_with_one_line() {
+    let o = run(&["study", "run", "no-such-study"], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+    assert_no_panic(&o);
+    let e = stderr(&o);
+    assert!(
+        e.contains("no study named 'no-such-study'") && e.contains("streams-to-line-rate"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    let bad = write_study(
+        "bad",
+        &STREAMS.replace("warmup = \"0.1s\"", "warmup = \"0.1s\"\nflowz = 2"),
+    );
+    let o = run(&["study", "run", bad.to_str().unwrap()], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+    assert_no_panic(&o);
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:9:", bad.display())) && e.contains("flowz"),
+        "{e}"
+    );
+    let o = run(&["study", "run", "/nonexistent/x.toml"], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+    assert_no_panic(&o);
+    assert!(stderr(&o).contains("cannot read study file"));
+    let o = run(&["report", "/nonexistent"], LIMIT);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is not a study results folder"),
+        "{}",
+        stderr(&o)
+    );
+    assert_no_panic(&o);
+}
+
+#[test]
+fn builtin_studies_are_listed_and_run() {
+    let o = run(&["study", "list"], LIMIT);
+    ok(&o);
+    let list = stdout(&o);
+    for name in ["quick", "streams-to-line-rate", "awm", "connections"] {
+        assert!(list.contains(name), "{list}");
+    }
+    let o = run(&["study", "show", "awm"], LIMIT);
+    ok(&o);
+    assert!(stdout(&o).contains("[[case]]"));
+    for name in ["streams-to-line-rate", "awm", "connections"] {
+        let out = out_dir(&format!("b-{name}"));
+        let o = run(
+            &[
+                "study",
+                "run",
+                name,
+                "--out",
+                out.to_str().unwrap(),
+                "-d",
+                "0.3",
+                "--warmup",
+                "0.2",
+                "-i",
+                "0.1",
+                "-q",
+            ],
+            Duration::from_secs(300),
+        );
+        ok(&o);
+        let dir = the_folder(&out);
+        let m = json(&dir.join("manifest.json"));
+        assert_eq!(m["status"], "complete", "{name}");
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.matches("<svg").count() >= 2, "{name} draws its plots");
+        if name == "awm" {
+            let put = json(&dir.join("points/stream-put-20M-20.r1.json"));
+            assert_eq!(put["spec"]["bytes"], 20 << 20);
+            assert!(
+                u(&put["summary"]["transactions"]) > 0,
+                "a 20 MiB put finishes in 0.3 s"
+            );
+            assert!(html.contains("data-rule=\"transaction_cost\""));
+        }
+        if name == "streams-to-line-rate" {
+            assert!(html.contains("data-rule=\"streams_to_line_rate\""));
+        }
+    }
+}
+
+#[test]
+fn quick_writes_its_table_and_report() {
+    let out = out_dir("quick");
+    let o = run(
+        &["quick", "-d", "0.3", "--out", out.to_str().unwrap(), "-q"],
+        LIMIT,
+    );
+    ok(&o);
+    let s = stdout(&o);
+    for label in [
+        "stream 1 flow",
+        "stream 4 flows",
+        "rr 1/1",
+        "rr 200/1000",
+        "crr 64/8192",
+    ] {
+        assert!(s.contains(label), "{s}");
+    }
+    let dir = the_folder(&out);
+    assert!(
+        s.contains(&format!("report: {}", dir.join("report.html").display())),
+        "{s}"
+    );
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["study"], "quick");
+    assert_eq!(m["points"].as_array().unwrap().len(), 5);
+}
