@@ -81,11 +81,16 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
         }
         let need = rate * l.threshold;
         let pct = (l.threshold * 100.0).round();
+        let of = if l.line_rate_measured {
+            "line rate (taken as the best measured result)"
+        } else {
+            "line rate"
+        };
         match measured.iter().find(|(_, v)| *v >= need) {
             Some((n, v)) => out.push(KeyPoint {
                 rule: "streams_to_line_rate",
                 text: format!(
-                    "{} reach {pct}% of line rate{}: {} of {} ({:.0}%).",
+                    "{} reach {pct}% of {of}{}: {} of {} ({:.0}%).",
                     plural(*n, "stream", "streams"),
                     suffix(&group),
                     fmt_bps(*v),
@@ -107,7 +112,7 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
                 out.push(KeyPoint {
                     rule: "streams_to_line_rate",
                     text: format!(
-                        "No stream count reaches {pct}% of line rate{}: the best is {} with {} ({:.0}% of {}).",
+                        "No stream count reaches {pct}% of {of}{}: the best is {} with {} ({:.0}% of {}).",
                         suffix(&group),
                         fmt_bps(v),
                         plural(n, "stream", "streams"),
@@ -257,6 +262,49 @@ pub fn cpu_bound(l: &Landscape) -> Vec<KeyPoint> {
                 if side == "agent" { "agent-" } else { "" },
                 if side == "agent" { "agent-" } else { "" }
             ),
+        });
+    }
+    out
+}
+
+/// A host at (nearly) full CPU: whatever the workers' share, the machine
+/// itself had no cycles left, so the result measures CPU, not the path.
+pub fn host_saturated(l: &Landscape) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    for (side, key) in [
+        ("client", "client_host_cpu_pct"),
+        ("agent", "agent_host_cpu_pct"),
+    ] {
+        let with: Vec<(String, f64)> = l
+            .rows
+            .iter()
+            .filter_map(|r| r.mean(key).map(|v| (r.point.label(), v)))
+            .collect();
+        let hot: Vec<&(String, f64)> = with.iter().filter(|(_, v)| *v >= 95.0).collect();
+        if hot.is_empty() {
+            continue;
+        }
+        let shared = l
+            .rows
+            .iter()
+            .find_map(|r| r.results.first())
+            .map(|r| r.agent.local)
+            .unwrap_or(false);
+        if side == "agent" && shared {
+            // One host: the client's line already says it.
+            continue;
+        }
+        out.push(KeyPoint {
+            rule: "host_saturated",
+            text: format!(
+                "The {side}'s host was at {:.0}% CPU or more in {} of {} points (first: {}): every core was busy, so there the result is bound by CPU{}.",
+                hot.iter().map(|h| h.1).fold(f64::INFINITY, f64::min).floor(),
+                hot.len(),
+                with.len(),
+                hot[0].0,
+                if shared { " shared by both ends" } else { "" }
+            ),
+            advice: "Check the softirq and system shares in each result's CPU block; more cores, interrupt/RPS spreading (net.core.rps_sock_flow_entries, /sys/class/net/*/queues), or separate hosts for the two ends would move the bound.".into(),
         });
     }
     out
@@ -439,6 +487,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         streams_to_line_rate,
         scaling_peak,
         cpu_bound,
+        host_saturated,
         service_demand_trend,
         transaction_cost,
         tail_latency,
@@ -502,6 +551,7 @@ mod tests {
             dims: vec!["flows".into()],
             line_rate_bps: line_rate,
             line_rate_note: None,
+            line_rate_measured: false,
             threshold: 0.9,
         }
     }
@@ -575,6 +625,29 @@ mod tests {
             None,
         );
         assert!(cpu_bound(&l).is_empty());
+    }
+
+    #[test]
+    fn a_saturated_host_is_named_once_when_shared() {
+        let mk = |v: f64| {
+            let mut r = row(
+                &[("flows", "8")],
+                &[("client_host_cpu_pct", &[v]), ("agent_host_cpu_pct", &[v])],
+                2,
+            );
+            r.results[0].agent.local = true;
+            land(vec![r], None)
+        };
+        let k = host_saturated(&mk(99.9));
+        assert_eq!(k.len(), 1, "one line for a shared host: {k:?}");
+        assert!(
+            k[0].text
+                .starts_with("The client's host was at 99% CPU or more in 1 of 1 points"),
+            "{}",
+            k[0].text
+        );
+        assert!(k[0].text.contains("shared by both ends"));
+        assert!(host_saturated(&mk(90.0)).is_empty());
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct Landscape {
     pub line_rate_bps: Option<f64>,
     /// Where the line rate comes from, for the report.
     pub line_rate_note: Option<String>,
+    /// True when the line rate is the best measured result ("best").
+    pub line_rate_measured: bool,
     pub threshold: f64,
 }
 
@@ -113,6 +115,7 @@ pub fn build(loaded: &Loaded) -> Landscape {
         dims,
         line_rate_bps,
         line_rate_note,
+        line_rate_measured: study.model.line_rate() == Some(LineRate::Best),
         threshold: study.model.threshold(),
     }
 }
