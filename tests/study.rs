@@ -126,6 +126,9 @@ fn a_study_writes_results_manifest_and_reports() {
         lines[0].starts_with("point,flows,runs,throughput_bps,throughput_bps_ci,throughput_bps_n")
     );
     assert!(lines[3].starts_with("flows-4,4,2,"));
+    assert!(lines[0].ends_with(",line_rate_bps,throughput_of_line_rate"));
+    // The best point is the line rate: its ratio is exactly 1.
+    assert!(lines[1..].iter().any(|l| l.ends_with(",1")), "{csv}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     for s in [
         "Performance Landscape",
@@ -137,6 +140,7 @@ fn a_study_writes_results_manifest_and_reports() {
         "linerate run stream --flows 4 --duration 0.3 --warmup 0.1 --interval 0.1",
         "data-rule=\"streams_to_line_rate\"",
         "net.ipv4.tcp_rmem",
+        "<th>of line rate</th>",
     ] {
         assert!(html.contains(s), "report.html lacks {s}");
     }

@@ -15,6 +15,10 @@ pub fn landscape(l: &Landscape) -> Result<String, String> {
         header.push(format!("{}_ci", m.key));
         header.push(format!("{}_n", m.key));
     }
+    if l.line_rate_bps.is_some() {
+        header.push("line_rate_bps".into());
+        header.push("throughput_of_line_rate".into());
+    }
     w.write_record(&header).map_err(|e| e.to_string())?;
     for r in &l.rows {
         let mut rec: Vec<String> = vec![r.point.id.clone()];
@@ -33,6 +37,14 @@ pub fn landscape(l: &Landscape) -> Result<String, String> {
                 }
                 None => rec.extend([String::new(), String::new(), String::new()]),
             }
+        }
+        if let Some(rate) = l.line_rate_bps {
+            rec.push(rate.to_string());
+            rec.push(
+                r.mean("throughput_bps")
+                    .map(|v| (v / rate).to_string())
+                    .unwrap_or_default(),
+            );
         }
         w.write_record(&rec).map_err(|e| e.to_string())?;
     }

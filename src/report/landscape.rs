@@ -168,7 +168,16 @@ impl Landscape {
                     headers.push("test".into());
                 }
                 headers.push("runs".into());
-                headers.extend(cols.iter().map(|m| m.title.to_string()));
+                // Measured/model: the share of line rate beside throughput.
+                let ratio = self
+                    .line_rate_bps
+                    .filter(|_| cols.iter().any(|m| m.key == "throughput_bps"));
+                for m in &cols {
+                    headers.push(m.title.to_string());
+                    if m.key == "throughput_bps" && ratio.is_some() {
+                        headers.push("of line rate".into());
+                    }
+                }
                 let rows = self
                     .rows
                     .iter()
@@ -182,11 +191,20 @@ impl Landscape {
                                 .collect()
                         };
                         cells.push(r.results.len().to_string());
-                        cells.extend(cols.iter().map(|m| {
-                            r.value(m.key)
-                                .map(|e| fmt_estimate(m, e))
-                                .unwrap_or_else(|| "-".into())
-                        }));
+                        for m in &cols {
+                            cells.push(
+                                r.value(m.key)
+                                    .map(|e| fmt_estimate(m, e))
+                                    .unwrap_or_else(|| "-".into()),
+                            );
+                            if let (true, Some(rate)) = (m.key == "throughput_bps", ratio) {
+                                cells.push(
+                                    r.mean(m.key)
+                                        .map(|v| format!("{:.0}%", 100.0 * v / rate))
+                                        .unwrap_or_else(|| "-".into()),
+                                );
+                            }
+                        }
                         cells
                     })
                     .collect();
