@@ -14,7 +14,7 @@ use crate::agent::{protocol, server};
 use crate::measure::stats::{self, Confidence};
 use crate::report::{human, progress::Progress};
 use crate::result::{AgentInfo, TestResult};
-use crate::spec::{CloseMode, Direction, Per, TestSpec, Workload};
+use crate::spec::{CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, Workload};
 use crate::units;
 
 pub const EXIT_FAIL: i32 = 1;
@@ -51,6 +51,27 @@ pub enum WorkloadArg {
     Stream,
     Rr,
     Crr,
+    /// connect, TLS handshake, one small exchange, close (TLS implied)
+    TlsHandshake,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BackendArg {
+    Rustls,
+    Openssl,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum CertArg {
+    EcdsaP256,
+    Rsa2048,
+    Rsa4096,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -185,6 +206,39 @@ pub struct RunArgs {
     /// crr: graceful (agent closes first, FIN) or reset (client SO_LINGER 0).
     #[arg(long, value_enum, default_value = "graceful")]
     pub close: CloseArg,
+    /// TLS on every data connection (the agent is the server; its generated certificate is verified).
+    #[arg(long)]
+    pub tls: bool,
+    /// TLS library: rustls (aws-lc-rs) or openssl (cargo feature `openssl`).
+    #[arg(long, value_enum, default_value = "rustls")]
+    pub backend: BackendArg,
+    /// TLS suite: aes128-gcm, aes256-gcm, chacha20-poly1305, a full name, or OpenSSL's (AES256-SHA256).
+    #[arg(long, value_name = "SUITE")]
+    pub cipher: Option<String>,
+    /// TLS protocol version: 1.2 or 1.3 (default 1.3 unless the suite is 1.2).
+    #[arg(long, value_name = "1.2|1.3")]
+    pub tls_version: Option<String>,
+    /// Key exchange group: x25519, x25519mlkem768, p256, p384.
+    #[arg(long, value_name = "GROUP")]
+    pub kx: Option<String>,
+    /// The agent's generated certificate.
+    #[arg(long, value_enum, default_value = "ecdsa-p256")]
+    pub cert: CertArg,
+    /// TLS session resumption (tls-handshake: measure resumed handshakes).
+    #[arg(long, value_enum, default_value = "off")]
+    pub resume: OnOff,
+    /// openssl TLS 1.2 CBC suites: encrypt-then-MAC on or off.
+    #[arg(long, value_enum)]
+    pub etm: Option<OnOff>,
+    /// The name the client verifies in the agent's certificate.
+    #[arg(long, value_name = "NAME")]
+    pub tls_name: Option<String>,
+    /// Trust this PEM certificate instead of the agent's generated one.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// With --tls, skip the clear-text run of the same test that measures what TLS costs.
+    #[arg(long)]
+    pub no_baseline: bool,
     /// Repeat: N or MIN..MAX iterations (stop early once --confidence is met).
     #[arg(long, value_parser = iters, value_name = "MIN..MAX")]
     pub iterations: Option<(usize, usize)>,
@@ -309,6 +363,7 @@ impl RunArgs {
                 WorkloadArg::Stream => Workload::Stream,
                 WorkloadArg::Rr => Workload::Rr,
                 WorkloadArg::Crr => Workload::Crr,
+                WorkloadArg::TlsHandshake => Workload::TlsHandshake,
             },
             direction: match self.direction {
                 DirectionArg::Tx => Direction::Tx,
@@ -345,6 +400,7 @@ impl RunArgs {
                 CloseArg::Graceful => CloseMode::Graceful,
                 CloseArg::Reset => CloseMode::Reset,
             },
+            tls: self.tls_spec()?,
         };
         spec.validate().map_err(usage)?;
         let ncpus = crate::measure::placement::allowed_cpus();
@@ -355,6 +411,46 @@ impl RunArgs {
             )));
         }
         Ok(spec)
+    }
+
+    fn tls_spec(&self) -> Result<Option<TlsSpec>, Failure> {
+        let on = self.tls || matches!(self.workload, WorkloadArg::TlsHandshake);
+        if !on {
+            let set = [
+                (self.cipher.is_some(), "--cipher"),
+                (self.tls_version.is_some(), "--tls-version"),
+                (self.kx.is_some(), "--kx"),
+                (self.etm.is_some(), "--etm"),
+                (self.tls_name.is_some(), "--tls-name"),
+                (self.tls_ca.is_some(), "--tls-ca"),
+                (self.resume == OnOff::On, "--resume"),
+                (matches!(self.backend, BackendArg::Openssl), "--backend"),
+            ];
+            if let Some((_, name)) = set.iter().find(|(s, _)| *s) {
+                return Err(usage(format!("{name} needs --tls")));
+            }
+            return Ok(None);
+        }
+        TlsSpec::from_options(
+            match self.backend {
+                BackendArg::Rustls => TlsBackend::Rustls,
+                BackendArg::Openssl => TlsBackend::Openssl,
+            },
+            self.cipher.clone(),
+            self.tls_version.clone(),
+            self.kx.clone(),
+            match self.cert {
+                CertArg::EcdsaP256 => CertKind::EcdsaP256,
+                CertArg::Rsa2048 => CertKind::Rsa2048,
+                CertArg::Rsa4096 => CertKind::Rsa4096,
+            },
+            self.resume == OnOff::On,
+            self.etm.map(|e| e == OnOff::On),
+            self.tls_name.clone(),
+            self.tls_ca.as_ref().map(|p| p.display().to_string()),
+        )
+        .map(Some)
+        .map_err(usage)
     }
 
     fn confidence(&self) -> Confidence {
@@ -437,7 +533,21 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         &mut |_| {},
     );
     progress.finish();
-    let result: TestResult = result?;
+    let mut result: TestResult = result?;
+    if result.spec.tls.is_some() && !args.no_baseline && result.summary.status == "ok" {
+        let mut p = Progress::new(
+            "clear baseline",
+            spec.duration_s,
+            args.quiet || args.json_stream,
+            false,
+            show_tx,
+        );
+        match crate::run::clear_baseline(&mut target.conn, &spec, target.info.clone(), &mut p) {
+            Ok(b) => result.baseline = Some(b),
+            Err(e) => eprintln!("linerate: note: the clear baseline did not run: {e}"),
+        }
+        p.finish();
+    }
     target.conn.bye();
     if let Some(path) = &args.json {
         write_json(path, &result)?;
@@ -451,6 +561,19 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         print!("{text}");
     }
     let _ = std::io::stdout().flush();
+    let nothing = result
+        .iterations
+        .iter()
+        .all(|i| i.bytes == 0 && i.transactions == 0);
+    let first_error = result
+        .iterations
+        .iter()
+        .find_map(|i| i.errors.client.first().or(i.errors.agent.first()).cloned());
+    if let (true, Some(e)) = (nothing, first_error) {
+        return Err(Failure::from(format!(
+            "nothing was measured: every connection failed, first with: {e}"
+        )));
+    }
     if result.summary.status != "ok" {
         let why = result
             .iterations

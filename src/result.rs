@@ -159,6 +159,12 @@ pub struct Summary {
     pub confidence: Option<Estimate>,
     pub main_metric: Option<MainMetric>,
     pub status: String,
+    /// What TLS negotiated (the first client flow's session; None: clear).
+    #[serde(default)]
+    pub tls: Option<crate::engine::tls::TlsInfo>,
+    /// TLS handshakes completed per second on the client (crr, tls-handshake).
+    #[serde(default)]
+    pub tls_handshakes_per_s: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -181,6 +187,10 @@ pub struct TestResult {
     pub environment: Pair<HostInfo>,
     pub summary: Summary,
     pub iterations: Vec<Iteration>,
+    /// With TLS: the same test in clear text, run right after, so the cost
+    /// of encryption is a ratio measured side by side (None: not run).
+    #[serde(default)]
+    pub baseline: Option<Summary>,
 }
 
 /// Builds one iteration's figures from both sides' interval samples.
@@ -328,7 +338,10 @@ pub fn summarize(
         direction: format!("{:?}", spec.direction).to_lowercase(),
         flows: spec.flows,
         iterations: its.len(),
-        connections_per_s: (spec.workload == Workload::Crr).then(|| mean(&|i| i.connections_per_s)),
+        connections_per_s: spec
+            .workload
+            .per_connection()
+            .then(|| mean(&|i| i.connections_per_s)),
         latency_corrected_us: latency_corrected.as_ref().map(LatencyFields::from),
         confidence: (its.len() > 1).then(|| stats::estimate(&values, level_pct)),
         main_metric: Some(metric),
@@ -337,6 +350,12 @@ pub fn summarize(
         } else {
             "partial".into()
         },
+        tls: its
+            .iter()
+            .flat_map(|i| i.flows.client.iter())
+            .find_map(|f| f.tls.clone()),
+        tls_handshakes_per_s: (spec.tls.is_some() && spec.workload.per_connection())
+            .then(|| mean(&|i| i.counters.client.tls_handshakes as f64 / i.duration_s.max(1e-9))),
     }
 }
 

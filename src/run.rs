@@ -98,5 +98,32 @@ pub fn run_test(
         },
         summary,
         iterations,
+        baseline: None,
     })
+}
+
+/// The clear-text twin of a TLS test, run once right after it on the same
+/// agent, so the result carries the cost of encryption as a ratio measured
+/// side by side (tls-handshake's twin is crr with the same sizes).
+pub fn clear_baseline(
+    conn: &mut AgentConn,
+    spec: &TestSpec,
+    agent: AgentInfo,
+    live: &mut dyn Live,
+) -> Result<crate::result::Summary, String> {
+    let mut clear = spec.clone();
+    clear.tls = None;
+    if clear.workload == crate::spec::Workload::TlsHandshake {
+        clear.workload = crate::spec::Workload::Crr;
+    }
+    let r = run_test(
+        conn,
+        &clear,
+        Confidence::default(),
+        agent,
+        vec![],
+        live,
+        &mut |_| {},
+    )?;
+    Ok(r.summary)
 }

@@ -13,6 +13,9 @@ pub enum Workload {
     Rr,
     /// Connect, request, response, close per transaction (TCP_CRR).
     Crr,
+    /// Connect, full (or resumed) TLS handshake, one small exchange, close.
+    #[serde(rename = "tls-handshake")]
+    TlsHandshake,
 }
 
 impl Workload {
@@ -21,7 +24,14 @@ impl Workload {
             Workload::Stream => "stream",
             Workload::Rr => "rr",
             Workload::Crr => "crr",
+            Workload::TlsHandshake => "tls-handshake",
         }
+    }
+
+    /// One connection per transaction (crr, tls-handshake): the agent
+    /// listens on one SO_REUSEPORT socket per worker.
+    pub fn per_connection(self) -> bool {
+        matches!(self, Workload::Crr | Workload::TlsHandshake)
     }
 }
 
@@ -59,6 +69,108 @@ pub enum CloseMode {
     Reset,
 }
 
+/// Which TLS library encrypts the flows.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsBackend {
+    /// rustls with the aws-lc-rs provider (AES-GCM with VAES here).
+    #[default]
+    Rustls,
+    /// The system OpenSSL (cargo feature `openssl`), for TLS 1.2 CBC suites.
+    Openssl,
+}
+
+/// The agent's certificate, generated when a test starts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CertKind {
+    #[default]
+    EcdsaP256,
+    Rsa2048,
+    Rsa4096,
+}
+
+impl CertKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CertKind::EcdsaP256 => "ecdsa-p256",
+            CertKind::Rsa2048 => "rsa2048",
+            CertKind::Rsa4096 => "rsa4096",
+        }
+    }
+}
+
+impl TlsSpec {
+    /// Builds the TLS settings from option values (command line or study
+    /// file), naming the option that is wrong.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_options(
+        backend: TlsBackend,
+        cipher: Option<String>,
+        version: Option<String>,
+        kx: Option<String>,
+        cert: CertKind,
+        resume: bool,
+        etm: Option<bool>,
+        server_name: Option<String>,
+        ca_file: Option<String>,
+    ) -> Result<TlsSpec, String> {
+        let d = TlsSpec::default();
+        let t = TlsSpec {
+            backend,
+            cipher,
+            version,
+            kx: kx.unwrap_or(d.kx),
+            cert,
+            resume,
+            etm,
+            server_name: server_name.unwrap_or(d.server_name),
+            ca_file,
+        };
+        crate::engine::tls::check(&t)?;
+        Ok(t)
+    }
+}
+
+/// TLS on a test's data connections (both ends agree on all of it).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TlsSpec {
+    pub backend: TlsBackend,
+    /// A suite: short (`aes256-gcm`) or full (`TLS13_AES_256_GCM_SHA384`,
+    /// OpenSSL's `AES256-SHA256`); None lets the library choose.
+    pub cipher: Option<String>,
+    /// "1.2" or "1.3"; None: 1.3 unless the cipher is a 1.2 suite.
+    pub version: Option<String>,
+    /// Key exchange group, pinned so results compare: x25519 by default.
+    pub kx: String,
+    pub cert: CertKind,
+    /// Offer session resumption (tickets / session cache).
+    pub resume: bool,
+    /// OpenSSL TLS 1.2 CBC suites: encrypt-then-MAC (None: library default).
+    pub etm: Option<bool>,
+    /// The name the client verifies in the agent's certificate.
+    pub server_name: String,
+    /// Trust this PEM certificate instead of the one the agent generated
+    /// (controller side; a wrong one must fail verification).
+    pub ca_file: Option<String>,
+}
+
+impl Default for TlsSpec {
+    fn default() -> Self {
+        TlsSpec {
+            backend: TlsBackend::Rustls,
+            cipher: None,
+            version: None,
+            kx: "x25519".into(),
+            cert: CertKind::EcdsaP256,
+            resume: false,
+            etm: None,
+            server_name: crate::engine::tls::SERVER_NAME.into(),
+            ca_file: None,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct TestSpec {
     pub workload: Workload,
@@ -93,6 +205,9 @@ pub struct TestSpec {
     pub zerocopy: bool,
     pub ipv6: bool,
     pub close: CloseMode,
+    /// TLS on every data connection (None: clear text).
+    #[serde(default)]
+    pub tls: Option<TlsSpec>,
 }
 
 impl Default for TestSpec {
@@ -124,6 +239,7 @@ impl Default for TestSpec {
             zerocopy: false,
             ipv6: false,
             close: CloseMode::Graceful,
+            tls: None,
         }
     }
 }
@@ -221,7 +337,7 @@ impl TestSpec {
                     }
                 }
             }
-            Workload::Crr => {
+            Workload::Crr | Workload::TlsHandshake => {
                 if agent {
                     FlowPlan::Responder {
                         request: self.request,
@@ -278,6 +394,24 @@ impl TestSpec {
         }
         if self.zerocopy && self.workload != Workload::Stream {
             return Err("--zerocopy applies to stream".into());
+        }
+        if self.workload == Workload::TlsHandshake && self.tls.is_none() {
+            return Err(
+                "tls-handshake needs TLS settings (--tls is implied on the command line)".into(),
+            );
+        }
+        if self.zerocopy && self.tls.is_some() {
+            return Err(
+                "--zerocopy cannot be combined with --tls (sendfile bypasses user-space encryption, and this kernel has no kTLS)"
+                    .into(),
+            );
+        }
+        if let Some(t) = &self.tls {
+            if let Some(v) = &t.version {
+                if v != "1.2" && v != "1.3" {
+                    return Err(format!("--tls-version {v}: use 1.2 or 1.3"));
+                }
+            }
         }
         if let Some(cc) = &self.cc {
             if cc.is_empty()

@@ -5,18 +5,20 @@
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::protocol::{self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg};
 use crate::engine::flow::FlowReport;
 use crate::engine::setup::connect_flows;
 use crate::engine::side::{Observer, Side, SideReport, SideSetup};
+use crate::engine::tls;
 use crate::env::HostInfo;
 use crate::measure::cpu::CpuWindow;
 use crate::measure::interval::IntervalSample;
 use crate::measure::placement::WorkerPlacement;
 use crate::result::{combine, TestInterval};
-use crate::spec::{TestSpec, Workload};
+use crate::spec::TestSpec;
 
 pub struct AgentConn {
     pub addr: SocketAddr,
@@ -249,36 +251,59 @@ impl AgentConn {
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
         })?;
-        let (port, cookie) = match self.expect("setting up the test", Duration::from_secs(30))? {
-            Msg::Ready {
-                data_port,
-                cookie,
-                host,
-            } => {
-                self.host = Some(*host);
-                (data_port, cookie)
-            }
-            other => {
-                return Err(format!(
-                    "agent at {}: expected ready, got {other:?}",
-                    self.addr
-                ))
+        let (port, cookie, tls_cert) =
+            match self.expect("setting up the test", Duration::from_secs(30))? {
+                Msg::Ready {
+                    data_port,
+                    cookie,
+                    host,
+                    tls_cert,
+                } => {
+                    self.host = Some(*host);
+                    (data_port, cookie, tls_cert)
+                }
+                other => {
+                    return Err(format!(
+                        "agent at {}: expected ready, got {other:?}",
+                        self.addr
+                    ))
+                }
+            };
+        let data = SocketAddr::new(self.addr.ip(), port);
+        let tls_role = match &spec.tls {
+            None => None,
+            Some(t) => {
+                let cert = tls_cert.ok_or_else(|| {
+                    format!(
+                        "agent at {}: asked for TLS, but it sent no certificate",
+                        self.addr
+                    )
+                })?;
+                Some(Arc::new(tls::Role::Client(tls::client_config(t, &cert)?)))
             }
         };
-        let data = SocketAddr::new(self.addr.ip(), port);
         let mut setup = SideSetup {
             agent: false,
             spec: spec.clone(),
             flows: Vec::new(),
+            tls: tls_role.clone(),
             crr_target: None,
             crr_listeners: Vec::new(),
             cookie,
         };
-        if spec.workload == Workload::Crr {
+        if spec.workload.per_connection() {
             setup.crr_target = Some(data);
         } else {
             let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
-            setup.flows = connect_flows(data, spec, cookie, spec.flows, timeout)?;
+            let flows = connect_flows(data, spec, cookie, spec.flows, timeout)?;
+            setup.flows = match (&tls_role, &spec.tls) {
+                (Some(role), Some(t)) => tls::handshake_all(flows, role, t, timeout)
+                    .map_err(|e| format!("agent at {}: {e}", self.addr))?
+                    .into_iter()
+                    .map(|(i, s, c)| (i, s, Some(c)))
+                    .collect(),
+                _ => flows.into_iter().map(|(i, s)| (i, s, None)).collect(),
+            };
             match self.expect("accepting the flows", timeout + Duration::from_secs(5))? {
                 Msg::FlowsReady { .. } => {}
                 other => {

@@ -23,7 +23,7 @@ use crate::spec::TestSpec;
 
 pub const PROTOCOL: &str = "linerate-control";
 /// Bumped on any incompatible change of the messages below.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Frames larger than this are refused (a result with 10k flows is ~5 MB).
 pub const MAX_FRAME: usize = 64 << 20;
 
@@ -67,6 +67,10 @@ pub enum Msg {
         data_port: u16,
         cookie: u64,
         host: Box<HostInfo>,
+        /// With TLS: the agent's certificate (DER), which the client trusts
+        /// for this test (never the key).
+        #[serde(default)]
+        tls_cert: Option<Vec<u8>>,
     },
     /// Every flow of the test is accepted (stream, rr).
     FlowsReady {

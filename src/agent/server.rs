@@ -16,9 +16,10 @@ use super::protocol::{
 use crate::engine::setup::accept_flows;
 use crate::engine::side::{Observer, Side, SideSetup};
 use crate::engine::sockopt;
+use crate::engine::tls;
 use crate::env;
 use crate::measure::interval::IntervalSample;
-use crate::spec::{TestSpec, Workload};
+use crate::spec::TestSpec;
 
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -241,6 +242,17 @@ fn run_test(
             ),
         );
     }
+    // TLS: the server config and the certificate the controller will trust.
+    let (tls_role, tls_cert) = match &spec.tls {
+        None => (None, None),
+        Some(t) => match tls::server_config(t) {
+            Ok((cfg, cert)) => (
+                Some(Arc::new(tls::Role::Server(cfg))),
+                Some(cert.as_ref().to_vec()),
+            ),
+            Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
+        },
+    };
     let local_ip = stream.local_addr().map_err(|e| e.to_string())?.ip();
     let bind = SocketAddr::new(local_ip, 0);
     let cookie = random_u64();
@@ -248,13 +260,14 @@ fn run_test(
         agent: true,
         spec: spec.clone(),
         flows: Vec::new(),
+        tls: tls_role.clone(),
         crr_target: None,
         crr_listeners: Vec::new(),
         cookie,
     };
     let mut listener = None;
     let port;
-    if spec.workload == Workload::Crr {
+    if spec.workload.per_connection() {
         let first =
             sockopt::listener(&bind, &spec, true).map_err(|e| format!("data listener: {e}"))?;
         let addr = first
@@ -298,6 +311,7 @@ fn run_test(
             data_port: port,
             cookie,
             host: Box::new(env::collect()),
+            tls_cert,
         },
     )
     .map_err(|e| e.to_string())?;
@@ -305,7 +319,13 @@ fn run_test(
         let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
         match accept_flows(&mut l, cookie, spec.flows, timeout, gone) {
             Ok((flows, rejected)) => {
-                setup.flows = flows;
+                setup.flows = match (&tls_role, &spec.tls) {
+                    (Some(role), Some(t)) => match tls::handshake_all(flows, role, t, timeout) {
+                        Ok(f) => f.into_iter().map(|(i, s, c)| (i, s, Some(c))).collect(),
+                        Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+                    },
+                    _ => flows.into_iter().map(|(i, s)| (i, s, None)).collect(),
+                };
                 write_msg(stream, &Msg::FlowsReady { rejected }).map_err(|e| e.to_string())?;
             }
             Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),

@@ -15,6 +15,8 @@ use crate::measure::histogram::Hist;
 use crate::measure::interval::Counters;
 use crate::measure::tcpinfo::{self, TcpInfo};
 
+use super::tls::{TlsConn, TlsInfo};
+
 /// Every data connection opens with this header so the agent serves only
 /// connections its controller asked for: magic, the test's cookie, flow id.
 pub const HEADER_LEN: usize = 16;
@@ -111,6 +113,9 @@ pub struct FlowReport {
     pub tcp_info: Option<TcpInfo>,
     /// Seconds from the flow's first request to its last response (finite transfers).
     pub completed_s: Option<f64>,
+    /// What the flow's TLS session negotiated (None: clear text).
+    #[serde(default)]
+    pub tls: Option<TlsInfo>,
 }
 
 /// How one budgeted read ended.
@@ -138,6 +143,8 @@ pub enum WriteStep {
 pub struct FlowBase {
     pub id: u32,
     pub stream: TcpStream,
+    /// The TLS session on `stream`; all payload goes through it when set.
+    pub tls: Option<Box<TlsConn>>,
     pub bytes_tx: u64,
     pub bytes_rx: u64,
     pub transactions: u64,
@@ -149,10 +156,34 @@ impl FlowBase {
         FlowBase {
             id,
             stream,
+            tls: None,
             bytes_tx: 0,
             bytes_rx: 0,
             transactions: 0,
             completed_s: None,
+        }
+    }
+
+    pub fn with_tls(mut self, tls: Option<TlsConn>) -> Self {
+        self.tls = tls.map(Box::new);
+        self
+    }
+
+    /// Reads payload (decrypted when TLS is on).
+    #[inline]
+    pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<Io> {
+        match &mut self.tls {
+            None => read_some(&mut self.stream, buf),
+            Some(t) => t.read(&mut self.stream, buf),
+        }
+    }
+
+    /// Writes payload (encrypted when TLS is on).
+    #[inline]
+    pub fn send(&mut self, buf: &[u8]) -> io::Result<Io> {
+        match &mut self.tls {
+            None => write_some(&mut self.stream, buf),
+            Some(t) => t.write(&mut self.stream, buf),
         }
     }
 
@@ -172,7 +203,7 @@ impl FlowBase {
         if *moved >= BUDGET {
             return Ok(ReadStep::Budget);
         }
-        Ok(match read_some(&mut self.stream, cx.buf)? {
+        Ok(match self.recv(cx.buf)? {
             Io::Moved(n) => {
                 *moved += n;
                 self.bytes_rx += n as u64;
@@ -201,7 +232,7 @@ impl FlowBase {
                 return Ok(WriteStep::Budget);
             }
             let n = (*left as usize).min(cx.payload.len());
-            match write_some(&mut self.stream, &cx.payload[..n])? {
+            match self.send(&cx.payload[..n])? {
                 Io::Moved(n) => {
                     moved += n;
                     *left -= n as u64;
@@ -238,6 +269,7 @@ impl FlowBase {
             congestion_control: tcpinfo::congestion_control(fd),
             tcp_info: tcpinfo::read(fd),
             completed_s: self.completed_s,
+            tls: self.tls.as_ref().map(|t| t.info()),
         }
     }
 }

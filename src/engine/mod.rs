@@ -6,4 +6,5 @@ pub mod setup;
 pub mod side;
 pub mod sigpipe;
 pub mod sockopt;
+pub mod tls;
 pub mod worker;

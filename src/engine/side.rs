@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::flow::{Flow, FlowBase, FlowReport};
+use super::tls::{Role, TlsConn};
 use super::worker::{self, WorkerMsg, WorkerSetup};
 use crate::measure::cpu::{self, CpuSnapshot, CpuWindow};
 use crate::measure::histogram::{self, new_hist, Hist};
@@ -26,8 +27,10 @@ use crate::workload::{self, crr, stream::ZeroCopySource};
 pub struct SideSetup {
     pub agent: bool,
     pub spec: TestSpec,
-    /// Established flows (stream, rr) with their ids.
-    pub flows: Vec<(u32, TcpStream)>,
+    /// Established flows (stream, rr) with their ids and TLS sessions.
+    pub flows: Vec<(u32, TcpStream, Option<TlsConn>)>,
+    /// TLS settings of this side, for connections made during the test (crr).
+    pub tls: Option<Arc<Role>>,
     /// crr client: where each flow connects.
     pub crr_target: Option<SocketAddr>,
     /// crr agent: one listener per worker (SO_REUSEPORT).
@@ -140,11 +143,11 @@ impl Side {
             _ => None,
         };
         let mut per_worker: Vec<Vec<Box<dyn Flow>>> = (0..threads).map(|_| Vec::new()).collect();
-        for (id, stream) in setup.flows.drain(..) {
+        for (id, stream, tls) in setup.flows.drain(..) {
             per_worker[id as usize % threads].push(workload::persistent_flow(
                 plan,
                 &spec,
-                FlowBase::new(id, stream),
+                FlowBase::new(id, stream).with_tls(tls),
                 zerocopy.clone(),
             ));
         }
@@ -155,11 +158,17 @@ impl Side {
                     target,
                     &spec,
                     setup.cookie,
+                    setup.tls.clone(),
                 )));
             }
         }
         for (i, l) in setup.crr_listeners.drain(..).enumerate() {
-            per_worker[i % threads].push(Box::new(crr::Acceptor::new(l, &spec, setup.cookie)));
+            per_worker[i % threads].push(Box::new(crr::Acceptor::new(
+                l,
+                &spec,
+                setup.cookie,
+                setup.tls.clone(),
+            )));
         }
         let len = payload_len(&spec);
         let payload: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i % 251) as u8).collect());

@@ -28,6 +28,12 @@ pub struct Counters {
     pub resets: u64,
     /// Flow errors (resets or failures before the window ended).
     pub errors: u64,
+    /// TLS handshakes completed on connections made during the test (crr,
+    /// tls-handshake), and how many of them resumed a session.
+    #[serde(default)]
+    pub tls_handshakes: u64,
+    #[serde(default)]
+    pub tls_resumed: u64,
 }
 
 impl AddAssign for Counters {
@@ -39,6 +45,8 @@ impl AddAssign for Counters {
         self.graceful_closes += o.graceful_closes;
         self.resets += o.resets;
         self.errors += o.errors;
+        self.tls_handshakes += o.tls_handshakes;
+        self.tls_resumed += o.tls_resumed;
     }
 }
 
@@ -53,6 +61,8 @@ impl Sub for Counters {
             graceful_closes: self.graceful_closes - o.graceful_closes,
             resets: self.resets - o.resets,
             errors: self.errors - o.errors,
+            tls_handshakes: self.tls_handshakes - o.tls_handshakes,
+            tls_resumed: self.tls_resumed - o.tls_resumed,
         }
     }
 }

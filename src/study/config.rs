@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::measure::stats::{self, Confidence};
-use crate::spec::{CloseMode, Direction, Per, TestSpec, Workload};
+use crate::spec::{CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, Workload};
 use crate::units;
 
 /// A byte size written as a number or a string with a unit (`"128K"`).
@@ -111,6 +111,15 @@ pub struct TestConfig {
     pub zerocopy: Option<bool>,
     pub ipv6: Option<bool>,
     pub close: Option<CloseMode>,
+    /// TLS on the data connections, and its settings (see `linerate run --help`).
+    pub tls: Option<bool>,
+    pub backend: Option<TlsBackend>,
+    pub cipher: Option<String>,
+    pub tls_version: Option<String>,
+    pub kx: Option<String>,
+    pub cert: Option<CertKind>,
+    pub resume: Option<bool>,
+    pub etm: Option<bool>,
     /// `N` or `"MIN..MAX"` iterations per test (netperf -i).
     pub iterations: Option<String>,
     /// `"LEVEL,WIDTH"` (netperf -I), e.g. `"99,5"`.
@@ -145,6 +154,14 @@ pub const AXIS_KEYS: &[&str] = &[
     "zerocopy",
     "ipv6",
     "close",
+    "tls",
+    "backend",
+    "cipher",
+    "tls_version",
+    "kx",
+    "cert",
+    "resume",
+    "etm",
 ];
 
 impl TestConfig {
@@ -219,9 +236,32 @@ impl TestConfig {
             zerocopy: self.zerocopy.unwrap_or(d.zerocopy),
             ipv6: self.ipv6.unwrap_or(d.ipv6),
             close: self.close.unwrap_or(d.close),
+            tls: self.tls_spec()?,
         };
         spec.validate()?;
         Ok(spec)
+    }
+
+    fn tls_spec(&self) -> Result<Option<TlsSpec>, String> {
+        let on = self.tls.unwrap_or(false) || self.workload == Some(Workload::TlsHandshake);
+        if !on {
+            if self.cipher.is_some() || self.tls_version.is_some() || self.resume == Some(true) {
+                return Err("cipher, tls_version and resume need tls = true".into());
+            }
+            return Ok(None);
+        }
+        TlsSpec::from_options(
+            self.backend.unwrap_or_default(),
+            self.cipher.clone(),
+            self.tls_version.clone(),
+            self.kx.clone(),
+            self.cert.unwrap_or_default(),
+            self.resume.unwrap_or(false),
+            self.etm,
+            None,
+            None,
+        )
+        .map(Some)
     }
 
     /// The iteration policy (`iterations`, `confidence`), default one run.

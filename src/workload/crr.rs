@@ -21,9 +21,11 @@ use crate::engine::flow::{
     encode_header, read_some, write_some, Ctx, Flow, FlowBase, Io, Status, HEADER_LEN,
 };
 use crate::engine::sockopt;
+use crate::engine::tls::{Role, TlsConn};
 use crate::measure::histogram::record_ns;
 use crate::spec::{CloseMode, TestSpec};
 use crate::workload::rr::Responder;
+use std::sync::Arc;
 
 enum State {
     Idle,
@@ -43,10 +45,22 @@ pub struct Connector {
     state: State,
     began: Instant,
     header: [u8; HEADER_LEN],
+    /// TLS client settings (shared by the side: resumption spans connections).
+    tls: Option<Arc<Role>>,
+    /// The current connection's TLS session.
+    session: Option<TlsConn>,
+    /// What the first TLS connection negotiated, for the result.
+    tls_info: Option<crate::engine::tls::TlsInfo>,
 }
 
 impl Connector {
-    pub fn new(id: u32, addr: SocketAddr, spec: &TestSpec, cookie: u64) -> Self {
+    pub fn new(
+        id: u32,
+        addr: SocketAddr,
+        spec: &TestSpec,
+        cookie: u64,
+        tls: Option<Arc<Role>>,
+    ) -> Self {
         Connector {
             id,
             addr,
@@ -58,6 +72,9 @@ impl Connector {
             state: State::Idle,
             began: Instant::now(),
             header: encode_header(cookie, id),
+            tls,
+            session: None,
+            tls_info: None,
         }
     }
 
@@ -91,6 +108,7 @@ impl Connector {
         if let Some(mut s) = self.stream.take() {
             let _ = cx.registry.deregister(&mut s);
         }
+        self.session = None;
         self.state = State::Idle;
     }
 
@@ -110,6 +128,16 @@ impl Connector {
                         Ok(_) => {}
                         Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
                         Err(e) => return Err(e),
+                    }
+                    if let (Some(role), Some(t)) = (&self.tls, &self.spec.tls) {
+                        // The header goes in clear (it routes the connection)
+                        // in the same segment as the ClientHello; the session
+                        // then carries the request.
+                        let mut session = role.session(t)?;
+                        session.set_prefix(&self.header);
+                        self.session = Some(session);
+                        self.state = State::Sending { off: 0 };
+                        continue;
                     }
                     // Header and request leave in one segment (writev).
                     let n = (self.request as usize).min(cx.payload.len());
@@ -143,7 +171,11 @@ impl Connector {
                         continue;
                     }
                     let n = ((self.request - off) as usize).min(cx.payload.len());
-                    match write_some(stream, &cx.payload[..n])? {
+                    let w = match &mut self.session {
+                        Some(t) => t.write(stream, &cx.payload[..n])?,
+                        None => write_some(stream, &cx.payload[..n])?,
+                    };
+                    match w {
                         Io::Moved(w) => {
                             cx.counters.bytes_tx += w as u64;
                             self.state = State::Sending {
@@ -154,7 +186,10 @@ impl Connector {
                         Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
                     }
                 }
-                State::Receiving { left } => match read_some(stream, cx.buf)? {
+                State::Receiving { left } => match match &mut self.session {
+                    Some(t) => t.read(stream, cx.buf)?,
+                    None => read_some(stream, cx.buf)?,
+                } {
                     Io::Moved(n) => {
                         let n = n as u64;
                         if n > left {
@@ -176,7 +211,10 @@ impl Connector {
                     Io::Blocked => return Ok(()),
                     Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
                 },
-                State::AwaitEof => match read_some(stream, cx.buf)? {
+                State::AwaitEof => match match &mut self.session {
+                    Some(t) => t.read(stream, cx.buf)?,
+                    None => read_some(stream, cx.buf)?,
+                } {
                     Io::Eof => self.finish(cx, true),
                     Io::Blocked => return Ok(()),
                     Io::Moved(_) => {
@@ -196,6 +234,13 @@ impl Connector {
         record_ns(cx.hist, took.as_nanos() as u64);
         cx.counters.transactions += 1;
         cx.counters.connections += 1;
+        if let Some(t) = &self.session {
+            cx.counters.tls_handshakes += 1;
+            cx.counters.tls_resumed += u64::from(t.resumed());
+            if self.tls_info.is_none() {
+                self.tls_info = Some(t.info());
+            }
+        }
         if graceful {
             cx.counters.graceful_closes += 1;
         } else {
@@ -232,6 +277,18 @@ impl Flow for Connector {
         }
         Status::Open
     }
+
+    /// With TLS: what the slot's first connection negotiated (a crr slot
+    /// has no lasting socket for a kernel view).
+    fn report(&self) -> Option<crate::engine::flow::FlowReport> {
+        self.tls_info
+            .as_ref()
+            .map(|i| crate::engine::flow::FlowReport {
+                flow: self.id,
+                tls: Some(i.clone()),
+                ..Default::default()
+            })
+    }
 }
 
 /// The agent's crr listener: accepts every pending connection and hands each
@@ -242,16 +299,23 @@ pub struct Acceptor {
     response: u64,
     cookie: u64,
     close_first: bool,
+    tls: Option<(Arc<Role>, crate::spec::TlsSpec)>,
 }
 
 impl Acceptor {
-    pub fn new(listener: TcpListener, spec: &TestSpec, cookie: u64) -> Self {
+    pub fn new(
+        listener: TcpListener,
+        spec: &TestSpec,
+        cookie: u64,
+        tls: Option<Arc<Role>>,
+    ) -> Self {
         Acceptor {
             listener,
             request: spec.request,
             response: spec.response,
             cookie,
             close_first: spec.close == CloseMode::Graceful,
+            tls: tls.zip(spec.tls.clone()),
         }
     }
 }
@@ -273,6 +337,7 @@ impl Flow for Acceptor {
                         self.response,
                         self.cookie,
                         self.close_first,
+                        self.tls.clone(),
                     )));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Open,

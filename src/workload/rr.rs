@@ -11,13 +11,16 @@
 use mio::{Registry, Token};
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::flow::{
     decode_header, read_some, Ctx, Flow, FlowBase, FlowReport, Io, ReadStep, Status, WriteStep,
     HEADER_LEN,
 };
+use crate::engine::tls::Role;
 use crate::measure::histogram::record_ns;
+use crate::spec::TlsSpec;
 
 pub struct Requester {
     base: FlowBase,
@@ -220,6 +223,8 @@ pub struct Responder {
     once: bool,
     close_first: bool,
     answered: bool,
+    /// crr with TLS: the session starts once the header is read.
+    tls: Option<(Arc<Role>, TlsSpec)>,
 }
 
 impl Responder {
@@ -234,6 +239,7 @@ impl Responder {
             once: false,
             close_first: false,
             answered: false,
+            tls: None,
         }
     }
 
@@ -243,11 +249,13 @@ impl Responder {
         response: u64,
         cookie: u64,
         close_first: bool,
+        tls: Option<(Arc<Role>, TlsSpec)>,
     ) -> Self {
         Responder {
             header: Some((cookie, [0; HEADER_LEN], 0)),
             once: true,
             close_first,
+            tls,
             ..Self::new(base, request, response)
         }
     }
@@ -267,6 +275,12 @@ impl Responder {
             Some(id) => {
                 self.base.id = id;
                 self.header = None;
+                if let Some((role, t)) = self.tls.take() {
+                    let mut session = role.session(&t)?;
+                    // The answer and close_notify leave together.
+                    session.defer_flush = self.close_first;
+                    self.base.tls = Some(Box::new(session));
+                }
                 Ok(true)
             }
             None => Err(io::Error::new(
@@ -318,11 +332,20 @@ impl Responder {
         if busy {
             return Ok(Status::Busy);
         }
-        if self.once && self.base.transactions > 0 && self.to_write == 0 {
+        if self.once && self.base.transactions > 0 && self.to_write == 0 && !self.answered {
             self.answered = true;
-            if self.close_first {
-                return Ok(Status::Done);
+            if let Some(t) = &self.base.tls {
+                cx.counters.tls_handshakes += 1;
+                cx.counters.tls_resumed += u64::from(t.resumed());
             }
+        }
+        if self.answered && self.close_first {
+            if let Some(t) = &mut self.base.tls {
+                if !t.close(&mut self.base.stream)? {
+                    return Ok(Status::Open);
+                }
+            }
+            return Ok(Status::Done);
         }
         Ok(Status::Open)
     }

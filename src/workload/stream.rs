@@ -10,9 +10,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
-use crate::engine::flow::{
-    write_some, Ctx, Flow, FlowBase, FlowReport, Io, ReadStep, Status, BUDGET,
-};
+use crate::engine::flow::{Ctx, Flow, FlowBase, FlowReport, Io, ReadStep, Status, BUDGET};
 
 /// One message worth of payload in a memfd, for sendfile.
 pub struct ZeroCopySource {
@@ -96,7 +94,7 @@ impl StreamFlow {
             });
         }
         let n = want.min(payload.len());
-        write_some(&mut self.base.stream, &payload[..n])
+        self.base.send(&payload[..n])
     }
 }
 

@@ -1,0 +1,767 @@
+//! TLS on data connections, inside the same epoll engine as clear text:
+//! non-blocking sessions driven by the flows' read and write steps, no
+//! thread per connection. The agent is the TLS server; it generates its
+//! certificate (ECDSA P-256, RSA-2048 or RSA-4096, once per kind and process)
+//! and hands the certificate (never the key) to the controller over the
+//! authenticated control connection; the client verifies the agent against
+//! exactly that certificate and name, so there is no "accept anything" mode.
+//!
+//! The backend is rustls with the aws-lc-rs provider (the fastest AES-GCM
+//! here); suites and the key-exchange group are pinned per test and every
+//! flow records what was negotiated.
+
+use mio::net::TcpStream;
+use rustls::crypto::{aws_lc_rs, CryptoProvider};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::{ClientConfig, Connection, HandshakeKind, ServerConfig, SupportedCipherSuite};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::flow::Io;
+use crate::spec::{CertKind, TlsBackend, TlsSpec};
+
+/// The name in the agent's generated certificate (and what clients verify).
+pub const SERVER_NAME: &str = "linerate-agent";
+
+/// What one flow's TLS session negotiated, recorded in every result.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TlsInfo {
+    pub backend: String,
+    /// Library and crypto provider with versions.
+    pub library: String,
+    pub protocol: String,
+    pub suite: String,
+    pub kx_group: String,
+    /// Encrypt-then-MAC (TLS 1.2 CBC suites only; None where it does not apply).
+    pub etm: Option<bool>,
+    pub cert: String,
+    pub resumed: bool,
+}
+
+pub fn library() -> String {
+    format!(
+        "rustls {} with aws-lc-rs {}",
+        option_env!("LINERATE_RUSTLS_VERSION").unwrap_or("0.23"),
+        option_env!("LINERATE_AWS_LC_VERSION").unwrap_or("?")
+    )
+}
+
+/// The agent's certificate and key for one kind.
+pub struct Identity {
+    pub cert: CertificateDer<'static>,
+    key: Vec<u8>,
+}
+
+/// The agent's identity for `kind`, generated once per process (RSA-4096
+/// takes a second or more; tests should not pay it every time).
+pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
+    static CACHE: OnceLock<Mutex<HashMap<CertKind, Arc<Identity>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(i) = cache.lock().expect("cert cache").get(&kind) {
+        return Ok(i.clone());
+    }
+    let key = match kind {
+        CertKind::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
+        CertKind::Rsa2048 => {
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+        }
+        CertKind::Rsa4096 => {
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_4096)
+        }
+    }
+    .map_err(|e| format!("cannot generate a {} key: {e}", kind.name()))?;
+    let params = rcgen::CertificateParams::new(vec![SERVER_NAME.to_string()])
+        .map_err(|e| format!("certificate parameters: {e}"))?;
+    let cert = params
+        .self_signed(&key)
+        .map_err(|e| format!("cannot sign the agent certificate: {e}"))?;
+    let id = Arc::new(Identity {
+        cert: cert.der().clone(),
+        key: key.serialize_der(),
+    });
+    cache.lock().expect("cert cache").insert(kind, id.clone());
+    Ok(id)
+}
+
+fn norm(s: &str) -> String {
+    let s: String = s
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    s.replace("tls13", "")
+        .replace("tls", "")
+        .replace("with", "")
+}
+
+fn suite_name(s: SupportedCipherSuite) -> String {
+    format!("{:?}", s.suite())
+}
+
+/// A short name for a suite as users type it: `aes256-gcm`,
+/// `ecdhe-rsa-aes128-gcm` (TLS 1.2).
+fn short_name(s: SupportedCipherSuite) -> String {
+    let n = suite_name(s);
+    let (kx, rest) = match n.strip_prefix("TLS_ECDHE_") {
+        Some(r) => {
+            let (auth, cipher) = r.split_once("_WITH_").unwrap_or(("", r));
+            (
+                format!("ecdhe-{}-", auth.to_ascii_lowercase()),
+                cipher.to_string(),
+            )
+        }
+        None => (String::new(), n.trim_start_matches("TLS13_").to_string()),
+    };
+    let cipher = rest
+        .replace("_SHA256", "")
+        .replace("_SHA384", "")
+        .replace("AES_128_GCM", "aes128-gcm")
+        .replace("AES_256_GCM", "aes256-gcm")
+        .replace("CHACHA20_POLY1305", "chacha20-poly1305");
+    format!("{kx}{cipher}").to_ascii_lowercase()
+}
+
+/// What rustls offers, by short name and version, for error messages.
+pub fn offered() -> Vec<String> {
+    aws_lc_rs::ALL_CIPHER_SUITES
+        .iter()
+        .map(|s| {
+            format!(
+                "{} (TLS {})",
+                short_name(*s),
+                if matches!(s, SupportedCipherSuite::Tls13(_)) {
+                    "1.3"
+                } else {
+                    "1.2"
+                }
+            )
+        })
+        .collect()
+}
+
+/// The provider for a spec: one suite (or the defaults) and one kx group.
+fn provider(
+    t: &TlsSpec,
+) -> Result<
+    (
+        CryptoProvider,
+        Vec<&'static rustls::SupportedProtocolVersion>,
+    ),
+    String,
+> {
+    if t.backend != TlsBackend::Rustls {
+        return Err("this build's TLS backend is rustls; the openssl backend needs the `openssl` cargo feature".into());
+    }
+    if t.etm.is_some() {
+        return Err(
+            "--etm applies to the openssl backend's TLS 1.2 CBC suites; rustls has no CBC suites"
+                .into(),
+        );
+    }
+    let want13 = t.version.as_deref() != Some("1.2");
+    let want12 = t.version.as_deref() != Some("1.3");
+    let rsa = t.cert != CertKind::EcdsaP256;
+    let usable = |s: &SupportedCipherSuite| match s {
+        SupportedCipherSuite::Tls13(_) => want13,
+        SupportedCipherSuite::Tls12(_) => {
+            let n = suite_name(*s);
+            want12 && (n.contains("_RSA_") == rsa)
+        }
+    };
+    let suites: Vec<SupportedCipherSuite> = match &t.cipher {
+        None => aws_lc_rs::DEFAULT_CIPHER_SUITES
+            .iter()
+            .copied()
+            .filter(|s| usable(s))
+            .collect(),
+        Some(c) => {
+            let want = norm(c);
+            let found = aws_lc_rs::ALL_CIPHER_SUITES
+                .iter()
+                .copied()
+                .filter(|s| usable(s))
+                .find(|s| norm(&suite_name(*s)).contains(&want) || norm(&short_name(*s)) == want);
+            match found {
+                Some(s) => vec![s],
+                None => {
+                    return Err(format!(
+                        "cipher '{c}' is not offered by rustls for TLS {} with a {} certificate; rustls offers: {}{}",
+                        t.version.as_deref().unwrap_or("1.3"),
+                        t.cert.name(),
+                        offered().join(", "),
+                        if c.to_ascii_uppercase().contains("CBC") || c.to_ascii_uppercase().contains("SHA256") && !c.to_ascii_uppercase().contains("GCM") && !c.to_ascii_uppercase().contains("CHACHA") {
+                            " (CBC suites such as AES256-SHA256 need --backend openssl)"
+                        } else {
+                            ""
+                        }
+                    ))
+                }
+            }
+        }
+    };
+    if suites.is_empty() {
+        return Err("no cipher suite fits these TLS settings".into());
+    }
+    let kx: &'static dyn rustls::crypto::SupportedKxGroup = match t.kx.to_ascii_lowercase().as_str()
+    {
+        "x25519" => aws_lc_rs::kx_group::X25519,
+        "x25519mlkem768" => aws_lc_rs::kx_group::X25519MLKEM768,
+        "p256" | "secp256r1" => aws_lc_rs::kx_group::SECP256R1,
+        "p384" | "secp384r1" => aws_lc_rs::kx_group::SECP384R1,
+        other => {
+            return Err(format!(
+                "key exchange '{other}' is unknown; use x25519, x25519mlkem768, p256 or p384"
+            ))
+        }
+    };
+    let has13 = suites
+        .iter()
+        .any(|s| matches!(s, SupportedCipherSuite::Tls13(_)));
+    let has12 = suites
+        .iter()
+        .any(|s| matches!(s, SupportedCipherSuite::Tls12(_)));
+    if has12 && !has13 && t.kx.eq_ignore_ascii_case("x25519mlkem768") {
+        return Err("x25519mlkem768 is a TLS 1.3 group".into());
+    }
+    let mut versions = Vec::new();
+    if has13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if has12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    let provider = CryptoProvider {
+        cipher_suites: suites,
+        kx_groups: vec![kx],
+        ..aws_lc_rs::default_provider()
+    };
+    Ok((provider, versions))
+}
+
+/// Checks a spec's TLS settings before a test starts (both ends call it).
+pub fn check(t: &TlsSpec) -> Result<(), String> {
+    provider(t).map(|_| ())
+}
+
+pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, CertificateDer<'static>), String> {
+    let (provider, versions) = provider(t)?;
+    let id = identity(t.cert)?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(id.key.clone()));
+    let mut cfg = ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS server settings: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(vec![id.cert.clone()], key)
+        .map_err(|e| format!("TLS server certificate: {e}"))?;
+    if t.resume {
+        cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(65_536);
+        cfg.send_tls13_tickets = 1;
+    } else {
+        cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        cfg.send_tls13_tickets = 0;
+    }
+    Ok((Arc::new(cfg), id.cert.clone()))
+}
+
+/// A client config trusting exactly `agent_cert` (or the CA in the spec's
+/// `ca_file`). Resumption (when asked) is shared by every connection made
+/// with this config, so each worker should hold one.
+pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>, String> {
+    let (provider, versions) = provider(t)?;
+    let mut roots = rustls::RootCertStore::empty();
+    match &t.ca_file {
+        Some(path) => {
+            let pem =
+                std::fs::read(path).map_err(|e| format!("cannot read --tls-ca {path}: {e}"))?;
+            let mut n = 0;
+            for c in rustls_pemfile_certs(&pem).map_err(|e| format!("--tls-ca {path}: {e}"))? {
+                roots.add(c).map_err(|e| format!("--tls-ca {path}: {e}"))?;
+                n += 1;
+            }
+            if n == 0 {
+                return Err(format!("--tls-ca {path} holds no PEM certificate"));
+            }
+        }
+        None => roots
+            .add(CertificateDer::from(agent_cert.to_vec()))
+            .map_err(|e| format!("the agent's certificate is unusable: {e}"))?,
+    }
+    let mut cfg = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS client settings: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.resumption = if t.resume {
+        rustls::client::Resumption::in_memory_sessions(4096)
+    } else {
+        rustls::client::Resumption::disabled()
+    };
+    Ok(Arc::new(cfg))
+}
+
+/// PEM certificates from a file's bytes (the `CERTIFICATE` blocks).
+fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not a PEM certificate file: {e}"))
+}
+
+/// The agent certificate as PEM, for `--tls-ca` files and tests.
+pub fn cert_pem(der: &[u8]) -> String {
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b = String::new();
+    for chunk in der.chunks(3) {
+        let n = chunk.len();
+        let v = (chunk[0] as u32) << 16
+            | (*chunk.get(1).unwrap_or(&0) as u32) << 8
+            | *chunk.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= n {
+                b.push(B64[(v >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                b.push('=');
+            }
+        }
+    }
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).expect("base64 is ascii"));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// Serves reads to rustls from one large recv: rustls asks for 4 KiB at a
+/// time, which at tens of Gbit/s would mean a syscall per 4 KiB.
+struct ReadAhead {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl ReadAhead {
+    fn new() -> Self {
+        ReadAhead {
+            buf: vec![0u8; 64 * 1024].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+struct Sock<'a> {
+    ahead: &'a mut ReadAhead,
+    sock: &'a mut TcpStream,
+}
+
+impl Read for Sock<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let a = &mut *self.ahead;
+        if a.start == a.end {
+            a.start = 0;
+            a.end = 0;
+            a.end = self.sock.read(&mut a.buf)?;
+        }
+        let n = (a.end - a.start).min(out.len());
+        out[..n].copy_from_slice(&a.buf[a.start..a.start + n]);
+        a.start += n;
+        Ok(n)
+    }
+}
+
+/// Writes the data header in the same writev as the first TLS records
+/// (the ClientHello): two small writes would wait on Nagle and a delayed
+/// ACK, 40 ms per connection.
+struct Prefixed<'a> {
+    sock: &'a mut TcpStream,
+    prefix: &'a mut Option<Vec<u8>>,
+}
+
+impl Write for Prefixed<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[io::IoSlice::new(buf)])
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let Some(p) = self.prefix.take() else {
+            return self.sock.write_vectored(bufs);
+        };
+        let mut v = Vec::with_capacity(bufs.len() + 1);
+        v.push(io::IoSlice::new(&p));
+        v.extend_from_slice(bufs);
+        match self.sock.write_vectored(&v) {
+            Ok(n) if n >= p.len() => Ok(n - p.len()),
+            Ok(_) => Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "short write of the data header",
+            )),
+            Err(e) => {
+                *self.prefix = Some(p);
+                Err(e)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One TLS session on a flow's socket.
+pub struct TlsConn {
+    conn: Connection,
+    ahead: ReadAhead,
+    cert: CertKind,
+    /// The peer sent close_notify or closed the socket.
+    eof: bool,
+    /// close_notify is queued.
+    closing: bool,
+    /// Bytes to send in clear before the first record (the data header).
+    prefix: Option<Vec<u8>>,
+    /// Keep written records until the next write or `close`, so a one-shot
+    /// answer and its close_notify leave in one segment (no Nagle wait).
+    pub defer_flush: bool,
+}
+
+/// Largest plaintext accepted per write call (rustls cuts 16 KiB records).
+const WRITE_CHUNK: usize = 64 * 1024;
+
+fn tls_err(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
+}
+
+impl TlsConn {
+    pub fn client(cfg: &Arc<ClientConfig>, t: &TlsSpec) -> io::Result<TlsConn> {
+        let name = ServerName::try_from(t.server_name.clone())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--tls-name: {e}")))?;
+        let c = rustls::ClientConnection::new(cfg.clone(), name).map_err(tls_err)?;
+        Ok(TlsConn::wrap(Connection::Client(c), t.cert))
+    }
+
+    pub fn server(cfg: &Arc<ServerConfig>, t: &TlsSpec) -> io::Result<TlsConn> {
+        let c = rustls::ServerConnection::new(cfg.clone()).map_err(tls_err)?;
+        Ok(TlsConn::wrap(Connection::Server(c), t.cert))
+    }
+
+    fn wrap(mut conn: Connection, cert: CertKind) -> TlsConn {
+        conn.set_buffer_limit(Some(4 * WRITE_CHUNK));
+        TlsConn {
+            conn,
+            ahead: ReadAhead::new(),
+            cert,
+            eof: false,
+            closing: false,
+            prefix: None,
+            defer_flush: false,
+        }
+    }
+
+    /// Sends `bytes` in clear ahead of the first TLS record.
+    pub fn set_prefix(&mut self, bytes: &[u8]) {
+        self.prefix = Some(bytes.to_vec());
+    }
+
+    pub fn is_handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    /// Writes pending TLS records; Ok(true) when none are left.
+    fn flush(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        while self.conn.wants_write() {
+            let mut w = Prefixed {
+                sock,
+                prefix: &mut self.prefix,
+            };
+            match self.conn.write_tls(&mut w) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads TLS records from the socket into the session. Ok(false) when
+    /// the socket would block.
+    fn fill(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        loop {
+            let mut s = Sock {
+                ahead: &mut self.ahead,
+                sock,
+            };
+            match self.conn.read_tls(&mut s) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(true);
+                }
+                Ok(_) => {
+                    let st = self.conn.process_new_packets().map_err(|e| {
+                        // Send the alert before failing, so the peer learns why.
+                        let _ = self.conn.write_tls(sock);
+                        tls_err(e)
+                    })?;
+                    if st.peer_has_closed() {
+                        self.eof = true;
+                    }
+                    self.flush(sock)?;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Advances the handshake without blocking. Ok(true) once it is done and
+    /// every handshake record is written.
+    pub fn handshake(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        loop {
+            let flushed = self.flush(sock)?;
+            if !self.conn.is_handshaking() {
+                return Ok(flushed);
+            }
+            if !flushed && !self.conn.wants_read() {
+                return Ok(false);
+            }
+            if !self.fill(sock)? {
+                return Ok(false);
+            }
+            if self.eof && self.conn.is_handshaking() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "TLS: the peer closed during the handshake",
+                ));
+            }
+        }
+    }
+
+    /// Reads plaintext: Moved, Blocked (the socket would block) or Eof.
+    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<Io> {
+        // Records left over from an earlier call (a handshake message, a
+        // request written before the handshake ended) must not wait for a
+        // writable edge that may never come while this side only reads.
+        self.flush(sock)?;
+        loop {
+            match self.conn.reader().read(buf) {
+                Ok(0) => return Ok(Io::Eof),
+                Ok(n) => return Ok(Io::Moved(n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Io::Eof),
+                Err(e) => return Err(e),
+            }
+            if self.eof {
+                return Ok(Io::Eof);
+            }
+            if !self.fill(sock)? {
+                return Ok(Io::Blocked);
+            }
+        }
+    }
+
+    /// Writes plaintext: Moved(n) once rustls holds it (encrypted and, as far
+    /// as the socket takes it, sent); Blocked when records are still pending
+    /// and the socket would block.
+    pub fn write(&mut self, sock: &mut TcpStream, buf: &[u8]) -> io::Result<Io> {
+        if !self.flush(sock)? {
+            return Ok(Io::Blocked);
+        }
+        // Plaintext written during the handshake is buffered by rustls and
+        // sent with the client's Finished; buffer it before driving the
+        // handshake, or Finished and request leave as two small segments
+        // and the second waits on Nagle for a delayed ACK (40 ms).
+        let n = self
+            .conn
+            .writer()
+            .write(&buf[..buf.len().min(WRITE_CHUNK)])?;
+        if self.conn.is_handshaking() {
+            self.handshake(sock)?;
+        } else if n > 0 && !self.defer_flush {
+            self.flush(sock)?;
+        }
+        if n == 0 {
+            return Ok(Io::Blocked);
+        }
+        Ok(Io::Moved(n))
+    }
+
+    /// Sends close_notify after everything written so far. Ok(false) while
+    /// records are still pending (call again when writable), so closing the
+    /// socket loses nothing.
+    pub fn close(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        if !self.closing {
+            self.closing = true;
+            self.conn.send_close_notify();
+        }
+        self.flush(sock)
+    }
+
+    pub fn resumed(&self) -> bool {
+        self.conn.handshake_kind() == Some(HandshakeKind::Resumed)
+    }
+
+    pub fn info(&self) -> TlsInfo {
+        TlsInfo {
+            backend: "rustls".into(),
+            library: library(),
+            protocol: self
+                .conn
+                .protocol_version()
+                .map(|v| format!("{v:?}").replace("TLSv1_", "TLSv1."))
+                .unwrap_or_default(),
+            suite: self
+                .conn
+                .negotiated_cipher_suite()
+                .map(suite_name)
+                .unwrap_or_default(),
+            kx_group: self
+                .conn
+                .negotiated_key_exchange_group()
+                .map(|g| format!("{:?}", g.name()))
+                .unwrap_or_default(),
+            etm: None,
+            cert: self.cert.name().into(),
+            resumed: self.resumed(),
+        }
+    }
+}
+
+/// Both ends' TLS settings for one side of a test.
+pub enum Role {
+    Client(Arc<ClientConfig>),
+    Server(Arc<ServerConfig>),
+}
+
+impl Role {
+    pub fn session(&self, t: &TlsSpec) -> io::Result<TlsConn> {
+        match self {
+            Role::Client(c) => TlsConn::client(c, t),
+            Role::Server(s) => TlsConn::server(s, t),
+        }
+    }
+}
+
+/// Runs the handshakes of established flows in parallel (one epoll loop),
+/// before the timeline starts, so the window holds no handshake.
+pub fn handshake_all(
+    flows: Vec<(u32, TcpStream)>,
+    role: &Role,
+    t: &TlsSpec,
+    timeout: std::time::Duration,
+) -> Result<Vec<(u32, TcpStream, TlsConn)>, String> {
+    use mio::{Events, Interest, Poll, Token};
+    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+    let mut events = Events::with_capacity(1024);
+    let deadline = std::time::Instant::now() + timeout;
+    let n = flows.len();
+    let mut pending: HashMap<u32, (TcpStream, TlsConn)> = HashMap::new();
+    let mut done = Vec::with_capacity(n);
+    let fail = |id: u32, e: &dyn std::fmt::Display| format!("flow {id}: TLS handshake failed: {e}");
+    for (id, mut s) in flows {
+        let mut c = role.session(t).map_err(|e| fail(id, &e))?;
+        if c.handshake(&mut s).map_err(|e| fail(id, &e))? {
+            done.push((id, s, c));
+            continue;
+        }
+        poll.registry()
+            .register(
+                &mut s,
+                Token(id as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| fail(id, &e))?;
+        pending.insert(id, (s, c));
+    }
+    while !pending.is_empty() {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Err(format!(
+                "{} of {n} TLS handshakes did not finish within {:.0} s",
+                pending.len(),
+                timeout.as_secs_f64()
+            ));
+        }
+        poll.poll(
+            &mut events,
+            Some((deadline - now).min(std::time::Duration::from_millis(100))),
+        )
+        .map_err(|e| format!("epoll: {e}"))?;
+        for ev in events.iter() {
+            let id = ev.token().0 as u32;
+            let Some((s, c)) = pending.get_mut(&id) else {
+                continue;
+            };
+            if c.handshake(s).map_err(|e| fail(id, &e))? {
+                let (mut s, c) = pending.remove(&id).expect("pending");
+                let _ = poll.registry().deregister(&mut s);
+                done.push((id, s, c));
+            }
+        }
+    }
+    done.sort_by_key(|(id, _, _)| *id);
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_select_one_suite_and_unknown_ones_list_the_offer() {
+        let t = TlsSpec {
+            cipher: Some("aes256-gcm".into()),
+            ..Default::default()
+        };
+        let (p, v) = provider(&t).unwrap();
+        assert_eq!(p.cipher_suites.len(), 1);
+        assert_eq!(suite_name(p.cipher_suites[0]), "TLS13_AES_256_GCM_SHA384");
+        assert_eq!(v.len(), 1);
+        let t12 = TlsSpec {
+            cipher: Some("aes128-gcm".into()),
+            version: Some("1.2".into()),
+            cert: CertKind::Rsa2048,
+            ..Default::default()
+        };
+        let (p, _) = provider(&t12).unwrap();
+        assert_eq!(
+            suite_name(p.cipher_suites[0]),
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+        );
+        let full = TlsSpec {
+            cipher: Some("ECDHE-ECDSA-AES256-GCM-SHA384".into()),
+            version: Some("1.2".into()),
+            ..Default::default()
+        };
+        let (p, _) = provider(&full).unwrap();
+        assert_eq!(
+            suite_name(p.cipher_suites[0]),
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
+        );
+        let cbc = TlsSpec {
+            cipher: Some("AES256-SHA256".into()),
+            ..Default::default()
+        };
+        let e = provider(&cbc).unwrap_err();
+        assert!(e.contains("rustls offers: aes256-gcm (TLS 1.3)"), "{e}");
+        assert!(e.contains("--backend openssl"), "{e}");
+        let kx = TlsSpec {
+            kx: "ffdhe2048".into(),
+            ..Default::default()
+        };
+        assert!(provider(&kx).unwrap_err().contains("x25519"));
+    }
+
+    #[test]
+    fn pem_round_trips_through_rustls() {
+        let id = identity(CertKind::EcdsaP256).unwrap();
+        let pem = cert_pem(&id.cert);
+        let back = rustls_pemfile_certs(pem.as_bytes()).unwrap();
+        assert_eq!(back, vec![id.cert.clone()]);
+    }
+}

@@ -1,0 +1,243 @@
+//! TLS on every TCP workload over real loopback sockets: what was negotiated
+//! is recorded, certificates are verified (a wrong name or trust anchor
+//! fails with a clear error), unknown suites are refused before anything
+//! starts, handshake counts agree on both ends, and every TLS result carries
+//! its clear-text baseline.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn run_json(name: &str, args: &str) -> Value {
+    let out = tmp(name);
+    let mut all = vec!["run"];
+    all.extend(args.split_whitespace());
+    all.extend_from_slice(&["-q", "--json", out.to_str().unwrap()]);
+    let o = run(&all, LIMIT);
+    assert_no_panic(&o);
+    assert!(
+        o.status.success(),
+        "linerate {all:?} failed ({}): {}",
+        o.status,
+        stderr(&o)
+    );
+    json(&out)
+}
+
+fn tls(r: &Value) -> &Value {
+    &r["summary"]["tls"]
+}
+
+#[test]
+fn tls_on_stream_in_every_direction_records_what_was_negotiated() {
+    for dir in ["tx", "rx", "bidir"] {
+        let r = run_json(
+            &format!("tls-{dir}.json"),
+            &format!("stream --tls --cipher aes256-gcm --message 1M --direction {dir} -d 0.5 --warmup 0.2"),
+        );
+        let t = tls(&r);
+        assert_eq!(t["backend"], "rustls");
+        assert_eq!(t["protocol"], "TLSv1.3");
+        assert_eq!(t["suite"], "TLS13_AES_256_GCM_SHA384");
+        assert_eq!(t["kx_group"], "X25519");
+        assert_eq!(t["cert"], "ecdsa-p256");
+        assert!(t["library"].as_str().unwrap().starts_with("rustls 0.23"));
+        assert!(u(&r["summary"]["bytes"]) > 10_000_000, "{dir}");
+        // Payload counted at the receivers, decrypted: both ends agree.
+        let it = &r["iterations"][0];
+        assert!(it["flows"]["agent"][0]["tls"]["suite"] == t["suite"]);
+        // The clear twin ran beside it.
+        let b = &r["baseline"];
+        assert!(f(&b["throughput_bps"]) > 0.0, "{dir}: baseline");
+        assert!(b["tls"].is_null());
+    }
+}
+
+#[test]
+fn tls_on_rr_crr_and_handshakes() {
+    let r = run_json(
+        "tls-rr.json",
+        "rr --tls --request 200 --response 32K -F 4 -d 0.5 --warmup 0.2",
+    );
+    assert!(u(&r["summary"]["transactions"]) > 100);
+    assert_eq!(tls(&r)["protocol"], "TLSv1.3");
+    let b = &r["baseline"];
+    assert!(f(&b["transactions_per_s"]) > 0.0);
+    assert!(f(&r["summary"]["cpu"]["client"]["us_per_tx"]) > 0.0);
+
+    let r = run_json(
+        "tls-crr.json",
+        "crr --tls --request 64 --response 8K -F 4 -d 0.5 --warmup 0.2",
+    );
+    let it = &r["iterations"][0];
+    let c = &it["counters"]["client"];
+    assert!(u(&c["transactions"]) > 50, "no 40 ms stalls: {c}");
+    assert_eq!(u(&c["tls_handshakes"]), u(&c["transactions"]));
+    assert_eq!(tls(&r)["suite"], "TLS13_AES_256_GCM_SHA384");
+}
+
+#[test]
+fn handshake_counts_agree_on_both_ends_and_resumption_resumes() {
+    for (resume, cert) in [
+        ("off", "ecdsa-p256"),
+        ("off", "rsa2048"),
+        ("on", "ecdsa-p256"),
+    ] {
+        let r = run_json(
+            &format!("hs-{resume}-{cert}.json"),
+            &format!("tls-handshake -F 4 --cert {cert} --resume {resume} -d 0.6 --warmup 0.2"),
+        );
+        let it = &r["iterations"][0];
+        let (c, a) = (&it["counters"]["client"], &it["counters"]["agent"]);
+        let (hc, ha) = (u(&c["tls_handshakes"]), u(&a["tls_handshakes"]));
+        assert!(hc > 100, "{cert} {resume}: {hc} handshakes");
+        // The agent's window starts a control message later: allow the
+        // handshakes in flight at each edge, one per flow per edge.
+        assert!(hc.abs_diff(ha) <= 8 + hc / 50, "client {hc} vs agent {ha}");
+        assert_eq!(tls(&r)["cert"], cert);
+        let resumed = u(&c["tls_resumed"]);
+        if resume == "on" {
+            assert!(
+                resumed * 10 > hc * 9,
+                "most handshakes resume: {resumed} of {hc}"
+            );
+            let ra = u(&a["tls_resumed"]);
+            assert!(
+                ra.abs_diff(resumed) <= 8 + resumed / 50,
+                "agent {ra} vs client {resumed}"
+            );
+        } else {
+            assert_eq!(resumed, 0);
+        }
+        assert!(f(&r["summary"]["tls_handshakes_per_s"]) > 100.0);
+        assert!(
+            f(&r["summary"]["cpu"]["agent"]["us_per_tx"]) > 0.0,
+            "CPU per handshake"
+        );
+    }
+}
+
+#[test]
+fn tls12_suites_and_kx_groups_are_chosen_and_recorded() {
+    let r = run_json(
+        "tls12.json",
+        "stream --tls --tls-version 1.2 --cipher aes128-gcm --cert rsa2048 -d 0.3 --warmup 0.1 --no-baseline",
+    );
+    let t = tls(&r);
+    assert_eq!(t["protocol"], "TLSv1.2");
+    assert_eq!(t["suite"], "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256");
+    assert!(r["baseline"].is_null(), "--no-baseline");
+    let r = run_json(
+        "pq.json",
+        "rr --tls --kx x25519mlkem768 --cipher chacha20-poly1305 -d 0.3 --warmup 0.1",
+    );
+    let t = tls(&r);
+    assert_eq!(t["kx_group"], "X25519MLKEM768");
+    assert_eq!(t["suite"], "TLS13_CHACHA20_POLY1305_SHA256");
+}
+
+#[test]
+fn a_wrong_name_or_trust_anchor_fails_with_a_clear_error() {
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--tls",
+            "--tls-name",
+            "other.example",
+            "-d",
+            "0.3",
+            "--warmup",
+            "0.1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("TLS handshake failed") && e.contains("not valid for name"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert_no_panic(&o);
+    // Per-connection workloads fail the same way instead of reporting zero.
+    let o = run(
+        &[
+            "run",
+            "tls-handshake",
+            "--tls-name",
+            "other.example",
+            "-d",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every connection failed") && stderr(&o).contains("not valid for name"),
+        "{}",
+        stderr(&o)
+    );
+    // A certificate the agent does not hold as the only trust anchor.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let other = rcgen::CertificateParams::new(vec!["linerate-agent".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let ca = tmp("other-ca.pem");
+    std::fs::write(&ca, other.pem()).unwrap();
+    let o = run(
+        &[
+            "run",
+            "rr",
+            "--tls",
+            "--tls-ca",
+            ca.to_str().unwrap(),
+            "-d",
+            "0.3",
+            "--warmup",
+            "0.1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("TLS handshake failed") && e.to_lowercase().contains("certificate"),
+        "{e}"
+    );
+    assert_no_panic(&o);
+}
+
+#[test]
+fn a_suite_the_backend_lacks_is_refused_before_the_test_with_the_list() {
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--tls",
+            "--cipher",
+            "AES256-SHA256",
+            "-d",
+            "5",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("rustls offers: aes256-gcm (TLS 1.3)"), "{e}");
+    assert!(e.contains("--backend openssl"), "{e}");
+    assert!(!e.contains("agent"), "refused before any agent starts: {e}");
+    let o = run(&["run", "stream", "--cipher", "aes256-gcm"], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--cipher needs --tls"));
+    let o = run(&["run", "stream", "--tls", "--zerocopy"], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("kTLS"));
+}
