@@ -5,18 +5,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-# chromium renders the HTML report in tests/report_browser.rs.
-for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium; do
+# chromium renders the HTML report in tests/report_browser.rs; libssl-dev
+# and pkg-config build the openssl TLS backend (--all-features); openssl is
+# the peer in bench/tls.sh.
+for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium \
+               pkg-config:pkg-config openssl:openssl; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
+[ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   else
-    echo "note: missing ${need[*]} (bench/ uses the peers; the browser test needs chromium)" >&2
+    echo "note: missing ${need[*]} (bench/ uses the peers; the browser test needs chromium; --all-features needs libssl-dev)" >&2
   fi
 fi
 

@@ -44,6 +44,66 @@ pub enum Command {
     Report(crate::study::commands::ReportArgs),
     /// Compare two results folders point by point, with significance (exit 4 on --fail-if).
     Compare(crate::study::commands::CompareArgs),
+    /// Per-core cipher speed (64 B to 16 KiB records) with the TLS backends' libraries, and the CPU's crypto features.
+    Crypto(CryptoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CryptoArgs {
+    /// Time spent on each cipher and record size.
+    #[arg(long, value_parser = dur, default_value = "200ms")]
+    pub each: Duration,
+    /// Also write the measurements as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn crypto(a: CryptoArgs) -> Result<(), Failure> {
+    if a.each > Duration::from_secs(10) {
+        return Err(usage("--each is capped at 10 s".into()));
+    }
+    let r = crate::measure::crypto::report(a.each);
+    println!("cpu      {}", r.cpu_model);
+    println!(
+        "features {}",
+        if r.cpu_flags.is_empty() {
+            "none of aes, vaes, pclmulqdq, vpclmulqdq, sha_ni, avx2, avx512f".to_string()
+        } else {
+            r.cpu_flags.join(" ")
+        }
+    );
+    println!("\none core, sealing records (GB/s of plaintext):");
+    let sizes = crate::measure::crypto::RECORD_SIZES;
+    print!("{:<38}", "library / cipher");
+    for s in sizes {
+        print!(" {:>9}", units::fmt_size_arg(*s as u64));
+    }
+    println!();
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for s in &r.speeds {
+        let k = (s.library.clone(), s.cipher.clone());
+        if !rows.contains(&k) {
+            rows.push(k);
+        }
+    }
+    for (lib, cipher) in rows {
+        print!("{:<38}", format!("{lib} {cipher}"));
+        for size in sizes {
+            let v = r
+                .speeds
+                .iter()
+                .find(|s| s.library == lib && s.cipher == cipher && s.record_bytes == *size)
+                .map(|s| format!("{:.2}", s.bytes_per_s / 1e9))
+                .unwrap_or_else(|| "-".into());
+            print!(" {v:>9}");
+        }
+        println!();
+    }
+    println!("\n{}", r.verdict);
+    if let Some(p) = &a.json {
+        write_json(p, &r)?;
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -638,6 +698,7 @@ pub fn main() -> i32 {
         Some(Command::Study(a)) => crate::study::commands::study(a),
         Some(Command::Report(a)) => crate::study::commands::report(a),
         Some(Command::Compare(a)) => crate::study::commands::compare(a),
+        Some(Command::Crypto(a)) => crypto(a),
         None => crate::study::quick::run(QuickArgs {
             out: PathBuf::from("results"),
             ..Default::default()

@@ -22,6 +22,12 @@ pub struct HostInfo {
     /// Network interfaces with MTU, speed and offloads (absent in older results).
     #[serde(default)]
     pub links: Vec<crate::measure::netdev::LinkInfo>,
+    /// The TLS libraries this linerate uses, with versions.
+    #[serde(default)]
+    pub tls_library: String,
+    /// Whether the TLS backend can use the CPU's crypto instructions.
+    #[serde(default)]
+    pub crypto: String,
 }
 
 const SYSCTLS: &[&str] = &[
@@ -95,6 +101,7 @@ pub fn collect() -> HostInfo {
             (k.to_string(), if v.is_empty() { "n/a".into() } else { v })
         })
         .collect();
+    let flags_for_verdict = flags.clone();
     HostInfo {
         hostname: read("/proc/sys/kernel/hostname"),
         os,
@@ -112,6 +119,8 @@ pub fn collect() -> HostInfo {
             .unwrap_or("unknown")
             .to_string(),
         links: crate::measure::netdev::links(),
+        tls_library: crate::engine::tls::library(),
+        crypto: crate::measure::crypto::verdict(&flags_for_verdict, &[]),
     }
 }
 

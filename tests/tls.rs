@@ -241,3 +241,173 @@ fn a_suite_the_backend_lacks_is_refused_before_the_test_with_the_list() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("kTLS"));
 }
+
+/// The OpenSSL backend (cargo feature `openssl`, built and tested by CI).
+#[cfg(feature = "openssl")]
+mod openssl_backend {
+    use super::*;
+
+    #[test]
+    fn cbc_suites_with_and_without_encrypt_then_mac() {
+        for (etm, word) in [("on", true), ("off", false)] {
+            let r = run_json(
+                &format!("ossl-cbc-{etm}.json"),
+                &format!(
+                    "stream --tls --backend openssl --cipher AES256-SHA256 --cert rsa2048 --etm {etm} -d 0.4 --warmup 0.1 --no-baseline"
+                ),
+            );
+            let t = tls(&r);
+            assert_eq!(t["backend"], "openssl");
+            assert!(
+                t["library"].as_str().unwrap().starts_with("OpenSSL 3"),
+                "{t}"
+            );
+            assert_eq!(t["protocol"], "TLSv1.2");
+            assert_eq!(t["suite"], "AES256-SHA256");
+            assert_eq!(t["etm"], word);
+            assert!(u(&r["summary"]["bytes"]) > 1_000_000);
+        }
+    }
+
+    #[test]
+    fn every_workload_runs_without_nagle_stalls() {
+        let r = run_json(
+            "ossl-rr.json",
+            "rr --tls --backend openssl --request 200 --response 32K -d 0.5 --warmup 0.2 --no-baseline",
+        );
+        // A 40 ms stall per transaction would give about 12 in 0.5 s.
+        assert!(u(&r["summary"]["transactions"]) > 500, "{}", r["summary"]);
+        let r = run_json(
+            "ossl-rx.json",
+            "stream --tls --backend openssl --cipher aes256-gcm --direction rx -d 0.4 --warmup 0.1",
+        );
+        assert_eq!(tls(&r)["suite"], "TLS_AES_256_GCM_SHA384");
+        assert!(f(&r["baseline"]["throughput_bps"]) > 0.0);
+        for resume in ["off", "on"] {
+            let r = run_json(
+                &format!("ossl-hs-{resume}.json"),
+                &format!("tls-handshake --backend openssl -F 4 --resume {resume} -d 0.6 --warmup 0.2 --no-baseline"),
+            );
+            let it = &r["iterations"][0];
+            let (c, a) = (&it["counters"]["client"], &it["counters"]["agent"]);
+            let (hc, ha) = (u(&c["tls_handshakes"]), u(&a["tls_handshakes"]));
+            assert!(hc > 100, "{hc}");
+            assert!(hc.abs_diff(ha) <= 8 + hc / 50, "client {hc} vs agent {ha}");
+            let resumed = u(&c["tls_resumed"]);
+            if resume == "on" {
+                assert!(resumed * 10 > hc * 9, "{resumed} of {hc} resumed");
+            } else {
+                assert_eq!(resumed, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_settings_and_a_wrong_name_fail_clearly() {
+        let o = run(
+            &[
+                "run",
+                "stream",
+                "--tls",
+                "--backend",
+                "openssl",
+                "--cipher",
+                "AES256-SHA256",
+                "-d",
+                "1",
+            ],
+            LIMIT,
+        );
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("needs an RSA certificate"),
+            "{}",
+            stderr(&o)
+        );
+        let o = run(
+            &[
+                "run",
+                "stream",
+                "--tls",
+                "--backend",
+                "openssl",
+                "--cipher",
+                "NOPE-SHA1",
+                "--cert",
+                "rsa2048",
+                "-d",
+                "1",
+            ],
+            LIMIT,
+        );
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("is not offered by OpenSSL"),
+            "{}",
+            stderr(&o)
+        );
+        let o = run(
+            &[
+                "run",
+                "stream",
+                "--tls",
+                "--backend",
+                "openssl",
+                "--etm",
+                "off",
+                "-d",
+                "1",
+            ],
+            LIMIT,
+        );
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains("--etm applies to TLS 1.2 CBC suites"));
+        let o = run(
+            &[
+                "run",
+                "rr",
+                "--tls",
+                "--backend",
+                "openssl",
+                "--tls-name",
+                "other.example",
+                "-d",
+                "0.3",
+                "--warmup",
+                "0.1",
+            ],
+            LIMIT,
+        );
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("TLS handshake failed")
+                && stderr(&o).contains("certificate verify failed"),
+            "{}",
+            stderr(&o)
+        );
+        assert_no_panic(&o);
+    }
+}
+
+#[test]
+fn crypto_reports_speeds_and_what_the_cpu_offers() {
+    let out = tmp("crypto.json");
+    let o = run(
+        &["crypto", "--each", "20ms", "--json", out.to_str().unwrap()],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(
+        s.contains("aes256-gcm") && s.contains("chacha20-poly1305"),
+        "{s}"
+    );
+    let r = json(&out);
+    let speeds = r["speeds"].as_array().unwrap();
+    // 3 ciphers x 5 record sizes with aws-lc (more with OpenSSL).
+    assert!(speeds.len() >= 15);
+    assert!(speeds.iter().all(|x| f(&x["bytes_per_s"]) > 0.0));
+    assert!(!r["verdict"].as_str().unwrap().is_empty());
+    let o = run(&["crypto", "--each", "20s"], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -279,7 +279,7 @@ impl AgentConn {
                         self.addr
                     )
                 })?;
-                Some(Arc::new(tls::Role::Client(tls::client_config(t, &cert)?)))
+                Some(Arc::new(tls::Role::client(t, &cert)?))
             }
         };
         let mut setup = SideSetup {

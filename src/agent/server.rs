@@ -245,11 +245,8 @@ fn run_test(
     // TLS: the server config and the certificate the controller will trust.
     let (tls_role, tls_cert) = match &spec.tls {
         None => (None, None),
-        Some(t) => match tls::server_config(t) {
-            Ok((cfg, cert)) => (
-                Some(Arc::new(tls::Role::Server(cfg))),
-                Some(cert.as_ref().to_vec()),
-            ),
+        Some(t) => match tls::Role::server(t) {
+            Ok((role, cert)) => (Some(Arc::new(role)), Some(cert)),
             Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
         },
     };

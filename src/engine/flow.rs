@@ -144,7 +144,7 @@ pub struct FlowBase {
     pub id: u32,
     pub stream: TcpStream,
     /// The TLS session on `stream`; all payload goes through it when set.
-    pub tls: Option<Box<TlsConn>>,
+    pub tls: Option<TlsConn>,
     pub bytes_tx: u64,
     pub bytes_rx: u64,
     pub transactions: u64,
@@ -165,7 +165,7 @@ impl FlowBase {
     }
 
     pub fn with_tls(mut self, tls: Option<TlsConn>) -> Self {
-        self.tls = tls.map(Box::new);
+        self.tls = tls;
         self
     }
 

@@ -7,4 +7,6 @@ pub mod side;
 pub mod sigpipe;
 pub mod sockopt;
 pub mod tls;
+#[cfg(feature = "openssl")]
+pub mod tls_openssl;
 pub mod worker;

@@ -54,6 +54,13 @@ pub struct Identity {
     key: Vec<u8>,
 }
 
+impl Identity {
+    /// The private key, PKCS#8 DER (for the OpenSSL backend).
+    pub fn key_der(&self) -> &[u8] {
+        &self.key
+    }
+}
+
 /// The agent's identity for `kind`, generated once per process (RSA-4096
 /// takes a second or more; tests should not pay it every time).
 pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
@@ -151,9 +158,6 @@ fn provider(
     ),
     String,
 > {
-    if t.backend != TlsBackend::Rustls {
-        return Err("this build's TLS backend is rustls; the openssl backend needs the `openssl` cargo feature".into());
-    }
     if t.etm.is_some() {
         return Err(
             "--etm applies to the openssl backend's TLS 1.2 CBC suites; rustls has no CBC suites"
@@ -242,7 +246,13 @@ fn provider(
 
 /// Checks a spec's TLS settings before a test starts (both ends call it).
 pub fn check(t: &TlsSpec) -> Result<(), String> {
-    provider(t).map(|_| ())
+    match t.backend {
+        TlsBackend::Rustls => provider(t).map(|_| ()),
+        #[cfg(feature = "openssl")]
+        TlsBackend::Openssl => super::tls_openssl::check(t),
+        #[cfg(not(feature = "openssl"))]
+        TlsBackend::Openssl => Err(NO_OPENSSL.into()),
+    }
 }
 
 pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, CertificateDer<'static>), String> {
@@ -411,8 +421,8 @@ impl Write for Prefixed<'_> {
     }
 }
 
-/// One TLS session on a flow's socket.
-pub struct TlsConn {
+/// One rustls session on a flow's socket.
+pub struct RustlsConn {
     conn: Connection,
     ahead: ReadAhead,
     cert: CertKind,
@@ -424,7 +434,7 @@ pub struct TlsConn {
     prefix: Option<Vec<u8>>,
     /// Keep written records until the next write or `close`, so a one-shot
     /// answer and its close_notify leave in one segment (no Nagle wait).
-    pub defer_flush: bool,
+    defer_flush: bool,
 }
 
 /// Largest plaintext accepted per write call (rustls cuts 16 KiB records).
@@ -434,22 +444,22 @@ fn tls_err(e: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
 }
 
-impl TlsConn {
-    pub fn client(cfg: &Arc<ClientConfig>, t: &TlsSpec) -> io::Result<TlsConn> {
+impl RustlsConn {
+    pub fn client(cfg: &Arc<ClientConfig>, t: &TlsSpec) -> io::Result<RustlsConn> {
         let name = ServerName::try_from(t.server_name.clone())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--tls-name: {e}")))?;
         let c = rustls::ClientConnection::new(cfg.clone(), name).map_err(tls_err)?;
-        Ok(TlsConn::wrap(Connection::Client(c), t.cert))
+        Ok(RustlsConn::wrap(Connection::Client(c), t.cert))
     }
 
-    pub fn server(cfg: &Arc<ServerConfig>, t: &TlsSpec) -> io::Result<TlsConn> {
+    pub fn server(cfg: &Arc<ServerConfig>, t: &TlsSpec) -> io::Result<RustlsConn> {
         let c = rustls::ServerConnection::new(cfg.clone()).map_err(tls_err)?;
-        Ok(TlsConn::wrap(Connection::Server(c), t.cert))
+        Ok(RustlsConn::wrap(Connection::Server(c), t.cert))
     }
 
-    fn wrap(mut conn: Connection, cert: CertKind) -> TlsConn {
+    fn wrap(mut conn: Connection, cert: CertKind) -> RustlsConn {
         conn.set_buffer_limit(Some(4 * WRITE_CHUNK));
-        TlsConn {
+        RustlsConn {
             conn,
             ahead: ReadAhead::new(),
             cert,
@@ -464,6 +474,13 @@ impl TlsConn {
     pub fn set_prefix(&mut self, bytes: &[u8]) {
         self.prefix = Some(bytes.to_vec());
     }
+
+    pub fn set_defer_flush(&mut self, on: bool) {
+        self.defer_flush = on;
+    }
+
+    /// rustls keeps resumption state in the shared config: nothing to do.
+    pub fn done(&self) {}
 
     pub fn is_handshaking(&self) -> bool {
         self.conn.is_handshaking()
@@ -632,20 +649,103 @@ impl TlsConn {
     }
 }
 
-/// Both ends' TLS settings for one side of a test.
+/// One TLS session on a flow's socket, by backend. The flows see one API:
+/// non-blocking handshake, read and write returning `Io`, close.
+pub enum TlsConn {
+    Rustls(Box<RustlsConn>),
+    #[cfg(feature = "openssl")]
+    Openssl(super::tls_openssl::OsslConn),
+}
+
+macro_rules! each {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self {
+            TlsConn::Rustls($c) => $e,
+            #[cfg(feature = "openssl")]
+            TlsConn::Openssl($c) => $e,
+        }
+    };
+}
+
+impl TlsConn {
+    pub fn set_prefix(&mut self, bytes: &[u8]) {
+        each!(self, c => c.set_prefix(bytes))
+    }
+    /// Keep written records until the next write or `close` (one-shot answers).
+    pub fn set_defer_flush(&mut self, on: bool) {
+        each!(self, c => c.set_defer_flush(on))
+    }
+    pub fn handshake(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        each!(self, c => c.handshake(sock))
+    }
+    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<Io> {
+        each!(self, c => c.read(sock, buf))
+    }
+    pub fn write(&mut self, sock: &mut TcpStream, buf: &[u8]) -> io::Result<Io> {
+        each!(self, c => c.write(sock, buf))
+    }
+    pub fn close(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        each!(self, c => c.close(sock))
+    }
+    pub fn resumed(&self) -> bool {
+        each!(self, c => c.resumed())
+    }
+    /// A client's connection is over: keep its session for resumption.
+    pub fn done(&mut self) {
+        each!(self, c => c.done())
+    }
+    pub fn info(&self) -> TlsInfo {
+        each!(self, c => c.info())
+    }
+}
+
+/// One side's TLS settings for a test, by backend.
 pub enum Role {
     Client(Arc<ClientConfig>),
     Server(Arc<ServerConfig>),
+    #[cfg(feature = "openssl")]
+    Openssl(super::tls_openssl::OsslRole),
 }
 
 impl Role {
     pub fn session(&self, t: &TlsSpec) -> io::Result<TlsConn> {
-        match self {
-            Role::Client(c) => TlsConn::client(c, t),
-            Role::Server(s) => TlsConn::server(s, t),
+        Ok(match self {
+            Role::Client(c) => TlsConn::Rustls(Box::new(RustlsConn::client(c, t)?)),
+            Role::Server(s) => TlsConn::Rustls(Box::new(RustlsConn::server(s, t)?)),
+            #[cfg(feature = "openssl")]
+            Role::Openssl(o) => TlsConn::Openssl(o.session(t)?),
+        })
+    }
+
+    /// The agent's role and the certificate the controller will trust.
+    pub fn server(t: &TlsSpec) -> Result<(Role, Vec<u8>), String> {
+        match t.backend {
+            TlsBackend::Rustls => {
+                let (cfg, cert) = server_config(t)?;
+                Ok((Role::Server(cfg), cert.as_ref().to_vec()))
+            }
+            #[cfg(feature = "openssl")]
+            TlsBackend::Openssl => super::tls_openssl::OsslRole::server(t),
+            #[cfg(not(feature = "openssl"))]
+            TlsBackend::Openssl => Err(NO_OPENSSL.into()),
+        }
+    }
+
+    /// The controller's role, trusting `agent_cert` (or the spec's CA file).
+    pub fn client(t: &TlsSpec, agent_cert: &[u8]) -> Result<Role, String> {
+        match t.backend {
+            TlsBackend::Rustls => Ok(Role::Client(client_config(t, agent_cert)?)),
+            #[cfg(feature = "openssl")]
+            TlsBackend::Openssl => super::tls_openssl::OsslRole::client(t, agent_cert),
+            #[cfg(not(feature = "openssl"))]
+            TlsBackend::Openssl => Err(NO_OPENSSL.into()),
         }
     }
 }
+
+#[cfg(not(feature = "openssl"))]
+const NO_OPENSSL: &str =
+    "this linerate was built without the openssl backend: rebuild with `cargo build --release --features openssl`";
 
 /// Runs the handshakes of established flows in parallel (one epoll loop),
 /// before the timeline starts, so the window holds no handshake.

@@ -1,5 +1,6 @@
 //! Measurement: CPU on both ends, latency histograms, TCP_INFO, statistics.
 pub mod cpu;
+pub mod crypto;
 pub mod histogram;
 pub mod interval;
 pub mod netdev;

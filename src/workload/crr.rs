@@ -234,9 +234,10 @@ impl Connector {
         record_ns(cx.hist, took.as_nanos() as u64);
         cx.counters.transactions += 1;
         cx.counters.connections += 1;
-        if let Some(t) = &self.session {
+        if let Some(t) = &mut self.session {
             cx.counters.tls_handshakes += 1;
             cx.counters.tls_resumed += u64::from(t.resumed());
+            t.done();
             if self.tls_info.is_none() {
                 self.tls_info = Some(t.info());
             }

@@ -278,8 +278,8 @@ impl Responder {
                 if let Some((role, t)) = self.tls.take() {
                     let mut session = role.session(&t)?;
                     // The answer and close_notify leave together.
-                    session.defer_flush = self.close_first;
-                    self.base.tls = Some(Box::new(session));
+                    session.set_defer_flush(self.close_first);
+                    self.base.tls = Some(session);
                 }
                 Ok(true)
             }
