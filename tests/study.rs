@@ -466,6 +466,10 @@ fn builtin_studies_are_listed_and_run() {
         }
         if name == "streams-to-line-rate" {
             assert!(html.contains("data-rule=\"streams_to_line_rate\""));
+            // Clear and TLS points pair up into the cost of encryption.
+            assert!(html.contains("data-rule=\"tls_cost\""));
+            let enc = json(&dir.join("points/tls-true_flows-4.r1.json"));
+            assert_eq!(enc["summary"]["tls"]["suite"], "TLS13_AES_256_GCM_SHA384");
         }
     }
 }

@@ -81,18 +81,24 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
         }
         let need = rate * l.threshold;
         let pct = (l.threshold * 100.0).round();
-        let of = if l.line_rate_measured {
-            "line rate (taken as the best measured result)"
+        let mut notes: Vec<&str> = Vec::new();
+        if !group.is_empty() {
+            notes.push(&group);
+        }
+        if l.line_rate_measured {
+            notes.push("line rate taken as the best measured result");
+        }
+        let ctx = if notes.is_empty() {
+            String::new()
         } else {
-            "line rate"
+            format!(" ({})", notes.join("; "))
         };
         match measured.iter().find(|(_, v)| *v >= need) {
             Some((n, v)) => out.push(KeyPoint {
                 rule: "streams_to_line_rate",
                 text: format!(
-                    "{} reach {pct}% of {of}{}: {} of {} ({:.0}%).",
+                    "{} reach {pct}% of line rate{ctx}: {} of {} ({:.0}%).",
                     plural(*n, "stream", "streams"),
-                    suffix(&group),
                     fmt_bps(*v),
                     fmt_bps(rate),
                     100.0 * v / rate
@@ -112,8 +118,7 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
                 out.push(KeyPoint {
                     rule: "streams_to_line_rate",
                     text: format!(
-                        "No stream count reaches {pct}% of {of}{}: the best is {} with {} ({:.0}% of {}).",
-                        suffix(&group),
+                        "No stream count reaches {pct}% of line rate{ctx}: the best is {} with {} ({:.0}% of {}).",
                         fmt_bps(v),
                         plural(n, "stream", "streams"),
                         100.0 * v / rate,
@@ -310,6 +315,95 @@ pub fn host_saturated(l: &Landscape) -> Vec<KeyPoint> {
     out
 }
 
+/// What TLS costs: points that differ only in `tls` (true vs false),
+/// compared per KB (streams) or per transaction.
+pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
+    let key_of = |r: &Row| -> String {
+        r.point
+            .params
+            .iter()
+            .filter(|(k, _)| k != "tls")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut pairs: Vec<(&Row, &Row)> = Vec::new();
+    for enc in l
+        .rows
+        .iter()
+        .filter(|r| r.point.param("tls") == Some("true"))
+    {
+        if let Some(clear) = l
+            .rows
+            .iter()
+            .find(|r| r.point.param("tls") == Some("false") && key_of(r) == key_of(enc))
+        {
+            pairs.push((enc, clear));
+        }
+    }
+    let mut out = Vec::new();
+    for (side, kb, tx) in [
+        ("client", "client_us_per_kb", "client_us_per_tx"),
+        ("agent", "agent_us_per_kb", "agent_us_per_tx"),
+    ] {
+        let ratios: Vec<(f64, f64, f64, String)> = pairs
+            .iter()
+            .filter_map(|(e, c)| {
+                let (a, b) = match (e.mean(kb), c.mean(kb)) {
+                    (Some(a), Some(b)) => (a, b),
+                    _ => (e.mean(tx)?, c.mean(tx)?),
+                };
+                (b > 0.0).then(|| (a / b, a, b, key_of(e)))
+            })
+            .collect();
+        if ratios.is_empty() {
+            continue;
+        }
+        let lo = ratios.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
+        let per = if pairs[0].0.mean(kb).is_some() {
+            "KB"
+        } else {
+            "transaction"
+        };
+        let first = &ratios[0];
+        let range = if (hi - lo) / lo < 0.05 {
+            format!("{lo:.1}x")
+        } else {
+            format!("{lo:.1}-{hi:.1}x")
+        };
+        let tput: Vec<f64> = pairs
+            .iter()
+            .filter_map(|(e, c)| {
+                Some(e.mean("throughput_bps")? / c.mean("throughput_bps").filter(|v| *v > 0.0)?)
+            })
+            .collect();
+        out.push(KeyPoint {
+            rule: "tls_cost",
+            text: format!(
+                "TLS costs {range} the {side}'s CPU per {per} of clear over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
+                ratios.len(),
+                if ratios.len() == 1 { "" } else { "s" },
+                first.0,
+                if first.3.is_empty() { "the test" } else { &first.3 },
+                first.1,
+                first.2,
+                if side == "client" && !tput.is_empty() {
+                    format!(
+                        "; throughput under TLS is {:.2}-{:.2}x of clear",
+                        tput.iter().cloned().fold(f64::INFINITY, f64::min),
+                        tput.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            advice: "Encryption is CPU per byte: check that the suite uses the CPU's AES instructions (`linerate crypto`), prefer AES-GCM where the CPU has VAES, and spread streams over cores; this kernel has no kTLS offload.".into(),
+        });
+    }
+    out
+}
+
 /// Both ends on one host share its cores.
 pub fn shared_host(l: &Landscape) -> Vec<KeyPoint> {
     let Some(r) = l.rows.iter().find_map(|r| r.results.first()) else {
@@ -490,6 +584,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         host_saturated,
         service_demand_trend,
         transaction_cost,
+        tls_cost,
         tail_latency,
         noise,
         shared_host,
@@ -725,6 +820,47 @@ mod tests {
             "{}",
             c[0].text
         );
+    }
+
+    #[test]
+    fn tls_cost_pairs_points_that_differ_only_in_tls() {
+        let mk = |tls: &str, flows: &str, kb: f64, t: f64| {
+            row(
+                &[("tls", tls), ("flows", flows)],
+                &[
+                    ("client_us_per_kb", &[kb]),
+                    ("agent_us_per_kb", &[kb / 2.0]),
+                    ("throughput_bps", &[t]),
+                ],
+                1,
+            )
+        };
+        let l = land(
+            vec![
+                mk("false", "1", 0.25, 20e9),
+                mk("false", "4", 0.20, 40e9),
+                mk("true", "1", 0.50, 12e9),
+                mk("true", "4", 0.44, 30e9),
+            ],
+            None,
+        );
+        let k = tls_cost(&l);
+        assert_eq!(k.len(), 2, "{k:?}");
+        assert!(k[0].text.starts_with("TLS costs 2.0-2.2x the client's CPU per KB of clear over 2 points (2.0x at flows=1: 0.500 vs 0.250 µs)"), "{}", k[0].text);
+        assert!(
+            k[0].text
+                .contains("throughput under TLS is 0.60-0.75x of clear"),
+            "{}",
+            k[0].text
+        );
+        assert!(
+            k[1].text.starts_with("TLS costs 2.0-2.2x the agent's"),
+            "{}",
+            k[1].text
+        );
+        // Without clear twins there is nothing to compare.
+        let l = land(vec![mk("true", "1", 0.5, 12e9)], None);
+        assert!(tls_cost(&l).is_empty());
     }
 
     #[test]
