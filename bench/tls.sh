@@ -16,7 +16,7 @@ LR=./target/release/linerate
 cargo build --release -q --features openssl
 out=$(mktemp -d)
 SRV=
-trap '[ -n "$SRV" ] && kill "$SRV" 2>/dev/null; rm -rf "$out"' EXIT
+trap '[ -n "$SRV" ] && kill -- -"$SRV" 2>/dev/null; rm -rf "$out"' EXIT
 py() { python3 -c "$@"; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, kernel $(uname -r), $(openssl version)"
@@ -24,22 +24,32 @@ echo "rounds=$ROUNDS seconds=$SECS"
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=bench \
   -keyout "$out/k.pem" -out "$out/c.pem" -days 1 2>/dev/null
-BYTES=$((4 * 1024 * 1024 * 1024))
+BYTES=$((4 * 1024 * 1024 * 1024))  # 4 GiB through the openssl tools
 
 for r in $(seq 1 "$ROUNDS"); do
   $LR run stream --tls --cipher aes256-gcm -m 16K -d "$SECS" --warmup 1 -q --json "$out/tls.json" >/dev/null
   py "import json;r=json.load(open('$out/tls.json'));s=r['summary'];b=r['baseline'];print('round $r stream tls %.2f Gbit/s clear %.2f Gbit/s ratio %.2f  client %.3f vs %.3f us/KB'%(s['throughput_bps']/1e9,b['throughput_bps']/1e9,s['throughput_bps']/b['throughput_bps'],s['cpu']['client']['us_per_kb'],b['cpu']['client']['us_per_kb']))"
-  # openssl tools: the same suite, 4 GiB through s_client's stdin.
-  openssl s_server -accept 127.0.0.1:5443 -cert "$out/c.pem" -key "$out/k.pem" -tls1_3 \
-    -ciphersuites TLS_AES_256_GCM_SHA384 -quiet -naccept 1 >/dev/null 2>&1 & SRV=$!
+  # openssl tools: the same suite; the time until s_server has passed
+  # BYTES to its stdout (s_client keeps the connection open after EOF).
+  rm -f "$out/end"
+  setsid bash -c "sleep 600 | openssl s_server -accept 127.0.0.1:5443 -cert $out/c.pem -key $out/k.pem -tls1_3 \
+    -ciphersuites TLS_AES_256_GCM_SHA384 -quiet -naccept 1 2>/dev/null | { head -c $BYTES >/dev/null; date +%s.%N > $out/end; }" &
+  SRV=$!
   sleep 0.5
   t0=$(date +%s.%N)
-  head -c $BYTES /dev/zero | openssl s_client -connect 127.0.0.1:5443 -tls1_3 \
-    -ciphersuites TLS_AES_256_GCM_SHA384 -quiet >/dev/null 2>&1 || true
-  t1=$(date +%s.%N)
-  wait "$SRV" 2>/dev/null || true
+  setsid bash -c "head -c $BYTES /dev/zero | openssl s_client -connect 127.0.0.1:5443 -tls1_3 \
+    -ciphersuites TLS_AES_256_GCM_SHA384 -quiet >/dev/null 2>&1" &
+  CLI=$!
+  for _ in $(seq 1 1200); do [ -s "$out/end" ] && break; sleep 0.1; done
+  kill -- -"$CLI" 2>/dev/null || true
+  kill -- -"$SRV" 2>/dev/null || true
+  wait "$CLI" "$SRV" 2>/dev/null || true
   SRV=
-  py "print('round $r stream openssl s_client->s_server %.2f Gbit/s'%($BYTES*8/($t1-$t0)/1e9))"
+  if [ -s "$out/end" ]; then
+    py "print('round $r stream openssl s_client->s_server %.2f Gbit/s'%($BYTES*8/($(cat "$out/end")-$t0)/1e9))"
+  else
+    echo "round $r stream openssl s_client->s_server: did not finish in 120 s"
+  fi
 done
 
 for r in $(seq 1 "$ROUNDS"); do
