@@ -187,6 +187,12 @@ pub struct ConnectArgs {
     /// Use IPv6 (the local agent listens on ::1).
     #[arg(short = '6', long)]
     pub ipv6: bool,
+    /// With TLS: the local agent's certificate (PEM) instead of a generated one (a remote agent takes it with `serve --tls-cert`).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -344,6 +350,12 @@ pub struct ServeArgs {
     /// Log nothing but errors.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Certificate (PEM, leaf first) for TLS tests instead of a generated one; clients verify it with --tls-ca and --tls-name.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -534,6 +546,11 @@ pub struct Target {
 pub fn open_target(c: &ConnectArgs) -> Result<Target, Failure> {
     match &c.agent {
         Some(a) => {
+            if c.tls_cert.is_some() {
+                return Err(usage(
+                    "--tls-cert/--tls-key set the local agent's identity; give them to `linerate serve` on the agent's host".into(),
+                ));
+            }
             let token = token(&c.token_file)?;
             let addr = controller::resolve(a).map_err(usage)?;
             let conn = controller::connect(addr, &token)?;
@@ -548,7 +565,17 @@ pub fn open_target(c: &ConnectArgs) -> Result<Target, Failure> {
             })
         }
         None => {
-            let local = LocalAgent::spawn(c.ipv6)?;
+            let mut extra = Vec::new();
+            if let (Some(cert), Some(key)) = (&c.tls_cert, &c.tls_key) {
+                crate::engine::tls::read_identity_files(cert, key).map_err(usage)?;
+                for (flag, path) in [("--tls-cert", cert), ("--tls-key", key)] {
+                    let abs = std::fs::canonicalize(path)
+                        .map_err(|e| usage(format!("{flag} {}: {e}", path.display())))?;
+                    extra.push(flag.to_string());
+                    extra.push(abs.display().to_string());
+                }
+            }
+            let local = LocalAgent::spawn(c.ipv6, &extra)?;
             let conn = controller::connect(local.addr, &local.token)?;
             let info = AgentInfo {
                 address: local.addr.to_string(),
@@ -650,6 +677,9 @@ fn run(args: RunArgs) -> Result<(), Failure> {
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {
     let token = token(&args.token_file)?;
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        crate::engine::tls::load_identity_files(cert, key).map_err(usage)?;
+    }
     if args.exit_with_parent {
         // SAFETY: asks the kernel for SIGTERM when the parent exits.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };

@@ -411,3 +411,117 @@ fn crypto_reports_speeds_and_what_the_cpu_offers() {
     let o = run(&["crypto", "--each", "20s"], LIMIT);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A CA and a leaf for `bench.test` signed by it, as PEM files:
+/// (ca.pem, leaf.pem, leaf.key).
+fn ca_and_leaf(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["bench.test".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    let (a, b, c) = (
+        tmp(&format!("{tag}-ca.pem")),
+        tmp(&format!("{tag}-leaf.pem")),
+        tmp(&format!("{tag}-leaf.key")),
+    );
+    std::fs::write(&a, ca.pem()).unwrap();
+    std::fs::write(&b, leaf.pem()).unwrap();
+    std::fs::write(&c, leaf_key.serialize_pem()).unwrap();
+    (a, b, c)
+}
+
+#[test]
+fn certificates_given_as_files_are_served_and_verified() {
+    let (ca, leaf, key) = ca_and_leaf("files");
+    let (ca, leaf, key) = (
+        ca.to_str().unwrap(),
+        leaf.to_str().unwrap(),
+        key.to_str().unwrap(),
+    );
+    // The local agent, with the files passed through.
+    let r = run_json(
+        "files-local.json",
+        &format!("rr --tls --tls-cert {leaf} --tls-key {key} --tls-ca {ca} --tls-name bench.test -d 0.3 --warmup 0.1 --no-baseline"),
+    );
+    assert!(
+        tls(&r)["cert"].as_str().unwrap().starts_with("file "),
+        "{}",
+        tls(&r)
+    );
+    assert!(u(&r["summary"]["transactions"]) > 100);
+    // The name must match the file's certificate.
+    let o = run(
+        &[
+            "run",
+            "rr",
+            "--tls",
+            "--tls-cert",
+            leaf,
+            "--tls-key",
+            key,
+            "--tls-ca",
+            ca,
+            "-d",
+            "0.3",
+            "--warmup",
+            "0.1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not valid for name"), "{}", stderr(&o));
+    // A remote agent started with the files; the client names and trusts them.
+    let agent = Agent::start("files", &["--tls-cert", leaf, "--tls-key", key]);
+    let tf = token_file("files", "files");
+    let out = tmp("files-remote.json");
+    let args = [
+        "stream",
+        "--tls",
+        "--tls-ca",
+        ca,
+        "--tls-name",
+        "bench.test",
+        "-d",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--no-baseline",
+        "-q",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    let o = run(&remote(&agent.addr, &tf, &args), LIMIT);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out);
+    assert!(tls(&r)["cert"].as_str().unwrap().starts_with("file "));
+    // A key that does not match its certificate is refused before any test.
+    let (_, _, other_key) = ca_and_leaf("other");
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--tls",
+            "--tls-cert",
+            leaf,
+            "--tls-key",
+            other_key.to_str().unwrap(),
+            "-d",
+            "0.3",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("do not make a usable pair"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["run", "stream", "--tls-cert", leaf], LIMIT);
+    assert_eq!(o.status.code(), Some(2), "--tls-cert needs --tls-key");
+}

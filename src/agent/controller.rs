@@ -251,16 +251,17 @@ impl AgentConn {
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
         })?;
-        let (port, cookie, tls_cert) =
+        let (port, cookie, tls_cert, tls_label) =
             match self.expect("setting up the test", Duration::from_secs(30))? {
                 Msg::Ready {
                     data_port,
                     cookie,
                     host,
                     tls_cert,
+                    tls_cert_label,
                 } => {
                     self.host = Some(*host);
-                    (data_port, cookie, tls_cert)
+                    (data_port, cookie, tls_cert, tls_cert_label)
                 }
                 other => {
                     return Err(format!(
@@ -279,7 +280,8 @@ impl AgentConn {
                         self.addr
                     )
                 })?;
-                Some(Arc::new(tls::Role::client(t, &cert)?))
+                let label = tls_label.unwrap_or_else(|| t.cert.name().to_string());
+                Some(Arc::new(tls::Role::client(t, &cert, &label)?))
             }
         };
         let mut setup = SideSetup {

@@ -17,7 +17,8 @@ pub struct LocalAgent {
 }
 
 impl LocalAgent {
-    pub fn spawn(ipv6: bool) -> Result<LocalAgent, String> {
+    /// Starts the agent; `extra` are more `serve` arguments (its TLS files).
+    pub fn spawn(ipv6: bool, extra: &[String]) -> Result<LocalAgent, String> {
         let exe =
             std::env::current_exe().map_err(|e| format!("cannot find the linerate binary: {e}"))?;
         let token = random_hex(32);
@@ -31,6 +32,7 @@ impl LocalAgent {
                 "--exit-with-parent",
                 "--quiet",
             ])
+            .args(extra)
             .env("LINERATE_TOKEN", &token)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

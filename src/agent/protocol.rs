@@ -71,6 +71,9 @@ pub enum Msg {
         /// for this test (never the key).
         #[serde(default)]
         tls_cert: Option<Vec<u8>>,
+        /// What results call that certificate ("ecdsa-p256", "file <path>").
+        #[serde(default)]
+        tls_cert_label: Option<String>,
     },
     /// Every flow of the test is accepted (stream, rr).
     FlowsReady {

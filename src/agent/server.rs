@@ -243,10 +243,10 @@ fn run_test(
         );
     }
     // TLS: the server config and the certificate the controller will trust.
-    let (tls_role, tls_cert) = match &spec.tls {
-        None => (None, None),
+    let (tls_role, tls_cert, tls_cert_label) = match &spec.tls {
+        None => (None, None, None),
         Some(t) => match tls::Role::server(t) {
-            Ok((role, cert)) => (Some(Arc::new(role)), Some(cert)),
+            Ok((role, cert, label)) => (Some(Arc::new(role)), Some(cert), Some(label)),
             Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
         },
     };
@@ -309,6 +309,7 @@ fn run_test(
             cookie,
             host: Box::new(env::collect()),
             tls_cert,
+            tls_cert_label,
         },
     )
     .map_err(|e| e.to_string())?;

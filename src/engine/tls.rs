@@ -48,15 +48,73 @@ pub fn library() -> String {
     )
 }
 
-/// The agent's certificate and key for one kind.
+/// The agent's certificate and key.
 pub struct Identity {
+    /// The leaf, which the controller is sent and pins.
     pub cert: CertificateDer<'static>,
-    key: Vec<u8>,
+    /// Leaf first, then intermediates (what the server presents).
+    pub chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    /// What results record: "ecdsa-p256", or "file <path>".
+    pub label: String,
+}
+
+/// Certificate and key files `linerate serve --tls-cert/--tls-key` gave:
+/// used for every TLS test instead of a generated identity.
+static FILE_IDENTITY: OnceLock<Arc<Identity>> = OnceLock::new();
+
+/// Loads the agent's certificate (PEM, leaf first) and key (PEM: PKCS#8,
+/// SEC1 or PKCS#1) once, at start, so a bad file fails before any test.
+pub fn load_identity_files(cert: &std::path::Path, key: &std::path::Path) -> Result<(), String> {
+    let id = read_identity_files(cert, key)?;
+    FILE_IDENTITY
+        .set(Arc::new(id))
+        .map_err(|_| "the agent identity is already loaded".to_string())
+}
+
+/// Reads and checks a certificate and key pair (see `load_identity_files`).
+pub fn read_identity_files(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<Identity, String> {
+    use rustls::pki_types::pem::PemObject;
+    let cert_pem = std::fs::read(cert)
+        .map_err(|e| format!("cannot read --tls-cert {}: {e}", cert.display()))?;
+    let key_pem =
+        std::fs::read(key).map_err(|e| format!("cannot read --tls-key {}: {e}", key.display()))?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
+    let leaf = chain
+        .first()
+        .cloned()
+        .ok_or_else(|| format!("--tls-cert {} holds no PEM certificate", cert.display()))?;
+    let k = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| format!("--tls-key {}: not a PEM private key: {e}", key.display()))?;
+    // The pair must match; rustls checks that when it builds a config.
+    ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain.clone(), k.clone_key())
+        .map_err(|e| {
+            format!(
+                "--tls-cert {} and --tls-key {} do not make a usable pair: {e}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    Ok(Identity {
+        cert: leaf,
+        chain,
+        key: k,
+        label: format!("file {}", cert.display()),
+    })
 }
 
 impl Identity {
-    /// The private key, PKCS#8 DER (for the OpenSSL backend).
-    pub fn key_der(&self) -> &[u8] {
+    /// The private key (for the OpenSSL backend).
+    pub fn key(&self) -> &PrivateKeyDer<'static> {
         &self.key
     }
 }
@@ -64,6 +122,9 @@ impl Identity {
 /// The agent's identity for `kind`, generated once per process (RSA-4096
 /// takes a second or more; tests should not pay it every time).
 pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
+    if let Some(id) = FILE_IDENTITY.get() {
+        return Ok(id.clone());
+    }
     static CACHE: OnceLock<Mutex<HashMap<CertKind, Arc<Identity>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(i) = cache.lock().expect("cert cache").get(&kind) {
@@ -86,7 +147,9 @@ pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
         .map_err(|e| format!("cannot sign the agent certificate: {e}"))?;
     let id = Arc::new(Identity {
         cert: cert.der().clone(),
-        key: key.serialize_der(),
+        chain: vec![cert.der().clone()],
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        label: kind.name().to_string(),
     });
     cache.lock().expect("cert cache").insert(kind, id.clone());
     Ok(id)
@@ -255,15 +318,15 @@ pub fn check(t: &TlsSpec) -> Result<(), String> {
     }
 }
 
-pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, CertificateDer<'static>), String> {
+pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, Arc<Identity>), String> {
     let (provider, versions) = provider(t)?;
     let id = identity(t.cert)?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(id.key.clone()));
+    let key = id.key.clone_key();
     let mut cfg = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS server settings: {e}"))?
         .with_no_client_auth()
-        .with_single_cert(vec![id.cert.clone()], key)
+        .with_single_cert(id.chain.clone(), key)
         .map_err(|e| format!("TLS server certificate: {e}"))?;
     if t.resume {
         cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(65_536);
@@ -272,7 +335,7 @@ pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, CertificateDer<'
         cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         cfg.send_tls13_tickets = 0;
     }
-    Ok((Arc::new(cfg), id.cert.clone()))
+    Ok((Arc::new(cfg), id))
 }
 
 /// A client config trusting exactly `agent_cert` (or the CA in the spec's
@@ -425,7 +488,8 @@ impl Write for Prefixed<'_> {
 pub struct RustlsConn {
     conn: Connection,
     ahead: ReadAhead,
-    cert: CertKind,
+    /// The agent certificate's label for results.
+    cert: String,
     /// The peer sent close_notify or closed the socket.
     eof: bool,
     /// close_notify is queued.
@@ -445,24 +509,24 @@ fn tls_err(e: rustls::Error) -> io::Error {
 }
 
 impl RustlsConn {
-    pub fn client(cfg: &Arc<ClientConfig>, t: &TlsSpec) -> io::Result<RustlsConn> {
+    pub fn client(cfg: &Arc<ClientConfig>, t: &TlsSpec, label: &str) -> io::Result<RustlsConn> {
         let name = ServerName::try_from(t.server_name.clone())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--tls-name: {e}")))?;
         let c = rustls::ClientConnection::new(cfg.clone(), name).map_err(tls_err)?;
-        Ok(RustlsConn::wrap(Connection::Client(c), t.cert))
+        Ok(RustlsConn::wrap(Connection::Client(c), label))
     }
 
-    pub fn server(cfg: &Arc<ServerConfig>, t: &TlsSpec) -> io::Result<RustlsConn> {
+    pub fn server(cfg: &Arc<ServerConfig>, label: &str) -> io::Result<RustlsConn> {
         let c = rustls::ServerConnection::new(cfg.clone()).map_err(tls_err)?;
-        Ok(RustlsConn::wrap(Connection::Server(c), t.cert))
+        Ok(RustlsConn::wrap(Connection::Server(c), label))
     }
 
-    fn wrap(mut conn: Connection, cert: CertKind) -> RustlsConn {
+    fn wrap(mut conn: Connection, cert: &str) -> RustlsConn {
         conn.set_buffer_limit(Some(4 * WRITE_CHUNK));
         RustlsConn {
             conn,
             ahead: ReadAhead::new(),
-            cert,
+            cert: cert.to_string(),
             eof: false,
             closing: false,
             prefix: None,
@@ -643,7 +707,7 @@ impl RustlsConn {
                 .map(|g| format!("{:?}", g.name()))
                 .unwrap_or_default(),
             etm: None,
-            cert: self.cert.name().into(),
+            cert: self.cert.clone(),
             resumed: self.resumed(),
         }
     }
@@ -701,8 +765,9 @@ impl TlsConn {
 
 /// One side's TLS settings for a test, by backend.
 pub enum Role {
-    Client(Arc<ClientConfig>),
-    Server(Arc<ServerConfig>),
+    /// A client config and the agent certificate's label (from the agent).
+    Client(Arc<ClientConfig>, String),
+    Server(Arc<ServerConfig>, String),
     #[cfg(feature = "openssl")]
     Openssl(super::tls_openssl::OsslRole),
 }
@@ -710,19 +775,24 @@ pub enum Role {
 impl Role {
     pub fn session(&self, t: &TlsSpec) -> io::Result<TlsConn> {
         Ok(match self {
-            Role::Client(c) => TlsConn::Rustls(Box::new(RustlsConn::client(c, t)?)),
-            Role::Server(s) => TlsConn::Rustls(Box::new(RustlsConn::server(s, t)?)),
+            Role::Client(c, label) => TlsConn::Rustls(Box::new(RustlsConn::client(c, t, label)?)),
+            Role::Server(s, label) => TlsConn::Rustls(Box::new(RustlsConn::server(s, label)?)),
             #[cfg(feature = "openssl")]
             Role::Openssl(o) => TlsConn::Openssl(o.session(t)?),
         })
     }
 
-    /// The agent's role and the certificate the controller will trust.
-    pub fn server(t: &TlsSpec) -> Result<(Role, Vec<u8>), String> {
+    /// The agent's role, the certificate the controller will trust, and
+    /// its label.
+    pub fn server(t: &TlsSpec) -> Result<(Role, Vec<u8>, String), String> {
         match t.backend {
             TlsBackend::Rustls => {
-                let (cfg, cert) = server_config(t)?;
-                Ok((Role::Server(cfg), cert.as_ref().to_vec()))
+                let (cfg, id) = server_config(t)?;
+                Ok((
+                    Role::Server(cfg, id.label.clone()),
+                    id.cert.as_ref().to_vec(),
+                    id.label.clone(),
+                ))
             }
             #[cfg(feature = "openssl")]
             TlsBackend::Openssl => super::tls_openssl::OsslRole::server(t),
@@ -732,11 +802,14 @@ impl Role {
     }
 
     /// The controller's role, trusting `agent_cert` (or the spec's CA file).
-    pub fn client(t: &TlsSpec, agent_cert: &[u8]) -> Result<Role, String> {
+    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<Role, String> {
         match t.backend {
-            TlsBackend::Rustls => Ok(Role::Client(client_config(t, agent_cert)?)),
+            TlsBackend::Rustls => Ok(Role::Client(
+                client_config(t, agent_cert)?,
+                label.to_string(),
+            )),
             #[cfg(feature = "openssl")]
-            TlsBackend::Openssl => super::tls_openssl::OsslRole::client(t, agent_cert),
+            TlsBackend::Openssl => super::tls_openssl::OsslRole::client(t, agent_cert, label),
             #[cfg(not(feature = "openssl"))]
             TlsBackend::Openssl => Err(NO_OPENSSL.into()),
         }

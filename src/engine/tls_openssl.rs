@@ -209,17 +209,34 @@ pub struct OsslRole {
     etm: Option<bool>,
     /// The one key-exchange group offered, as OpenSSL names it.
     groups: String,
+    /// The agent certificate's label for results.
+    label: String,
 }
 
 impl OsslRole {
-    pub fn server(t: &TlsSpec) -> Result<(super::tls::Role, Vec<u8>), String> {
+    pub fn server(t: &TlsSpec) -> Result<(super::tls::Role, Vec<u8>, String), String> {
+        use rustls::pki_types::PrivateKeyDer;
         let id = identity(t.cert)?;
         let mut b = ctx(t, true)?;
         let cert = X509::from_der(&id.cert).map_err(|e| format!("agent certificate: {e}"))?;
-        let key =
-            PKey::private_key_from_pkcs8(id.key_der()).map_err(|e| format!("agent key: {e}"))?;
+        let key = match id.key() {
+            PrivateKeyDer::Pkcs8(k) => PKey::private_key_from_pkcs8(k.secret_pkcs8_der()),
+            PrivateKeyDer::Sec1(k) => openssl::ec::EcKey::private_key_from_der(k.secret_sec1_der())
+                .and_then(PKey::from_ec_key),
+            PrivateKeyDer::Pkcs1(k) => {
+                openssl::rsa::Rsa::private_key_from_der(k.secret_pkcs1_der())
+                    .and_then(PKey::from_rsa)
+            }
+            _ => return Err("agent key: an unsupported key format".into()),
+        }
+        .map_err(|e| format!("agent key: {e}"))?;
         b.set_certificate(&cert)
             .map_err(|e| format!("agent certificate: {e}"))?;
+        for extra in id.chain.iter().skip(1) {
+            let c = X509::from_der(extra).map_err(|e| format!("agent certificate chain: {e}"))?;
+            b.add_extra_chain_cert(c)
+                .map_err(|e| format!("agent certificate chain: {e}"))?;
+        }
         b.set_private_key(&key)
             .map_err(|e| format!("agent key: {e}"))?;
         let p = plan(t)?;
@@ -232,12 +249,14 @@ impl OsslRole {
                 cbc: p.cbc,
                 etm: t.etm,
                 groups: p.groups,
+                label: id.label.clone(),
             }),
             id.cert.as_ref().to_vec(),
+            id.label.clone(),
         ))
     }
 
-    pub fn client(t: &TlsSpec, agent_cert: &[u8]) -> Result<super::tls::Role, String> {
+    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<super::tls::Role, String> {
         let mut b = ctx(t, false)?;
         let mut store = X509StoreBuilder::new().map_err(|e| e.to_string())?;
         match &t.ca_file {
@@ -276,6 +295,7 @@ impl OsslRole {
             cbc: p.cbc,
             etm: t.etm,
             groups: p.groups,
+            label: label.to_string(),
         }))
     }
 
@@ -302,7 +322,7 @@ impl OsslRole {
         let stream = SslStream::new(ssl, io).map_err(err)?;
         Ok(OsslConn {
             stream,
-            cert: t.cert,
+            cert: self.label.clone(),
             last: self.client.then(|| self.last.clone()),
             cbc: self.cbc,
             etm: self.etm,
@@ -386,7 +406,7 @@ impl Write for FdIo {
 
 pub struct OsslConn {
     stream: SslStream<FdIo>,
-    cert: CertKind,
+    cert: String,
     last: Option<Arc<Mutex<Option<SslSession>>>>,
     cbc: bool,
     etm: Option<bool>,
@@ -535,7 +555,7 @@ impl OsslConn {
             // OpenSSL 3.0 has no getter for the negotiated group; only one is offered.
             kx_group: self.kx.clone(),
             etm: self.cbc.then(|| self.etm.unwrap_or(true)),
-            cert: self.cert.name().into(),
+            cert: self.cert.clone(),
             resumed: self.resumed(),
         }
     }

@@ -23,6 +23,8 @@ pub struct StudyArgs {
     pub command: StudyCommand,
 }
 
+// Parsed once per process: the size difference between variants is moot.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum StudyCommand {
     /// The built-in studies, one line each.

@@ -93,6 +93,8 @@ pub fn run(args: QuickArgs) -> Result<(), Failure> {
             agent: None,
             token_file: None,
             ipv6: false,
+            tls_cert: None,
+            tls_key: None,
         },
         quiet: args.quiet,
     };
