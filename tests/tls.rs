@@ -346,6 +346,11 @@ mod openssl_backend {
             "{}",
             stderr(&o)
         );
+        let e = stderr(&o);
+        assert!(
+            e.contains("TLS 1.2 AES128-SHA") && e.contains("AES256-SHA256"),
+            "{e}"
+        );
         let o = run(
             &[
                 "run",

@@ -40,6 +40,41 @@ const TLS13: &[(&str, &str)] = &[
     ("chacha20-poly1305", "TLS_CHACHA20_POLY1305_SHA256"),
 ];
 
+/// TLS 1.2 suites worth naming; `offered12` keeps those this OpenSSL has.
+const TLS12_CANDIDATES: &[&str] = &[
+    "AES128-SHA",
+    "AES256-SHA",
+    "AES128-SHA256",
+    "AES256-SHA256",
+    "AES128-GCM-SHA256",
+    "AES256-GCM-SHA384",
+    "ECDHE-RSA-AES128-SHA256",
+    "ECDHE-RSA-AES256-SHA384",
+    "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-RSA-CHACHA20-POLY1305",
+    "ECDHE-ECDSA-AES128-SHA256",
+    "ECDHE-ECDSA-AES256-SHA384",
+    "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "DHE-RSA-AES128-GCM-SHA256",
+    "DHE-RSA-AES256-GCM-SHA384",
+];
+
+/// The TLS 1.2 suites of `TLS12_CANDIDATES` this OpenSSL accepts.
+pub fn offered12() -> Vec<&'static str> {
+    TLS12_CANDIDATES
+        .iter()
+        .copied()
+        .filter(|c| {
+            SslContext::builder(SslMethod::tls())
+                .map(|mut b| b.set_cipher_list(c).is_ok())
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
 /// What a spec asks of OpenSSL: TLS 1.3 suites, or a TLS 1.2 cipher list.
 struct Plan {
     v13: Option<String>,
@@ -167,8 +202,10 @@ fn ctx(t: &TlsSpec, server: bool) -> Result<SslContextBuilder, String> {
     if let Some(c) = &p.v12 {
         b.set_cipher_list(c).map_err(|_| {
             format!(
-                "cipher '{c}' is not offered by {}; it has, for example: AES256-SHA256, AES128-SHA256, AES256-GCM-SHA384, ECDHE-RSA-AES256-GCM-SHA384, ECDHE-ECDSA-AES128-GCM-SHA256 (see `openssl ciphers -v`)",
-                openssl::version::version()
+                "cipher '{c}' is not offered by {}; it offers TLS 1.3 {} and TLS 1.2 {}",
+                openssl::version::version(),
+                TLS13.iter().map(|x| x.0).collect::<Vec<_>>().join(", "),
+                offered12().join(", ")
             )
         })?;
     }
