@@ -141,6 +141,7 @@ fn a_study_writes_results_manifest_and_reports() {
         "data-rule=\"streams_to_line_rate\"",
         "net.ipv4.tcp_rmem",
         "<th>of line rate</th>",
+        "TLS libraries",
     ] {
         assert!(html.contains(s), "report.html lacks {s}");
     }

@@ -55,6 +55,12 @@ fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
             c.cpu_flags.join(" "),
             a.cpu_flags.join(" "),
         ),
+        ("crypto".into(), c.crypto.clone(), a.crypto.clone()),
+        (
+            "TLS libraries".into(),
+            c.tls_library.clone(),
+            a.tls_library.clone(),
+        ),
     ];
     for (k, v) in &c.sysctls {
         rows.push((
