@@ -243,6 +243,48 @@ fn an_interrupted_study_keeps_its_points_and_resumes() {
 }
 
 #[test]
+fn ctrl_c_ends_a_study_after_the_running_test_with_its_report() {
+    let out = out_dir("sigint");
+    let text = STREAMS.replace("duration = \"0.3s\"", "duration = \"1.5s\"");
+    let file = write_study("sigint", &text);
+    let child = spawn(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let deadline = Instant::now() + LIMIT;
+    // Wait until the first point runs (its folder exists), then interrupt.
+    let dir = loop {
+        if let Some(d) = std::fs::read_dir(&out).ok().and_then(|mut r| r.next()) {
+            break d.unwrap().path();
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = wait(child, LIMIT);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("interrupted (Ctrl-C)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["status"], "partial");
+    // The running point finished and was kept; the rest did not start.
+    assert!(dir.join("points/flows-1.r1.json").exists());
+    assert!(!dir.join("points/flows-4.r1.json").exists());
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("data-rule=\"missing\""));
+}
+
+#[test]
 fn report_is_regenerated_from_the_folder_alone() {
     let out = out_dir("s3");
     let file = write_study("regen", STREAMS);

@@ -5,6 +5,7 @@
 //! `--resume` picks up a folder and runs only what has no result yet.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::{open_target, ConnectArgs, Failure, EXIT_PARTIAL};
 use crate::report::progress::Progress;
@@ -35,6 +36,28 @@ pub struct Outcome {
     pub skipped: usize,
     /// Why the study stopped early, if it did.
     pub stopped: Option<String>,
+}
+
+/// Set by SIGINT during a study: stop after the running test, keep what is
+/// stored, and still write the manifest and the report.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// The first Ctrl-C ends the study gracefully; a second one ends it at once.
+fn catch_sigint() {
+    INTERRUPTED.store(false, Ordering::SeqCst);
+    // SAFETY: the handler only stores to an atomic (async-signal-safe);
+    // SA_RESETHAND restores the default, so a second Ctrl-C kills.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigint as *const () as usize;
+        sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
 }
 
 /// A permutation from a 64-bit seed (xorshift; only spreading order matters).
@@ -182,7 +205,12 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         }
     };
     let total = m.runs.len();
+    catch_sigint();
     for (n, &i) in todo.iter().enumerate() {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            outcome.stopped = Some("interrupted (Ctrl-C)".into());
+            break;
+        }
         let run = m.runs[i].clone();
         let point = m.point(&run.point).cloned().ok_or_else(|| {
             Failure::from(format!("manifest names an unknown point {}", run.point))
@@ -235,6 +263,9 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         if outcome.stopped.is_some() {
             break;
         }
+    }
+    if INTERRUPTED.load(Ordering::SeqCst) && outcome.stopped.is_none() {
+        outcome.stopped = Some("interrupted (Ctrl-C) after the last run".into());
     }
     target.conn.bye();
     m.status = if outcome.stopped.is_some() {
