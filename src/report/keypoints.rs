@@ -16,37 +16,33 @@ pub struct KeyPoint {
     pub advice: String,
 }
 
-/// Rows grouped by every parameter except `dim`, each group sorted by the
-/// numeric value of `dim`.
-fn groups<'a>(l: &'a Landscape, dim: &str) -> Vec<(String, Vec<(f64, &'a Row)>)> {
-    let mut out: Vec<(String, Vec<(f64, &Row)>)> = Vec::new();
+/// One metric along `dim`: rows grouped by every other parameter, each
+/// group as (value of `dim`, mean of `metric`) sorted by `dim`; rows
+/// without the metric are left out.
+fn curves(l: &Landscape, dim: &str, metric: &str) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut out: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for r in &l.rows {
-        let Some(x) = r.point.param(dim).and_then(axis_number) else {
+        let (Some(x), Some(y)) = (r.point.param(dim).and_then(axis_number), r.mean(metric)) else {
             continue;
         };
-        let key = r
-            .point
-            .params
-            .iter()
-            .filter(|(k, _)| k != dim)
-            .map(|(k, v)| {
-                if k == "case" {
-                    v.clone()
-                } else {
-                    format!("{k}={v}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+        let key = r.point.label_except(dim);
         match out.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push((x, r)),
-            None => out.push((key, vec![(x, r)])),
+            Some((_, v)) => v.push((x, y)),
+            None => out.push((key, vec![(x, y)])),
         }
     }
     for (_, v) in &mut out {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     out
+}
+
+/// The point with the largest value.
+fn peak(v: &[(f64, f64)]) -> (f64, f64) {
+    v.iter()
+        .copied()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or_default()
 }
 
 fn suffix(group: &str) -> String {
@@ -71,11 +67,7 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
         return vec![];
     };
     let mut out = Vec::new();
-    for (group, rows) in groups(l, "flows") {
-        let measured: Vec<(f64, f64)> = rows
-            .iter()
-            .filter_map(|(x, r)| r.mean("throughput_bps").map(|v| (*x, v)))
-            .collect();
+    for (group, measured) in curves(l, "flows", "throughput_bps") {
         if measured.len() < 2 {
             continue;
         }
@@ -110,11 +102,7 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
                 },
             }),
             None => {
-                let (n, v) = measured
-                    .iter()
-                    .copied()
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
-                    .unwrap_or((0.0, 0.0));
+                let (n, v) = peak(&measured);
                 out.push(KeyPoint {
                     rule: "streams_to_line_rate",
                     text: format!(
@@ -135,19 +123,11 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
 /// Throughput that falls again as flows are added beyond a peak.
 pub fn scaling_peak(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
-    for (group, rows) in groups(l, "flows") {
-        let measured: Vec<(f64, f64)> = rows
-            .iter()
-            .filter_map(|(x, r)| r.mean("throughput_bps").map(|v| (*x, v)))
-            .collect();
+    for (group, measured) in curves(l, "flows", "throughput_bps") {
         if measured.len() < 3 {
             continue;
         }
-        let (peak_n, peak) = measured
-            .iter()
-            .copied()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .unwrap_or_default();
+        let (peak_n, peak) = peak(&measured);
         let (last_n, last) = *measured.last().expect("3 or more");
         if last_n > peak_n && last < 0.9 * peak {
             out.push(KeyPoint {
@@ -171,12 +151,8 @@ pub fn scaling_peak(l: &Landscape) -> Vec<KeyPoint> {
 /// CPU per KB that changes by more than 20% across the flow counts.
 pub fn service_demand_trend(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
-    for (group, rows) in groups(l, "flows") {
-        for key in ["client_us_per_kb", "agent_us_per_kb"] {
-            let v: Vec<(f64, f64)> = rows
-                .iter()
-                .filter_map(|(x, r)| r.mean(key).map(|v| (*x, v)))
-                .collect();
+    for key in ["client_us_per_kb", "agent_us_per_kb"] {
+        for (group, v) in curves(l, "flows", key) {
             let (Some(first), Some(last)) = (v.first(), v.last()) else {
                 continue;
             };
@@ -318,15 +294,7 @@ pub fn host_saturated(l: &Landscape) -> Vec<KeyPoint> {
 /// What TLS costs: points that differ only in `tls` (true vs false),
 /// compared per KB (streams) or per transaction.
 pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
-    let key_of = |r: &Row| -> String {
-        r.point
-            .params
-            .iter()
-            .filter(|(k, _)| k != "tls")
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let key_of = |r: &Row| r.point.label_except("tls");
     let mut pairs: Vec<(&Row, &Row)> = Vec::new();
     for enc in l
         .rows

@@ -11,7 +11,7 @@ use crate::report::plot::{Chart, HLine, Series};
 use crate::result::TestResult;
 use crate::study::file::{LineRate, PlotSpec, Study};
 use crate::study::folder::Loaded;
-use crate::study::sweep::Point;
+use crate::study::sweep::{params_label, Point};
 use crate::units;
 
 pub struct Row {
@@ -257,16 +257,7 @@ impl Landscape {
             let name = if rest.is_empty() {
                 m.title.to_string()
             } else {
-                rest.iter()
-                    .map(|(k, v)| {
-                        if k == "case" {
-                            v.clone()
-                        } else {
-                            format!("{k}={v}")
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                params_label(rest)
             };
             let hw = e.half_width.filter(|_| e.n > 1).map(|h| h / scale);
             let pt = (x, e.mean / scale, hw);

@@ -23,23 +23,35 @@ pub struct Point {
     pub confidence: Confidence,
 }
 
+/// "flows=8 direction=tx": parameters as people name a point; a case's
+/// label stands alone. The one place point and series names are made.
+pub fn params_label<'a>(params: impl IntoIterator<Item = &'a (String, String)>) -> String {
+    params
+        .into_iter()
+        .map(|(k, v)| {
+            if k == "case" {
+                v.clone()
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl Point {
     /// "flows=8 direction=tx", or the case label alone.
     pub fn label(&self) -> String {
         if self.params.is_empty() {
             return "test".into();
         }
-        self.params
-            .iter()
-            .map(|(k, v)| {
-                if k == "case" {
-                    v.clone()
-                } else {
-                    format!("{k}={v}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+        params_label(&self.params)
+    }
+
+    /// The label without one parameter ("" when nothing else is left):
+    /// what groups points along that parameter.
+    pub fn label_except(&self, key: &str) -> String {
+        params_label(self.params.iter().filter(|(k, _)| k != key))
     }
 
     pub fn param(&self, key: &str) -> Option<&str> {
@@ -118,14 +130,7 @@ pub fn expand(study: &Study, overrides: &TestConfig) -> Result<Vec<Point>, Strin
             let axis_config = TestConfig::from_pairs(&pairs)?;
             let mut config = config.overlay(&axis_config).overlay(overrides);
             config.label = None;
-            let label = Point {
-                index: 0,
-                id: String::new(),
-                params: params.clone(),
-                spec: TestSpec::default(),
-                confidence: Confidence::default(),
-            }
-            .label();
+            let label = params_label(&params);
             let named = |e: String| format!("{}: point {label}: {e}", study.origin);
             let spec = config.to_spec().map_err(named)?;
             let confidence = config.confidence().map_err(named)?;
