@@ -409,17 +409,22 @@ pub fn cert_pem(der: &[u8]) -> String {
 }
 
 /// Serves reads to rustls from one large recv: rustls asks for 4 KiB at a
-/// time, which at tens of Gbit/s would mean a syscall per 4 KiB.
+/// time, which at tens of Gbit/s would mean a syscall per 4 KiB. The buffer
+/// starts at one record and doubles (to 64 KiB) only when a read fills it,
+/// so a short connection (crr, tls-handshake) never allocates 64 KiB.
 struct ReadAhead {
-    buf: Box<[u8]>,
+    buf: Vec<u8>,
     start: usize,
     end: usize,
 }
 
+const AHEAD_FIRST: usize = 17 * 1024;
+const AHEAD_MAX: usize = 64 * 1024;
+
 impl ReadAhead {
     fn new() -> Self {
         ReadAhead {
-            buf: vec![0u8; 64 * 1024].into_boxed_slice(),
+            buf: Vec::new(),
             start: 0,
             end: 0,
         }
@@ -437,7 +442,14 @@ impl Read for Sock<'_> {
         if a.start == a.end {
             a.start = 0;
             a.end = 0;
+            if a.buf.is_empty() {
+                a.buf.resize(AHEAD_FIRST, 0);
+            }
             a.end = self.sock.read(&mut a.buf)?;
+            if a.end == a.buf.len() && a.buf.len() < AHEAD_MAX {
+                // A full read: a bulk flow; read more per syscall from now on.
+                a.buf.resize((a.buf.len() * 2).min(AHEAD_MAX), 0);
+            }
         }
         let n = (a.end - a.start).min(out.len());
         out[..n].copy_from_slice(&a.buf[a.start..a.start + n]);
