@@ -648,18 +648,8 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         print!("{text}");
     }
     let _ = std::io::stdout().flush();
-    let nothing = result
-        .iterations
-        .iter()
-        .all(|i| i.bytes == 0 && i.transactions == 0);
-    let first_error = result
-        .iterations
-        .iter()
-        .find_map(|i| i.errors.client.first().or(i.errors.agent.first()).cloned());
-    if let (true, Some(e)) = (nothing, first_error) {
-        return Err(Failure::from(format!(
-            "nothing was measured: every connection failed, first with: {e}"
-        )));
+    if let Some(why) = result.nothing_measured() {
+        return Err(Failure::from(why));
     }
     if result.summary.status != "ok" {
         let why = result

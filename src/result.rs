@@ -193,6 +193,24 @@ pub struct TestResult {
     pub baseline: Option<Summary>,
 }
 
+impl TestResult {
+    /// Why nothing at all was measured (every connection failed), if so:
+    /// such a result is a failure, not a zero, wherever it is run.
+    pub fn nothing_measured(&self) -> Option<String> {
+        let nothing = self
+            .iterations
+            .iter()
+            .all(|i| i.bytes == 0 && i.transactions == 0);
+        let first_error = self
+            .iterations
+            .iter()
+            .find_map(|i| i.errors.client.first().or(i.errors.agent.first()))?;
+        nothing.then(|| {
+            format!("nothing was measured: every connection failed, first with: {first_error}")
+        })
+    }
+}
+
 /// Builds one iteration's figures from both sides' interval samples.
 pub struct SideData<'a> {
     pub samples: &'a [IntervalSample],
@@ -402,6 +420,29 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn nothing_measured_needs_zero_figures_and_an_error() {
+        let mut r = TestResult {
+            iterations: vec![Iteration::default()],
+            ..Default::default()
+        };
+        assert_eq!(
+            r.nothing_measured(),
+            None,
+            "zero without an error is a result"
+        );
+        r.iterations[0]
+            .errors
+            .client
+            .push("flow 0: TLS: bad certificate".into());
+        assert!(r
+            .nothing_measured()
+            .unwrap()
+            .ends_with("first with: flow 0: TLS: bad certificate"));
+        r.iterations[0].transactions = 1;
+        assert_eq!(r.nothing_measured(), None);
     }
 
     #[test]

@@ -245,6 +245,25 @@ fn agent_caps_flows_and_duration() {
 }
 
 #[test]
+fn an_agent_setup_failure_reaches_the_controller_at_once() {
+    // The agent cannot open its crr listeners with an unknown congestion
+    // control; the controller must hear why at once, not time out (30 s).
+    let o = run(
+        &[
+            "run", "crr", "--cc", "nosuchcc", "-d", "0.3", "--warmup", "0.1",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("congestion control 'nosuchcc' refused"),
+        "{}",
+        stderr(&o)
+    );
+    assert_no_panic(&o);
+}
+
+#[test]
 fn bad_input_exits_2_with_one_line() {
     for args in [
         vec!["run", "bogus"],

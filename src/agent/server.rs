@@ -105,7 +105,16 @@ fn session(mut stream: TcpStream, sh: &Shared) {
     loop {
         match rx.recv() {
             Ok(Some(Msg::Setup { spec })) => {
-                if let Err(e) = run_test(*spec, &mut stream, &rx, &gone, sh) {
+                if let Err(end) = run_test(*spec, &mut stream, &rx, &gone, sh) {
+                    let e = match end {
+                        TestEnd::Told(e) => e,
+                        // Every failure reaches the controller, not only the
+                        // refusals: else it waits for a reply until timeout.
+                        TestEnd::Untold(e) => {
+                            let _ = send_error(&mut stream, ErrorCode::SetupFailed, &e);
+                            e
+                        }
+                    };
                     log!(sh, "controller {peer}: test ended early: {e}");
                     if gone.load(Ordering::Relaxed) {
                         break;
@@ -195,16 +204,36 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// How a test that did not run to its end ended.
+enum TestEnd {
+    /// The controller was sent the reason.
+    Told(String),
+    /// Not yet: the session sends it (any `?` in `run_test` lands here).
+    Untold(String),
+}
+
+impl From<String> for TestEnd {
+    fn from(e: String) -> Self {
+        TestEnd::Untold(e)
+    }
+}
+
+impl From<&str> for TestEnd {
+    fn from(e: &str) -> Self {
+        TestEnd::Untold(e.to_string())
+    }
+}
+
 fn run_test(
     spec: TestSpec,
     stream: &mut TcpStream,
     rx: &Receiver<Option<Msg>>,
     gone: &Arc<AtomicBool>,
     sh: &Shared,
-) -> Result<(), String> {
+) -> Result<(), TestEnd> {
     let refuse = |stream: &mut TcpStream, code: ErrorCode, msg: String| {
         let _ = send_error(stream, code, &msg);
-        Err(msg)
+        Err(TestEnd::Told(msg))
     };
     if let Err(e) = spec.validate() {
         return refuse(stream, ErrorCode::BadRequest, e);
@@ -380,7 +409,7 @@ fn run_test(
             errors: report.errors,
         },
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| TestEnd::Told(format!("cannot send the final report: {e}")))
 }
 
 struct AgentObserver<'a> {

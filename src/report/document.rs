@@ -93,10 +93,9 @@ fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
     rows
 }
 
-pub fn build(loaded: &Loaded) -> Report {
+pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     let study = &loaded.study;
     let m = &loaded.manifest;
-    let land: Landscape = landscape::build(loaded);
     let mut figures = Vec::new();
     let mut missing_figures = Vec::new();
     for (i, p) in study.plots.iter().enumerate() {
@@ -253,14 +252,14 @@ pub fn build(loaded: &Loaded) -> Report {
 /// folder; returns the HTML report's path.
 pub fn write_all(dir: &Path) -> Result<PathBuf, String> {
     let loaded = folder::load(dir)?;
-    let report = build(&loaded);
+    let land = landscape::build(&loaded);
+    let report = build(&loaded, &land);
     let plots = dir.join("plots");
     std::fs::create_dir_all(&plots)
         .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
     for f in &report.figures {
         folder::write_atomic(&plots.join(&f.file), f.svg.as_bytes())?;
     }
-    let land = landscape::build(&loaded);
     folder::write_atomic(
         &dir.join("landscape.csv"),
         csv::landscape(&land)?.as_bytes(),

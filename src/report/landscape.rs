@@ -78,7 +78,8 @@ pub fn build(loaded: &Loaded) -> Landscape {
             let results = loaded
                 .results
                 .iter()
-                .filter(|(run, _)| run.point == p.id)
+                // A failed run (nothing measured) holds no figures.
+                .filter(|(run, _)| run.point == p.id && run.status != "failed")
                 .map(|(_, r)| r.clone())
                 .collect();
             row(p.clone(), results)

@@ -244,8 +244,13 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
                 folder::write_json(&dir.join(&rec.file), &result)?;
                 rec.status = result.summary.status.clone();
                 rec.error = result.iterations.iter().find_map(|it| it.error.clone());
+                if let Some(why) = result.nothing_measured() {
+                    // Kept for its errors, but not a point of the landscape.
+                    rec.status = "failed".into();
+                    rec.error = Some(why);
+                }
                 outcome.ran += 1;
-                if result.summary.status != "ok" {
+                if rec.status != "ok" {
                     outcome.stopped = Some(format!(
                         "{label}: {}",
                         rec.error.clone().unwrap_or_else(|| "ended early".into())
