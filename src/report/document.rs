@@ -244,7 +244,7 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         description: study.description.clone(),
         details,
         commands,
-        key_points: keypoints::derive(&land),
+        key_points: keypoints::derive(land),
     }
 }
 
