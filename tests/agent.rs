@@ -248,10 +248,8 @@ fn agent_caps_flows_and_duration() {
 fn an_agent_setup_failure_reaches_the_controller_at_once() {
     // The agent cannot open its crr listeners with an unknown congestion
     // control; the controller must hear why at once, not time out (30 s).
-    let o = run(
-        &[
-            "run", "crr", "--cc", "nosuchcc", "-d", "0.3", "--warmup", "0.1",
-        ],
+    let o = run_str(
+        "run crr --cc nosuchcc -d 0.3 --warmup 0.1",
         Duration::from_secs(10),
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -48,6 +48,45 @@ fn ok(o: &std::process::Output) {
     );
 }
 
+/// `linerate study run STUDY --out OUT -q EXTRA` (EXTRA split at spaces).
+fn study_args<'a>(study: &'a str, out: &'a Path, extra: &'a str) -> Vec<&'a str> {
+    let mut v = vec!["study", "run", study, "--out", out.to_str().unwrap(), "-q"];
+    v.extend(extra.split_whitespace());
+    v
+}
+
+/// Runs a study to its end (see `study_args`).
+fn run_study(study: &str, out: &Path, extra: &str, limit: Duration) -> std::process::Output {
+    run(&study_args(study, out, extra), limit)
+}
+
+/// Starts STREAMS with 1.5 s points in the background: (process, study file).
+fn start_slow_study(out: &Path, name: &str) -> (std::process::Child, PathBuf) {
+    let text = STREAMS.replace("duration = \"0.3s\"", "duration = \"1.5s\"");
+    let file = write_study(name, &text);
+    let child = spawn(&study_args(file.to_str().unwrap(), out, ""));
+    (child, file)
+}
+
+/// The results folder under `out` once it holds `file`.
+fn wait_for_folder(out: &Path, file: &str) -> PathBuf {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(d) = std::fs::read_dir(out).ok().and_then(|mut r| r.next()) {
+            let d = d.unwrap().path();
+            if d.join(file).exists() {
+                return d;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {file} under {}",
+            out.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 const STREAMS: &str = r#"
 title = "Streams test"
 description = "Throughput vs streams on loopback, tiny."
@@ -79,19 +118,7 @@ columns = ["throughput_bps", "client_us_per_kb"]
 fn a_study_writes_results_manifest_and_reports() {
     let out = out_dir("s1");
     let file = write_study("streams", STREAMS);
-    let o = run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--repeat",
-            "2",
-            "-q",
-        ],
-        LIMIT,
-    );
+    let o = run_study(file.to_str().unwrap(), &out, "--repeat 2", LIMIT);
     ok(&o);
     let dir = the_folder(&out);
     assert!(dir
@@ -154,30 +181,9 @@ fn a_study_writes_results_manifest_and_reports() {
 #[test]
 fn an_interrupted_study_keeps_its_points_and_resumes() {
     let out = out_dir("s2");
-    let text = STREAMS.replace("duration = \"0.3s\"", "duration = \"1.5s\"");
-    let file = write_study("resume", &text);
-    let child = spawn(&[
-        "study",
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let (child, file) = start_slow_study(&out, "resume");
     // Stop the controller (by its PID) once the first point is stored.
-    let deadline = Instant::now() + LIMIT;
-    let first = loop {
-        if let Ok(rd) = std::fs::read_dir(&out) {
-            if let Some(d) = rd.flatten().next() {
-                let p = d.path().join("points/flows-1.r1.json");
-                if p.exists() {
-                    break d.path();
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no first point");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let first = wait_for_folder(&out, "points/flows-1.r1.json");
     let pid = child.id() as i32;
     // SAFETY: a signal to the child this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -245,25 +251,9 @@ fn an_interrupted_study_keeps_its_points_and_resumes() {
 #[test]
 fn ctrl_c_ends_a_study_after_the_running_test_with_its_report() {
     let out = out_dir("sigint");
-    let text = STREAMS.replace("duration = \"0.3s\"", "duration = \"1.5s\"");
-    let file = write_study("sigint", &text);
-    let child = spawn(&[
-        "study",
-        "run",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
-    let deadline = Instant::now() + LIMIT;
+    let (child, _) = start_slow_study(&out, "sigint");
     // Wait until the first point runs (its folder exists), then interrupt.
-    let dir = loop {
-        if let Some(d) = std::fs::read_dir(&out).ok().and_then(|mut r| r.next()) {
-            break d.unwrap().path();
-        }
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let dir = wait_for_folder(&out, "manifest.json");
     std::thread::sleep(Duration::from_millis(700));
     // SAFETY: a signal to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -288,16 +278,10 @@ fn ctrl_c_ends_a_study_after_the_running_test_with_its_report() {
 fn report_is_regenerated_from_the_folder_alone() {
     let out = out_dir("s3");
     let file = write_study("regen", STREAMS);
-    ok(&run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-            "--no-report",
-        ],
+    ok(&run_study(
+        file.to_str().unwrap(),
+        &out,
+        "--no-report",
         LIMIT,
     ));
     let dir = the_folder(&out);
@@ -356,17 +340,7 @@ fn compare_finds_a_known_difference_and_gates_on_it() {
     for rate in ["1000", "2000"] {
         let out = out_dir(&format!("cmp{rate}"));
         let file = write_study(&format!("open{rate}"), &OPEN_LOOP.replace("RATE", rate));
-        ok(&run(
-            &[
-                "study",
-                "run",
-                file.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "-q",
-            ],
-            LIMIT,
-        ));
+        ok(&run_study(file.to_str().unwrap(), &out, "", LIMIT));
         dirs.push(the_folder(&out));
     }
     let (a, b) = (dirs[0].to_str().unwrap(), dirs[1].to_str().unwrap());
@@ -427,7 +401,7 @@ fn compare_finds_a_known_difference_and_gates_on_it() {
 
 #[test]
 fn bad_study_input_exits_with_one_line() {
-    let o = run(&["study", "run", "no-such-study"], LIMIT);
+    let o = run_str("study run no-such-study", LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert_no_panic(&o);
     let e = stderr(&o);
@@ -448,11 +422,11 @@ fn bad_study_input_exits_with_one_line() {
         e.contains(&format!("{}:9:", bad.display())) && e.contains("flowz"),
         "{e}"
     );
-    let o = run(&["study", "run", "/nonexistent/x.toml"], LIMIT);
+    let o = run_str("study run /nonexistent/x.toml", LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert_no_panic(&o);
     assert!(stderr(&o).contains("cannot read study file"));
-    let o = run(&["report", "/nonexistent"], LIMIT);
+    let o = run_str("report /nonexistent", LIMIT);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("is not a study results folder"),
@@ -464,32 +438,21 @@ fn bad_study_input_exits_with_one_line() {
 
 #[test]
 fn builtin_studies_are_listed_and_run() {
-    let o = run(&["study", "list"], LIMIT);
+    let o = run_str("study list", LIMIT);
     ok(&o);
     let list = stdout(&o);
     for name in ["quick", "streams-to-line-rate", "awm", "connections"] {
         assert!(list.contains(name), "{list}");
     }
-    let o = run(&["study", "show", "awm"], LIMIT);
+    let o = run_str("study show awm", LIMIT);
     ok(&o);
     assert!(stdout(&o).contains("[[case]]"));
     for name in ["streams-to-line-rate", "awm", "connections"] {
         let out = out_dir(&format!("b-{name}"));
-        let o = run(
-            &[
-                "study",
-                "run",
-                name,
-                "--out",
-                out.to_str().unwrap(),
-                "-d",
-                "0.3",
-                "--warmup",
-                "0.2",
-                "-i",
-                "0.1",
-                "-q",
-            ],
+        let o = run_study(
+            name,
+            &out,
+            "-d 0.3 --warmup 0.2 -i 0.1",
             Duration::from_secs(300),
         );
         ok(&o);

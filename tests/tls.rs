@@ -12,19 +12,33 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(90);
 
 fn run_json(name: &str, args: &str) -> Value {
-    let out = tmp(name);
-    let mut all = vec!["run"];
-    all.extend(args.split_whitespace());
-    all.extend_from_slice(&["-q", "--json", out.to_str().unwrap()]);
-    let o = run(&all, LIMIT);
-    assert_no_panic(&o);
-    assert!(
-        o.status.success(),
-        "linerate {all:?} failed ({}): {}",
-        o.status,
-        stderr(&o)
-    );
-    json(&out)
+    common::run_json(name, args, LIMIT)
+}
+
+/// A tls-handshake result: enough handshakes, the same count on both ends,
+/// and (nearly) all resumed when resumption is on, none when off.
+fn check_handshakes(r: &Value, resume: bool) {
+    let it = &r["iterations"][0];
+    let (c, a) = (&it["counters"]["client"], &it["counters"]["agent"]);
+    let (hc, ha) = (u(&c["tls_handshakes"]), u(&a["tls_handshakes"]));
+    assert!(hc > 100, "{hc} handshakes");
+    // The agent's window starts a control message later: allow the
+    // handshakes in flight at each edge, one per flow per edge.
+    assert!(hc.abs_diff(ha) <= 8 + hc / 50, "client {hc} vs agent {ha}");
+    let resumed = u(&c["tls_resumed"]);
+    if resume {
+        assert!(
+            resumed * 10 > hc * 9,
+            "most handshakes resume: {resumed} of {hc}"
+        );
+        let ra = u(&a["tls_resumed"]);
+        assert!(
+            ra.abs_diff(resumed) <= 8 + resumed / 50,
+            "agent {ra} vs client {resumed}"
+        );
+    } else {
+        assert_eq!(resumed, 0);
+    }
 }
 
 fn tls(r: &Value) -> &Value {
@@ -90,28 +104,8 @@ fn handshake_counts_agree_on_both_ends_and_resumption_resumes() {
             &format!("hs-{resume}-{cert}.json"),
             &format!("tls-handshake -F 4 --cert {cert} --resume {resume} -d 0.6 --warmup 0.2"),
         );
-        let it = &r["iterations"][0];
-        let (c, a) = (&it["counters"]["client"], &it["counters"]["agent"]);
-        let (hc, ha) = (u(&c["tls_handshakes"]), u(&a["tls_handshakes"]));
-        assert!(hc > 100, "{cert} {resume}: {hc} handshakes");
-        // The agent's window starts a control message later: allow the
-        // handshakes in flight at each edge, one per flow per edge.
-        assert!(hc.abs_diff(ha) <= 8 + hc / 50, "client {hc} vs agent {ha}");
+        check_handshakes(&r, resume == "on");
         assert_eq!(tls(&r)["cert"], cert);
-        let resumed = u(&c["tls_resumed"]);
-        if resume == "on" {
-            assert!(
-                resumed * 10 > hc * 9,
-                "most handshakes resume: {resumed} of {hc}"
-            );
-            let ra = u(&a["tls_resumed"]);
-            assert!(
-                ra.abs_diff(resumed) <= 8 + resumed / 50,
-                "agent {ra} vs client {resumed}"
-            );
-        } else {
-            assert_eq!(resumed, 0);
-        }
         assert!(f(&r["summary"]["tls_handshakes_per_s"]) > 100.0);
         assert!(
             f(&r["summary"]["cpu"]["agent"]["us_per_tx"]) > 0.0,
@@ -141,18 +135,8 @@ fn tls12_suites_and_kx_groups_are_chosen_and_recorded() {
 
 #[test]
 fn a_wrong_name_or_trust_anchor_fails_with_a_clear_error() {
-    let o = run(
-        &[
-            "run",
-            "stream",
-            "--tls",
-            "--tls-name",
-            "other.example",
-            "-d",
-            "0.3",
-            "--warmup",
-            "0.1",
-        ],
+    let o = run_str(
+        "run stream --tls --tls-name other.example -d 0.3 --warmup 0.1",
         LIMIT,
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -164,18 +148,8 @@ fn a_wrong_name_or_trust_anchor_fails_with_a_clear_error() {
     assert_eq!(e.trim().lines().count(), 1, "{e}");
     assert_no_panic(&o);
     // Per-connection workloads fail the same way instead of reporting zero.
-    let o = run(
-        &[
-            "run",
-            "tls-handshake",
-            "--tls-name",
-            "other.example",
-            "-d",
-            "0.3",
-            "--warmup",
-            "0.1",
-            "-q",
-        ],
+    let o = run_str(
+        "run tls-handshake --tls-name other.example -d 0.3 --warmup 0.1 -q",
         LIMIT,
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -217,27 +191,16 @@ fn a_wrong_name_or_trust_anchor_fails_with_a_clear_error() {
 
 #[test]
 fn a_suite_the_backend_lacks_is_refused_before_the_test_with_the_list() {
-    let o = run(
-        &[
-            "run",
-            "stream",
-            "--tls",
-            "--cipher",
-            "AES256-SHA256",
-            "-d",
-            "5",
-        ],
-        LIMIT,
-    );
+    let o = run_str("run stream --tls --cipher AES256-SHA256 -d 5", LIMIT);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
     assert!(e.contains("rustls offers: aes256-gcm (TLS 1.3)"), "{e}");
     assert!(e.contains("--backend openssl"), "{e}");
     assert!(!e.contains("agent"), "refused before any agent starts: {e}");
-    let o = run(&["run", "stream", "--cipher", "aes256-gcm"], LIMIT);
+    let o = run_str("run stream --cipher aes256-gcm", LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--cipher needs --tls"));
-    let o = run(&["run", "stream", "--tls", "--zerocopy"], LIMIT);
+    let o = run_str("run stream --tls --zerocopy", LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("kTLS"));
 }
@@ -288,34 +251,14 @@ mod openssl_backend {
                 &format!("ossl-hs-{resume}.json"),
                 &format!("tls-handshake --backend openssl -F 4 --resume {resume} -d 0.6 --warmup 0.2 --no-baseline"),
             );
-            let it = &r["iterations"][0];
-            let (c, a) = (&it["counters"]["client"], &it["counters"]["agent"]);
-            let (hc, ha) = (u(&c["tls_handshakes"]), u(&a["tls_handshakes"]));
-            assert!(hc > 100, "{hc}");
-            assert!(hc.abs_diff(ha) <= 8 + hc / 50, "client {hc} vs agent {ha}");
-            let resumed = u(&c["tls_resumed"]);
-            if resume == "on" {
-                assert!(resumed * 10 > hc * 9, "{resumed} of {hc} resumed");
-            } else {
-                assert_eq!(resumed, 0);
-            }
+            check_handshakes(&r, resume == "on");
         }
     }
 
     #[test]
     fn bad_settings_and_a_wrong_name_fail_clearly() {
-        let o = run(
-            &[
-                "run",
-                "stream",
-                "--tls",
-                "--backend",
-                "openssl",
-                "--cipher",
-                "AES256-SHA256",
-                "-d",
-                "1",
-            ],
+        let o = run_str(
+            "run stream --tls --backend openssl --cipher AES256-SHA256 -d 1",
             LIMIT,
         );
         assert_eq!(o.status.code(), Some(2));
@@ -324,20 +267,8 @@ mod openssl_backend {
             "{}",
             stderr(&o)
         );
-        let o = run(
-            &[
-                "run",
-                "stream",
-                "--tls",
-                "--backend",
-                "openssl",
-                "--cipher",
-                "NOPE-SHA1",
-                "--cert",
-                "rsa2048",
-                "-d",
-                "1",
-            ],
+        let o = run_str(
+            "run stream --tls --backend openssl --cipher NOPE-SHA1 --cert rsa2048 -d 1",
             LIMIT,
         );
         assert_eq!(o.status.code(), Some(2));
@@ -351,36 +282,11 @@ mod openssl_backend {
             e.contains("TLS 1.2 AES128-SHA") && e.contains("AES256-SHA256"),
             "{e}"
         );
-        let o = run(
-            &[
-                "run",
-                "stream",
-                "--tls",
-                "--backend",
-                "openssl",
-                "--etm",
-                "off",
-                "-d",
-                "1",
-            ],
-            LIMIT,
-        );
+        let o = run_str("run stream --tls --backend openssl --etm off -d 1", LIMIT);
         assert_eq!(o.status.code(), Some(2));
         assert!(stderr(&o).contains("--etm applies to TLS 1.2 CBC suites"));
-        let o = run(
-            &[
-                "run",
-                "rr",
-                "--tls",
-                "--backend",
-                "openssl",
-                "--tls-name",
-                "other.example",
-                "-d",
-                "0.3",
-                "--warmup",
-                "0.1",
-            ],
+        let o = run_str(
+            "run rr --tls --backend openssl --tls-name other.example -d 0.3 --warmup 0.1",
             LIMIT,
         );
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -413,7 +319,7 @@ fn crypto_reports_speeds_and_what_the_cpu_offers() {
     assert!(speeds.len() >= 15);
     assert!(speeds.iter().all(|x| f(&x["bytes_per_s"]) > 0.0));
     assert!(!r["verdict"].as_str().unwrap().is_empty());
-    let o = run(&["crypto", "--each", "20s"], LIMIT);
+    let o = run_str("crypto --each 20s", LIMIT);
     assert_eq!(o.status.code(), Some(2));
 }
 

@@ -12,19 +12,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Runs `linerate run ARGS -q --json FILE` (ARGS split at spaces) and
 /// returns the result it wrote.
 fn run_json(name: &str, args: &str) -> Value {
-    let out_path = tmp(name);
-    let mut all = vec!["run"];
-    all.extend(args.split_whitespace());
-    all.extend_from_slice(&["-q", "--json", out_path.to_str().unwrap()]);
-    let o = run(&all, LIMIT);
-    assert_no_panic(&o);
-    assert!(
-        o.status.success(),
-        "linerate {all:?} failed ({}): {}",
-        o.status,
-        stderr(&o)
-    );
-    json(&out_path)
+    common::run_json(name, args, LIMIT)
 }
 
 /// Interval sums equal the iteration totals, and intervals tile the window.
@@ -319,18 +307,8 @@ fn iterations_report_a_confidence_interval() {
 
 #[test]
 fn json_stream_prints_each_interval_live() {
-    let o = run(
-        &[
-            "run",
-            "rr",
-            "-d",
-            "1",
-            "--warmup",
-            "0.2",
-            "--interval",
-            "0.25",
-            "--json-stream",
-        ],
+    let o = run_str(
+        "run rr -d 1 --warmup 0.2 --interval 0.25 --json-stream",
         LIMIT,
     );
     assert!(o.status.success(), "{}", stderr(&o));

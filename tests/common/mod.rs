@@ -47,6 +47,29 @@ pub fn run<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> Output {
     wait(spawn(args), limit)
 }
 
+/// Runs linerate with ARGS split at spaces (no argument holds a space).
+pub fn run_str(args: &str, limit: Duration) -> Output {
+    run(&args.split_whitespace().collect::<Vec<_>>(), limit)
+}
+
+/// Runs `linerate run ARGS -q --json FILE` (ARGS split at spaces), asserts
+/// it succeeded without a panic, and returns the result it wrote.
+pub fn run_json(name: &str, args: &str, limit: Duration) -> serde_json::Value {
+    let out = tmp(name);
+    let mut all = vec!["run"];
+    all.extend(args.split_whitespace());
+    all.extend_from_slice(&["-q", "--json", out.to_str().unwrap()]);
+    let o = run(&all, limit);
+    assert_no_panic(&o);
+    assert!(
+        o.status.success(),
+        "linerate {all:?} failed ({}): {}",
+        o.status,
+        stderr(&o)
+    );
+    json(&out)
+}
+
 /// `run ARGS --agent ADDR --token-file FILE`: a test against a given agent.
 pub fn remote(addr: &str, token_file: &Path, args: &[&str]) -> Vec<String> {
     let mut v = vec!["run".to_string()];
