@@ -298,14 +298,8 @@ impl AgentConn {
         } else {
             let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
             let flows = connect_flows(data, spec, cookie, spec.flows, timeout)?;
-            setup.flows = match (&tls_role, &spec.tls) {
-                (Some(role), Some(t)) => tls::handshake_all(flows, role, t, timeout)
-                    .map_err(|e| format!("agent at {}: {e}", self.addr))?
-                    .into_iter()
-                    .map(|(i, s, c)| (i, s, Some(c)))
-                    .collect(),
-                _ => flows.into_iter().map(|(i, s)| (i, s, None)).collect(),
-            };
+            setup.flows = tls::handshake_all(flows, tls_role.as_deref(), timeout)
+                .map_err(|e| format!("agent at {}: {e}", self.addr))?;
             match self.expect("accepting the flows", timeout + Duration::from_secs(5))? {
                 Msg::FlowsReady { .. } => {}
                 other => {

@@ -346,12 +346,9 @@ fn run_test(
         let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
         match accept_flows(&mut l, cookie, spec.flows, timeout, gone) {
             Ok((flows, rejected)) => {
-                setup.flows = match (&tls_role, &spec.tls) {
-                    (Some(role), Some(t)) => match tls::handshake_all(flows, role, t, timeout) {
-                        Ok(f) => f.into_iter().map(|(i, s, c)| (i, s, Some(c))).collect(),
-                        Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
-                    },
-                    _ => flows.into_iter().map(|(i, s)| (i, s, None)).collect(),
+                setup.flows = match tls::handshake_all(flows, tls_role.as_deref(), timeout) {
+                    Ok(f) => f,
+                    Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
                 };
                 write_msg(stream, &Msg::FlowsReady { rejected }).map_err(|e| e.to_string())?;
             }

@@ -500,8 +500,8 @@ impl Write for Prefixed<'_> {
 pub struct RustlsConn {
     conn: Connection,
     ahead: ReadAhead,
-    /// The agent certificate's label for results.
-    cert: String,
+    /// The agent certificate's label for results (shared, not copied).
+    cert: Arc<str>,
     /// The peer sent close_notify or closed the socket.
     eof: bool,
     /// close_notify is queued.
@@ -521,24 +521,26 @@ fn tls_err(e: rustls::Error) -> io::Error {
 }
 
 impl RustlsConn {
-    pub fn client(cfg: &Arc<ClientConfig>, t: &TlsSpec, label: &str) -> io::Result<RustlsConn> {
-        let name = ServerName::try_from(t.server_name.clone())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--tls-name: {e}")))?;
-        let c = rustls::ClientConnection::new(cfg.clone(), name).map_err(tls_err)?;
+    pub fn client(
+        cfg: &Arc<ClientConfig>,
+        name: &ServerName<'static>,
+        label: &Arc<str>,
+    ) -> io::Result<RustlsConn> {
+        let c = rustls::ClientConnection::new(cfg.clone(), name.clone()).map_err(tls_err)?;
         Ok(RustlsConn::wrap(Connection::Client(c), label))
     }
 
-    pub fn server(cfg: &Arc<ServerConfig>, label: &str) -> io::Result<RustlsConn> {
+    pub fn server(cfg: &Arc<ServerConfig>, label: &Arc<str>) -> io::Result<RustlsConn> {
         let c = rustls::ServerConnection::new(cfg.clone()).map_err(tls_err)?;
         Ok(RustlsConn::wrap(Connection::Server(c), label))
     }
 
-    fn wrap(mut conn: Connection, cert: &str) -> RustlsConn {
+    fn wrap(mut conn: Connection, cert: &Arc<str>) -> RustlsConn {
         conn.set_buffer_limit(Some(4 * WRITE_CHUNK));
         RustlsConn {
             conn,
             ahead: ReadAhead::new(),
-            cert: cert.to_string(),
+            cert: cert.clone(),
             eof: false,
             closing: false,
             prefix: None,
@@ -719,7 +721,7 @@ impl RustlsConn {
                 .map(|g| format!("{:?}", g.name()))
                 .unwrap_or_default(),
             etm: None,
-            cert: self.cert.clone(),
+            cert: self.cert.to_string(),
             resumed: self.resumed(),
         }
     }
@@ -777,20 +779,24 @@ impl TlsConn {
 
 /// One side's TLS settings for a test, by backend.
 pub enum Role {
-    /// A client config and the agent certificate's label (from the agent).
-    Client(Arc<ClientConfig>, String),
-    Server(Arc<ServerConfig>, String),
+    /// A client config, the name it verifies, and the agent certificate's
+    /// label (from the agent). Everything a connection needs is here, so
+    /// making one allocates nothing beyond the session itself.
+    Client(Arc<ClientConfig>, ServerName<'static>, Arc<str>),
+    Server(Arc<ServerConfig>, Arc<str>),
     #[cfg(feature = "openssl")]
     Openssl(super::tls_openssl::OsslRole),
 }
 
 impl Role {
-    pub fn session(&self, t: &TlsSpec) -> io::Result<TlsConn> {
+    pub fn session(&self) -> io::Result<TlsConn> {
         Ok(match self {
-            Role::Client(c, label) => TlsConn::Rustls(Box::new(RustlsConn::client(c, t, label)?)),
+            Role::Client(c, name, label) => {
+                TlsConn::Rustls(Box::new(RustlsConn::client(c, name, label)?))
+            }
             Role::Server(s, label) => TlsConn::Rustls(Box::new(RustlsConn::server(s, label)?)),
             #[cfg(feature = "openssl")]
-            Role::Openssl(o) => TlsConn::Openssl(o.session(t)?),
+            Role::Openssl(o) => TlsConn::Openssl(o.session()?),
         })
     }
 
@@ -801,7 +807,7 @@ impl Role {
             TlsBackend::Rustls => {
                 let (cfg, id) = server_config(t)?;
                 Ok((
-                    Role::Server(cfg, id.label.clone()),
+                    Role::Server(cfg, Arc::from(id.label.as_str())),
                     id.cert.as_ref().to_vec(),
                     id.label.clone(),
                 ))
@@ -818,7 +824,9 @@ impl Role {
         match t.backend {
             TlsBackend::Rustls => Ok(Role::Client(
                 client_config(t, agent_cert)?,
-                label.to_string(),
+                ServerName::try_from(t.server_name.clone())
+                    .map_err(|e| format!("--tls-name {}: {e}", t.server_name))?,
+                Arc::from(label),
             )),
             #[cfg(feature = "openssl")]
             TlsBackend::Openssl => super::tls_openssl::OsslRole::client(t, agent_cert, label),
@@ -834,13 +842,17 @@ const NO_OPENSSL: &str =
 
 /// Runs the handshakes of established flows in parallel (one epoll loop),
 /// before the timeline starts, so the window holds no handshake.
+///
+/// Without a role (clear text) the flows pass through unchanged.
 pub fn handshake_all(
     flows: Vec<(u32, TcpStream)>,
-    role: &Role,
-    t: &TlsSpec,
+    role: Option<&Role>,
     timeout: std::time::Duration,
-) -> Result<Vec<(u32, TcpStream, TlsConn)>, String> {
+) -> Result<Vec<(u32, TcpStream, Option<TlsConn>)>, String> {
     use mio::{Events, Interest, Poll, Token};
+    let Some(role) = role else {
+        return Ok(flows.into_iter().map(|(i, s)| (i, s, None)).collect());
+    };
     let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
     let mut events = Events::with_capacity(1024);
     let deadline = std::time::Instant::now() + timeout;
@@ -849,9 +861,9 @@ pub fn handshake_all(
     let mut done = Vec::with_capacity(n);
     let fail = |id: u32, e: &dyn std::fmt::Display| format!("flow {id}: TLS handshake failed: {e}");
     for (id, mut s) in flows {
-        let mut c = role.session(t).map_err(|e| fail(id, &e))?;
+        let mut c = role.session().map_err(|e| fail(id, &e))?;
         if c.handshake(&mut s).map_err(|e| fail(id, &e))? {
-            done.push((id, s, c));
+            done.push((id, s, Some(c)));
             continue;
         }
         poll.registry()
@@ -885,7 +897,7 @@ pub fn handshake_all(
             if c.handshake(s).map_err(|e| fail(id, &e))? {
                 let (mut s, c) = pending.remove(&id).expect("pending");
                 let _ = poll.registry().deregister(&mut s);
-                done.push((id, s, c));
+                done.push((id, s, Some(c)));
             }
         }
     }

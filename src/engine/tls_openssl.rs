@@ -247,7 +247,9 @@ pub struct OsslRole {
     /// The one key-exchange group offered, as OpenSSL names it.
     groups: String,
     /// The agent certificate's label for results.
-    label: String,
+    label: Arc<str>,
+    /// Offer the last session for resumption (client).
+    resume: bool,
 }
 
 impl OsslRole {
@@ -286,7 +288,8 @@ impl OsslRole {
                 cbc: p.cbc,
                 etm: t.etm,
                 groups: p.groups,
-                label: id.label.clone(),
+                label: Arc::from(id.label.as_str()),
+                resume: t.resume,
             }),
             id.cert.as_ref().to_vec(),
             id.label.clone(),
@@ -332,17 +335,18 @@ impl OsslRole {
             cbc: p.cbc,
             etm: t.etm,
             groups: p.groups,
-            label: label.to_string(),
+            label: Arc::from(label),
+            resume: t.resume,
         }))
     }
 
-    pub fn session(&self, t: &TlsSpec) -> io::Result<OsslConn> {
+    pub fn session(&self) -> io::Result<OsslConn> {
         let err = |e: openssl::error::ErrorStack| io::Error::other(format!("TLS (OpenSSL): {e}"));
         let mut ssl = Ssl::new(&self.ctx).map_err(err)?;
         if self.client {
             ssl.set_connect_state();
             ssl.param_mut().set_host(&self.server_name).map_err(err)?;
-            if t.resume {
+            if self.resume {
                 if let Some(s) = self.last.lock().expect("session lock").as_ref() {
                     // SAFETY: the session comes from this same context.
                     unsafe { ssl.set_session(s) }.map_err(err)?;
@@ -443,7 +447,7 @@ impl Write for FdIo {
 
 pub struct OsslConn {
     stream: SslStream<FdIo>,
-    cert: String,
+    cert: Arc<str>,
     last: Option<Arc<Mutex<Option<SslSession>>>>,
     cbc: bool,
     etm: Option<bool>,
@@ -592,7 +596,7 @@ impl OsslConn {
             // OpenSSL 3.0 has no getter for the negotiated group; only one is offered.
             kx_group: self.kx.clone(),
             etm: self.cbc.then(|| self.etm.unwrap_or(true)),
-            cert: self.cert.clone(),
+            cert: self.cert.to_string(),
             resumed: self.resumed(),
         }
     }

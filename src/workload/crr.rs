@@ -129,11 +129,11 @@ impl Connector {
                         Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
                         Err(e) => return Err(e),
                     }
-                    if let (Some(role), Some(t)) = (&self.tls, &self.spec.tls) {
+                    if let Some(role) = &self.tls {
                         // The header goes in clear (it routes the connection)
                         // in the same segment as the ClientHello; the session
                         // then carries the request.
-                        let mut session = role.session(t)?;
+                        let mut session = role.session()?;
                         session.set_prefix(&self.header);
                         self.session = Some(session);
                         self.state = State::Sending { off: 0 };
@@ -300,7 +300,7 @@ pub struct Acceptor {
     response: u64,
     cookie: u64,
     close_first: bool,
-    tls: Option<(Arc<Role>, crate::spec::TlsSpec)>,
+    tls: Option<Arc<Role>>,
 }
 
 impl Acceptor {
@@ -316,7 +316,7 @@ impl Acceptor {
             response: spec.response,
             cookie,
             close_first: spec.close == CloseMode::Graceful,
-            tls: tls.zip(spec.tls.clone()),
+            tls,
         }
     }
 }

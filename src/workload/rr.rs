@@ -20,7 +20,6 @@ use crate::engine::flow::{
 };
 use crate::engine::tls::Role;
 use crate::measure::histogram::record_ns;
-use crate::spec::TlsSpec;
 
 pub struct Requester {
     base: FlowBase,
@@ -224,7 +223,7 @@ pub struct Responder {
     close_first: bool,
     answered: bool,
     /// crr with TLS: the session starts once the header is read.
-    tls: Option<(Arc<Role>, TlsSpec)>,
+    tls: Option<Arc<Role>>,
 }
 
 impl Responder {
@@ -249,7 +248,7 @@ impl Responder {
         response: u64,
         cookie: u64,
         close_first: bool,
-        tls: Option<(Arc<Role>, TlsSpec)>,
+        tls: Option<Arc<Role>>,
     ) -> Self {
         Responder {
             header: Some((cookie, [0; HEADER_LEN], 0)),
@@ -275,8 +274,8 @@ impl Responder {
             Some(id) => {
                 self.base.id = id;
                 self.header = None;
-                if let Some((role, t)) = self.tls.take() {
-                    let mut session = role.session(&t)?;
+                if let Some(role) = self.tls.take() {
+                    let mut session = role.session()?;
                     // The answer and close_notify leave together.
                     session.set_defer_flush(self.close_first);
                     self.base.tls = Some(session);
