@@ -193,6 +193,12 @@ fn short_name(s: SupportedCipherSuite) -> String {
     format!("{kx}{cipher}").to_ascii_lowercase()
 }
 
+/// An AEAD suite name (GCM, CCM, ChaCha20); others (AES256-SHA256) are CBC.
+pub(crate) fn is_aead_name(c: &str) -> bool {
+    let up = c.to_ascii_uppercase();
+    ["GCM", "CCM", "CHACHA"].iter().any(|a| up.contains(a))
+}
+
 /// What rustls offers, by short name and version, for error messages.
 pub fn offered() -> Vec<String> {
     aws_lc_rs::ALL_CIPHER_SUITES
@@ -258,10 +264,10 @@ fn provider(
                         t.version.as_deref().unwrap_or("1.3"),
                         t.cert.name(),
                         offered().join(", "),
-                        if c.to_ascii_uppercase().contains("CBC") || c.to_ascii_uppercase().contains("SHA256") && !c.to_ascii_uppercase().contains("GCM") && !c.to_ascii_uppercase().contains("CHACHA") {
-                            " (CBC suites such as AES256-SHA256 need --backend openssl)"
-                        } else {
+                        if is_aead_name(c) {
                             ""
+                        } else {
+                            " (CBC suites such as AES256-SHA256 need --backend openssl)"
                         }
                     ))
                 }

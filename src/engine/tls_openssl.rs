@@ -162,7 +162,7 @@ fn plan(t: &TlsSpec) -> Result<Plan, String> {
     };
     let cbc = v12
         .as_deref()
-        .map(|c| !c.contains("GCM") && !c.contains("CHACHA") && !c.contains("CCM"))
+        .map(|c| !super::tls::is_aead_name(c))
         .unwrap_or(false);
     if t.etm.is_some() && !cbc {
         return Err("--etm applies to TLS 1.2 CBC suites (such as AES256-SHA256)".into());
