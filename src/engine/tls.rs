@@ -82,8 +82,7 @@ pub fn read_identity_files(
         .map_err(|e| format!("cannot read --tls-cert {}: {e}", cert.display()))?;
     let key_pem =
         std::fs::read(key).map_err(|e| format!("cannot read --tls-key {}: {e}", key.display()))?;
-    let chain = CertificateDer::pem_slice_iter(&cert_pem)
-        .collect::<Result<Vec<_>, _>>()
+    let chain = rustls_pemfile_certs(&cert_pem)
         .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
     let leaf = chain
         .first()
@@ -386,32 +385,6 @@ fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, Stri
     CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("not a PEM certificate file: {e}"))
-}
-
-/// The agent certificate as PEM, for `--tls-ca` files and tests.
-pub fn cert_pem(der: &[u8]) -> String {
-    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut b = String::new();
-    for chunk in der.chunks(3) {
-        let n = chunk.len();
-        let v = (chunk[0] as u32) << 16
-            | (*chunk.get(1).unwrap_or(&0) as u32) << 8
-            | *chunk.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= n {
-                b.push(B64[(v >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                b.push('=');
-            }
-        }
-    }
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b.as_bytes().chunks(64) {
-        out.push_str(std::str::from_utf8(line).expect("base64 is ascii"));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
 }
 
 /// Serves reads to rustls from one large recv: rustls asks for 4 KiB at a
@@ -962,9 +935,12 @@ mod tests {
 
     #[test]
     fn pem_round_trips_through_rustls() {
-        let id = identity(CertKind::EcdsaP256).unwrap();
-        let pem = cert_pem(&id.cert);
-        let back = rustls_pemfile_certs(pem.as_bytes()).unwrap();
-        assert_eq!(back, vec![id.cert.clone()]);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![SERVER_NAME.to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let back = rustls_pemfile_certs(cert.pem().as_bytes()).unwrap();
+        assert_eq!(back, vec![cert.der().clone()]);
     }
 }
