@@ -1,0 +1,1083 @@
+//! The user-space delay element: the kernel in the router namespace forwards
+//! packets, iptables hands each one to NFQUEUE (one queue per direction), and
+//! this loop releases it after
+//! `max(arrival, last_departure) + wire_bytes / rate + delay`.
+//! Never fail open: without a listener the kernel drops queued packets.
+//!
+//! [`Link`] is the model of one direction, pure and tested exactly; [`run`]
+//! is the I/O around it. Release times are monotonic per direction and each
+//! direction has its own queue, so a direction is a FIFO: a wake-up releases
+//! every due packet with one batch verdict naming the highest due id.
+//! Dropped packets get their verdict at arrival, so they are never pending.
+
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::nfqueue::{self, error_text, Packet, Queue};
+
+/// What one direction of the link does to the packets that cross it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Shaping {
+    /// One-way delay added to every packet, microseconds.
+    pub delay_us: u64,
+    /// Extra random delay, uniform in 0..=jitter_us, never reordering.
+    pub jitter_us: u64,
+    /// Bottleneck rate in bits/s on the wire (IP length + 38 B per packet); None: unlimited.
+    pub rate_bps: Option<u64>,
+    /// Drop-tail limit on the bytes waiting for the bottleneck; None: unlimited.
+    pub queue_limit_bytes: Option<u64>,
+    /// Bernoulli loss probability, 0..1.
+    pub loss: f64,
+}
+
+/// Everything the emulator process needs; passed as JSON by `lab up`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Config {
+    /// NFQUEUE numbers: [client->server, server->client].
+    pub queues: [u16; 2],
+    /// Shaping for [client->server, server->client].
+    pub shaping: [Shaping; 2],
+    /// Ask for single packets (no GSO super-packets); needed with loss.
+    pub per_packet: bool,
+    /// The link MTU, to count wire bytes of GSO super-packets per segment.
+    pub mtu: u32,
+    /// Where to write the counters (JSON, atomically, about every 100 ms and at exit).
+    pub stats: Option<PathBuf>,
+    /// Seed of the loss/jitter generator (0: random).
+    pub seed: u64,
+}
+
+/// Counters of one direction.
+///
+/// `packets`, `bytes`, `segments` and `wire_bytes` count the packets put on
+/// the link (not dropped), at arrival; the packets that arrived are
+/// `packets + dropped_loss + dropped_queue`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DirStats {
+    pub packets: u64,
+    /// IP bytes (a GSO super-packet counts whole).
+    pub bytes: u64,
+    /// Bytes on the wire: IP bytes + 38 B framing per segment (+ the headers
+    /// each extra segment of a GSO super-packet repeats).
+    pub wire_bytes: u64,
+    pub dropped_loss: u64,
+    pub dropped_queue: u64,
+    /// Largest number of wire bytes waiting for the bottleneck (counting the packet just queued).
+    pub max_queue_bytes: u64,
+    /// Packets released more than 1 ms after their scheduled time.
+    pub late: u64,
+    /// Wire segments of the packets counted in `packets` (= `packets` in per-packet mode).
+    #[serde(default)]
+    pub segments: u64,
+    /// Packets released (accepted back into the kernel) so far; while
+    /// running, `packets - released` are held.
+    #[serde(default)]
+    pub released: u64,
+    /// Packets still held when the emulator stopped (dropped by the kernel
+    /// when the queue closed; releasing them early would break the model).
+    #[serde(default)]
+    pub dropped_stop: u64,
+    /// Largest release lateness seen, microseconds (a measure of the timer accuracy).
+    #[serde(default)]
+    pub max_late_us: u64,
+    /// Verdicts the kernel refused: 0 unless the kernel dropped held packets
+    /// itself (an interface went down) or a bug.
+    #[serde(default)]
+    pub verdict_errors: u64,
+    /// Packets the kernel dropped because the queue was full (262144 held).
+    #[serde(default)]
+    pub kernel_queue_dropped: u64,
+    /// Packets the kernel dropped because the netlink buffer (64 MB) was full:
+    /// the emulator could not keep up.
+    #[serde(default)]
+    pub kernel_user_dropped: u64,
+}
+
+/// What the stats file holds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Stats {
+    pub pid: u32,
+    pub dirs: [DirStats; 2],
+    /// CPU time of the emulator process, user + system, seconds.
+    pub cpu_s: f64,
+    /// Seconds since the emulator started.
+    pub uptime_s: f64,
+    /// The packet loop ran under SCHED_FIFO at this write (on while it uses
+    /// less than half a core; see `Priority` for why).
+    #[serde(default)]
+    pub realtime: bool,
+}
+
+/// Ethernet framing per frame: preamble + SFD 8, header 14, FCS 4, inter-frame gap 12.
+pub const FRAMING_BYTES: u64 = 38;
+/// Headers each segment of a GSO super-packet repeats, when the packet's own
+/// cannot be read: IPv4 20 + TCP 20 + timestamps option 12.
+pub const DEFAULT_SEGMENT_HEADER: u32 = 52;
+/// A release this much after its scheduled time counts as late.
+const LATE_NS: u64 = 1_000_000;
+/// The loop wakes at least this often (stop flag) and writes counters this often.
+const TICK: Duration = Duration::from_millis(100);
+/// `recvmmsg` rounds (64 datagrams each) per queue per wake-up: bounded so
+/// that a flood of arrivals cannot starve releases.
+const RECV_ROUNDS: usize = 16;
+
+/// Size on the wire of one queued packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WireSize {
+    /// Frames this packet becomes on the wire (1 unless a GSO super-packet).
+    pub segments: u32,
+    /// Bytes these frames take on the wire, framing included.
+    pub wire_bytes: u64,
+}
+
+/// Wire size of a packet of `ip_len` IP bytes whose headers (IP + transport)
+/// take `hdr` bytes, on a link of `mtu`.
+///
+/// A packet longer than the MTU is a GSO super-packet (only seen when not
+/// per-packet): it is cut into `segments = ceil((ip_len - hdr) / (mtu - hdr))`
+/// frames (at least 1), each carrying its own copy of the headers, so
+/// `wire_bytes = ip_len + 38 * segments + hdr * (segments - 1)`. With TCP
+/// timestamps `hdr` is 52 and a full segment takes exactly mtu + 38 bytes.
+/// For a packet that fits the MTU this is `ip_len + 38`.
+pub fn wire_size(ip_len: u32, hdr: u32, mtu: u32) -> WireSize {
+    let payload = u64::from(ip_len.saturating_sub(hdr));
+    let per_segment = u64::from(mtu.saturating_sub(hdr).max(1));
+    let segments = payload.div_ceil(per_segment).max(1);
+    let segments = u32::try_from(segments).unwrap_or(u32::MAX);
+    let s = u64::from(segments);
+    WireSize {
+        segments,
+        wire_bytes: u64::from(ip_len) + FRAMING_BYTES * s + u64::from(hdr) * (s - 1),
+    }
+}
+
+/// Length of the IP + TCP/UDP headers at the start of a packet; None when
+/// they cannot be read from the copied bytes (then [`DEFAULT_SEGMENT_HEADER`] applies).
+pub fn header_len(head: &[u8]) -> Option<u32> {
+    let (ip_len, proto) = match head.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(head[0] & 0x0f) * 4;
+            if ihl < 20 || head.len() < ihl {
+                return None;
+            }
+            (ihl, head[9])
+        }
+        6 if head.len() >= 40 => (40, head[6]),
+        _ => return None,
+    };
+    match proto {
+        6 => {
+            let doff = usize::from(head.get(ip_len + 12)? >> 4) * 4;
+            (doff >= 20).then_some((ip_len + doff) as u32)
+        }
+        17 => Some((ip_len + 8) as u32),
+        _ => None,
+    }
+}
+
+/// A small, fast generator for loss and jitter (splitmix64): reproducible
+/// from a seed, no dependency; statistical quality is ample for Bernoulli draws.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in 0..=n (multiply-shift; the bias is below 2^-64 * n).
+    fn upto(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * (u128::from(n) + 1)) >> 64) as u64
+    }
+}
+
+/// What the link does with one arriving packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Random loss: drop at arrival.
+    DropLoss,
+    /// The bottleneck queue is full (drop-tail): drop at arrival.
+    DropQueue,
+    /// Hold until `release_ns`.
+    Release {
+        /// When the last bit leaves the bottleneck.
+        departure_ns: u64,
+        /// When to hand it back to the kernel: departure + delay + jitter,
+        /// never before the previous release of this direction.
+        release_ns: u64,
+        /// Wire bytes waiting for the bottleneck, this packet included.
+        queue_bytes: u64,
+    },
+}
+
+/// One direction of the emulated link, as a pure function of arrival times
+/// (nanoseconds on any monotonic clock) and sizes: no I/O, so it can be
+/// tested exactly.
+///
+/// The bottleneck serialises packets back to back at `rate_bps` (wire
+/// bytes, framing included): a packet arriving at `a` departs at
+/// `d = max(a, previous departure) + wire_bytes * 8 / rate` (at `a` without a
+/// rate). The bytes waiting for it are the work left, `(previous departure -
+/// a) * rate / 8`; a packet that would take them over `queue_limit_bytes` is
+/// dropped (drop-tail), except at an empty queue, which accepts any packet
+/// (a GSO super-packet may be bigger than a small limit on its own). Without
+/// a rate nothing waits, so nothing is dropped for the queue. Random loss is
+/// drawn first (a lost packet takes no bottleneck time); with GSO a loss
+/// removes a whole super-packet, which is why loss wants per-packet mode.
+/// Release is `d + delay + jitter` (jitter uniform in 0..=jitter), clamped
+/// to the previous release so that a direction never reorders.
+#[derive(Clone, Debug)]
+pub struct Link {
+    delay_ns: u64,
+    jitter_ns: u64,
+    rate_bps: Option<u64>,
+    queue_limit: Option<u64>,
+    loss: f64,
+    mtu: u32,
+    /// When the bottleneck finishes the last accepted packet.
+    busy_until: u64,
+    /// Remainder of `bits * 1e9 / rate` carried between back-to-back
+    /// packets, so rounding to whole nanoseconds never drifts the rate.
+    carry: u128,
+    last_release: u64,
+    rng: Rng,
+}
+
+impl Link {
+    /// A link with the given shaping; Err on values that make no sense.
+    pub fn new(s: &Shaping, mtu: u32, seed: u64) -> Result<Link, String> {
+        if !(0.0..=1.0).contains(&s.loss) {
+            return Err(format!("loss {} is not a probability in 0..1", s.loss));
+        }
+        if s.rate_bps == Some(0) {
+            return Err("rate_bps 0: use null for an unlimited rate".into());
+        }
+        if !(68..=65535).contains(&mtu) {
+            return Err(format!("mtu {mtu} is outside 68..65535"));
+        }
+        let ns = |us: u64, what: &str| {
+            us.checked_mul(1000)
+                .filter(|v| *v < u64::MAX / 4)
+                .ok_or_else(|| format!("{what} {us} µs is too large"))
+        };
+        Ok(Link {
+            delay_ns: ns(s.delay_us, "delay_us")?,
+            jitter_ns: ns(s.jitter_us, "jitter_us")?,
+            rate_bps: s.rate_bps,
+            queue_limit: s.queue_limit_bytes,
+            loss: s.loss,
+            mtu,
+            busy_until: 0,
+            carry: 0,
+            last_release: 0,
+            rng: Rng(seed),
+        })
+    }
+
+    /// Wire bytes still waiting for the bottleneck at `now_ns`.
+    pub fn queue_bytes(&self, now_ns: u64) -> u64 {
+        match self.rate_bps {
+            Some(rate) if self.busy_until > now_ns => {
+                let ns = u128::from(self.busy_until - now_ns);
+                (ns * u128::from(rate)).div_ceil(8_000_000_000) as u64
+            }
+            _ => 0,
+        }
+    }
+
+    /// Decides the fate of a packet of `ip_len` IP bytes (headers `hdr`)
+    /// arriving at `now_ns`, and books its bottleneck time if it is kept.
+    pub fn arrive(&mut self, now_ns: u64, ip_len: u32, hdr: u32) -> (Fate, WireSize) {
+        let size = wire_size(ip_len, hdr, self.mtu);
+        if self.loss > 0.0 && self.rng.unit() < self.loss {
+            return (Fate::DropLoss, size);
+        }
+        let waiting = self.queue_bytes(now_ns);
+        let queue_bytes = waiting.saturating_add(size.wire_bytes);
+        if let Some(limit) = self.queue_limit {
+            if waiting > 0 && queue_bytes > limit {
+                return (Fate::DropQueue, size);
+            }
+        }
+        let departure_ns = match self.rate_bps {
+            Some(rate) => {
+                let start = if now_ns > self.busy_until {
+                    self.carry = 0;
+                    now_ns
+                } else {
+                    self.busy_until
+                };
+                let work = u128::from(size.wire_bytes) * 8 * 1_000_000_000 + self.carry;
+                let rate = u128::from(rate);
+                self.carry = work % rate;
+                let tx = u64::try_from(work / rate).unwrap_or(u64::MAX / 4);
+                start.saturating_add(tx)
+            }
+            None => now_ns,
+        };
+        self.busy_until = departure_ns;
+        let jitter = if self.jitter_ns > 0 {
+            self.rng.upto(self.jitter_ns)
+        } else {
+            0
+        };
+        let release_ns = departure_ns
+            .saturating_add(self.delay_ns)
+            .saturating_add(jitter)
+            .max(self.last_release);
+        self.last_release = release_ns;
+        let fate = Fate::Release {
+            departure_ns,
+            release_ns,
+            queue_bytes,
+        };
+        (fate, size)
+    }
+}
+
+/// epoll over the two queue sockets, with a sub-millisecond timeout.
+struct Epoll {
+    fd: OwnedFd,
+    /// `epoll_pwait2` exists (Linux >= 5.11); else `epoll_wait` in whole ms.
+    pwait2: bool,
+}
+
+impl Epoll {
+    fn new() -> Result<Epoll, String> {
+        // SAFETY: plain syscall; the result is checked before use.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(format!(
+                "epoll_create1: {}",
+                error_text(&io::Error::last_os_error())
+            ));
+        }
+        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(Epoll { fd, pwait2: true })
+    }
+
+    fn add(&self, fd: RawFd, token: u64) -> Result<(), String> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: both descriptors are open and `ev` is valid for the call.
+        let rc = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if rc != 0 {
+            return Err(format!(
+                "epoll_ctl: {}",
+                error_text(&io::Error::last_os_error())
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout`; returns the tokens that are ready (none on a
+    /// timeout or a signal).
+    fn wait(&mut self, timeout: Duration) -> Result<[bool; 2], String> {
+        // SAFETY: epoll_event is plain data; zero is valid.
+        let mut evs: [libc::epoll_event; 4] = unsafe { std::mem::zeroed() };
+        let n = loop {
+            let rc = if self.pwait2 {
+                let ts = libc::timespec {
+                    tv_sec: timeout.as_secs() as libc::time_t,
+                    tv_nsec: timeout.subsec_nanos() as libc::c_long,
+                };
+                // SAFETY: epoll_pwait2(epfd, events, maxevents, timeout,
+                // sigmask = NULL, sigsetsize); `evs` and `ts` outlive the call.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_epoll_pwait2,
+                        libc::c_long::from(self.fd.as_raw_fd()),
+                        evs.as_mut_ptr(),
+                        evs.len() as libc::c_long,
+                        &ts as *const libc::timespec,
+                        std::ptr::null::<libc::sigset_t>(),
+                        0 as libc::c_long,
+                    ) as libc::c_int
+                }
+            } else {
+                let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128);
+                // SAFETY: `evs` is valid for `evs.len()` events during the call.
+                unsafe {
+                    libc::epoll_wait(
+                        self.fd.as_raw_fd(),
+                        evs.as_mut_ptr(),
+                        evs.len() as libc::c_int,
+                        ms as libc::c_int,
+                    )
+                }
+            };
+            if rc >= 0 {
+                break rc as usize;
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENOSYS) if self.pwait2 => self.pwait2 = false,
+                Some(libc::EINTR) => return Ok([false; 2]),
+                _ => return Err(format!("epoll wait: {}", error_text(&e))),
+            }
+        };
+        let mut ready = [false; 2];
+        for ev in &evs[..n] {
+            let token = ev.u64;
+            if let Some(r) = ready.get_mut(token as usize) {
+                *r = true;
+            }
+        }
+        Ok(ready)
+    }
+}
+
+/// Writes the counters so that readers never see a partial file: a
+/// temporary file in the same directory, then rename.
+struct StatsFile {
+    path: PathBuf,
+    tmp: PathBuf,
+}
+
+impl StatsFile {
+    fn new(path: &Path) -> Result<StatsFile, String> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| format!("stats path {} has no file name", path.display()))?;
+        // Checked now so that a bad path fails before the queues are bound.
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(format!("stats directory {} does not exist", dir.display()));
+        }
+        let tmp_name = format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id());
+        Ok(StatsFile {
+            path: path.to_path_buf(),
+            tmp: path.with_file_name(tmp_name),
+        })
+    }
+
+    fn write(&self, stats: &Stats) -> Result<(), String> {
+        let json = serde_json::to_vec(stats).map_err(|e| format!("stats: {e}"))?;
+        std::fs::write(&self.tmp, json)
+            .map_err(|e| format!("{}: {}", self.tmp.display(), error_text(&e)))?;
+        std::fs::rename(&self.tmp, &self.path)
+            .map_err(|e| format!("{}: {}", self.path.display(), error_text(&e)))
+    }
+}
+
+/// Adds the kernel's drop counters of each queue to a snapshot; once a
+/// queue is gone (at exit) its last values are kept.
+struct KernelView {
+    queues: [u16; 2],
+    last: [nfqueue::KernelCounters; 2],
+}
+
+impl KernelView {
+    fn fill(&mut self, stats: &mut Stats) {
+        for (d, dir) in stats.dirs.iter_mut().enumerate() {
+            if let Some(k) = nfqueue::kernel_counters(self.queues[d]) {
+                self.last[d] = k;
+            }
+            dir.kernel_queue_dropped = self.last[d].queue_dropped;
+            dir.kernel_user_dropped = self.last[d].user_dropped;
+        }
+    }
+}
+
+/// Writes snapshots off the packet loop: a write to a disk-backed file takes
+/// 0.5-1.5 ms, which would delay releases. The loop hands over a snapshot
+/// without ever blocking (one is skipped if the writer is still busy).
+struct Writer {
+    tx: Option<mpsc::SyncSender<Stats>>,
+    handle: Option<thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Writer {
+    /// Writes `first` before returning (so the file exists once the queues
+    /// are bound), then starts the writer thread.
+    fn start(file: StatsFile, mut kernel: KernelView, mut first: Stats) -> Result<Writer, String> {
+        kernel.fill(&mut first);
+        file.write(&first)?;
+        let (tx, rx) = mpsc::sync_channel::<Stats>(1);
+        let handle = thread::Builder::new()
+            .name("emulator-stats".into())
+            .spawn(move || {
+                let mut warned = false;
+                let mut last = Ok(());
+                for mut st in rx {
+                    kernel.fill(&mut st);
+                    last = file.write(&st);
+                    if let (Err(e), false) = (&last, warned) {
+                        eprintln!("lab emulate: cannot write counters: {e}");
+                        warned = true;
+                    }
+                }
+                last
+            })
+            .map_err(|e| format!("cannot start the counters writer: {e}"))?;
+        Ok(Writer {
+            tx: Some(tx),
+            handle: Some(handle),
+        })
+    }
+
+    fn offer(&self, st: Stats) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(st);
+        }
+    }
+
+    /// Writes the final snapshot and waits for the writer; Err if that write failed.
+    fn finish(mut self, st: Stats) -> Result<(), String> {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(st);
+        }
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(res)) => res,
+            Some(Err(_)) => Err("the counters writer panicked".into()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// CPU time of the calling thread, seconds.
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain data; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_THREAD with a valid pointer cannot fail.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(ru.ru_utime) + s(ru.ru_stime)
+}
+
+/// The packet loop's scheduling policy, chosen from its own CPU use.
+///
+/// Light loops (GSO mode: ~15% of a core at 1 Gbit/s) run SCHED_FIFO: on a
+/// busy 2-CPU machine the flows' own processes otherwise delay the timer
+/// wake-ups by 1-3 ms (measured: 42 late releases in 5 s under SCHED_OTHER,
+/// 8 under SCHED_FIFO). Heavy loops (per-packet mode: ~75% of a core, the
+/// kernel's forwarding of released packets runs in the loop's verdict
+/// calls) go back to SCHED_OTHER: an RT thread that starves a CPU makes the
+/// kernel's fair-class server preempt it for up to 50 ms (measured: 54 ms
+/// late releases). Best effort: without CAP_SYS_NICE it stays SCHED_OTHER.
+struct Priority {
+    realtime: bool,
+    allowed: bool,
+    cpu: f64,
+    at: Instant,
+}
+
+impl Priority {
+    /// Above this share of a core the loop leaves SCHED_FIFO; below the
+    /// lower one it returns.
+    const LEAVE: f64 = 0.5;
+    const RETURN: f64 = 0.25;
+
+    fn new() -> Priority {
+        let mut p = Priority {
+            realtime: false,
+            allowed: true,
+            cpu: thread_cpu_seconds(),
+            at: Instant::now(),
+        };
+        p.set(true);
+        p
+    }
+
+    fn set(&mut self, realtime: bool) {
+        if !self.allowed || realtime == self.realtime {
+            return;
+        }
+        let (policy, prio) = if realtime {
+            (libc::SCHED_FIFO, 10)
+        } else {
+            (libc::SCHED_OTHER, 0)
+        };
+        let param = libc::sched_param {
+            sched_priority: prio,
+        };
+        // SAFETY: pid 0 is the calling thread; `param` is valid for the call.
+        if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+            self.realtime = realtime;
+        } else {
+            self.allowed = false;
+        }
+    }
+
+    /// Called every tick from the loop thread: re-chooses from the CPU share since the last call.
+    fn adjust(&mut self) {
+        let (cpu, at) = (thread_cpu_seconds(), Instant::now());
+        let dt = at.duration_since(self.at).as_secs_f64();
+        if dt <= 0.0 {
+            return;
+        }
+        let share = (cpu - self.cpu) / dt;
+        (self.cpu, self.at) = (cpu, at);
+        if self.realtime && share > Self::LEAVE {
+            self.set(false);
+        } else if !self.realtime && share < Self::RETURN {
+            self.set(true);
+        }
+    }
+}
+
+/// CPU time of this process (user + system), seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain data; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer cannot fail.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(ru.ru_utime) + s(ru.ru_stime)
+}
+
+/// One direction at run time: its queue socket, model, held packets, counters.
+struct Direction {
+    queue: Queue,
+    link: Link,
+    /// Held packets (id, release time), in id order with non-decreasing
+    /// release times: releasing is popping the front.
+    held: VecDeque<(u32, u64)>,
+    stats: DirStats,
+}
+
+impl Direction {
+    /// Reads what arrived and decides each packet's fate; drops are queued
+    /// as verdicts at once, kept packets join `held`.
+    fn receive(&mut self, start: Instant, batch: &mut Vec<Packet>) -> Result<(), String> {
+        self.queue.recv(batch, RECV_ROUNDS)?;
+        let now = elapsed_ns(start);
+        for p in batch.drain(..) {
+            let hdr = header_len(p.head()).unwrap_or(DEFAULT_SEGMENT_HEADER);
+            let (fate, size) = self.link.arrive(now, p.len, hdr);
+            match fate {
+                Fate::DropLoss => {
+                    self.queue.drop_packet(p.id);
+                    self.stats.dropped_loss += 1;
+                }
+                Fate::DropQueue => {
+                    self.queue.drop_packet(p.id);
+                    self.stats.dropped_queue += 1;
+                }
+                Fate::Release {
+                    release_ns,
+                    queue_bytes,
+                    ..
+                } => {
+                    self.held.push_back((p.id, release_ns));
+                    let s = &mut self.stats;
+                    s.packets += 1;
+                    s.bytes += u64::from(p.len);
+                    s.wire_bytes += size.wire_bytes;
+                    s.segments += u64::from(size.segments);
+                    s.max_queue_bytes = s.max_queue_bytes.max(queue_bytes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases every held packet that is due, with one batch verdict.
+    fn release_due(&mut self, now: u64) {
+        let mut last = None;
+        while let Some(&(id, at)) = self.held.front() {
+            if at > now {
+                break;
+            }
+            self.held.pop_front();
+            last = Some(id);
+            self.stats.released += 1;
+            let late = now - at;
+            if late > LATE_NS {
+                self.stats.late += 1;
+            }
+            self.stats.max_late_us = self.stats.max_late_us.max(late / 1000);
+        }
+        if let Some(id) = last {
+            self.queue.accept_upto(id);
+        }
+    }
+
+    fn refresh_counters(&mut self) {
+        self.stats.verdict_errors = self.queue.verdict_errors;
+    }
+}
+
+fn elapsed_ns(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn snapshot(dirs: &[Direction; 2], start: Instant, realtime: bool) -> Stats {
+    Stats {
+        pid: std::process::id(),
+        dirs: [dirs[0].stats.clone(), dirs[1].stats.clone()],
+        cpu_s: cpu_seconds(),
+        uptime_s: start.elapsed().as_secs_f64(),
+        realtime,
+    }
+}
+
+/// Runs until `stop` is set (or a fatal error).
+///
+/// Binds both queues, then writes the first counters (so a reader that sees
+/// the stats file knows the link is up) and loops: wait until the next
+/// release, the next counters write or a packet; read all that arrived (drop
+/// verdicts at once); release what is due with one batch verdict per
+/// direction. On stop, packets still held are not released early: they are
+/// counted in `dropped_stop` and the kernel drops them when the queues close.
+pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
+    if cfg.queues[0] == cfg.queues[1] {
+        return Err(format!(
+            "the two directions need two queues, got {} twice",
+            cfg.queues[0]
+        ));
+    }
+    let seed = match cfg.seed {
+        0 => getrandom::u64().map_err(|e| format!("no random seed: {e}"))?,
+        s => s,
+    };
+    // Each direction draws from its own generator: reproducible per direction.
+    let link = |d: usize| {
+        let dir_seed = seed
+            .wrapping_add(d as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Link::new(&cfg.shaping[d], cfg.mtu, dir_seed).map_err(|e| format!("direction {d}: {e}"))
+    };
+    let links = [link(0)?, link(1)?];
+    let stats_file = cfg.stats.as_deref().map(StatsFile::new).transpose()?;
+    if !cfg.per_packet && cfg.shaping.iter().any(|s| s.loss > 0.0) {
+        eprintln!(
+            "lab emulate: loss with GSO super-packets drops whole bursts (~45 segments); use per_packet"
+        );
+    }
+    // Timers fire within 1 ns of their time instead of the default 50 µs slack.
+    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+
+    let start = Instant::now();
+    let mut epoll = Epoll::new()?;
+    let open = |d: usize, link: Link| -> Result<Direction, String> {
+        let queue = Queue::open(cfg.queues[d], !cfg.per_packet)?;
+        epoll.add(queue.as_raw_fd(), d as u64)?;
+        Ok(Direction {
+            queue,
+            link,
+            held: VecDeque::new(),
+            stats: DirStats::default(),
+        })
+    };
+    let [l0, l1] = links;
+    let mut dirs = [open(0, l0)?, open(1, l1)?];
+
+    let writer = match stats_file {
+        Some(file) => {
+            let kernel = KernelView {
+                queues: cfg.queues,
+                last: Default::default(),
+            };
+            Some(Writer::start(file, kernel, snapshot(&dirs, start, false))?)
+        }
+        None => None,
+    };
+    // After the writer thread started, so that it stays SCHED_OTHER.
+    let mut priority = Priority::new();
+    let mut next_stats = Instant::now() + TICK;
+    let mut batch = Vec::with_capacity(1024);
+    let mut ready = [true; 2];
+    while !stop.load(Ordering::Relaxed) {
+        for (d, dir) in dirs.iter_mut().enumerate() {
+            if ready[d] {
+                dir.receive(start, &mut batch)?;
+            }
+        }
+        let now = elapsed_ns(start);
+        for dir in dirs.iter_mut() {
+            dir.release_due(now);
+            dir.queue.flush()?;
+        }
+        if Instant::now() >= next_stats {
+            next_stats = (next_stats + TICK).max(Instant::now());
+            priority.adjust();
+            if let Some(w) = &writer {
+                for dir in dirs.iter_mut() {
+                    dir.refresh_counters();
+                }
+                w.offer(snapshot(&dirs, start, priority.realtime));
+            }
+        }
+        // Sleep until the earliest of: the next release, the next counters
+        // write (which also bounds how late a stop is noticed).
+        let now_i = Instant::now();
+        let mut wake = next_stats.max(now_i);
+        for dir in &dirs {
+            if let Some(&(_, at)) = dir.held.front() {
+                wake = wake.min(start + Duration::from_nanos(at));
+            }
+        }
+        ready = epoll.wait(wake.saturating_duration_since(now_i).min(TICK))?;
+    }
+
+    for dir in dirs.iter_mut() {
+        dir.refresh_counters();
+        dir.stats.dropped_stop = dir.held.len() as u64;
+        dir.held.clear();
+    }
+    let last = snapshot(&dirs, start, priority.realtime);
+    // Closing the sockets destroys the queues: the kernel drops what they held.
+    drop(dirs);
+    match writer {
+        Some(w) => w.finish(last),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shaping(delay_us: u64, rate_bps: Option<u64>) -> Shaping {
+        Shaping {
+            delay_us,
+            rate_bps,
+            ..Shaping::default()
+        }
+    }
+
+    fn release(f: Fate) -> (u64, u64) {
+        match f {
+            Fate::Release {
+                departure_ns,
+                release_ns,
+                ..
+            } => (departure_ns, release_ns),
+            other => panic!("expected a release, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rate_spaces_departures_by_wire_time() {
+        // 1500 B IP + 38 B framing = 12304 bits = 12.304 µs at 1 Gbit/s.
+        let mut l = Link::new(&shaping(0, Some(1_000_000_000)), 1500, 1).unwrap();
+        let mut prev = 0;
+        for k in 1..=1000u64 {
+            let (d, r) = release(l.arrive(0, 1500, 52).0);
+            assert_eq!(d, k * 12_304);
+            assert_eq!(r, d);
+            assert_eq!(d - prev, 12_304);
+            prev = d;
+        }
+        // An idle link starts serialising at the arrival.
+        let (d, _) = release(l.arrive(20_000_000, 1500, 52).0);
+        assert_eq!(d, 20_000_000 + 12_304);
+    }
+
+    #[test]
+    fn fractional_wire_times_do_not_drift() {
+        // 1538 B at 3 Gbit/s = 4101.33 ns: 3000 packets take exactly 12.304 ms.
+        let mut l = Link::new(&shaping(0, Some(3_000_000_000)), 1500, 1).unwrap();
+        let mut last = 0;
+        for _ in 0..3000 {
+            last = release(l.arrive(0, 1500, 52).0).0;
+        }
+        assert_eq!(last, 12_304_000);
+    }
+
+    #[test]
+    fn delay_adds_to_departure() {
+        let mut l = Link::new(&shaping(25_000, None), 1500, 1).unwrap();
+        assert_eq!(release(l.arrive(1_000, 100, 40).0), (1_000, 25_001_000));
+        let mut l = Link::new(&shaping(25_000, Some(1_000_000_000)), 1500, 1).unwrap();
+        assert_eq!(release(l.arrive(0, 1500, 52).0), (12_304, 25_012_304));
+    }
+
+    #[test]
+    fn jitter_never_reorders() {
+        let s = Shaping {
+            delay_us: 10_000,
+            jitter_us: 5_000,
+            ..Shaping::default()
+        };
+        let mut l = Link::new(&s, 1500, 7).unwrap();
+        let (mut prev, mut min_extra, mut max_extra) = (0, u64::MAX, 0);
+        for i in 0..10_000u64 {
+            let a = i * 1_000;
+            let (_, r) = release(l.arrive(a, 1500, 52).0);
+            assert!(r >= prev, "release went back in time");
+            assert!(r >= a + 10_000_000);
+            let extra = r - a - 10_000_000;
+            min_extra = min_extra.min(extra);
+            max_extra = max_extra.max(extra);
+            prev = r;
+        }
+        // Jitter is really applied, and clamping keeps it within a few jitters.
+        assert!(max_extra > 4_000_000, "max extra {max_extra}");
+        assert!(max_extra <= 5_000_000 + 5_000_000, "max extra {max_extra}");
+        assert!(min_extra < 5_000_000);
+    }
+
+    #[test]
+    fn drop_tail_at_the_queue_limit() {
+        let s = Shaping {
+            rate_bps: Some(1_000_000_000),
+            queue_limit_bytes: Some(10 * 1538),
+            ..Shaping::default()
+        };
+        let mut l = Link::new(&s, 1500, 1).unwrap();
+        let fates: Vec<Fate> = (0..20).map(|_| l.arrive(0, 1500, 52).0).collect();
+        let kept = fates
+            .iter()
+            .filter(|f| matches!(f, Fate::Release { .. }))
+            .count();
+        assert_eq!(kept, 10);
+        assert!(fates[10..].iter().all(|f| *f == Fate::DropQueue));
+        match fates[9] {
+            Fate::Release { queue_bytes, .. } => assert_eq!(queue_bytes, 10 * 1538),
+            f => panic!("{f:?}"),
+        }
+        // One wire time later there is room for exactly one more.
+        assert!(matches!(l.arrive(12_304, 1500, 52).0, Fate::Release { .. }));
+        assert_eq!(l.arrive(12_304, 1500, 52).0, Fate::DropQueue);
+        // Once drained the queue is empty again.
+        assert_eq!(l.queue_bytes(11 * 12_304), 0);
+        // An empty queue takes a packet bigger than the limit (a GSO burst).
+        assert!(matches!(
+            l.arrive(1_000_000, 60_000, 52).0,
+            Fate::Release { .. }
+        ));
+    }
+
+    #[test]
+    fn no_rate_means_no_queue_drops() {
+        let s = Shaping {
+            queue_limit_bytes: Some(1000),
+            ..Shaping::default()
+        };
+        let mut l = Link::new(&s, 1500, 1).unwrap();
+        for _ in 0..100 {
+            assert!(matches!(l.arrive(0, 1500, 52).0, Fate::Release { .. }));
+        }
+    }
+
+    #[test]
+    fn loss_fraction_within_bounds() {
+        let s = Shaping {
+            loss: 0.01,
+            ..Shaping::default()
+        };
+        let n = 100_000u64;
+        let mut l = Link::new(&s, 1500, 42).unwrap();
+        let lost = (0..n)
+            .filter(|&i| l.arrive(i, 1500, 52).0 == Fate::DropLoss)
+            .count() as f64;
+        // Binomial: mean 1000, sd 31.5; allow 4 sd.
+        assert!((lost - 1000.0).abs() < 4.0 * 31.5, "lost {lost}");
+        // Same seed, same draws.
+        let mut a = Link::new(&s, 1500, 42).unwrap();
+        let mut b = Link::new(&s, 1500, 42).unwrap();
+        for i in 0..1000 {
+            assert_eq!(a.arrive(i, 1500, 52).0, b.arrive(i, 1500, 52).0);
+        }
+        let all = Shaping {
+            loss: 1.0,
+            ..Shaping::default()
+        };
+        let mut l = Link::new(&all, 1500, 3).unwrap();
+        assert!((0..1000).all(|i| l.arrive(i, 1500, 52).0 == Fate::DropLoss));
+    }
+
+    #[test]
+    fn gso_segment_counting() {
+        // 10 full segments of 1448 B payload behind 52 B of headers.
+        let w = wire_size(52 + 10 * 1448, 52, 1500);
+        assert_eq!(w.segments, 10);
+        assert_eq!(w.wire_bytes, 10 * 1538);
+        // A partial last segment.
+        let w = wire_size(52 + 10 * 1448 + 1, 52, 1500);
+        assert_eq!(w.segments, 11);
+        assert_eq!(w.wire_bytes, 52 + 10 * 1448 + 1 + 11 * 38 + 10 * 52);
+        // Packets that fit the MTU are one frame; tiny and odd ones too.
+        assert_eq!(
+            wire_size(1500, 52, 1500),
+            WireSize {
+                segments: 1,
+                wire_bytes: 1538
+            }
+        );
+        assert_eq!(
+            wire_size(40, 52, 1500),
+            WireSize {
+                segments: 1,
+                wire_bytes: 78
+            }
+        );
+        assert_eq!(wire_size(100, 200, 150).segments, 1);
+        // A super-packet costs its segments' wire time at the bottleneck.
+        let mut l = Link::new(&shaping(0, Some(1_000_000_000)), 1500, 1).unwrap();
+        assert_eq!(release(l.arrive(0, 52 + 10 * 1448, 52).0).0, 10 * 12_304);
+    }
+
+    #[test]
+    fn header_lengths_from_the_copied_bytes() {
+        let mut tcp = [0u8; 64];
+        tcp[0] = 0x45;
+        tcp[9] = 6;
+        tcp[20 + 12] = 8 << 4; // data offset 32 B (timestamps)
+        assert_eq!(header_len(&tcp), Some(52));
+        let mut udp = tcp;
+        udp[9] = 17;
+        assert_eq!(header_len(&udp), Some(28));
+        assert_eq!(header_len(&tcp[..30]), None);
+        assert_eq!(header_len(&[]), None);
+        let mut icmp = tcp;
+        icmp[9] = 1;
+        assert_eq!(header_len(&icmp), None);
+        let mut bad = tcp;
+        bad[0] = 0x42; // IHL 8 bytes
+        assert_eq!(header_len(&bad), None);
+    }
+
+    #[test]
+    fn bad_shaping_is_an_error() {
+        let lossy = Shaping {
+            loss: 1.5,
+            ..Shaping::default()
+        };
+        assert!(Link::new(&lossy, 1500, 1).is_err());
+        let nan = Shaping {
+            loss: f64::NAN,
+            ..Shaping::default()
+        };
+        assert!(Link::new(&nan, 1500, 1).is_err());
+        assert!(Link::new(&shaping(0, Some(0)), 1500, 1).is_err());
+        assert!(Link::new(&shaping(u64::MAX, None), 1500, 1).is_err());
+        assert!(Link::new(&shaping(0, None), 0, 1).is_err());
+    }
+
+    #[test]
+    fn same_queue_twice_is_an_error() {
+        let cfg = Config {
+            queues: [3, 3],
+            mtu: 1500,
+            ..Config::default()
+        };
+        let err = run(&cfg, &AtomicBool::new(false)).unwrap_err();
+        assert!(err.contains("two queues"), "{err}");
+    }
+}
