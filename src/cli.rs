@@ -14,7 +14,9 @@ use crate::agent::{protocol, server};
 use crate::measure::stats::{self, Confidence};
 use crate::report::{human, progress::Progress};
 use crate::result::{AgentInfo, TestResult};
-use crate::spec::{CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, Workload};
+use crate::spec::{
+    CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, WindowMode, Workload,
+};
 use crate::units;
 
 pub const EXIT_FAIL: i32 = 1;
@@ -46,6 +48,8 @@ pub enum Command {
     Compare(crate::study::commands::CompareArgs),
     /// Per-core cipher speed (64 B to 16 KiB records) with the TLS backends' libraries, and the CPU's crypto features.
     Crypto(CryptoArgs),
+    /// Emulated networks: client, router and server namespaces with a WAN emulator (root).
+    Lab(crate::lab::cli::LabArgs),
 }
 
 #[derive(Args, Debug)]
@@ -113,6 +117,10 @@ pub enum WorkloadArg {
     Crr,
     /// connect, TLS handshake, one small exchange, close (TLS implied)
     TlsHandshake,
+    /// a real command in the client namespace, timed: linerate run exec --lab NAME -- COMMAND ARGS
+    Exec,
+    /// real OpenSSH scp of --bytes to linerate's own sshd in the server namespace
+    Scp,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -126,6 +134,12 @@ pub enum CertArg {
     EcdsaP256,
     Rsa2048,
     Rsa4096,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum WindowArg {
+    Buffer,
+    Exact,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -184,6 +198,9 @@ pub struct ConnectArgs {
     /// File whose first line is the shared token (or set LINERATE_TOKEN).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Run inside lab NAME (`linerate lab up NAME`): the client in its client namespace, a local agent in its server namespace.
+    #[arg(long, value_name = "NAME", conflicts_with = "agent")]
+    pub lab: Option<String>,
     /// Use IPv6 (the local agent listens on ::1).
     #[arg(short = '6', long)]
     pub ipv6: bool,
@@ -251,6 +268,9 @@ pub struct RunArgs {
     /// SO_RCVBUF on both ends (set before listen/connect).
     #[arg(long, value_parser = size)]
     pub rcvbuf: Option<u64>,
+    /// How --rcvbuf sets the receive window: buffer (SO_RCVBUF, as applications do: ~1.5x on Linux) or exact (plus TCP_WINDOW_CLAMP).
+    #[arg(long, value_enum, default_value = "buffer")]
+    pub window: WindowArg,
     /// TCP_NODELAY on both ends.
     #[arg(long)]
     pub nodelay: bool,
@@ -320,6 +340,15 @@ pub struct RunArgs {
     /// No progress line.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// exec: also start linerate's own sshd in the server namespace ({ssh_config} names `Host server` for ssh/scp -F).
+    #[arg(long)]
+    pub sshd: bool,
+    /// exec: a shell command run in the server namespace for the test's duration.
+    #[arg(long, value_name = "COMMAND")]
+    pub server_cmd: Option<String>,
+    /// exec: the command and its arguments, after `--` ({server}, {ssh_config}, {file} are replaced).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -350,6 +379,9 @@ pub struct ServeArgs {
     /// Log nothing but errors.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Enter this network namespace (/run/netns/NAME) before listening: a lab's server side.
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
     /// Certificate (PEM, leaf first) for TLS tests instead of a generated one; clients verify it with --tls-ca and --tls-name.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -414,7 +446,8 @@ impl RunArgs {
         let threads = self
             .threads
             .unwrap_or_else(|| TestSpec::default_threads(flows));
-        let finite = self.bytes.is_some() && matches!(self.per, PerArg::Flow);
+        let finite = (self.bytes.is_some() && matches!(self.per, PerArg::Flow))
+            || matches!(self.workload, WorkloadArg::Exec | WorkloadArg::Scp);
         let duration =
             self.duration
                 .unwrap_or(Duration::from_secs_f64(TestSpec::default_duration_s(
@@ -436,6 +469,8 @@ impl RunArgs {
                 WorkloadArg::Rr => Workload::Rr,
                 WorkloadArg::Crr => Workload::Crr,
                 WorkloadArg::TlsHandshake => Workload::TlsHandshake,
+                WorkloadArg::Exec => Workload::Exec,
+                WorkloadArg::Scp => Workload::Scp,
             },
             direction: match self.direction {
                 DirectionArg::Tx => Direction::Tx,
@@ -473,6 +508,12 @@ impl RunArgs {
                 CloseArg::Reset => CloseMode::Reset,
             },
             tls: self.tls_spec()?,
+            window: match self.window {
+                WindowArg::Buffer => WindowMode::Buffer,
+                WindowArg::Exact => WindowMode::Exact,
+            },
+            rtt_s: None,
+            exec: self.exec_spec()?,
         };
         spec.validate().map_err(usage)?;
         let ncpus = crate::measure::placement::allowed_cpus();
@@ -483,6 +524,26 @@ impl RunArgs {
             )));
         }
         Ok(spec)
+    }
+
+    fn exec_spec(&self) -> Result<Option<crate::workload::exec::ExecSpec>, Failure> {
+        let exec = matches!(self.workload, WorkloadArg::Exec | WorkloadArg::Scp);
+        if !exec {
+            if self.sshd || self.server_cmd.is_some() || !self.command.is_empty() {
+                return Err(usage(
+                    "--sshd, --server-cmd and a command after -- apply to the exec workload".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        Ok(Some(crate::workload::exec::ExecSpec {
+            command: self.command.clone(),
+            server_command: self
+                .server_cmd
+                .as_ref()
+                .map(|c| vec!["sh".into(), "-c".into(), c.clone()]),
+            sshd: self.sshd || matches!(self.workload, WorkloadArg::Scp),
+        }))
     }
 
     fn tls_spec(&self) -> Result<Option<TlsSpec>, Failure> {
@@ -540,6 +601,8 @@ impl RunArgs {
 pub struct Target {
     pub conn: AgentConn,
     pub info: AgentInfo,
+    /// The lab the test runs in (None: loopback or a remote agent).
+    pub lab: Option<crate::lab::state::LabState>,
     _local: Option<LocalAgent>,
 }
 
@@ -561,6 +624,7 @@ pub fn open_target(c: &ConnectArgs) -> Result<Target, Failure> {
                     local: false,
                     pid: None,
                 },
+                lab: None,
                 _local: None,
             })
         }
@@ -575,7 +639,20 @@ pub fn open_target(c: &ConnectArgs) -> Result<Target, Failure> {
                     extra.push(abs.display().to_string());
                 }
             }
-            let local = LocalAgent::spawn(c.ipv6, &extra)?;
+            let lab = match &c.lab {
+                Some(name) => Some(enter_lab(name, c.ipv6)?),
+                None => None,
+            };
+            let listen = match &lab {
+                Some(st) => {
+                    extra.push("--netns".into());
+                    extra.push(st.server_ns.clone());
+                    format!("{}:0", st.server_addr)
+                }
+                None if c.ipv6 => "[::1]:0".into(),
+                None => "127.0.0.1:0".into(),
+            };
+            let local = LocalAgent::spawn(&listen, &extra)?;
             let conn = controller::connect(local.addr, &local.token)?;
             let info = AgentInfo {
                 address: local.addr.to_string(),
@@ -585,10 +662,34 @@ pub fn open_target(c: &ConnectArgs) -> Result<Target, Failure> {
             Ok(Target {
                 conn,
                 info,
+                lab,
                 _local: Some(local),
             })
         }
     }
+}
+
+/// Checks lab `name` and moves this thread (and the threads and children it
+/// starts later) into its client namespace.
+fn enter_lab(name: &str, ipv6: bool) -> Result<crate::lab::state::LabState, Failure> {
+    use crate::lab::{netns, state};
+    if ipv6 {
+        return Err(usage(
+            "a lab has IPv4 addresses only (198.18.0.0/15): drop -6".into(),
+        ));
+    }
+    let st = state::load(name)?.ok_or_else(|| {
+        Failure::from(format!(
+            "no lab named {name} is up; start one: linerate lab up {name} --rtt 50ms --rate 1gbit"
+        ))
+    })?;
+    if st.is_stale() {
+        return Err(Failure::from(format!(
+            "lab {name} is stale (its emulator is gone, so no traffic passes): linerate lab down {name}, then up again"
+        )));
+    }
+    netns::enter(&st.client_ns)?;
+    Ok(st)
 }
 
 pub fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Failure> {
@@ -597,8 +698,36 @@ pub fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), F
         .map_err(|e| Failure::from(format!("cannot write {}: {e}", path.display())))
 }
 
+/// exec and scp: a real program in the lab, no agent flows.
+fn run_exec(args: &RunArgs, spec: &TestSpec) -> Result<(), Failure> {
+    let Some(name) = &args.connect.lab else {
+        return Err(usage(format!(
+            "{} runs in a lab: linerate lab up NAME --rtt 50ms --rate 1gbit, then --lab NAME",
+            spec.workload.name()
+        )));
+    };
+    let st = enter_lab(name, args.connect.ipv6)?;
+    let command: Vec<String> = std::env::args().collect();
+    let (result, rec) =
+        crate::lab::record::around(&st, || crate::workload::exec::run(spec, &st, command))?;
+    let mut result = result?;
+    result.lab = Some(rec);
+    if let Some(path) = &args.json {
+        write_json(path, &result)?;
+    }
+    print!("{}", human::render(&result, true));
+    let _ = std::io::stdout().flush();
+    match result.iterations.first().and_then(|i| i.error.clone()) {
+        Some(e) => Err(Failure::from(e)),
+        None => Ok(()),
+    }
+}
+
 fn run(args: RunArgs) -> Result<(), Failure> {
     let spec = args.spec()?;
+    if matches!(spec.workload, Workload::Exec | Workload::Scp) {
+        return run_exec(&args, &spec);
+    }
     let conf = args.confidence();
     let mut target = open_target(&args.connect)?;
     let show_tx = spec.workload != Workload::Stream || spec.bytes.is_some();
@@ -610,17 +739,27 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         show_tx,
     );
     let command: Vec<String> = std::env::args().collect();
-    let result = crate::run::run_test(
-        &mut target.conn,
-        &spec,
-        conf,
-        target.info.clone(),
-        command,
-        &mut progress,
-        &mut |_| {},
-    );
+    let test = || {
+        crate::run::run_test(
+            &mut target.conn,
+            &spec,
+            conf,
+            target.info.clone(),
+            command,
+            &mut progress,
+            &mut |_| {},
+        )
+    };
+    let (result, lab) = match target.lab.clone() {
+        Some(st) => {
+            let (r, rec) = crate::lab::record::around(&st, test)?;
+            (r, Some(rec))
+        }
+        None => (test(), None),
+    };
     progress.finish();
     let mut result: TestResult = result?;
+    result.lab = lab;
     if result.spec.tls.is_some() && !args.no_baseline && result.summary.status == "ok" {
         let mut p = Progress::new(
             "clear baseline",
@@ -667,6 +806,9 @@ fn run(args: RunArgs) -> Result<(), Failure> {
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {
     let token = token(&args.token_file)?;
+    if let Some(ns) = &args.netns {
+        crate::lab::netns::enter(ns).map_err(Failure::from)?;
+    }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         crate::engine::tls::load_identity_files(cert, key).map_err(usage)?;
     }
@@ -719,6 +861,7 @@ pub fn main() -> i32 {
         Some(Command::Report(a)) => crate::study::commands::report(a),
         Some(Command::Compare(a)) => crate::study::commands::compare(a),
         Some(Command::Crypto(a)) => crypto(a),
+        Some(Command::Lab(a)) => crate::lab::cli::lab(a),
         None => crate::study::quick::run(QuickArgs {
             out: PathBuf::from("results"),
             ..Default::default()

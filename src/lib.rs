@@ -8,6 +8,7 @@ pub mod agent;
 pub mod cli;
 pub mod engine;
 pub mod env;
+pub mod lab;
 pub mod measure;
 pub mod report;
 pub mod result;

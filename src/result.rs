@@ -165,6 +165,10 @@ pub struct Summary {
     /// TLS handshakes completed per second on the client (crr, tls-handshake).
     #[serde(default)]
     pub tls_handshakes_per_s: Option<f64>,
+    /// The receive window the senders saw mid-transfer (tcpi_snd_wnd while
+    /// their writes were blocked; median over flows). None: never blocked.
+    #[serde(default)]
+    pub observed_window_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -191,6 +195,12 @@ pub struct TestResult {
     /// of encryption is a ratio measured side by side (None: not run).
     #[serde(default)]
     pub baseline: Option<Summary>,
+    /// The lab the test ran in: link, emulator, calibration, counters.
+    #[serde(default)]
+    pub lab: Option<crate::lab::record::LabRecord>,
+    /// exec/scp: the command, its exit status, times and CPU.
+    #[serde(default)]
+    pub exec: Option<crate::workload::exec::ExecRecord>,
 }
 
 impl TestResult {
@@ -374,6 +384,15 @@ pub fn summarize(
             .find_map(|f| f.tls.clone()),
         tls_handshakes_per_s: (spec.tls.is_some() && spec.workload.per_connection())
             .then(|| mean(&|i| i.counters.client.tls_handshakes as f64 / i.duration_s.max(1e-9))),
+        observed_window_bytes: {
+            let mut w: Vec<u32> = its
+                .iter()
+                .flat_map(|i| i.flows.client.iter().chain(i.flows.agent.iter()))
+                .filter_map(|f| f.observed_window.as_ref().map(|o| o.median_bytes))
+                .collect();
+            w.sort_unstable();
+            w.get(w.len() / 2).map(|&v| v as u64)
+        },
     }
 }
 

@@ -99,6 +99,8 @@ pub fn run_test(
         summary,
         iterations,
         baseline: None,
+        lab: None,
+        exec: None,
     })
 }
 

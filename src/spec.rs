@@ -16,6 +16,10 @@ pub enum Workload {
     /// Connect, full (or resumed) TLS handshake, one small exchange, close.
     #[serde(rename = "tls-handshake")]
     TlsHandshake,
+    /// A real command in the client namespace, timed (no agent flows).
+    Exec,
+    /// Real OpenSSH scp of `bytes` to linerate's own sshd in the server namespace.
+    Scp,
 }
 
 impl Workload {
@@ -25,6 +29,8 @@ impl Workload {
             Workload::Rr => "rr",
             Workload::Crr => "crr",
             Workload::TlsHandshake => "tls-handshake",
+            Workload::Exec => "exec",
+            Workload::Scp => "scp",
         }
     }
 
@@ -67,6 +73,19 @@ pub enum CloseMode {
     /// The client closes with SO_LINGER 0 (RST): no TIME_WAIT anywhere, as
     /// neper does; cheaper, but not what a real application does.
     Reset,
+}
+
+/// How `rcvbuf` sets the receiver's TCP window.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowMode {
+    /// SO_RCVBUF only, what an application gets: Linux (>= 6.6) advertises
+    /// about 1.5x the value; below ~64 KB no window scaling (65,535 max).
+    #[default]
+    Buffer,
+    /// SO_RCVBUF before listen/connect and TCP_WINDOW_CLAMP on the connected
+    /// socket: the window is the value (0.94-0.97 x W/RTT measured).
+    Exact,
 }
 
 /// Which TLS library encrypts the flows.
@@ -208,6 +227,16 @@ pub struct TestSpec {
     /// TLS on every data connection (None: clear text).
     #[serde(default)]
     pub tls: Option<TlsSpec>,
+    /// How `rcvbuf` becomes the receive window.
+    #[serde(default)]
+    pub window: WindowMode,
+    /// The lab round trip this test asks for (studies sweep it; the runner
+    /// reshapes its lab). None: whatever the network is.
+    #[serde(default)]
+    pub rtt_s: Option<f64>,
+    /// exec/scp: the program to run.
+    #[serde(default)]
+    pub exec: Option<crate::workload::exec::ExecSpec>,
 }
 
 impl Default for TestSpec {
@@ -240,6 +269,9 @@ impl Default for TestSpec {
             ipv6: false,
             close: CloseMode::Graceful,
             tls: None,
+            window: WindowMode::Buffer,
+            rtt_s: None,
+            exec: None,
         }
     }
 }
@@ -280,6 +312,50 @@ impl TestSpec {
         } else {
             10.0
         }
+    }
+
+    /// Whether the agent's (or the client's) end receives payload: in a
+    /// stream only the direction's receiver does; rr and crr both do.
+    pub fn receives(&self, agent: bool) -> bool {
+        match (self.workload, self.direction) {
+            (Workload::Stream, Direction::Tx) => agent,
+            (Workload::Stream, Direction::Rx) => !agent,
+            _ => true,
+        }
+    }
+
+    fn validate_exec(&self) -> Result<(), String> {
+        let e = self.exec.as_ref();
+        if self.workload == Workload::Exec && e.is_none_or(|e| e.command.is_empty()) {
+            return Err(
+                "exec needs a command: linerate run exec [--lab NAME] -- COMMAND ARGS".into(),
+            );
+        }
+        if self.workload == Workload::Scp && self.bytes.is_none() {
+            return Err("scp needs --bytes (the size of the file copied)".into());
+        }
+        if self.flows != 1 {
+            return Err("exec and scp run one command (no --flows)".into());
+        }
+        if let Some(e) = e {
+            let uses = |p: &str| e.command.iter().any(|a| a.contains(p));
+            if uses("{ssh_config}") && !e.sshd {
+                return Err("{ssh_config} names linerate's own sshd: add --sshd".into());
+            }
+            if uses("{file}") && self.bytes.is_none() {
+                return Err("{file} is a file of --bytes: add --bytes SIZE".into());
+            }
+        }
+        if self.window == WindowMode::Exact {
+            return Err(
+                "--window exact needs linerate's own sockets; an unmodified program (exec, scp) gets --rcvbuf through the server's tcp_rmem"
+                    .into(),
+            );
+        }
+        if self.tls.is_some() {
+            return Err("--tls applies to linerate's own flows, not to exec or scp".into());
+        }
+        Ok(())
     }
 
     /// A finite test ends when every flow is done, not after `duration_s`.
@@ -337,6 +413,11 @@ impl TestSpec {
                     }
                 }
             }
+            // A command, not flows: the engine never runs these.
+            Workload::Exec | Workload::Scp => FlowPlan::Stream {
+                send: false,
+                recv: false,
+            },
             Workload::Crr | Workload::TlsHandshake => {
                 if agent {
                     FlowPlan::Responder {
@@ -380,8 +461,23 @@ impl TestSpec {
         if self.outstanding == 0 || self.outstanding > 1024 {
             return Err("--outstanding must be between 1 and 1024".into());
         }
+        if matches!(self.workload, Workload::Exec | Workload::Scp) {
+            return self.validate_exec();
+        }
+        if self.exec.is_some() {
+            return Err("a command applies to the exec workload".into());
+        }
         if self.bytes.is_some() && self.workload != Workload::Stream {
             return Err("--bytes applies to stream; for rr use --request/--response".into());
+        }
+        if self.window == WindowMode::Exact && self.rcvbuf.is_none() {
+            return Err("--window exact needs --rcvbuf (the window)".into());
+        }
+        if self.window == WindowMode::Exact && self.workload.per_connection() {
+            return Err("--window exact applies to stream and rr (persistent flows)".into());
+        }
+        if self.rtt_s.is_some_and(|r| !(0.0..=20.0).contains(&r)) {
+            return Err("rtt must be between 0 and 20 s".into());
         }
         if self.bytes == Some(0) {
             return Err("--bytes must be at least 1 byte".into());
@@ -511,6 +607,11 @@ impl TestSpec {
         if let Some(b) = self.rcvbuf {
             a.push(format!("--rcvbuf {}", size(b as u64)));
         }
+        flag(
+            &mut a,
+            self.window == WindowMode::Exact,
+            "--window exact".into(),
+        );
         flag(&mut a, self.nodelay, "--nodelay".into());
         if let Some(cc) = &self.cc {
             a.push(format!("--cc {cc}"));

@@ -17,12 +17,12 @@ pub struct LocalAgent {
 }
 
 impl LocalAgent {
-    /// Starts the agent; `extra` are more `serve` arguments (its TLS files).
-    pub fn spawn(ipv6: bool, extra: &[String]) -> Result<LocalAgent, String> {
+    /// Starts the agent on `listen` (port 0: any); `extra` are more `serve`
+    /// arguments (its TLS files, a lab's server namespace).
+    pub fn spawn(listen: &str, extra: &[String]) -> Result<LocalAgent, String> {
         let exe =
             std::env::current_exe().map_err(|e| format!("cannot find the linerate binary: {e}"))?;
         let token = random_hex(32);
-        let listen = if ipv6 { "[::1]:0" } else { "127.0.0.1:0" };
         let mut child = Command::new(exe)
             .args([
                 "serve",

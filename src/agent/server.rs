@@ -344,7 +344,7 @@ fn run_test(
     .map_err(|e| e.to_string())?;
     if let Some(mut l) = listener {
         let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
-        match accept_flows(&mut l, cookie, spec.flows, timeout, gone) {
+        match accept_flows(&mut l, &spec, cookie, spec.flows, timeout, gone) {
             Ok((flows, rejected)) => {
                 setup.flows = match tls::handshake_all(flows, tls_role.as_deref(), timeout) {
                     Ok(f) => f,

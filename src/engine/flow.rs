@@ -9,12 +9,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::measure::histogram::Hist;
 use crate::measure::interval::Counters;
 use crate::measure::tcpinfo::{self, TcpInfo};
 
+use super::sockopt;
 use super::tls::{TlsConn, TlsInfo};
 
 /// Every data connection opens with this header so the agent serves only
@@ -116,6 +117,12 @@ pub struct FlowReport {
     /// What the flow's TLS session negotiated (None: clear text).
     #[serde(default)]
     pub tls: Option<TlsInfo>,
+    /// The peer's window while this end's writes were blocked (None: never blocked).
+    #[serde(default)]
+    pub observed_window: Option<ObservedWindow>,
+    /// `--window exact` receivers: times the kernel moved the clamp and it was set again.
+    #[serde(default)]
+    pub window_clamp_repairs: Option<u32>,
 }
 
 /// How one budgeted read ended.
@@ -149,6 +156,95 @@ pub struct FlowBase {
     pub bytes_rx: u64,
     pub transactions: u64,
     pub completed_s: Option<f64>,
+    /// The peer's window as this sender saw it while blocked (window-bound).
+    pub window: WindowSampler,
+    /// `--window exact` on a receiving end: the clamp to hold.
+    pub clamp: Option<ClampKeeper>,
+}
+
+/// Holds TCP_WINDOW_CLAMP at the asked window. Linux (>= 6.8) recomputes
+/// the clamp from SO_RCVBUF whenever the receive path's skb scaling ratio
+/// changes (tcp_measure_rcv_mss), which silently undid a clamp set once at
+/// accept: 256 KB gave a 394 KB window. So the receiver checks it at most
+/// every millisecond while reading and sets it again, counting the repairs.
+pub struct ClampKeeper {
+    pub window: u32,
+    last: Option<Instant>,
+    pub repairs: u32,
+}
+
+impl ClampKeeper {
+    const EVERY: Duration = Duration::from_millis(1);
+
+    #[inline]
+    fn check(&mut self, fd: i32) {
+        let now = Instant::now();
+        if self.last.is_some_and(|t| now - t < Self::EVERY) {
+            return;
+        }
+        self.last = Some(now);
+        if sockopt::window_clamp(fd).is_some_and(|c| c != self.window)
+            && sockopt::set_window_clamp(fd, self.window).is_ok()
+        {
+            self.repairs += 1;
+        }
+    }
+}
+
+/// Samples `tcpi_snd_wnd` when a write blocks, at most every 2 ms: what
+/// limited the sender mid-transfer, which the final TCP_INFO (taken when
+/// the receiver has drained everything) does not show.
+#[derive(Default)]
+pub struct WindowSampler {
+    last: Option<Instant>,
+    samples: Vec<u32>,
+}
+
+/// The window a sender saw: median and largest of its samples.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ObservedWindow {
+    pub median_bytes: u32,
+    pub max_bytes: u32,
+    pub samples: u32,
+}
+
+impl WindowSampler {
+    const EVERY: Duration = Duration::from_millis(2);
+    const MAX_SAMPLES: usize = 4096;
+
+    #[inline]
+    pub fn blocked(&mut self, fd: i32) {
+        let now = Instant::now();
+        if self.last.is_some_and(|t| now - t < Self::EVERY)
+            || self.samples.len() >= Self::MAX_SAMPLES
+        {
+            return;
+        }
+        self.last = Some(now);
+        if let Some(w) = tcpinfo::read(fd).and_then(|i| i.snd_wnd) {
+            self.samples.push(w);
+        }
+    }
+
+    /// A sample taken elsewhere (another process's socket, via sock_diag).
+    pub fn push(&mut self, w: u32) {
+        if self.samples.len() < Self::MAX_SAMPLES {
+            self.samples.push(w);
+        }
+    }
+
+    pub fn observed(&self) -> Option<ObservedWindow> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut s = self.samples.clone();
+        s.sort_unstable();
+        Some(ObservedWindow {
+            median_bytes: s[s.len() / 2],
+            max_bytes: *s.last().unwrap(),
+            samples: s.len() as u32,
+        })
+    }
 }
 
 impl FlowBase {
@@ -161,7 +257,18 @@ impl FlowBase {
             bytes_rx: 0,
             transactions: 0,
             completed_s: None,
+            window: WindowSampler::default(),
+            clamp: None,
         }
+    }
+
+    pub fn with_clamp(mut self, window: Option<u32>) -> Self {
+        self.clamp = window.map(|window| ClampKeeper {
+            window,
+            last: None,
+            repairs: 0,
+        });
+        self
     }
 
     pub fn with_tls(mut self, tls: Option<TlsConn>) -> Self {
@@ -203,6 +310,9 @@ impl FlowBase {
         if *moved >= BUDGET {
             return Ok(ReadStep::Budget);
         }
+        if let Some(c) = &mut self.clamp {
+            c.check(self.stream.as_raw_fd());
+        }
         Ok(match self.recv(cx.buf)? {
             Io::Moved(n) => {
                 *moved += n;
@@ -238,7 +348,10 @@ impl FlowBase {
                     *left -= n as u64;
                     self.sent(cx, n);
                 }
-                Io::Blocked => return Ok(WriteStep::Blocked),
+                Io::Blocked => {
+                    self.window.blocked(self.stream.as_raw_fd());
+                    return Ok(WriteStep::Blocked);
+                }
                 Io::Eof => return Ok(WriteStep::Eof),
             }
         }
@@ -270,6 +383,8 @@ impl FlowBase {
             tcp_info: tcpinfo::read(fd),
             completed_s: self.completed_s,
             tls: self.tls.as_ref().map(|t| t.info()),
+            observed_window: self.window.observed(),
+            window_clamp_repairs: self.clamp.as_ref().map(|c| c.repairs),
         }
     }
 }

@@ -8,6 +8,7 @@ use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,7 @@ pub fn connect_flows(
     };
     while done.len() < n as usize {
         while next < n && pending.len() < MAX_IN_PROGRESS {
-            let sock = sockopt::tcp_socket(&addr, spec).map_err(|e| fail(next, &e))?;
+            let sock = sockopt::tcp_socket(&addr, spec, false).map_err(|e| fail(next, &e))?;
             match sock.connect(&addr.into()) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -78,6 +79,7 @@ pub fn connect_flows(
             }
             let mut s = pending.remove(&id).unwrap();
             let _ = poll.registry().deregister(&mut s);
+            sockopt::clamp_window(s.as_raw_fd(), spec, false).map_err(|e| fail(id, &e))?;
             // A fresh socket's send buffer always holds 16 bytes.
             match s.write(&encode_header(cookie, id)) {
                 Ok(HEADER_LEN) => {}
@@ -95,6 +97,7 @@ pub fn connect_flows(
 /// Connections with a wrong cookie are closed and counted, not served.
 pub fn accept_flows(
     listener: &mut mio::net::TcpListener,
+    spec: &TestSpec,
     cookie: u64,
     n: u32,
     timeout: Duration,
@@ -135,6 +138,8 @@ pub fn accept_flows(
                 loop {
                     match listener.accept() {
                         Ok((mut s, _)) => {
+                            sockopt::clamp_window(s.as_raw_fd(), spec, true)
+                                .map_err(|e| format!("TCP_WINDOW_CLAMP: {e}"))?;
                             let t = next_token;
                             next_token += 1;
                             if poll

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::flow::{Flow, FlowBase, FlowReport};
+use super::sockopt;
 use super::tls::{Role, TlsConn};
 use super::worker::{self, WorkerMsg, WorkerSetup};
 use crate::measure::cpu::{self, CpuSnapshot, CpuWindow};
@@ -147,7 +148,9 @@ impl Side {
             per_worker[id as usize % threads].push(workload::persistent_flow(
                 plan,
                 &spec,
-                FlowBase::new(id, stream).with_tls(tls),
+                FlowBase::new(id, stream)
+                    .with_tls(tls)
+                    .with_clamp(sockopt::exact_window(&spec, setup.agent)),
                 zerocopy.clone(),
             ));
         }

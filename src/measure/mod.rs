@@ -5,5 +5,6 @@ pub mod histogram;
 pub mod interval;
 pub mod netdev;
 pub mod placement;
+pub mod sockdiag;
 pub mod stats;
 pub mod tcpinfo;

@@ -126,10 +126,29 @@ pub fn read(fd: RawFd) -> Option<TcpInfo> {
     if rc != 0 {
         return None;
     }
-    let len = len as usize;
+    Some(convert(&raw, len as usize))
+}
+
+/// TCP_INFO as another process's socket reports it through sock_diag
+/// (INET_DIAG_INFO): the same struct, possibly shorter or longer.
+pub fn from_bytes(b: &[u8]) -> Option<TcpInfo> {
+    if b.len() < std::mem::offset_of!(RawTcpInfo, rcv_space) {
+        return None;
+    }
+    let mut raw = RawTcpInfo::default();
+    let n = b.len().min(std::mem::size_of::<RawTcpInfo>());
+    // SAFETY: copies at most size_of::<RawTcpInfo>() bytes into a plain
+    // repr(C) struct of integers, for which any bit pattern is valid.
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr(), &mut raw as *mut RawTcpInfo as *mut u8, n);
+    }
+    Some(convert(&raw, n))
+}
+
+fn convert(raw: &RawTcpInfo, len: usize) -> TcpInfo {
     let opt64 = |ok: bool, v: u64| ok.then_some(v);
     let opt32 = |ok: bool, v: u32| ok.then_some(v);
-    Some(TcpInfo {
+    TcpInfo {
         rtt_us: raw.rtt,
         rttvar_us: raw.rttvar,
         min_rtt_us: opt32(has(len, end_of!(min_rtt)), raw.min_rtt),
@@ -158,7 +177,7 @@ pub fn read(fd: RawFd) -> Option<TcpInfo> {
         rcv_wscale: raw.wscale >> 4,
         rwnd_limited_us: opt64(has(len, end_of!(rwnd_limited)), raw.rwnd_limited),
         sndbuf_limited_us: opt64(has(len, end_of!(sndbuf_limited)), raw.sndbuf_limited),
-    })
+    }
 }
 
 fn getsockopt_int(fd: RawFd, level: i32, opt: i32) -> Option<i32> {

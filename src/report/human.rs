@@ -10,6 +10,20 @@ use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_us};
 
 pub fn describe(spec: &TestSpec) -> String {
     let what = match spec.workload {
+        Workload::Scp => format!(
+            "scp of {} to the server's sshd{}",
+            fmt_bytes(spec.bytes.unwrap_or(0)),
+            spec.rcvbuf
+                .map(|w| format!(", server window {} via tcp_rmem", fmt_bytes(w as u64)))
+                .unwrap_or_default()
+        ),
+        Workload::Exec => format!(
+            "exec: {}",
+            spec.exec
+                .as_ref()
+                .map(|e| e.command.join(" "))
+                .unwrap_or_default()
+        ),
         Workload::Stream => {
             let dir = match spec.direction {
                 Direction::Tx => "tx (client sends)",
@@ -71,6 +85,9 @@ pub fn describe(spec: &TestSpec) -> String {
         .replace("Rustls", "rustls")
         .replace("Openssl", "openssl"),
     };
+    if matches!(spec.workload, Workload::Exec | Workload::Scp) {
+        return format!("{what} (time limit {:.0} s)", spec.duration_s);
+    }
     let window = if spec.is_finite() {
         format!("until done (limit {:.0} s)", spec.duration_s)
     } else {
@@ -185,7 +202,43 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         r.environment.client.hostname,
         r.environment.agent.hostname
     );
-    let show_tx = spec.workload != Workload::Stream || spec.bytes.is_some();
+    if let Some(lab) = &r.lab {
+        for line in lab.describe() {
+            let _ = writeln!(o, "{line}");
+        }
+    }
+    if let Some(e) = &r.exec {
+        let _ = writeln!(o, "command: {}", e.command.join(" "));
+        let mut line = format!(
+            "exit {} after {:.3} s; client CPU {:.3} s",
+            e.exit_code
+                .map_or("by a signal".to_string(), |c| c.to_string()),
+            e.elapsed_s,
+            e.client_cpu_s
+        );
+        if let Some(s) = e.server_cpu_s {
+            let _ = write!(line, ", server namespace CPU {s:.3} s");
+        }
+        if let Some(l) = e.login_s {
+            let _ = write!(line, "; login alone (ssh server true) {l:.3} s");
+        }
+        let _ = writeln!(o, "{line}");
+        if let Some(t) = &e.server_tcp_rmem {
+            let _ = writeln!(o, "server tcp_rmem {t}");
+        }
+        if let Some(v) = &e.ssh_version {
+            let _ = writeln!(o, "{v}");
+        }
+    }
+    if let Some(w) = r.summary.observed_window_bytes {
+        let _ = writeln!(
+            o,
+            "window the sender saw mid-transfer (tcpi_snd_wnd): {}",
+            fmt_bytes(w)
+        );
+    }
+    let exec = matches!(spec.workload, Workload::Exec | Workload::Scp);
+    let show_tx = !exec && (spec.workload != Workload::Stream || spec.bytes.is_some());
     for it in &r.iterations {
         if r.iterations.len() > 1 {
             let _ = writeln!(o, "\niteration {}", it.index + 1);
@@ -247,7 +300,11 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
             );
         }
         let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
-        let _ = writeln!(o, "  {:<12} {}", "cpu agent", cpu_line(it, true));
+        let agent = if exec { "cpu server" } else { "cpu agent" };
+        let _ = writeln!(o, "  {:<12} {}", agent, cpu_line(it, true));
+        if exec {
+            continue;
+        }
         let _ = writeln!(
             o,
             "  {:<12} client {} | agent {}",

@@ -18,6 +18,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "connections",
         include_str!("../../studies/connections.toml"),
     ),
+    ("wan-window", include_str!("../../studies/wan-window.toml")),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::measure::stats::{self, Confidence};
-use crate::spec::{CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, Workload};
+use crate::spec::{
+    CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, WindowMode, Workload,
+};
 use crate::units;
 
 /// A byte size written as a number or a string with a unit (`"128K"`).
@@ -103,6 +105,16 @@ pub struct TestConfig {
     pub interval: Option<Secs>,
     pub sndbuf: Option<Size>,
     pub rcvbuf: Option<Size>,
+    /// `"buffer"` or `"exact"`: how rcvbuf sets the receive window.
+    pub window: Option<WindowMode>,
+    /// The lab's round trip for this test (a study with a `[lab]` sweeps it).
+    pub rtt: Option<Secs>,
+    /// exec: the command and arguments (`{server}`, `{ssh_config}`, `{file}` replaced).
+    pub command: Option<Vec<String>>,
+    /// exec: a shell command run in the server namespace meanwhile.
+    pub server_command: Option<String>,
+    /// exec: start linerate's own sshd in the server namespace.
+    pub sshd: Option<bool>,
     pub nodelay: Option<bool>,
     pub cc: Option<String>,
     pub mss: Option<u32>,
@@ -146,6 +158,8 @@ pub const AXIS_KEYS: &[&str] = &[
     "interval",
     "sndbuf",
     "rcvbuf",
+    "window",
+    "rtt",
     "nodelay",
     "cc",
     "mss",
@@ -195,7 +209,8 @@ impl TestConfig {
         let threads = self
             .threads
             .unwrap_or_else(|| TestSpec::default_threads(flows));
-        let finite = self.bytes.is_some() && self.per.unwrap_or(d.per) == Per::Flow;
+        let finite = (self.bytes.is_some() && self.per.unwrap_or(d.per) == Per::Flow)
+            || matches!(self.workload, Some(Workload::Exec) | Some(Workload::Scp));
         let to_usize = |v: Option<Size>, name: &str| -> Result<Option<usize>, String> {
             match v {
                 Some(Size(b)) if b > (1 << 30) => Err(format!("{name} {b} is larger than 1 GiB")),
@@ -237,6 +252,21 @@ impl TestConfig {
             ipv6: self.ipv6.unwrap_or(d.ipv6),
             close: self.close.unwrap_or(d.close),
             tls: self.tls_spec()?,
+            window: self.window.unwrap_or_default(),
+            rtt_s: self.rtt.map(|s| s.0),
+            exec: match self.workload {
+                Some(Workload::Exec) | Some(Workload::Scp) => {
+                    Some(crate::workload::exec::ExecSpec {
+                        command: self.command.clone().unwrap_or_default(),
+                        server_command: self
+                            .server_command
+                            .as_ref()
+                            .map(|c| vec!["sh".into(), "-c".into(), c.clone()]),
+                        sshd: self.sshd.unwrap_or(false) || self.workload == Some(Workload::Scp),
+                    })
+                }
+                _ => None,
+            },
         };
         spec.validate()?;
         Ok(spec)

@@ -3,7 +3,7 @@
 //! built-in studies are files like any user's. Every error names the file,
 //! the line and the key.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use toml::Spanned;
 
@@ -19,6 +19,39 @@ pub struct Network {
     pub agent: Option<String>,
     /// Token file for that agent (or LINERATE_TOKEN).
     pub token_file: Option<std::path::PathBuf>,
+}
+
+/// A lab the study brings up for itself (root): the link of `linerate lab
+/// up`, as strings in the same units. Points may set `rtt` to change the
+/// round trip; the lab is taken down when the study ends.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LabConfig {
+    pub rtt: Option<String>,
+    pub delay: Option<String>,
+    pub jitter: Option<String>,
+    pub rate: Option<String>,
+    pub queue: Option<String>,
+    pub loss: Option<String>,
+    pub mtu: Option<u32>,
+    pub offloads: Option<bool>,
+    pub cc: Option<String>,
+}
+
+impl LabConfig {
+    pub fn options(&self) -> crate::lab::spec::LabOptions {
+        crate::lab::spec::LabOptions {
+            rtt: self.rtt.clone(),
+            delay: self.delay.clone(),
+            jitter: self.jitter.clone(),
+            rate: self.rate.clone(),
+            queue: self.queue.clone(),
+            loss: self.loss.clone(),
+            mtu: self.mtu,
+            offloads: self.offloads,
+            cc: Some(self.cc.clone().unwrap_or_else(|| "cubic".into())),
+        }
+    }
 }
 
 /// How sweep axes combine.
@@ -41,6 +74,10 @@ pub struct Models {
     pub line_rate: Option<String>,
     /// The fraction of line rate that counts as reaching it (default 0.9).
     pub threshold: Option<f64>,
+    /// Draw the window/RTT model of a finite transfer beside each point:
+    /// handshake + slow start + bytes / min(rate, window / RTT).
+    #[serde(default)]
+    pub window_rtt: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,7 +100,7 @@ impl Models {
 }
 
 /// Model lines a plot may draw.
-pub const MODEL_LINES: &[&str] = &["line_rate", "threshold"];
+pub const MODEL_LINES: &[&str] = &["line_rate", "threshold", "window_rtt"];
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +137,7 @@ struct Raw {
     description: String,
     #[serde(default)]
     network: Network,
+    lab: Option<LabConfig>,
     #[serde(default)]
     test: TestConfig,
     #[serde(default)]
@@ -134,6 +172,8 @@ pub struct Study {
     pub title: String,
     pub description: String,
     pub network: Network,
+    /// A lab of its own (None: loopback or `[network]`).
+    pub lab: Option<LabConfig>,
     pub test: TestConfig,
     pub cases: Vec<TestConfig>,
     pub mode: Mode,
@@ -327,6 +367,16 @@ impl Study {
                 return Err(format!("{origin}: [model] threshold must be in (0, 1]"));
             }
         }
+        if let Some(l) = &raw.lab {
+            l.options()
+                .build()
+                .map_err(|e| format!("{origin}: [lab] {}", e.replace("--", "")))?;
+            if raw.network.agent.is_some() {
+                return Err(format!(
+                    "{origin}: [lab] and [network] agent exclude each other (a lab runs its own agent)"
+                ));
+            }
+        }
         if raw.repeat == Some(0) {
             return Err(format!("{origin}: repeat must be at least 1"));
         }
@@ -335,6 +385,7 @@ impl Study {
             title: raw.title,
             description: raw.description.trim().to_string(),
             network: raw.network,
+            lab: raw.lab,
             test: raw.test,
             cases: raw.case.into_iter().map(|c| c.into_inner()).collect(),
             mode,

@@ -92,6 +92,7 @@ pub fn run(args: QuickArgs) -> Result<(), Failure> {
         connect: ConnectArgs {
             agent: None,
             token_file: None,
+            lab: None,
             ipv6: false,
             tls_cert: None,
             tls_key: None,

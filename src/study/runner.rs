@@ -8,12 +8,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::{open_target, ConnectArgs, Failure, EXIT_PARTIAL};
+use crate::lab::spec::LabSpec;
+use crate::lab::topology::{self, Backend, OwnedLab};
+use crate::lab::{calibrate, record};
 use crate::report::progress::Progress;
 use crate::spec::Workload;
 use crate::study::config::TestConfig;
 use crate::study::file::Study;
 use crate::study::folder::{self, Manifest, RunRecord};
 use crate::study::sweep;
+use crate::workload::exec;
 
 pub struct RunOptions {
     /// Runs of every point; overrides the study's `repeat`.
@@ -93,10 +97,69 @@ pub fn plan(points: &[sweep::Point], repeat: u32, seed: Option<u64>) -> Vec<RunR
     runs
 }
 
-fn network_name(c: &ConnectArgs) -> String {
-    match &c.agent {
-        Some(a) => format!("agent {a}"),
-        None => "loopback (local agent)".into(),
+fn network_name(c: &ConnectArgs, study: &Study) -> String {
+    match (&c.agent, &study.lab) {
+        (Some(a), _) => format!("agent {a}"),
+        (None, Some(l)) => match l.options().build() {
+            Ok(s) => format!("lab ({})", s.describe()),
+            Err(_) => "lab".into(),
+        },
+        (None, None) => "loopback (local agent)".into(),
+    }
+}
+
+/// A study with a `[lab]` runs in a lab of its own, which follows each
+/// point's `rtt`: reshaped (and calibrated again) when the round trip changes.
+struct StudyLab {
+    lab: OwnedLab,
+    base: LabSpec,
+    quiet: bool,
+}
+
+impl StudyLab {
+    fn up(study: &Study, quiet: bool) -> Result<Option<StudyLab>, Failure> {
+        let Some(cfg) = &study.lab else {
+            return Ok(None);
+        };
+        let base = cfg.options().build().map_err(Failure::from)?;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(Failure::from(format!(
+                "study {} brings up a lab (network namespaces): run it as root",
+                study.name
+            )));
+        }
+        let name = format!("st-{}", std::process::id());
+        let lab = OwnedLab::up(&name, &base, Backend::Auto).map_err(Failure::from)?;
+        if !quiet {
+            eprintln!(
+                "lab {name}: {} (emulator {})",
+                lab.state.spec.describe(),
+                lab.state.backend
+            );
+        }
+        Ok(Some(StudyLab { lab, base, quiet }))
+    }
+
+    /// Makes the lab's round trip the point's (split evenly), then checks it.
+    fn follow(&mut self, rtt_s: Option<f64>) -> Result<(), String> {
+        let Some(rtt) = rtt_s else { return Ok(()) };
+        if (self.lab.state.spec.rtt_s() - rtt).abs() < 1e-9 {
+            return Ok(());
+        }
+        let mut spec = self.base.clone();
+        for l in spec.links.iter_mut() {
+            l.delay_s = rtt / 2.0;
+        }
+        topology::reshape(&mut self.lab.state, &spec)?;
+        let c = calibrate::calibrate(&self.lab.state, spec.links[0].rate_bps.is_some())?;
+        if !self.quiet {
+            eprintln!("lab rtt now {:.0} ms: {}", rtt * 1e3, c.describe());
+            for w in &c.warnings {
+                eprintln!("lab warning: {w}");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -143,7 +206,7 @@ fn prepare(
         created_at: now.clone(),
         updated_at: now,
         status: "running".into(),
-        network: network_name(connect),
+        network: network_name(connect, study),
         repeat,
         shuffle: shuffled,
         seed,
@@ -166,6 +229,27 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         }
     }
     let (dir, mut m) = prepare(study, opts, &connect)?;
+    if study.lab.is_none() {
+        if let Some(p) = m.points.iter().find(|p| p.spec.rtt_s.is_some()) {
+            return Err(Failure::from(format!(
+                "point {} sets rtt, which needs a [lab] in the study",
+                p.label()
+            )));
+        }
+    }
+    if study.lab.is_none() || connect.agent.is_some() {
+        if let Some(p) = m
+            .points
+            .iter()
+            .find(|p| matches!(p.spec.workload, Workload::Exec | Workload::Scp))
+        {
+            return Err(Failure::from(format!(
+                "point {} runs a program ({}), which needs a [lab] in the study",
+                p.label(),
+                p.spec.workload.name()
+            )));
+        }
+    }
     let todo: Vec<usize> = (0..m.runs.len())
         .filter(|&i| !(m.runs[i].status == "ok" && dir.join(&m.runs[i].file).exists()))
         .collect();
@@ -195,6 +279,17 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         m.status = "complete".into();
         folder::write_json(&folder::manifest_path(&dir), &m)?;
         return Ok(outcome);
+    }
+    let mut lab = match StudyLab::up(study, opts.quiet) {
+        Ok(l) => l,
+        Err(e) => {
+            m.status = "partial".into();
+            let _ = folder::write_json(&folder::manifest_path(&dir), &m);
+            return Err(e);
+        }
+    };
+    if let Some(l) = &lab {
+        connect.lab = Some(l.lab.state.name.clone());
     }
     let mut target = match open_target(&connect) {
         Ok(t) => t,
@@ -228,15 +323,40 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         );
         let show_tx = point.spec.workload != Workload::Stream || point.spec.bytes.is_some();
         let mut progress = Progress::new(&label, point.spec.duration_s, opts.quiet, false, show_tx);
-        let r = crate::run::run_test(
-            &mut target.conn,
-            &point.spec,
-            point.confidence,
-            target.info.clone(),
-            m.command.clone(),
-            &mut progress,
-            &mut |_| {},
-        );
+        let exec = matches!(point.spec.workload, Workload::Exec | Workload::Scp);
+        let r = match &mut lab {
+            None => crate::run::run_test(
+                &mut target.conn,
+                &point.spec,
+                point.confidence,
+                target.info.clone(),
+                m.command.clone(),
+                &mut progress,
+                &mut |_| {},
+            ),
+            Some(l) => l.follow(point.spec.rtt_s).and_then(|_| {
+                let st = l.lab.state.clone();
+                let (r, rec) = record::around(&st, || {
+                    if exec {
+                        exec::run(&point.spec, &st, m.command.clone())
+                    } else {
+                        crate::run::run_test(
+                            &mut target.conn,
+                            &point.spec,
+                            point.confidence,
+                            target.info.clone(),
+                            m.command.clone(),
+                            &mut progress,
+                            &mut |_| {},
+                        )
+                    }
+                })?;
+                r.map(|mut r| {
+                    r.lab = Some(rec);
+                    r
+                })
+            }),
+        };
         progress.finish();
         let rec = &mut m.runs[i];
         match r {

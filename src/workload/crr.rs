@@ -79,7 +79,7 @@ impl Connector {
     }
 
     fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        let sock = sockopt::tcp_socket(&self.addr, &self.spec)?;
+        let sock = sockopt::tcp_socket(&self.addr, &self.spec, false)?;
         match sock.connect(&self.addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}

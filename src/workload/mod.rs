@@ -1,5 +1,6 @@
 //! Workloads: what flows do. One file each; the engine drives them.
 pub mod crr;
+pub mod exec;
 pub mod rr;
 pub mod stream;
 

@@ -128,7 +128,10 @@ impl StreamFlow {
                         self.base.sent(cx, n);
                         self.offset = (self.offset + n) % self.message;
                     }
-                    Io::Blocked => break,
+                    Io::Blocked => {
+                        self.base.window.blocked(self.base.stream.as_raw_fd());
+                        break;
+                    }
                     Io::Eof => return Ok(Status::Done),
                 }
             }

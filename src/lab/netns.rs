@@ -1,0 +1,96 @@
+//! Entering named network namespaces (`ip netns add` puts them under
+//! /run/netns). A network namespace is a per-thread attribute: a thread
+//! that enters one takes every socket it opens there, and threads it spawns
+//! afterwards start there too. That lets one process hold the client end of
+//! a lab in one thread and a server end in another.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+pub const NETNS_DIR: &str = "/run/netns";
+
+pub fn path(name: &str) -> String {
+    format!("{NETNS_DIR}/{name}")
+}
+
+pub fn exists(name: &str) -> bool {
+    std::path::Path::new(&path(name)).exists()
+}
+
+fn open(name: &str) -> Result<File, String> {
+    File::open(path(name)).map_err(|e| {
+        format!("network namespace {name}: {e} (is the lab up? see `linerate lab status`)")
+    })
+}
+
+/// Moves the calling thread into namespace `name`.
+pub fn enter(name: &str) -> Result<(), String> {
+    let f = open(name)?;
+    // SAFETY: setns on a valid namespace descriptor; affects only this thread.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!(
+            "cannot enter network namespace {name}: {e} (the lab needs root)"
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `f` on a new thread inside namespace `name` and returns its value.
+pub fn run_in<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let name = name.to_string();
+    std::thread::spawn(move || {
+        enter(&name)?;
+        f()
+    })
+    .join()
+    .map_err(|_| "a lab thread panicked".to_string())?
+}
+
+/// Makes `cmd` start inside namespace `name` (setns between fork and exec).
+pub fn command_in(cmd: &mut Command, name: &str) -> Result<(), String> {
+    let f = open(name)?;
+    // SAFETY: only async-signal-safe calls (setns) run in the forked child;
+    // `f` is moved into the closure and stays open until exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
+/// Sets sysctls (`net.ipv4.tcp_rmem` ...) inside namespace `name`: /proc/sys/net
+/// shows the namespace of the thread that opens it.
+pub fn sysctls(name: &str, values: &[(&str, String)]) -> Result<(), String> {
+    let values: Vec<(String, String)> = values
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    run_in(name, move || {
+        for (k, v) in &values {
+            let p = format!("/proc/sys/{}", k.replace('.', "/"));
+            std::fs::write(&p, v).map_err(|e| format!("cannot set {k} = {v}: {e}"))?;
+        }
+        Ok(())
+    })
+}
+
+/// Reads one sysctl inside namespace `name`.
+pub fn sysctl(name: &str, key: &str) -> Result<String, String> {
+    let p = format!("/proc/sys/{}", key.replace('.', "/"));
+    run_in(name, move || {
+        std::fs::read_to_string(&p)
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            .map_err(|e| format!("cannot read {p}: {e}"))
+    })
+}

@@ -1,0 +1,188 @@
+//! What a result says about the lab it ran on: the link as configured, the
+//! emulator that applied it, the calibration taken just before the test and
+//! the emulator's counters over the test, with warnings when any of them
+//! says the network was not what the user asked for.
+
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+use super::calibrate::{self, Calibration};
+use super::emulator::{DirStats, Stats};
+use super::netns;
+use super::spec::LabSpec;
+use super::state::LabState;
+
+/// The emulator's counters over one test (after minus before).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct EmulatorDelta {
+    /// [client->server, server->client].
+    pub dirs: [DirStats; 2],
+    /// Share of one core the emulator used during the test.
+    pub cpu_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LabRecord {
+    pub name: String,
+    pub backend: String,
+    pub backend_note: String,
+    pub spec: Option<LabSpec>,
+    /// The link in one line, as `lab status` prints it.
+    pub link: String,
+    pub calibration: Calibration,
+    pub emulator: Option<EmulatorDelta>,
+    /// TCP settings of the client and server namespaces, as read back.
+    pub tcp: Vec<(String, String)>,
+    pub warnings: Vec<String>,
+}
+
+/// Counter by counter `b - a`; high-water marks (`max_*`) keep `b`'s value.
+fn delta(a: &DirStats, b: &DirStats) -> DirStats {
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(mut b))) =
+        (serde_json::to_value(a), serde_json::to_value(b))
+    else {
+        return b.clone();
+    };
+    for (k, v) in b.iter_mut() {
+        if k.starts_with("max_") {
+            continue;
+        }
+        if let (Some(x), Some(y)) = (a.get(k).and_then(|x| x.as_u64()), v.as_u64()) {
+            *v = y.saturating_sub(x).into();
+        }
+    }
+    serde_json::from_value(serde_json::Value::Object(b)).unwrap_or_default()
+}
+
+/// Counters and CPU between two snapshots of the same emulator process.
+pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<EmulatorDelta> {
+    if before.pid != after.pid {
+        return None;
+    }
+    Some(EmulatorDelta {
+        dirs: [
+            delta(&before.dirs[0], &after.dirs[0]),
+            delta(&before.dirs[1], &after.dirs[1]),
+        ],
+        cpu_pct: calibrate::cpu_pct(Some(before), Some(after), elapsed_s),
+    })
+}
+
+/// Runs `test` on lab `st`: calibrates the round trip first, snapshots the
+/// emulator's counters around the test, and returns the record to attach.
+pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecord), String> {
+    let calibration = calibrate::calibrate(st, false)?;
+    let tcp = tcp_settings(st);
+    let before = st.emulator_stats();
+    let t0 = Instant::now();
+    let out = test();
+    let elapsed = t0.elapsed().as_secs_f64();
+    // Counters are written every 100 ms: wait for a snapshot after the test.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let after = st.emulator_stats();
+    let emulator = match (&before, &after) {
+        (Some(b), Some(a)) => emulator_delta(b, a, elapsed),
+        _ => None,
+    };
+    let mut rec = LabRecord {
+        name: st.name.clone(),
+        backend: st.backend.clone(),
+        backend_note: st.backend_note.clone(),
+        spec: Some(st.spec.clone()),
+        link: st.spec.describe(),
+        calibration,
+        emulator,
+        tcp,
+        warnings: Vec::new(),
+    };
+    if st.emulator.is_some() && !st.emulator_alive() {
+        rec.warnings
+            .push("the emulator died during the test: traffic stopped (lab down, then up)".into());
+    }
+    let judged = rec.judge(&st.spec);
+    let died = std::mem::take(&mut rec.warnings);
+    rec.warnings = [rec.calibration.warnings.clone(), died, judged].concat();
+    Ok((out, rec))
+}
+
+fn tcp_settings(st: &LabState) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (side, ns) in [("client", &st.client_ns), ("server", &st.server_ns)] {
+        for key in [
+            "net.ipv4.tcp_congestion_control",
+            "net.ipv4.tcp_rmem",
+            "net.ipv4.tcp_wmem",
+            "net.ipv4.tcp_no_metrics_save",
+        ] {
+            if let Ok(v) = netns::sysctl(ns, key) {
+                out.push((format!("{side} {key}"), v));
+            }
+        }
+    }
+    out
+}
+
+impl LabRecord {
+    /// Warnings from the emulator's counters over the test.
+    pub fn judge(&self, spec: &LabSpec) -> Vec<String> {
+        let mut w = Vec::new();
+        let Some(e) = &self.emulator else { return w };
+        let names = ["client->server", "server->client"];
+        for (d, x) in e.dirs.iter().enumerate() {
+            if x.dropped_queue > 0 {
+                w.push(format!(
+                    "{}: the emulator's queue ({}) overflowed {} times: the queue, not only the window, shaped this test",
+                    names[d],
+                    spec.links[d]
+                        .queue_bytes
+                        .map_or("unlimited".into(), crate::units::fmt_bytes),
+                    x.dropped_queue
+                ));
+            }
+            if x.packets > 0 && x.late * 100 > x.packets {
+                w.push(format!(
+                    "{}: {} of {} packets left the emulator more than 1 ms late",
+                    names[d], x.late, x.packets
+                ));
+            }
+        }
+        if let Some(c) = e.cpu_pct {
+            if c > 80.0 {
+                w.push(format!(
+                    "the emulator used {c:.0}% of a core during the test: it may be the bottleneck"
+                ));
+            }
+        }
+        w
+    }
+
+    /// Lines for the human summary.
+    pub fn describe(&self) -> Vec<String> {
+        let mut v = vec![format!(
+            "lab {}: {} (emulator {})",
+            self.name, self.link, self.backend
+        )];
+        v.push(format!("calibration: {}", self.calibration.describe()));
+        if let Some(e) = &self.emulator {
+            let mut s = String::from("emulator over the test:");
+            for (d, name) in [(0, "c->s"), (1, "s->c")] {
+                let x = &e.dirs[d];
+                s.push_str(&format!(
+                    " {name} {} packets, {} lost, {} queue drops, max queue {};",
+                    x.packets,
+                    x.dropped_loss,
+                    x.dropped_queue,
+                    crate::units::fmt_bytes(x.max_queue_bytes)
+                ));
+            }
+            if let Some(c) = e.cpu_pct {
+                s.push_str(&format!(" cpu {c:.1}% of a core"));
+            }
+            v.push(s);
+        }
+        for w in &self.warnings {
+            v.push(format!("warning: {w}"));
+        }
+        v
+    }
+}

@@ -1,0 +1,347 @@
+//! What a lab's link does, as a user writes it: `--rtt 100ms --rate 1gbit
+//! --loss 0.5%`. Every per-link value takes `X` (both directions) or `X/Y`
+//! (client->server / server->client), so asymmetric links need no new flags.
+
+use serde::{Deserialize, Serialize};
+
+use super::emulator::Shaping;
+use crate::units;
+
+/// Ethernet framing per packet that a wire rate pays beyond the IP packet:
+/// preamble and SFD 8, header 14, FCS 4, inter-frame gap 12.
+pub const FRAMING_BYTES: u64 = 38;
+
+/// One direction of the emulated link.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LinkSpec {
+    /// One-way delay, seconds.
+    pub delay_s: f64,
+    /// Extra delay uniform in 0..jitter (no reordering), seconds.
+    pub jitter_s: f64,
+    /// Wire rate, bits/s (None: as fast as the host forwards).
+    pub rate_bps: Option<f64>,
+    /// Drop-tail queue before the bottleneck, bytes (None: unlimited).
+    pub queue_bytes: Option<u64>,
+    /// Bernoulli loss probability 0..1.
+    pub loss: f64,
+}
+
+/// The whole lab: both directions and the links' own settings.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LabSpec {
+    /// [client->server, server->client].
+    pub links: [LinkSpec; 2],
+    /// MTU of every lab link.
+    pub mtu: u32,
+    /// TSO/GSO/GRO on the lab links.
+    pub offloads: bool,
+    /// Congestion control set in the client and server namespaces.
+    pub cc: String,
+}
+
+impl Default for LabSpec {
+    fn default() -> Self {
+        LabSpec {
+            links: [LinkSpec::default(), LinkSpec::default()],
+            mtu: 1500,
+            offloads: true,
+            cc: "cubic".into(),
+        }
+    }
+}
+
+/// The options as typed; `build` checks and combines them.
+#[derive(Clone, Debug, Default)]
+pub struct LabOptions {
+    pub rtt: Option<String>,
+    pub delay: Option<String>,
+    pub jitter: Option<String>,
+    pub rate: Option<String>,
+    pub queue: Option<String>,
+    pub loss: Option<String>,
+    pub mtu: Option<u32>,
+    pub offloads: Option<bool>,
+    pub cc: Option<String>,
+}
+
+/// Splits `X/Y` into the two directions, `X` into the same value twice.
+fn per_direction<T: Clone>(
+    v: &Option<String>,
+    name: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<[T; 2]>, String> {
+    let Some(v) = v else { return Ok(None) };
+    let parts: Vec<&str> = v.split('/').collect();
+    let one = |s: &str| parse(s.trim()).map_err(|e| format!("--{name} {v}: {e}"));
+    match parts.as_slice() {
+        [a] => {
+            let a = one(a)?;
+            Ok(Some([a.clone(), a]))
+        }
+        [a, b] => Ok(Some([one(a)?, one(b)?])),
+        _ => Err(format!(
+            "--{name} {v}: give one value or two as CLIENT_TO_SERVER/SERVER_TO_CLIENT"
+        )),
+    }
+}
+
+fn duration(s: &str) -> Result<f64, String> {
+    if s.starts_with('-') {
+        return Err("a delay cannot be negative".into());
+    }
+    if s == "0" {
+        return Ok(0.0);
+    }
+    units::parse_duration(s).map(|d| d.as_secs_f64())
+}
+
+/// `0.5%`, `0.005` or `0`: a probability.
+pub fn parse_loss(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(n) => (n, 0.01),
+        None => (s, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a loss rate (examples: 0.5%, 0.001)"))?;
+    let p = v * scale;
+    if !(0.0..1.0).contains(&p) {
+        return Err(format!("loss '{s}' must be at least 0 and below 100%"));
+    }
+    Ok(p)
+}
+
+/// A queue limit: bytes (`1M`) or time at the link rate (`100ms`).
+#[derive(Clone, Debug, PartialEq)]
+enum Queue {
+    Bytes(u64),
+    Time(f64),
+}
+
+fn parse_queue(s: &str) -> Result<Queue, String> {
+    if s.ends_with('s') {
+        duration(s).map(Queue::Time)
+    } else {
+        units::parse_size(s).map(Queue::Bytes)
+    }
+}
+
+/// The default queue: 100 ms at the link rate, at least 1 MB, like a
+/// generously buffered router; never the limit in a window-bound test.
+pub const DEFAULT_QUEUE_S: f64 = 0.1;
+
+impl LabOptions {
+    pub fn build(&self) -> Result<LabSpec, String> {
+        let mut spec = LabSpec::default();
+        if self.rtt.is_some() && self.delay.is_some() {
+            return Err("give --rtt (split evenly) or --delay (one way), not both".into());
+        }
+        let rtt = per_direction(&self.rtt, "rtt", duration)?;
+        let delay = per_direction(&self.delay, "delay", duration)?;
+        let jitter = per_direction(&self.jitter, "jitter", duration)?;
+        let rate = per_direction(&self.rate, "rate", units::parse_rate)?;
+        let queue = per_direction(&self.queue, "queue", parse_queue)?;
+        let loss = per_direction(&self.loss, "loss", parse_loss)?;
+        if let Some(r) = &rtt {
+            if r[0] != r[1] {
+                return Err("--rtt is a round trip: give one value, or use --delay A/B".into());
+            }
+        }
+        for d in 0..2 {
+            let l = &mut spec.links[d];
+            l.delay_s = match (&rtt, &delay) {
+                (Some(r), _) => r[d] / 2.0,
+                (_, Some(x)) => x[d],
+                _ => 0.0,
+            };
+            l.jitter_s = jitter.as_ref().map_or(0.0, |j| j[d]);
+            l.rate_bps = rate.as_ref().map(|r| r[d]);
+            l.loss = loss.as_ref().map_or(0.0, |p| p[d]);
+            l.queue_bytes = match (queue.as_ref().map(|q| q[d].clone()), l.rate_bps) {
+                (Some(Queue::Bytes(b)), _) => Some(b.max(3000)),
+                (Some(Queue::Time(t)), Some(r)) => Some(((t * r / 8.0) as u64).max(3000)),
+                (Some(Queue::Time(_)), None) => {
+                    return Err("--queue in time needs --rate (or give bytes, e.g. 4M)".into())
+                }
+                (None, Some(r)) => Some(((DEFAULT_QUEUE_S * r / 8.0) as u64).max(1 << 20)),
+                (None, None) => None,
+            };
+            if l.delay_s > 10.0 || l.jitter_s > 10.0 {
+                return Err("delays above 10 s are not a WAN".into());
+            }
+        }
+        if let Some(m) = self.mtu {
+            if !(576..=65535).contains(&m) {
+                return Err(format!("--mtu {m} must be between 576 and 65535"));
+            }
+            spec.mtu = m;
+        }
+        if let Some(o) = self.offloads {
+            spec.offloads = o;
+        }
+        if let Some(cc) = &self.cc {
+            if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!("--cc '{cc}' is not a congestion control name"));
+            }
+            spec.cc = cc.clone();
+        }
+        Ok(spec)
+    }
+}
+
+impl LabSpec {
+    /// Round-trip time the links add, seconds.
+    pub fn rtt_s(&self) -> f64 {
+        self.links[0].delay_s + self.links[1].delay_s
+    }
+
+    /// Any loss set: the emulator must see single packets, not GSO bursts.
+    pub fn has_loss(&self) -> bool {
+        self.links.iter().any(|l| l.loss > 0.0)
+    }
+
+    /// TCP payload per packet at this MTU (IPv4, 20 B IP + 32 B TCP with
+    /// timestamps) over what each packet costs on the wire.
+    pub fn goodput_ratio(&self) -> f64 {
+        let payload = self.mtu as f64 - 52.0;
+        payload / (self.mtu as f64 + FRAMING_BYTES as f64)
+    }
+
+    /// The TCP goodput the client->server rate allows (None: no rate set).
+    pub fn goodput_bps(&self, dir: usize) -> Option<f64> {
+        self.links[dir].rate_bps.map(|r| r * self.goodput_ratio())
+    }
+
+    pub fn shaping(&self, dir: usize) -> Shaping {
+        let l = &self.links[dir];
+        Shaping {
+            delay_us: (l.delay_s * 1e6).round() as u64,
+            jitter_us: (l.jitter_s * 1e6).round() as u64,
+            rate_bps: l.rate_bps.map(|r| r.round() as u64),
+            queue_limit_bytes: l.queue_bytes,
+            loss: l.loss,
+        }
+    }
+
+    /// One line for humans: `rtt 100 ms, 1 Gbit/s, loss 0.5%, MTU 1500`.
+    pub fn describe(&self) -> String {
+        let pair = |a: String, b: String| if a == b { a } else { format!("{a}/{b}") };
+        let ms = |s: f64| format!("{} ms", trim(s * 1e3));
+        let mut parts = vec![format!("rtt {}", ms(self.rtt_s()))];
+        if self.links[0].delay_s != self.links[1].delay_s {
+            parts.push(format!(
+                "one-way {}",
+                pair(ms(self.links[0].delay_s), ms(self.links[1].delay_s))
+            ));
+        }
+        let rate = |d: usize| {
+            self.links[d]
+                .rate_bps
+                .map_or("unlimited".to_string(), units::fmt_bps)
+        };
+        parts.push(format!("rate {}", pair(rate(0), rate(1))));
+        if self.links.iter().any(|l| l.jitter_s > 0.0) {
+            parts.push(format!(
+                "jitter {}",
+                pair(ms(self.links[0].jitter_s), ms(self.links[1].jitter_s))
+            ));
+        }
+        if self.has_loss() {
+            let pct = |d: usize| format!("{}%", trim(self.links[d].loss * 100.0));
+            parts.push(format!("loss {}", pair(pct(0), pct(1))));
+        }
+        if let Some(q) = self.links[0].queue_bytes {
+            parts.push(format!("queue {}", units::fmt_bytes(q)));
+        }
+        parts.push(format!("MTU {}", self.mtu));
+        parts.push(format!(
+            "offloads {}",
+            if self.offloads { "on" } else { "off" }
+        ));
+        parts.push(format!("cc {}", self.cc));
+        parts.join(", ")
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(rtt: &str, rate: &str) -> LabOptions {
+        LabOptions {
+            rtt: Some(rtt.into()),
+            rate: Some(rate.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rtt_splits_evenly_and_rate_sets_a_queue() {
+        let s = opts("100ms", "1gbit").build().unwrap();
+        assert_eq!(s.links[0].delay_s, 0.05);
+        assert_eq!(s.links[1].delay_s, 0.05);
+        assert_eq!(s.rtt_s(), 0.1);
+        assert_eq!(s.links[0].rate_bps, Some(1e9));
+        // 100 ms at 1 Gbit/s.
+        assert_eq!(s.links[0].queue_bytes, Some(12_500_000));
+        // 1448 of every 1538 wire bytes are TCP payload: ~941 Mbit/s.
+        let g = s.goodput_bps(0).unwrap();
+        assert!((g - 941.5e6).abs() < 1e6, "{g}");
+        assert_eq!(s.shaping(0).delay_us, 50_000);
+    }
+
+    #[test]
+    fn per_direction_values() {
+        let s = LabOptions {
+            delay: Some("10ms/40ms".into()),
+            rate: Some("100mbit/1gbit".into()),
+            loss: Some("1%/0".into()),
+            queue: Some("64K".into()),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(s.links[0].delay_s, 0.01);
+        assert_eq!(s.links[1].delay_s, 0.04);
+        assert_eq!(s.links[0].rate_bps, Some(1e8));
+        assert_eq!(s.links[0].loss, 0.01);
+        assert_eq!(s.links[1].loss, 0.0);
+        assert_eq!(s.links[1].queue_bytes, Some(65536));
+        assert!(s.has_loss());
+        assert!(s.describe().contains("loss 1%/0%"), "{}", s.describe());
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        let err = |o: LabOptions| o.build().unwrap_err();
+        assert!(err(opts("-5ms", "1gbit")).contains("negative"));
+        assert!(err(opts("50parsecs", "1gbit")).contains("--rtt 50parsecs"));
+        assert!(err(opts("50ms", "1gbot")).contains("not a bit rate"));
+        assert!(err(opts("50ms/20ms", "1gbit")).contains("round trip"));
+        assert!(err(opts("1/2/3", "1gbit")).contains("one value or two"));
+        let mut o = opts("50ms", "1gbit");
+        o.loss = Some("150%".into());
+        assert!(err(o).contains("below 100%"));
+        let mut o = opts("50ms", "1gbit");
+        o.mtu = Some(100);
+        assert!(err(o).contains("--mtu 100"));
+        let o = LabOptions {
+            queue: Some("100ms".into()),
+            ..Default::default()
+        };
+        assert!(err(o).contains("needs --rate"));
+    }
+
+    #[test]
+    fn loss_forms() {
+        assert_eq!(parse_loss("0.5%").unwrap(), 0.005);
+        assert_eq!(parse_loss("0.001").unwrap(), 0.001);
+        assert!(parse_loss("x").is_err());
+    }
+}

@@ -1,0 +1,510 @@
+//! The lab with real namespaces, veth links, iptables NFQUEUE rules and the
+//! emulator (root only; CI runs as root). Every test brings up its own lab
+//! under a unique name and takes it down in a guard's Drop, so a failing
+//! assertion leaves nothing behind. Tests that measure take a lock: two
+//! emulated WANs on two cores would measure each other.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let ok = unsafe { libc::geteuid() } == 0;
+    if !ok {
+        eprintln!("skipped: the lab needs root (CI runs as root)");
+    }
+    ok
+}
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A lab that is taken down when the test ends, pass or fail.
+struct Lab {
+    name: String,
+}
+
+impl Lab {
+    fn up(tag: &str, link: &str) -> (Lab, String) {
+        let name = format!("t{}-{tag}", std::process::id());
+        let lab = Lab { name: name.clone() };
+        let mut args = vec!["lab", "up", &name];
+        args.extend(link.split_whitespace());
+        let o = run(&args, Duration::from_secs(90));
+        assert_no_panic(&o);
+        assert!(o.status.success(), "lab up {link}: {}", stderr(&o));
+        (lab, stdout(&o))
+    }
+
+    fn ns(&self, role: &str) -> String {
+        format!("lr-{}-{role}", self.name)
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let o = run(
+            &["lab", "status", &self.name, "--json"],
+            Duration::from_secs(10),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = run(&["lab", "down", &self.name], Duration::from_secs(30));
+    }
+}
+
+fn namespaces() -> String {
+    let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// "measured RTT 50.45 ms" -> 50.45
+fn number_after(text: &str, key: &str) -> f64 {
+    let i = text
+        .find(key)
+        .unwrap_or_else(|| panic!("no '{key}' in {text}"));
+    text[i + key.len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.trim_end_matches(['%', '(', ')', ';']).parse().ok())
+        .unwrap_or_else(|| panic!("no number after '{key}' in {text}"))
+}
+
+#[test]
+fn lab_up_calibrates_rtt_and_rate_and_down_leaves_nothing() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let links_before = Command::new("ip")
+        .args(["-o", "link"])
+        .output()
+        .unwrap()
+        .stdout;
+    let (lab, out) = Lab::up("cal", "--rtt 50ms --rate 1gbit");
+    // RTT within 2 ms of the configured 50 ms.
+    let rtt = number_after(&out, "measured RTT");
+    assert!((rtt - 50.0).abs() < 2.0, "rtt {rtt}: {out}");
+    // Rate within 5%: one flow's goodput against what 1 Gbit/s allows.
+    let pct = number_after(&out, "expected (");
+    assert!((pct - 100.0).abs() < 5.0, "rate {pct}% of expected: {out}");
+    let st = lab.status();
+    let pid = u(&st[0]["lab"]["emulator"]["pid"]);
+    assert!(alive(pid));
+    assert_eq!(st[0]["lab"]["backend"], "nfqueue", "{st}");
+    assert!(namespaces().contains(&lab.ns("r")));
+    // The router's rules exist while it is up.
+    let rules = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.ns("r"),
+            "iptables-legacy",
+            "-S",
+            "FORWARD",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&rules.stdout).contains("NFQUEUE"));
+
+    let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("is down"));
+    for role in ["c", "r", "s"] {
+        assert!(
+            !namespaces().contains(&lab.ns(role)),
+            "{} left",
+            lab.ns(role)
+        );
+    }
+    assert!(!alive(pid), "emulator {pid} still running");
+    assert!(!std::path::Path::new(&format!("/run/linerate/labs/{}.json", lab.name)).exists());
+    let links_after = Command::new("ip")
+        .args(["-o", "link"])
+        .output()
+        .unwrap()
+        .stdout;
+    assert_eq!(
+        links_before, links_after,
+        "links in the root namespace changed"
+    );
+    // Down again is harmless.
+    let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("was not up"));
+}
+
+#[test]
+fn exact_window_transfer_runs_at_window_over_rtt() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let (lab, _) = Lab::up("win", "--rtt 20ms --rate 1gbit --no-calibrate");
+    let r = run_json(
+        &format!("{}-exact.json", lab.name),
+        &format!(
+            "stream --lab {} --bytes 8M --rcvbuf 128K --window exact",
+            lab.name
+        ),
+        Duration::from_secs(120),
+    );
+    let rtt_ms = f(&r["lab"]["calibration"]["rtt_rr_ms"]);
+    let bound = 131072.0 * 8.0 / (rtt_ms / 1e3);
+    let got = f(&r["summary"]["throughput_bps"]);
+    assert!(
+        (got / bound - 1.0).abs() < 0.15,
+        "{got} vs W/RTT {bound} (rtt {rtt_ms} ms)"
+    );
+    let seen = f(&r["summary"]["observed_window_bytes"]);
+    assert!((seen / 131072.0 - 1.0).abs() < 0.1, "window seen {seen}");
+    assert_eq!(r["lab"]["name"], lab.name.as_str());
+    assert!(u(&r["lab"]["emulator"]["dirs"][0]["bytes"]) > 8 << 20);
+    // What an application setting SO_RCVBUF gets: a larger window (~1.5x).
+    let b = run_json(
+        &format!("{}-buffer.json", lab.name),
+        &format!(
+            "stream --lab {} --bytes 8M --rcvbuf 128K --window buffer",
+            lab.name
+        ),
+        Duration::from_secs(120),
+    );
+    let seen_b = f(&b["summary"]["observed_window_bytes"]);
+    assert!(
+        seen_b > 1.2 * seen,
+        "buffer window {seen_b} vs exact {seen}"
+    );
+}
+
+#[test]
+fn loss_rate_is_within_statistical_bounds() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let (lab, _) = Lab::up(
+        "loss",
+        "--rtt 2ms --rate 200mbit --loss 2%/0 --no-calibrate",
+    );
+    let r = run_json(
+        &format!("{}.json", lab.name),
+        &format!("stream --lab {} -d 2 --warmup 0", lab.name),
+        Duration::from_secs(60),
+    );
+    let d = &r["lab"]["emulator"]["dirs"][0];
+    let lost = u(&d["dropped_loss"]) as f64;
+    let n = lost + u(&d["packets"]) as f64;
+    assert!(n > 2000.0, "too few packets to judge: {d}");
+    let p = 0.02;
+    let sigma = (n * p * (1.0 - p)).sqrt();
+    assert!(
+        (lost - n * p).abs() < 4.0 * sigma,
+        "{lost} lost of {n}, expected {} ± {}",
+        n * p,
+        4.0 * sigma
+    );
+    // The reverse direction has no loss configured.
+    assert_eq!(u(&r["lab"]["emulator"]["dirs"][1]["dropped_loss"]), 0);
+    assert!(u(&r["iterations"][0]["flows"]["client"][0]["tcp_info"]["total_retrans"]) > 0);
+}
+
+#[test]
+fn a_killed_emulator_stops_traffic() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let (lab, _) = Lab::up("kill", "--rtt 4ms --no-calibrate");
+    let token = token_file(&format!("{}.token", lab.name), "killtest");
+    let mut agent = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.ns("s"),
+            bin(),
+            "serve",
+            "--listen",
+            "198.18.1.1:7470",
+            "-q",
+        ])
+        .arg("--token-file")
+        .arg(&token)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = |secs: &str| {
+        let mut a: Vec<String> = ["netns", "exec", &lab.ns("c"), bin()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(remote(
+            "198.18.1.1:7470",
+            &token,
+            &["rr", "-d", secs, "--warmup", "0", "-q"],
+        ));
+        Command::new("ip").args(&a).output().unwrap()
+    };
+    let before = client("0.5");
+    assert!(
+        before.status.success(),
+        "{}",
+        String::from_utf8_lossy(&before.stderr)
+    );
+    let pid = u(&lab.status()[0]["lab"]["emulator"]["pid"]);
+    // SAFETY: kills the emulator this test's lab started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    let after = client("0.5");
+    assert!(
+        !after.status.success(),
+        "traffic passed without the emulator"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    // The lab now says it is stale and refuses tests.
+    let st = lab.status();
+    assert_eq!(st[0]["stale"], true);
+    let o = run_str(
+        &format!("run rr --lab {} -d 1", lab.name),
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("stale"), "{}", stderr(&o));
+    let _ = agent.kill();
+    let _ = agent.wait();
+}
+
+#[test]
+fn bad_specs_and_missing_labs_get_clear_errors() {
+    if !root() {
+        return;
+    }
+    let cases = [
+        ("lab up x1 --rtt -5ms", "negative"),
+        ("lab up x1 --rtt 50parsecs", "--rtt 50parsecs"),
+        ("lab up x1 --rate 1gbot", "not a bit rate"),
+        ("lab up x1 --loss 150%", "below 100%"),
+        ("lab up Bad_Name", "must be 1-24 characters"),
+        ("lab up x1 --mtu 100", "--mtu 100"),
+        ("run stream --lab nosuchlab -d 1", "no lab named nosuchlab"),
+        ("run exec -- true", "runs in a lab"),
+        ("run stream --window exact -d 1", "needs --rcvbuf"),
+    ];
+    for (args, want) in cases {
+        let o = run_str(args, Duration::from_secs(20));
+        assert_no_panic(&o);
+        assert!(!o.status.success(), "{args} succeeded");
+        let e = stderr(&o);
+        assert!(e.contains(want), "{args}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args}: one line, got {e}");
+    }
+    assert!(!namespaces().contains("lr-x1-"));
+}
+
+#[test]
+fn scp_and_exec_run_real_programs_in_the_lab() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let (lab, _) = Lab::up("ssh", "--rtt 10ms --rate 1gbit --no-calibrate");
+    let r = run_json(
+        &format!("{}-scp.json", lab.name),
+        &format!("scp --lab {} --bytes 4M --rcvbuf 128K", lab.name),
+        Duration::from_secs(120),
+    );
+    let e = &r["exec"];
+    assert_eq!(u(&e["exit_code"]), 0);
+    let login = f(&e["login_s"]);
+    assert!(login > 0.04, "login of {login} s is under 4 RTTs");
+    assert!(f(&e["elapsed_s"]) > login);
+    assert!(e["ssh_version"].as_str().unwrap().contains("OpenSSH"));
+    assert!(e["server_tcp_rmem"].as_str().unwrap().starts_with("4096 "));
+    assert!(f(&r["summary"]["observed_window_bytes"]) > 30_000.0);
+    assert_eq!(u(&r["summary"]["bytes"]), 4 << 20);
+    assert!(f(&e["server_cpu_s"]) > 0.0);
+    // The server namespace's tcp_rmem is put back after the test.
+    let rmem = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.ns("s"),
+            "sysctl",
+            "-n",
+            "net.ipv4.tcp_rmem",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&rmem.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["4096", "131072", "33554432"]
+    );
+    // Any command, with linerate's sshd; its exit status decides.
+    let ok = run(
+        &[
+            "run",
+            "exec",
+            "--lab",
+            &lab.name,
+            "--sshd",
+            "-q",
+            "--",
+            "ssh",
+            "-F",
+            "{ssh_config}",
+            "server",
+            "true",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    assert!(stdout(&ok).contains("exit 0 after"));
+    let bad = run(
+        &["run", "exec", "--lab", &lab.name, "-q", "--", "false"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("false exited with 1"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+const MINI: &str = r#"
+title = "mini wan window"
+description = "two RTTs, one window, linerate and scp"
+[lab]
+rate = "1gbit"
+[test]
+workload = "stream"
+bytes = "2M"
+window = "exact"
+duration = "60s"
+[[case]]
+label = "linerate"
+[[case]]
+label = "scp"
+workload = "scp"
+window = "buffer"
+[sweep]
+rtt = ["5ms", "15ms"]
+rcvbuf = ["128K"]
+[[plot]]
+x = "rtt"
+y = "throughput_bps"
+series = "rcvbuf"
+"#;
+
+#[test]
+fn a_study_brings_its_own_lab_follows_rtt_and_removes_it() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let file = tmp("mini-wan.toml");
+    std::fs::write(&file, MINI).unwrap();
+    let out = tmp("mini-wan-out");
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(300),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for (case, rtt) in [
+        ("linerate", 5.0),
+        ("linerate", 15.0),
+        ("scp", 5.0),
+        ("scp", 15.0),
+    ] {
+        let p = dir.join(format!("points/{case}_rtt-{rtt}ms_rcvbuf-128K.r1.json"));
+        let r = json(&p);
+        let measured = f(&r["lab"]["calibration"]["rtt_rr_ms"]);
+        assert!(
+            (measured - rtt).abs() < 2.0,
+            "{case} at {rtt} ms measured {measured}"
+        );
+        assert_eq!(r["summary"]["status"], "ok");
+    }
+    // The study's own lab is gone.
+    assert!(
+        !namespaces().contains(&format!("lr-st-")),
+        "{}",
+        namespaces()
+    );
+}
+
+#[test]
+fn a_killed_study_leaves_a_stale_lab_that_the_next_start_removes() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let file = tmp("slow-wan.toml");
+    std::fs::write(
+        &file,
+        MINI.replace("bytes = \"2M\"", "bytes = \"200M\"")
+            .replace("[\"5ms\", \"15ms\"]", "[\"50ms\"]"),
+    )
+    .unwrap();
+    let out = tmp("slow-wan-out");
+    let mut study = spawn(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let name = format!("st-{}", study.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !namespaces().contains(&format!("lr-{name}-c")) {
+        assert!(Instant::now() < deadline, "the study's lab never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    study.kill().unwrap();
+    study.wait().unwrap();
+    assert!(
+        namespaces().contains(&format!("lr-{name}-c")),
+        "left behind, as expected"
+    );
+    // Any next lab start sweeps it (its owner is gone).
+    let (_lab, _) = Lab::up("sweep", "--rtt 1ms --no-calibrate");
+    assert!(
+        !namespaces().contains(&format!("lr-{name}-")),
+        "{}",
+        namespaces()
+    );
+}
