@@ -7,9 +7,12 @@ cd "$(dirname "$0")/.."
 need=()
 # chromium renders the HTML report in tests/report_browser.rs; libssl-dev
 # and pkg-config build the openssl TLS backend (--all-features); openssl is
-# the peer in bench/tls.sh.
+# the peer in bench/tls.sh. The lab (tests/lab.rs) needs iptables (its
+# iptables-legacy NFQUEUE target), ethtool, and OpenSSH server and client
+# for the scp workload.
 for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium \
-               pkg-config:pkg-config openssl:openssl; do
+               pkg-config:pkg-config openssl:openssl iptables:iptables-legacy \
+               ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -18,7 +21,16 @@ if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"
     apt-get update -qq >/dev/null
+    # Installing openssh-server must not start the host's sshd: the lab
+    # starts its own, inside a namespace. policy-rc.d exit 101 = "do not".
+    made_policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+      chmod +x /usr/sbin/policy-rc.d
+      made_policy=1
+    fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
   else
     echo "note: missing ${need[*]} (bench/ uses the peers; the browser test needs chromium; --all-features needs libssl-dev)" >&2
   fi

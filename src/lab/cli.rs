@@ -60,6 +60,9 @@ pub struct LinkArgs {
     /// Congestion control in the client and server namespaces (this kernel defaults to bbr).
     #[arg(long, default_value = "cubic")]
     pub cc: String,
+    /// Emulate per packet even without loss (GSO super-packets are one unit otherwise; costs CPU).
+    #[arg(long)]
+    pub per_packet: bool,
 }
 
 impl LinkArgs {
@@ -74,6 +77,7 @@ impl LinkArgs {
             mtu: self.mtu,
             offloads: self.offloads.map(|o| o == crate::cli::OnOff::On),
             cc: Some(self.cc.clone()),
+            per_packet: self.per_packet,
         }
     }
 }
@@ -84,6 +88,8 @@ pub enum EmulatorArg {
     Auto,
     Nfqueue,
     Netem,
+    /// No emulator: plain veth forwarding through the router (a baseline).
+    None,
 }
 
 #[derive(Args, Debug)]
@@ -165,6 +171,7 @@ fn up(a: UpArgs) -> Result<(), Failure> {
         EmulatorArg::Auto => Backend::Auto,
         EmulatorArg::Nfqueue => Backend::Nfqueue,
         EmulatorArg::Netem => Backend::Netem,
+        EmulatorArg::None => Backend::None,
     };
     let st = topology::up(&a.name, &spec, backend, None).map_err(Failure::from)?;
     println!("lab {} is up: {}", st.name, st.spec.describe());

@@ -37,6 +37,10 @@ pub struct LabSpec {
     pub offloads: bool,
     /// Congestion control set in the client and server namespaces.
     pub cc: String,
+    /// Make the emulator see single packets even without loss (a GSO
+    /// super-packet is otherwise one unit); costs CPU, for comparison.
+    #[serde(default)]
+    pub per_packet: bool,
 }
 
 impl Default for LabSpec {
@@ -46,6 +50,7 @@ impl Default for LabSpec {
             mtu: 1500,
             offloads: true,
             cc: "cubic".into(),
+            per_packet: false,
         }
     }
 }
@@ -62,6 +67,7 @@ pub struct LabOptions {
     pub mtu: Option<u32>,
     pub offloads: Option<bool>,
     pub cc: Option<String>,
+    pub per_packet: bool,
 }
 
 /// Splits `X/Y` into the two directions, `X` into the same value twice.
@@ -180,6 +186,7 @@ impl LabOptions {
         if let Some(o) = self.offloads {
             spec.offloads = o;
         }
+        spec.per_packet = self.per_packet;
         if let Some(cc) = &self.cc {
             if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!("--cc '{cc}' is not a congestion control name"));
@@ -194,6 +201,13 @@ impl LabSpec {
     /// Round-trip time the links add, seconds.
     pub fn rtt_s(&self) -> f64 {
         self.links[0].delay_s + self.links[1].delay_s
+    }
+
+    /// Whether the link does anything (delay, jitter, rate or loss).
+    pub fn shapes(&self) -> bool {
+        self.links
+            .iter()
+            .any(|l| l.delay_s > 0.0 || l.jitter_s > 0.0 || l.rate_bps.is_some() || l.loss > 0.0)
     }
 
     /// Any loss set: the emulator must see single packets, not GSO bursts.
@@ -260,6 +274,9 @@ impl LabSpec {
             if self.offloads { "on" } else { "off" }
         ));
         parts.push(format!("cc {}", self.cc));
+        if self.per_packet || self.has_loss() {
+            parts.push("emulated per packet".into());
+        }
         parts.join(", ")
     }
 }

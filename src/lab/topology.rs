@@ -101,6 +101,8 @@ pub enum Backend {
     Auto,
     Nfqueue,
     Netem,
+    /// No emulator: the router forwards plainly (a baseline).
+    None,
 }
 
 /// Brings lab `name` up and returns its state (also saved for other
@@ -205,10 +207,15 @@ fn build(
 
     let netem = match backend {
         Backend::Netem => true,
-        Backend::Nfqueue => false,
+        Backend::Nfqueue | Backend::None => false,
         Backend::Auto => netem_available(&r),
     };
-    let (backend_name, note, emulator) = if netem {
+    let (backend_name, note, emulator) = if backend == Backend::None {
+        if spec.shapes() {
+            return Err("--emulator none forwards plainly: drop --rtt/--delay/--rate/--loss/--jitter".into());
+        }
+        ("none", "plain veth forwarding, asked for".to_string(), None)
+    } else if netem {
         apply_netem(&r, spec)?;
         ("netem", "the kernel has netem".to_string(), None)
     } else {
@@ -302,7 +309,7 @@ pub fn emulator_config(name: &str, spec: &LabSpec) -> emulator::Config {
     emulator::Config {
         queues: [0, 1],
         shaping: [spec.shaping(0), spec.shaping(1)],
-        per_packet: spec.has_loss(),
+        per_packet: spec.per_packet || spec.has_loss(),
         mtu: spec.mtu,
         stats: Some(PathBuf::from(state::STATE_DIR).join(format!("{name}.emulator.json"))),
         seed: 0,
@@ -429,6 +436,7 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
     }
     match st.backend.as_str() {
         "netem" => apply_netem(&st.router_ns, spec)?,
+        "none" => return Err("a lab without an emulator cannot change its link".into()),
         _ => {
             if let Some(e) = &st.emulator {
                 stop_emulator(e);

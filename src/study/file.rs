@@ -36,6 +36,8 @@ pub struct LabConfig {
     pub mtu: Option<u32>,
     pub offloads: Option<bool>,
     pub cc: Option<String>,
+    #[serde(default)]
+    pub per_packet: bool,
 }
 
 impl LabConfig {
@@ -50,6 +52,7 @@ impl LabConfig {
             mtu: self.mtu,
             offloads: self.offloads,
             cc: Some(self.cc.clone().unwrap_or_else(|| "cubic".into())),
+            per_packet: self.per_packet,
         }
     }
 }

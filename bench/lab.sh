@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Emulator capacity and cost (run alone, as root: nothing else busy).
+# Usage: bench/lab.sh [ROUNDS] [SECONDS]
+# Interleaved rounds over these labs, each a fresh `linerate lab up`:
+#   plain      no emulator, plain veth forwarding through the router
+#   cap-gso    emulator with no delay and no rate limit (its capacity), GSO
+#   cap-pkt    the same, per packet
+#   1g-50-gso  1 Gbit/s, 50 ms RTT, GSO       1g-50-pkt  per packet
+#   1g-100-gso 1 Gbit/s, 100 ms RTT, GSO      1g-100-pkt per packet
+# and one linerate stream per lab (1 flow; 4 flows for the capacity labs),
+# reporting throughput, the emulator's CPU (share of one core), releases
+# more than 1 ms late, and host CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+SECS=${2:-6}
+LR=./target/release/linerate
+cargo build --release -q
+out=$(mktemp -d)
+LAB=bench$$
+trap '$LR lab down $LAB >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, kernel $(uname -r)"
+echo "rounds=$ROUNDS seconds=$SECS (warm-up 2 s excluded)"
+
+declare -A LINK=(
+  [plain]="--emulator none"
+  [cap-gso]=""
+  [cap-pkt]="--per-packet"
+  [1g-50-gso]="--rtt 50ms --rate 1gbit"
+  [1g-50-pkt]="--rtt 50ms --rate 1gbit --per-packet"
+  [1g-100-gso]="--rtt 100ms --rate 1gbit"
+  [1g-100-pkt]="--rtt 100ms --rate 1gbit --per-packet"
+)
+ORDER="plain cap-gso cap-pkt 1g-50-gso 1g-50-pkt 1g-100-gso 1g-100-pkt"
+
+for r in $(seq 1 "$ROUNDS"); do
+  for k in $ORDER; do
+    # shellcheck disable=SC2086
+    $LR lab up $LAB ${LINK[$k]} --no-calibrate >/dev/null
+    flows=1
+    case $k in plain|cap-*) flows=4 ;; esac
+    $LR run stream --lab $LAB -F $flows -d "$SECS" --warmup 2 -q --json "$out/$k.$r.json" >/dev/null
+    $LR lab down $LAB >/dev/null
+  done
+done
+
+python3 - "$out" "$ROUNDS" $ORDER <<'PY'
+import json, statistics, sys
+out, rounds, order = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+print("| lab | flows | throughput Gbit/s (median, min-max) | emulator CPU % of a core | late > 1 ms | host CPU % |")
+print("|---|---|---|---|---|---|")
+for k in order:
+    rs = [json.load(open(f"{out}/{k}.{i}.json")) for i in range(1, rounds + 1)]
+    t = [r["summary"]["throughput_bps"] / 1e9 for r in rs]
+    emu = [((r.get("lab") or {}).get("emulator") or {}).get("cpu_pct") for r in rs]
+    emu = [e for e in emu if e is not None]
+    late = [sum(d.get("late", 0) for d in r["lab"]["emulator"]["dirs"]) for r in rs if r["lab"].get("emulator")]
+    pk = [sum(d.get("packets", 0) for d in r["lab"]["emulator"]["dirs"]) for r in rs if r["lab"].get("emulator")]
+    host = [r["summary"]["cpu"]["client"]["host_util_pct"] for r in rs]
+    e = f"{statistics.median(emu):.0f} ({min(emu):.0f}-{max(emu):.0f})" if emu else "-"
+    l = f"{sum(late)} of {sum(pk)}" if pk else "-"
+    print(f"| {k} | {rs[0]['spec']['flows']} | {statistics.median(t):.3f} ({min(t):.3f}-{max(t):.3f}) | {e} | {l} | {statistics.median(host):.0f} |")
+PY
