@@ -465,6 +465,61 @@ fn a_study_brings_its_own_lab_follows_rtt_and_removes_it() {
     );
 }
 
+/// Waits until `path` (a directory) holds a file, or fails after 60 s.
+fn wait_for_points(out: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let any = std::fs::read_dir(out)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| {
+                std::fs::read_dir(d.path().join("points"))
+                    .map(|mut p| p.next().is_some())
+                    .unwrap_or(false)
+            });
+        if any {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no point was stored");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_ends_a_study_and_takes_its_lab_down() {
+    if !root() {
+        return;
+    }
+    let _s = serial();
+    let file = tmp("many-wan.toml");
+    std::fs::write(
+        &file,
+        MINI.replace("[\"5ms\", \"15ms\"]", "[\"2ms\"]").replace(
+            "[\"128K\"]",
+            "[\"64K\", \"96K\", \"128K\", \"192K\", \"256K\", \"384K\", \"512K\", \"1M\"]",
+        ),
+    )
+    .unwrap();
+    let out = tmp("many-wan-out");
+    let study = spawn(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let name = format!("lr-st-{}-c", study.id());
+    wait_for_points(&out);
+    // SAFETY: interrupts the study this test started.
+    unsafe { libc::kill(study.id() as i32, libc::SIGINT) };
+    let o = wait(study, Duration::from_secs(120));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    assert!(!namespaces().contains(&name), "{}", namespaces());
+}
+
 #[test]
 fn a_killed_study_leaves_a_stale_lab_that_the_next_start_removes() {
     if !root() {

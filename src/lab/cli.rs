@@ -185,6 +185,9 @@ fn up(a: UpArgs) -> Result<(), Failure> {
     if !a.no_calibrate {
         match calibrate::calibrate(&st, st.spec.links[0].rate_bps.is_some()) {
             Ok(c) => {
+                let mut st = st.clone();
+                st.calibration = Some(c.clone());
+                state::save(&st).map_err(Failure::from)?;
                 println!("  calibration: {}", c.describe());
                 for w in &c.warnings {
                     println!("  warning: {w}");

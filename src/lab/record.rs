@@ -71,7 +71,13 @@ pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<E
 /// Runs `test` on lab `st`: calibrates the round trip first, snapshots the
 /// emulator's counters around the test, and returns the record to attach.
 pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecord), String> {
-    let calibration = calibrate::calibrate(st, false)?;
+    let mut calibration = calibrate::calibrate(st, false)?;
+    // The bulk rate takes seconds to measure: it comes from the lab's last
+    // full calibration (lab up, or a study's change of link).
+    if let Some(full) = &st.calibration {
+        calibration.goodput_measured_bps = full.goodput_measured_bps;
+        calibration.warnings = calibration.judge();
+    }
     let tcp = tcp_settings(st);
     let before = st.emulator_stats();
     let t0 = Instant::now();

@@ -47,6 +47,10 @@ pub struct LabState {
     /// Settings outside the lab that bringing it up changed (said aloud).
     #[serde(default)]
     pub host_changes: Vec<String>,
+    /// The last full calibration (RTT and one flow's goodput), at `lab up`
+    /// or when a study changed the link; every result carries its rate check.
+    #[serde(default)]
+    pub calibration: Option<super::calibrate::Calibration>,
     pub created_at: String,
 }
 

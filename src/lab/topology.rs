@@ -212,7 +212,10 @@ fn build(
     };
     let (backend_name, note, emulator) = if backend == Backend::None {
         if spec.shapes() {
-            return Err("--emulator none forwards plainly: drop --rtt/--delay/--rate/--loss/--jitter".into());
+            return Err(
+                "--emulator none forwards plainly: drop --rtt/--delay/--rate/--loss/--jitter"
+                    .into(),
+            );
         }
         ("none", "plain veth forwarding, asked for".to_string(), None)
     } else if netem {
@@ -241,6 +244,7 @@ fn build(
         owner_pid: owner,
         owner_start_ticks,
         host_changes,
+        calibration: None,
         created_at: crate::result::rfc3339_now(),
     };
     state::save(&st)?;
@@ -446,6 +450,7 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
         }
     }
     st.spec = spec.clone();
+    st.calibration = None;
     state::save(st)
 }
 

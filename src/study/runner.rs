@@ -138,7 +138,21 @@ impl StudyLab {
                 lab.state.backend
             );
         }
-        Ok(Some(StudyLab { lab, base, quiet }))
+        let mut l = StudyLab { lab, base, quiet };
+        let c = l.calibrate().map_err(Failure::from)?;
+        if !quiet {
+            eprintln!("lab calibration: {}", c.describe());
+        }
+        Ok(Some(l))
+    }
+
+    /// RTT and one flow's goodput; kept in the lab's state for every result.
+    fn calibrate(&mut self) -> Result<calibrate::Calibration, String> {
+        let st = &mut self.lab.state;
+        let c = calibrate::calibrate(st, st.spec.links[0].rate_bps.is_some())?;
+        st.calibration = Some(c.clone());
+        crate::lab::state::save(st)?;
+        Ok(c)
     }
 
     /// Makes the lab's round trip the point's (split evenly), then checks it.
@@ -152,7 +166,7 @@ impl StudyLab {
             l.delay_s = rtt / 2.0;
         }
         topology::reshape(&mut self.lab.state, &spec)?;
-        let c = calibrate::calibrate(&self.lab.state, spec.links[0].rate_bps.is_some())?;
+        let c = self.calibrate()?;
         if !self.quiet {
             eprintln!("lab rtt now {:.0} ms: {}", rtt * 1e3, c.describe());
             for w in &c.warnings {
