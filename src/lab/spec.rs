@@ -55,8 +55,10 @@ impl Default for LabSpec {
     }
 }
 
-/// The options as typed; `build` checks and combines them.
-#[derive(Clone, Debug, Default)]
+/// The options as typed (command line, or a study's `[lab]` table); `build`
+/// checks and combines them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct LabOptions {
     pub rtt: Option<String>,
     pub delay: Option<String>,
@@ -67,6 +69,7 @@ pub struct LabOptions {
     pub mtu: Option<u32>,
     pub offloads: Option<bool>,
     pub cc: Option<String>,
+    #[serde(default)]
     pub per_packet: bool,
 }
 

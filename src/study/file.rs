@@ -3,7 +3,7 @@
 //! built-in studies are files like any user's. Every error names the file,
 //! the line and the key.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;
 
@@ -24,38 +24,7 @@ pub struct Network {
 /// A lab the study brings up for itself (root): the link of `linerate lab
 /// up`, as strings in the same units. Points may set `rtt` to change the
 /// round trip; the lab is taken down when the study ends.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct LabConfig {
-    pub rtt: Option<String>,
-    pub delay: Option<String>,
-    pub jitter: Option<String>,
-    pub rate: Option<String>,
-    pub queue: Option<String>,
-    pub loss: Option<String>,
-    pub mtu: Option<u32>,
-    pub offloads: Option<bool>,
-    pub cc: Option<String>,
-    #[serde(default)]
-    pub per_packet: bool,
-}
-
-impl LabConfig {
-    pub fn options(&self) -> crate::lab::spec::LabOptions {
-        crate::lab::spec::LabOptions {
-            rtt: self.rtt.clone(),
-            delay: self.delay.clone(),
-            jitter: self.jitter.clone(),
-            rate: self.rate.clone(),
-            queue: self.queue.clone(),
-            loss: self.loss.clone(),
-            mtu: self.mtu,
-            offloads: self.offloads,
-            cc: Some(self.cc.clone().unwrap_or_else(|| "cubic".into())),
-            per_packet: self.per_packet,
-        }
-    }
-}
+pub type LabConfig = crate::lab::spec::LabOptions;
 
 /// How sweep axes combine.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -371,8 +340,7 @@ impl Study {
             }
         }
         if let Some(l) = &raw.lab {
-            l.options()
-                .build()
+            l.build()
                 .map_err(|e| format!("{origin}: [lab] {}", e.replace("--", "")))?;
             if raw.network.agent.is_some() {
                 return Err(format!(

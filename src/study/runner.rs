@@ -100,7 +100,7 @@ pub fn plan(points: &[sweep::Point], repeat: u32, seed: Option<u64>) -> Vec<RunR
 fn network_name(c: &ConnectArgs, study: &Study) -> String {
     match (&c.agent, &study.lab) {
         (Some(a), _) => format!("agent {a}"),
-        (None, Some(l)) => match l.options().build() {
+        (None, Some(l)) => match l.build() {
             Ok(s) => format!("lab ({})", s.describe()),
             Err(_) => "lab".into(),
         },
@@ -121,7 +121,7 @@ impl StudyLab {
         let Some(cfg) = &study.lab else {
             return Ok(None);
         };
-        let base = cfg.options().build().map_err(Failure::from)?;
+        let base = cfg.build().map_err(Failure::from)?;
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(Failure::from(format!(
@@ -338,8 +338,8 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         let show_tx = point.spec.workload != Workload::Stream || point.spec.bytes.is_some();
         let mut progress = Progress::new(&label, point.spec.duration_s, opts.quiet, false, show_tx);
         let exec = matches!(point.spec.workload, Workload::Exec | Workload::Scp);
-        let r = match &mut lab {
-            None => crate::run::run_test(
+        let mut test = || {
+            crate::run::run_test(
                 &mut target.conn,
                 &point.spec,
                 point.confidence,
@@ -347,22 +347,17 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
                 m.command.clone(),
                 &mut progress,
                 &mut |_| {},
-            ),
+            )
+        };
+        let r = match &mut lab {
+            None => test(),
             Some(l) => l.follow(point.spec.rtt_s).and_then(|_| {
                 let st = l.lab.state.clone();
                 let (r, rec) = record::around(&st, || {
                     if exec {
                         exec::run(&point.spec, &st, m.command.clone())
                     } else {
-                        crate::run::run_test(
-                            &mut target.conn,
-                            &point.spec,
-                            point.confidence,
-                            target.info.clone(),
-                            m.command.clone(),
-                            &mut progress,
-                            &mut |_| {},
-                        )
+                        test()
                     }
                 })?;
                 r.map(|mut r| {
