@@ -306,7 +306,13 @@ impl Study {
                     ),
                 ));
             }
-            if !s.models.is_empty() && raw.model.line_rate.is_none() {
+            if s.models.iter().any(|m| m == "window_rtt") && !raw.model.window_rtt {
+                return Err(at(
+                    p.span().start,
+                    "plot model window_rtt needs [model] window_rtt = true",
+                ));
+            }
+            if s.models.iter().any(|m| m != "window_rtt") && raw.model.line_rate.is_none() {
                 return Err(at(
                     p.span().start,
                     "plot models need [model] line_rate (a bit rate, or \"best\")",
