@@ -458,11 +458,7 @@ fn a_study_brings_its_own_lab_follows_rtt_and_removes_it() {
         assert_eq!(r["summary"]["status"], "ok");
     }
     // The study's own lab is gone.
-    assert!(
-        !namespaces().contains(&format!("lr-st-")),
-        "{}",
-        namespaces()
-    );
+    assert!(!namespaces().contains("lr-st-"), "{}", namespaces());
 }
 
 /// Waits until `path` (a directory) holds a file, or fails after 60 s.

@@ -217,6 +217,9 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     if let Some(n) = &land.line_rate_note {
         details.push(("line rate".into(), n.clone()));
     }
+    if let Some(n) = &land.model_note {
+        details.push(("window/RTT model".into(), n.clone()));
+    }
     let commands = m
         .points
         .iter()

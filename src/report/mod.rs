@@ -11,3 +11,4 @@ pub mod markdown;
 pub mod metrics;
 pub mod plot;
 pub mod progress;
+pub mod wanmodel;

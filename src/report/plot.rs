@@ -78,6 +78,16 @@ pub struct HLine {
     pub y: f64,
 }
 
+/// A model drawn as a curve beside a measured series (the window/RTT model
+/// of a transfer at each RTT), dashed in that series' colour.
+pub struct Curve {
+    /// Legend text ("" for none).
+    pub label: String,
+    /// Index into `Chart::series` of the series it models (its colour).
+    pub series: usize,
+    pub points: Vec<(f64, f64)>,
+}
+
 /// Everything one chart shows.
 pub struct Chart {
     pub title: String,
@@ -93,6 +103,9 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Horizontal model lines (line rate, 90% threshold), drawn dashed and labelled in the legend.
     pub hlines: Vec<HLine>,
+    /// Model curves, dashed in their series' colour; like `hlines`, they are
+    /// no chart on their own.
+    pub curves: Vec<Curve>,
 }
 
 /// Renders a chart as a standalone `<svg ...>...</svg>` string, 760x420 px, suitable to inline into an HTML page (no XML prolog, no external references, no scripts).
@@ -227,6 +240,8 @@ struct Prepared {
 struct Plan {
     series: Vec<Prepared>,
     hlines: Vec<(String, f64, RGBColor)>,
+    /// Model curves, in the same form as measured series (no error bars).
+    curves: Vec<Prepared>,
     x: Axis,
     y: Axis,
     categories: Option<Vec<String>>,
@@ -306,6 +321,33 @@ impl Plan {
             })
             .collect();
 
+        let curves: Vec<Prepared> = chart
+            .curves
+            .iter()
+            .map(|c| {
+                let mut points: Vec<(f64, f64, Option<f64>)> = c
+                    .points
+                    .iter()
+                    .filter(|&&(x, y)| x_ok(x) && y_ok(y))
+                    .map(|&(x, y)| (x, y, None))
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Prepared {
+                    name: clean_text(&c.label),
+                    color: SERIES_COLORS[c.series % SERIES_COLORS.len()],
+                    points,
+                }
+            })
+            .filter(|c| !c.points.is_empty())
+            .collect();
+        // Axes span the curves too, so a model is never cut off.
+        let all = || {
+            series
+                .iter()
+                .chain(curves.iter())
+                .flat_map(|s| s.points.iter().copied())
+        };
+
         let x = match &categories {
             Some(c) => Axis {
                 lo: -0.5,
@@ -360,10 +402,11 @@ impl Plan {
         }
         .checked("y")?;
 
-        let legend = legend_position(&series, &hlines, x, y);
+        let legend = legend_position(&series, &hlines, &curves, x, y);
         Ok(Plan {
             series,
             hlines,
+            curves,
             x,
             y,
             categories,
@@ -526,13 +569,20 @@ impl Corner {
 fn legend_position(
     series: &[Prepared],
     hlines: &[(String, f64, RGBColor)],
+    curves: &[Prepared],
     x: Axis,
     y: Axis,
 ) -> Corner {
     let names = series
         .iter()
         .map(|s| s.name.as_str())
-        .chain(hlines.iter().map(|h| h.0.as_str()));
+        .chain(hlines.iter().map(|h| h.0.as_str()))
+        .chain(
+            curves
+                .iter()
+                .map(|c| c.name.as_str())
+                .filter(|n| !n.trim().is_empty()),
+        );
     let (entries, longest) = names.fold((0usize, 0usize), |(n, w), s| {
         (n + 1, w.max(s.chars().count()))
     });
@@ -717,8 +767,28 @@ where
         }
     }
 
+    for c in &plan.curves {
+        let color = c.color;
+        let anno = chart
+            .draw_series(DashedLineSeries::new(
+                c.points.iter().map(|p| (p.0, p.1)),
+                6,
+                4,
+                color.stroke_width(2),
+            ))
+            .map_err(plot_err)?;
+        if !c.name.trim().is_empty() {
+            anno.label(c.name.as_str()).legend(move |(x, y)| {
+                DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, color.stroke_width(2))
+            });
+        }
+    }
+
     let named = |name: &String| !name.trim().is_empty();
-    if plan.series.iter().any(|s| named(&s.name)) || plan.hlines.iter().any(|h| named(&h.0)) {
+    if plan.series.iter().any(|s| named(&s.name))
+        || plan.hlines.iter().any(|h| named(&h.0))
+        || plan.curves.iter().any(|c| named(&c.name))
+    {
         chart
             .configure_series_labels()
             .position(plan.legend.position())
@@ -865,6 +935,7 @@ mod tests {
             x_categories: None,
             series,
             hlines: Vec::new(),
+            curves: Vec::new(),
         }
     }
 
@@ -1217,6 +1288,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn model_curves_are_dashed_in_their_series_colour() {
+        let mut c = chart(vec![
+            series("rcvbuf=64K", &[(50.0, 40.0, None), (100.0, 77.0, None)]),
+            series("rcvbuf=2M", &[(50.0, 1.6, None), (100.0, 2.9, None)]),
+        ]);
+        c.log_y = true;
+        c.curves.push(Curve {
+            label: "model W=2 MiB".into(),
+            series: 1,
+            points: vec![(50.0, 1.5), (75.0, f64::NAN), (100.0, 2.8), (120.0, -1.0)],
+        });
+        c.curves.push(Curve {
+            label: String::new(),
+            series: 0,
+            points: vec![(50.0, 39.0), (100.0, 76.0)],
+        });
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        let t = texts(&s);
+        assert!(t.iter().any(|x| x == "model W=2 MiB"), "{t:?}");
+        // Dashes are short path segments in the series' colour.
+        let orange = "stroke=\"#FF7F0E\"";
+        assert!(s.matches(orange).count() > 4, "{s}");
+        // A curve alone is no chart.
+        let mut c = chart(vec![]);
+        c.curves.push(Curve {
+            label: "model".into(),
+            series: 0,
+            points: vec![(1.0, 1.0)],
+        });
+        assert!(svg(&c).is_err());
     }
 
     #[test]
