@@ -385,6 +385,20 @@ pub fn shared_host(l: &Landscape) -> Vec<KeyPoint> {
     if !(r.agent.local || (!c.hostname.is_empty() && c.hostname == a.hostname)) {
         return vec![];
     }
+    if let Some(lab) = &r.lab {
+        return vec![KeyPoint {
+            rule: "shared_host",
+            text: format!(
+                "Both ends ran on one host ({}, {} CPUs) in lab {}'s namespaces: the network is the emulated link ({}, applied by {}), and each end's CPU competes with the other's and with the emulator's.",
+                if c.hostname.is_empty() { "this host" } else { &c.hostname },
+                c.cpus,
+                lab.name,
+                lab.link,
+                lab.backend
+            ),
+            advice: "Delay, rate and loss are emulated faithfully (see each point's calibration); CPU costs are one host's. For a real WAN, run `linerate serve` on the far host and use --agent.".into(),
+        }];
+    }
     vec![KeyPoint {
         rule: "shared_host",
         text: format!(
@@ -472,6 +486,16 @@ pub fn tail_latency(l: &Landscape) -> Vec<KeyPoint> {
 /// The cheapest and the most expensive transaction, per end.
 pub fn transaction_cost(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
+    // One transfer per test (window/RTT studies, exec): a "transaction" is
+    // the whole copy, and its CPU follows its duration, not a workload's shape.
+    let single_transfers = l.rows.iter().all(|r| {
+        r.results
+            .iter()
+            .all(|x| x.spec.is_finite() || x.exec.is_some())
+    });
+    if single_transfers {
+        return out;
+    }
     for (side, key) in [("client", "client_us_per_tx"), ("agent", "agent_us_per_tx")] {
         let v: Vec<(String, f64)> = l
             .rows
