@@ -526,6 +526,10 @@ impl TestSpec {
         let d = TestSpec::default();
         let size = |b: u64| crate::units::fmt_size_arg(b);
         let mut a = vec!["linerate run".to_string(), self.workload.name().to_string()];
+        let exec = matches!(self.workload, Workload::Exec | Workload::Scp);
+        if self.rtt_s.is_some() || exec {
+            a.push("--lab LAB".into());
+        }
         fn flag(a: &mut Vec<String>, cond: bool, s: String) {
             if cond {
                 a.push(s);
@@ -628,7 +632,25 @@ impl TestSpec {
         flag(&mut a, self.zerocopy, "--zerocopy".into());
         flag(&mut a, self.ipv6, "-6".into());
         flag(&mut a, self.close != d.close, "--close reset".into());
-        a.join(" ")
+        if let (Some(e), Workload::Exec) = (&self.exec, self.workload) {
+            flag(&mut a, e.sshd, "--sshd".into());
+            if let Some(c) = &e.server_command {
+                a.push(format!(
+                    "--server-cmd '{}'",
+                    c.last().cloned().unwrap_or_default()
+                ));
+            }
+            a.push("--".into());
+            a.extend(e.command.iter().cloned());
+        }
+        let mut line = a.join(" ");
+        if let Some(r) = self.rtt_s {
+            line.push_str(&format!(
+                "   (LAB: linerate lab up LAB --rtt {}ms ...)",
+                r * 1e3
+            ));
+        }
+        line
     }
 
     /// The headline metric used for confidence intervals and progress.
@@ -735,6 +757,55 @@ mod tests {
         };
         assert!(s.validate().unwrap_err().contains("--cc"));
         assert!(TestSpec::default().validate().is_ok());
+    }
+
+    #[test]
+    fn lab_specs_name_the_lab_and_exec_its_command() {
+        let s = TestSpec {
+            bytes: Some(48 << 20),
+            rcvbuf: Some(65536),
+            window: WindowMode::Exact,
+            rtt_s: Some(0.05),
+            ..Default::default()
+        };
+        let c = s.command_line();
+        assert!(
+            c.starts_with("linerate run stream --lab LAB --bytes 48M"),
+            "{c}"
+        );
+        assert!(c.contains("--window exact"), "{c}");
+        assert!(
+            c.ends_with("(LAB: linerate lab up LAB --rtt 50ms ...)"),
+            "{c}"
+        );
+        let e = TestSpec {
+            workload: Workload::Exec,
+            exec: Some(crate::workload::exec::ExecSpec {
+                command: vec!["ssh".into(), "-F".into(), "{ssh_config}".into()],
+                server_command: None,
+                sshd: true,
+            }),
+            ..Default::default()
+        };
+        assert!(e.validate().is_ok());
+        assert_eq!(
+            e.command_line(),
+            "linerate run exec --lab LAB --sshd -- ssh -F {ssh_config}"
+        );
+        let no_sshd = TestSpec {
+            exec: Some(crate::workload::exec::ExecSpec {
+                sshd: false,
+                ..e.exec.clone().unwrap()
+            }),
+            ..e.clone()
+        };
+        assert!(no_sshd.validate().unwrap_err().contains("--sshd"));
+        let exact = TestSpec {
+            window: WindowMode::Exact,
+            rcvbuf: Some(65536),
+            ..e
+        };
+        assert!(exact.validate().unwrap_err().contains("tcp_rmem"));
     }
 
     #[test]
