@@ -22,8 +22,10 @@ fn root() -> bool {
     ok
 }
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// For a test that measures: None (skip) without root, else the lock that
+/// keeps it from sharing the machine with another lab test.
+fn measuring() -> Option<std::sync::MutexGuard<'static, ()>> {
+    root().then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// A lab that is taken down when the test ends, pass or fail.
@@ -88,10 +90,7 @@ fn number_after(text: &str, key: &str) -> f64 {
 
 #[test]
 fn lab_up_calibrates_rtt_and_rate_and_down_leaves_nothing() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let links_before = Command::new("ip")
         .args(["-o", "link"])
         .output()
@@ -152,10 +151,7 @@ fn lab_up_calibrates_rtt_and_rate_and_down_leaves_nothing() {
 
 #[test]
 fn exact_window_transfer_runs_at_window_over_rtt() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let (lab, _) = Lab::up("win", "--rtt 20ms --rate 1gbit --no-calibrate");
     let r = run_json(
         &format!("{}-exact.json", lab.name),
@@ -194,10 +190,7 @@ fn exact_window_transfer_runs_at_window_over_rtt() {
 
 #[test]
 fn loss_rate_is_within_statistical_bounds() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let (lab, _) = Lab::up(
         "loss",
         "--rtt 2ms --rate 200mbit --loss 2%/0 --no-calibrate",
@@ -226,10 +219,7 @@ fn loss_rate_is_within_statistical_bounds() {
 
 #[test]
 fn a_killed_emulator_stops_traffic() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let (lab, _) = Lab::up("kill", "--rtt 4ms --no-calibrate");
     let token = token_file(&format!("{}.token", lab.name), "killtest");
     let mut agent = Command::new("ip")
@@ -319,10 +309,7 @@ fn bad_specs_and_missing_labs_get_clear_errors() {
 
 #[test]
 fn scp_and_exec_run_real_programs_in_the_lab() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let (lab, _) = Lab::up("ssh", "--rtt 10ms --rate 1gbit --no-calibrate");
     let r = run_json(
         &format!("{}-scp.json", lab.name),
@@ -416,10 +403,7 @@ series = "rcvbuf"
 
 #[test]
 fn a_study_brings_its_own_lab_follows_rtt_and_removes_it() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let file = tmp("mini-wan.toml");
     std::fs::write(&file, MINI).unwrap();
     let out = tmp("mini-wan-out");
@@ -484,10 +468,7 @@ fn wait_for_points(out: &std::path::Path) {
 
 #[test]
 fn ctrl_c_ends_a_study_and_takes_its_lab_down() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let file = tmp("many-wan.toml");
     std::fs::write(
         &file,
@@ -518,10 +499,7 @@ fn ctrl_c_ends_a_study_and_takes_its_lab_down() {
 
 #[test]
 fn a_killed_study_leaves_a_stale_lab_that_the_next_start_removes() {
-    if !root() {
-        return;
-    }
-    let _s = serial();
+    let Some(_s) = measuring() else { return };
     let file = tmp("slow-wan.toml");
     std::fs::write(
         &file,
