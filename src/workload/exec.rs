@@ -294,6 +294,21 @@ pub fn run(
         .ok_or("exec needs a command: linerate run exec --lab NAME -- COMMAND")?;
     let scratch = Scratch::new()?;
     let dir = scratch.0.clone();
+    // The receive window of an unmodified server: the namespace's tcp_rmem,
+    // calibrated until a probe transfer sees the window asked for. Before
+    // sshd starts: accepted sockets inherit the listener's buffer, sized
+    // from tcp_rmem when it was created (as the seed says, "sshd must be
+    // restarted"); started first, sshd gave 82 KB windows for 48K and 64K.
+    let mut _rmem_guard = None;
+    let mut server_tcp_rmem = None;
+    if let (Workload::Scp, Some(w)) = (spec.workload, spec.rcvbuf) {
+        _rmem_guard = Some(RmemGuard(lab));
+        let (max, seen) = calibrate::rmem_for_window(lab, w as u64)?;
+        server_tcp_rmem = Some(format!(
+            "4096 {} {max} (probe saw a {seen} B window)",
+            max.min(131_072)
+        ));
+    }
     let sshd = if es.sshd {
         Some(Sshd::start(&dir, lab)?)
     } else {
@@ -328,15 +343,6 @@ pub fn run(
             file.as_deref(),
         ),
     };
-    // The receive window of an unmodified server: the namespace's tcp_rmem,
-    // calibrated until a probe transfer sees the window asked for.
-    let mut _rmem_guard = None;
-    let mut server_tcp_rmem = None;
-    if let (Workload::Scp, Some(w)) = (spec.workload, spec.rcvbuf) {
-        _rmem_guard = Some(RmemGuard(lab));
-        let (max, seen) = calibrate::rmem_for_window(lab, w as u64)?;
-        server_tcp_rmem = Some(format!("4096 131072 {max} (probe saw a {seen} B window)"));
-    }
     let login_s = match &cfg {
         Some(c) => {
             let probe = vec![
