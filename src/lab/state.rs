@@ -99,20 +99,29 @@ pub fn list() -> Vec<String> {
     names
 }
 
-/// Start time of a process in clock ticks since boot (None: no such process).
-pub fn start_ticks(pid: u32) -> Option<u64> {
+/// The fields of /proc/PID/stat after the command name, from field 3
+/// (state) on: index `n - 3` holds stat(5)'s field `n`. The name may hold
+/// spaces and parentheses, so the fields start after the last ')'.
+pub fn proc_stat(pid: &str) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields follow the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Start time of a process in clock ticks since boot (field 22; None: no such process).
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    proc_stat(&pid.to_string())?.get(19)?.parse().ok()
 }
 
 /// The process `pid` started at `ticks` is still alive (and not a zombie).
 pub fn alive(pid: u32, ticks: u64) -> bool {
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].chars().next()));
-    matches!(state, Some(Some(c)) if c != 'Z') && start_ticks(pid) == Some(ticks)
+    match proc_stat(&pid.to_string()) {
+        Some(f) => {
+            f.first().is_some_and(|s| s != "Z")
+                && f.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
+        }
+        None => false,
+    }
 }
 
 impl LabState {

@@ -143,11 +143,9 @@ fn ns_cpu_s(ns: &str) -> Option<f64> {
         if link.to_string_lossy() != want {
             continue;
         }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some(f) = crate::lab::state::proc_stat(pid) else {
             continue;
         };
-        let Some(i) = stat.rfind(')') else { continue };
-        let f: Vec<&str> = stat[i + 2..].split_whitespace().collect();
         // Fields 14-17 of stat (utime, stime, cutime, cstime) are 11-14 here.
         ticks += f
             .iter()
