@@ -79,19 +79,8 @@ pub fn exact_window(spec: &TestSpec, agent: bool) -> Option<u32> {
 }
 
 pub fn window_clamp(fd: i32) -> Option<u32> {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: an int option into an int.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_WINDOW_CLAMP,
-            &mut v as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(v as u32)
+    crate::measure::tcpinfo::getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP)
+        .map(|v| v as u32)
 }
 
 pub fn set_window_clamp(fd: i32, w: u32) -> io::Result<()> {

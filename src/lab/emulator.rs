@@ -100,6 +100,30 @@ pub struct DirStats {
     pub kernel_user_dropped: u64,
 }
 
+impl DirStats {
+    /// The counts since `before` (an earlier snapshot of the same process);
+    /// high-water marks (`max_*`) keep this snapshot's value.
+    pub fn since(&self, before: &DirStats) -> DirStats {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        DirStats {
+            packets: d(self.packets, before.packets),
+            bytes: d(self.bytes, before.bytes),
+            wire_bytes: d(self.wire_bytes, before.wire_bytes),
+            dropped_loss: d(self.dropped_loss, before.dropped_loss),
+            dropped_queue: d(self.dropped_queue, before.dropped_queue),
+            max_queue_bytes: self.max_queue_bytes,
+            late: d(self.late, before.late),
+            segments: d(self.segments, before.segments),
+            released: d(self.released, before.released),
+            dropped_stop: d(self.dropped_stop, before.dropped_stop),
+            max_late_us: self.max_late_us,
+            verdict_errors: d(self.verdict_errors, before.verdict_errors),
+            kernel_queue_dropped: d(self.kernel_queue_dropped, before.kernel_queue_dropped),
+            kernel_user_dropped: d(self.kernel_user_dropped, before.kernel_user_dropped),
+        }
+    }
+}
+
 /// What the stats file holds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Stats {

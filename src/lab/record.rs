@@ -36,24 +36,6 @@ pub struct LabRecord {
     pub warnings: Vec<String>,
 }
 
-/// Counter by counter `b - a`; high-water marks (`max_*`) keep `b`'s value.
-fn delta(a: &DirStats, b: &DirStats) -> DirStats {
-    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(mut b))) =
-        (serde_json::to_value(a), serde_json::to_value(b))
-    else {
-        return b.clone();
-    };
-    for (k, v) in b.iter_mut() {
-        if k.starts_with("max_") {
-            continue;
-        }
-        if let (Some(x), Some(y)) = (a.get(k).and_then(|x| x.as_u64()), v.as_u64()) {
-            *v = y.saturating_sub(x).into();
-        }
-    }
-    serde_json::from_value(serde_json::Value::Object(b)).unwrap_or_default()
-}
-
 /// Counters and CPU between two snapshots of the same emulator process.
 pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<EmulatorDelta> {
     if before.pid != after.pid {
@@ -61,8 +43,8 @@ pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<E
     }
     Some(EmulatorDelta {
         dirs: [
-            delta(&before.dirs[0], &after.dirs[0]),
-            delta(&before.dirs[1], &after.dirs[1]),
+            after.dirs[0].since(&before.dirs[0]),
+            after.dirs[1].since(&before.dirs[1]),
         ],
         cpu_pct: calibrate::cpu_pct(Some(before), Some(after), elapsed_s),
     })

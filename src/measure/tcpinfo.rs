@@ -180,7 +180,7 @@ fn convert(raw: &RawTcpInfo, len: usize) -> TcpInfo {
     }
 }
 
-fn getsockopt_int(fd: RawFd, level: i32, opt: i32) -> Option<i32> {
+pub fn getsockopt_int(fd: RawFd, level: i32, opt: i32) -> Option<i32> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: an int-sized option into an int.
