@@ -176,9 +176,9 @@ pub struct ClampKeeper {
 impl ClampKeeper {
     const EVERY: Duration = Duration::from_millis(1);
 
+    /// `now` is the event loop's clock: no extra clock read per read.
     #[inline]
-    fn check(&mut self, fd: i32) {
-        let now = Instant::now();
+    fn check(&mut self, fd: i32, now: Instant) {
         if self.last.is_some_and(|t| now - t < Self::EVERY) {
             return;
         }
@@ -212,9 +212,9 @@ impl WindowSampler {
     const EVERY: Duration = Duration::from_millis(2);
     const MAX_SAMPLES: usize = 4096;
 
+    /// `now` is the event loop's clock: no extra clock read per write.
     #[inline]
-    pub fn blocked(&mut self, fd: i32) {
-        let now = Instant::now();
+    pub fn blocked(&mut self, fd: i32, now: Instant) {
         if self.last.is_some_and(|t| now - t < Self::EVERY)
             || self.samples.len() >= Self::MAX_SAMPLES
         {
@@ -311,7 +311,7 @@ impl FlowBase {
             return Ok(ReadStep::Budget);
         }
         if let Some(c) = &mut self.clamp {
-            c.check(self.stream.as_raw_fd());
+            c.check(self.stream.as_raw_fd(), cx.now);
         }
         Ok(match self.recv(cx.buf)? {
             Io::Moved(n) => {
@@ -349,7 +349,7 @@ impl FlowBase {
                     self.sent(cx, n);
                 }
                 Io::Blocked => {
-                    self.window.blocked(self.stream.as_raw_fd());
+                    self.window.blocked(self.stream.as_raw_fd(), cx.now);
                     return Ok(WriteStep::Blocked);
                 }
                 Io::Eof => return Ok(WriteStep::Eof),

@@ -129,7 +129,9 @@ impl StreamFlow {
                         self.offset = (self.offset + n) % self.message;
                     }
                     Io::Blocked => {
-                        self.base.window.blocked(self.base.stream.as_raw_fd());
+                        self.base
+                            .window
+                            .blocked(self.base.stream.as_raw_fd(), cx.now);
                         break;
                     }
                     Io::Eof => return Ok(Status::Done),
