@@ -31,57 +31,6 @@ pub enum LabCommand {
     Emulate(EmulateArgs),
 }
 
-#[derive(Args, Debug, Clone, Default)]
-pub struct LinkArgs {
-    /// Round-trip time added by the router (split evenly), e.g. 100ms.
-    #[arg(long, allow_hyphen_values = true)]
-    pub rtt: Option<String>,
-    /// One-way delay instead of --rtt: D or CLIENT_TO_SERVER/SERVER_TO_CLIENT (10ms/40ms).
-    #[arg(long, allow_hyphen_values = true)]
-    pub delay: Option<String>,
-    /// Extra random delay up to this (no reordering), e.g. 1ms.
-    #[arg(long, allow_hyphen_values = true)]
-    pub jitter: Option<String>,
-    /// Wire rate (38 B Ethernet framing per packet counted), e.g. 1gbit or 100mbit/1gbit.
-    #[arg(long)]
-    pub rate: Option<String>,
-    /// Drop-tail queue before the bottleneck: bytes (4M) or time at the rate (100ms, the default).
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Random loss: 0.5% or 0.005 (per direction with A/B).
-    #[arg(long, allow_hyphen_values = true)]
-    pub loss: Option<String>,
-    /// MTU of the lab links.
-    #[arg(long)]
-    pub mtu: Option<u32>,
-    /// TSO/GSO/GRO on the lab links.
-    #[arg(long, value_enum)]
-    pub offloads: Option<crate::cli::OnOff>,
-    /// Congestion control in the client and server namespaces (this kernel defaults to bbr).
-    #[arg(long, default_value = "cubic")]
-    pub cc: String,
-    /// Emulate per packet even without loss (GSO super-packets are one unit otherwise; costs CPU).
-    #[arg(long)]
-    pub per_packet: bool,
-}
-
-impl LinkArgs {
-    pub fn options(&self) -> LabOptions {
-        LabOptions {
-            rtt: self.rtt.clone(),
-            delay: self.delay.clone(),
-            jitter: self.jitter.clone(),
-            rate: self.rate.clone(),
-            queue: self.queue.clone(),
-            loss: self.loss.clone(),
-            mtu: self.mtu,
-            offloads: self.offloads.map(|o| o == crate::cli::OnOff::On),
-            cc: Some(self.cc.clone()),
-            per_packet: self.per_packet,
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EmulatorArg {
     /// netem if the kernel has it, else the NFQUEUE delay element.
@@ -97,7 +46,7 @@ pub struct UpArgs {
     /// The lab's name (a-z, 0-9, -).
     pub name: String,
     #[command(flatten)]
-    pub link: LinkArgs,
+    pub link: LabOptions,
     /// Which emulator applies the link.
     #[arg(long, value_enum, default_value = "auto")]
     pub emulator: EmulatorArg,
@@ -165,7 +114,7 @@ fn usage(message: String) -> Failure {
 
 fn up(a: UpArgs) -> Result<(), Failure> {
     topology::check_name(&a.name).map_err(usage)?;
-    let spec = a.link.options().build().map_err(usage)?;
+    let spec = a.link.build().map_err(usage)?;
     need_root()?;
     let backend = match a.emulator {
         EmulatorArg::Auto => Backend::Auto,

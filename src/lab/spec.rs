@@ -55,22 +55,51 @@ impl Default for LabSpec {
     }
 }
 
-/// The options as typed (command line, or a study's `[lab]` table); `build`
-/// checks and combines them.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+/// The options as typed: `lab up`'s flags and a study's `[lab]` table are
+/// this one struct; `build` checks and combines them. Values stay strings
+/// here so errors can name the option and quote what was written.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct LabOptions {
+    /// Round-trip time added by the router (split evenly), e.g. 100ms.
+    #[arg(long, allow_hyphen_values = true)]
     pub rtt: Option<String>,
+    /// One-way delay instead of --rtt: D or CLIENT_TO_SERVER/SERVER_TO_CLIENT (10ms/40ms).
+    #[arg(long, allow_hyphen_values = true)]
     pub delay: Option<String>,
+    /// Extra random delay up to this (no reordering), e.g. 1ms.
+    #[arg(long, allow_hyphen_values = true)]
     pub jitter: Option<String>,
+    /// Wire rate (38 B Ethernet framing per packet counted), e.g. 1gbit or 100mbit/1gbit.
+    #[arg(long)]
     pub rate: Option<String>,
+    /// Drop-tail queue before the bottleneck: bytes (4M) or time at the rate (100ms, the default).
+    #[arg(long)]
     pub queue: Option<String>,
+    /// Random loss: 0.5% or 0.005 (per direction with A/B).
+    #[arg(long, allow_hyphen_values = true)]
     pub loss: Option<String>,
+    /// MTU of the lab links.
+    #[arg(long)]
     pub mtu: Option<u32>,
+    /// TSO/GSO/GRO on the lab links: on or off.
+    #[arg(long, value_parser = on_off, value_name = "on|off")]
     pub offloads: Option<bool>,
+    /// Congestion control in the client and server namespaces (default cubic; this kernel defaults to bbr).
+    #[arg(long)]
     pub cc: Option<String>,
+    /// Emulate per packet even without loss (GSO super-packets are one unit otherwise; costs CPU).
+    #[arg(long)]
     #[serde(default)]
     pub per_packet: bool,
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{s}' is not on or off")),
+    }
 }
 
 /// Splits `X/Y` into the two directions, `X` into the same value twice.
