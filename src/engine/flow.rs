@@ -4,7 +4,6 @@
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
-use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
@@ -12,11 +11,13 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use crate::measure::histogram::Hist;
-use crate::measure::interval::Counters;
-use crate::measure::tcpinfo::{self, TcpInfo};
+
+use crate::measure::tcpinfo;
 
 use super::sockopt;
-use super::tls::{TlsConn, TlsInfo};
+use super::tls::TlsConn;
+use crate::model::flow::{FlowReport, ObservedWindow};
+use crate::model::sample::Counters;
 
 /// Every data connection opens with this header so the agent serves only
 /// connections its controller asked for: magic, the test's cookie, flow id.
@@ -98,33 +99,6 @@ pub trait Flow: Send {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct FlowReport {
-    pub flow: u32,
-    pub worker: usize,
-    pub local: String,
-    pub peer: String,
-    pub bytes_tx: u64,
-    pub bytes_rx: u64,
-    pub transactions: u64,
-    /// Socket buffers granted by the kernel (Linux doubles requests).
-    pub sndbuf: Option<u32>,
-    pub rcvbuf: Option<u32>,
-    pub congestion_control: Option<String>,
-    pub tcp_info: Option<TcpInfo>,
-    /// Seconds from the flow's first request to its last response (finite transfers).
-    pub completed_s: Option<f64>,
-    /// What the flow's TLS session negotiated (None: clear text).
-    #[serde(default)]
-    pub tls: Option<TlsInfo>,
-    /// The peer's window while this end's writes were blocked (None: never blocked).
-    #[serde(default)]
-    pub observed_window: Option<ObservedWindow>,
-    /// `--window exact` receivers: times the kernel moved the clamp and it was set again.
-    #[serde(default)]
-    pub window_clamp_repairs: Option<u32>,
-}
-
 /// How one budgeted read ended.
 pub enum ReadStep {
     /// Read this many bytes (counted already); the caller parses them.
@@ -198,14 +172,6 @@ impl ClampKeeper {
 pub struct WindowSampler {
     last: Option<Instant>,
     samples: Vec<u32>,
-}
-
-/// The window a sender saw: median and largest of its samples.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct ObservedWindow {
-    pub median_bytes: u32,
-    pub max_bytes: u32,
-    pub samples: u32,
 }
 
 impl WindowSampler {

@@ -4,7 +4,7 @@
 pub mod flow;
 pub mod setup;
 pub mod side;
-pub mod sigpipe;
+pub mod signals;
 pub mod sockopt;
 pub mod tls;
 #[cfg(feature = "openssl")]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::flow::{decode_header, encode_header, HEADER_LEN};
 use super::sockopt;
-use crate::spec::TestSpec;
+use crate::model::spec::TestSpec;
 
 /// At most this many connects in progress at once (keeps SYN queues sane).
 const MAX_IN_PROGRESS: usize = 256;

@@ -3,40 +3,31 @@
 //! into one sample per interval. The controller runs a client side, the
 //! agent a server side; both use this code.
 
-use mio::net::TcpStream;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::flow::{Flow, FlowBase, FlowReport};
-use super::sockopt;
-use super::tls::{Role, TlsConn};
+use super::flow::Flow;
 use super::worker::{self, WorkerMsg, WorkerSetup};
-use crate::measure::cpu::{self, CpuSnapshot, CpuWindow};
+use crate::measure::cpu::{self, CpuSnapshot};
 use crate::measure::histogram::{self, new_hist, Hist};
-use crate::measure::interval::{Counters, IntervalSample, Timeline};
-use crate::measure::placement::{cpu_for_worker, WorkerPlacement};
-use crate::spec::{FlowPlan, TestSpec};
-use crate::workload::{self, crr, stream::ZeroCopySource};
+use crate::measure::interval::Timeline;
+use crate::measure::placement::cpu_for_worker;
+use crate::model::flow::FlowReport;
+use crate::model::sample::{Counters, CpuWindow, IntervalSample, WorkerPlacement};
+use crate::model::spec::TestSpec;
 
-/// The connections and listeners a side starts with.
+/// What a side starts with: its flows, built by the caller's workload from
+/// the connections made for it (the engine never names a workload).
 pub struct SideSetup {
     pub agent: bool,
     pub spec: TestSpec,
-    /// Established flows (stream, rr) with their ids and TLS sessions.
-    pub flows: Vec<(u32, TcpStream, Option<TlsConn>)>,
-    /// TLS settings of this side, for connections made during the test (crr).
-    pub tls: Option<Arc<Role>>,
-    /// crr client: where each flow connects.
-    pub crr_target: Option<SocketAddr>,
-    /// crr agent: one listener per worker (SO_REUSEPORT).
-    pub crr_listeners: Vec<mio::net::TcpListener>,
-    pub cookie: u64,
+    /// Spread over the workers round robin, in this order.
+    pub flows: Vec<Box<dyn Flow>>,
 }
 
 struct Pending {
@@ -125,53 +116,19 @@ fn payload_len(spec: &TestSpec) -> usize {
 impl Side {
     pub fn start(mut setup: SideSetup) -> Result<Side, String> {
         let spec = setup.spec.clone();
-        let threads = if setup.agent {
-            spec.agent_threads
+        let workers = if setup.agent {
+            spec.agent_workers
         } else {
-            spec.threads
+            spec.workers
         } as usize;
         let cpus = if setup.agent {
             spec.agent_cpus.clone()
         } else {
             spec.cpus.clone()
         };
-        let plan = spec.plan(setup.agent);
-        let zerocopy = match plan {
-            FlowPlan::Stream { send: true, .. } if spec.zerocopy => Some(Arc::new(
-                ZeroCopySource::new(spec.message)
-                    .map_err(|e| format!("zero-copy payload (memfd): {e}"))?,
-            )),
-            _ => None,
-        };
-        let mut per_worker: Vec<Vec<Box<dyn Flow>>> = (0..threads).map(|_| Vec::new()).collect();
-        for (id, stream, tls) in setup.flows.drain(..) {
-            per_worker[id as usize % threads].push(workload::persistent_flow(
-                plan,
-                &spec,
-                FlowBase::new(id, stream)
-                    .with_tls(tls)
-                    .with_clamp(sockopt::exact_window(&spec, setup.agent)),
-                zerocopy.clone(),
-            ));
-        }
-        if let Some(target) = setup.crr_target {
-            for id in 0..spec.flows {
-                per_worker[id as usize % threads].push(Box::new(crr::Connector::new(
-                    id,
-                    target,
-                    &spec,
-                    setup.cookie,
-                    setup.tls.clone(),
-                )));
-            }
-        }
-        for (i, l) in setup.crr_listeners.drain(..).enumerate() {
-            per_worker[i % threads].push(Box::new(crr::Acceptor::new(
-                l,
-                &spec,
-                setup.cookie,
-                setup.tls.clone(),
-            )));
+        let mut per_worker: Vec<Vec<Box<dyn Flow>>> = (0..workers).map(|_| Vec::new()).collect();
+        for (i, f) in setup.flows.drain(..).enumerate() {
+            per_worker[i % workers].push(f);
         }
         let len = payload_len(&spec);
         let payload: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i % 251) as u8).collect());
@@ -217,7 +174,7 @@ impl Side {
             timeline,
             finite,
             pending: BTreeMap::new(),
-            finished: (0..threads).map(|_| None).collect(),
+            finished: (0..workers).map(|_| None).collect(),
             cpu_edges,
             report: SideReport::default(),
             total_hist: new_hist(),

@@ -5,7 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
-use crate::spec::TestSpec;
+use crate::model::spec::TestSpec;
 
 /// Options that must be set before connect/listen (buffers decide the window
 /// scale, TCP_MAXSEG the SYN's MSS), and those that can follow. `agent`
@@ -17,7 +17,7 @@ pub fn apply(sock: &SockRef<'_>, spec: &TestSpec, agent: bool) -> io::Result<()>
     // An exact window is the receiver's: a sender that also sets SO_RCVBUF
     // (hence a small window scale) makes this kernel raise the receiver's
     // clamp back to 1.5x (measured: 60 instead of 40 Mbit/s at 256 KB, 50 ms).
-    let exact = spec.window == crate::spec::WindowMode::Exact;
+    let exact = spec.window == crate::model::spec::WindowMode::Exact;
     if let Some(b) = spec.rcvbuf.filter(|_| !exact || spec.receives(agent)) {
         sock.set_recv_buffer_size(b)?;
     }
@@ -73,7 +73,9 @@ pub fn clamp_window(fd: i32, spec: &TestSpec, agent: bool) -> io::Result<()> {
 /// or this end only sends).
 pub fn exact_window(spec: &TestSpec, agent: bool) -> Option<u32> {
     match (spec.window, spec.rcvbuf, spec.receives(agent)) {
-        (crate::spec::WindowMode::Exact, Some(w), true) => Some(w.min(i32::MAX as usize) as u32),
+        (crate::model::spec::WindowMode::Exact, Some(w), true) => {
+            Some(w.min(i32::MAX as usize) as u32)
+        }
         _ => None,
     }
 }

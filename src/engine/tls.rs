@@ -14,39 +14,16 @@ use mio::net::TcpStream;
 use rustls::crypto::{aws_lc_rs, CryptoProvider};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::{ClientConfig, Connection, HandshakeKind, ServerConfig, SupportedCipherSuite};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::flow::Io;
-use crate::spec::{CertKind, TlsBackend, TlsSpec};
+use crate::model::flow::TlsInfo;
+use crate::model::spec::{CertKind, TlsBackend, TlsSpec};
 
 /// The name in the agent's generated certificate (and what clients verify).
 pub const SERVER_NAME: &str = "linerate-agent";
-
-/// What one flow's TLS session negotiated, recorded in every result.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct TlsInfo {
-    pub backend: String,
-    /// Library and crypto provider with versions.
-    pub library: String,
-    pub protocol: String,
-    pub suite: String,
-    pub kx_group: String,
-    /// Encrypt-then-MAC (TLS 1.2 CBC suites only; None where it does not apply).
-    pub etm: Option<bool>,
-    pub cert: String,
-    pub resumed: bool,
-}
-
-pub fn library() -> String {
-    format!(
-        "rustls {} with aws-lc-rs {}",
-        option_env!("LINERATE_RUSTLS_VERSION").unwrap_or("0.23"),
-        option_env!("LINERATE_AWS_LC_VERSION").unwrap_or("?")
-    )
-}
 
 /// The agent's certificate and key.
 pub struct Identity {
@@ -683,7 +660,7 @@ impl RustlsConn {
     pub fn info(&self) -> TlsInfo {
         TlsInfo {
             backend: "rustls".into(),
-            library: library(),
+            library: crate::measure::crypto::rustls_library(),
             protocol: self
                 .conn
                 .protocol_version()

@@ -19,19 +19,12 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
 use super::flow::Io;
-use super::tls::{identity, TlsInfo};
-use crate::spec::{CertKind, TlsSpec};
+use super::tls::identity;
+use crate::model::flow::TlsInfo;
+use crate::model::spec::{CertKind, TlsSpec};
 
 /// OpenSSL's option bit that turns encrypt-then-MAC off (SSL_OP_NO_ENCRYPT_THEN_MAC).
 const NO_ENCRYPT_THEN_MAC: u64 = 0x0008_0000;
-
-pub fn library() -> String {
-    format!(
-        "{} (openssl crate {})",
-        openssl::version::version(),
-        option_env!("LINERATE_OPENSSL_CRATE_VERSION").unwrap_or("?")
-    )
-}
 
 /// The TLS 1.3 suites OpenSSL names, by linerate's short names.
 const TLS13: &[(&str, &str)] = &[
@@ -587,7 +580,7 @@ impl OsslConn {
         let ssl = self.stream.ssl();
         TlsInfo {
             backend: "openssl".into(),
-            library: library(),
+            library: crate::measure::crypto::openssl_library(),
             protocol: ssl.version_str().to_string(),
             suite: ssl
                 .current_cipher()
@@ -600,68 +593,4 @@ impl OsslConn {
             resumed: self.resumed(),
         }
     }
-}
-
-/// OpenSSL EVP speed for `linerate crypto`, beside aws-lc: one context per
-/// cipher, re-keyed with a fresh IV per record, as `openssl speed -evp` does.
-pub fn cipher_speeds(budget: std::time::Duration) -> Vec<crate::measure::crypto::Speed> {
-    use openssl::cipher::Cipher;
-    use openssl::cipher_ctx::CipherCtx;
-    let version = openssl::version::version()
-        .split_whitespace()
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let lib = format!("{version} EVP");
-    let mut out = Vec::new();
-    for (name, cipher, aead) in [
-        ("aes128-gcm", Cipher::aes_128_gcm(), true),
-        ("aes256-gcm", Cipher::aes_256_gcm(), true),
-        ("chacha20-poly1305", Cipher::chacha20_poly1305(), true),
-        // Encryption only: the TLS 1.2 suite adds an HMAC-SHA256 per record.
-        ("aes256-cbc", Cipher::aes_256_cbc(), false),
-    ] {
-        for &size in crate::measure::crypto::RECORD_SIZES {
-            let Ok(mut ctx) = CipherCtx::new() else {
-                continue;
-            };
-            let key = vec![0x42u8; cipher.key_length()];
-            let iv = vec![0u8; cipher.iv_length().max(12)];
-            if ctx.encrypt_init(Some(cipher), Some(&key), None).is_err() {
-                continue;
-            }
-            ctx.set_padding(false);
-            let input = vec![0x5au8; size];
-            let mut output = vec![0u8; size + 32];
-            let start = std::time::Instant::now();
-            let mut n: u64 = 0;
-            loop {
-                let ok = ctx
-                    .encrypt_init(None, None, Some(&iv[..cipher.iv_length()]))
-                    .is_ok()
-                    && ctx.cipher_update(&input, Some(&mut output)).is_ok()
-                    && ctx.cipher_final(&mut output[size..]).is_ok();
-                if aead {
-                    let mut tag = [0u8; 16];
-                    let _ = ctx.tag(&mut tag);
-                }
-                if !ok {
-                    break;
-                }
-                n += 1;
-                if n.is_multiple_of(64) && start.elapsed() >= budget {
-                    break;
-                }
-            }
-            if n > 0 {
-                out.push(crate::measure::crypto::Speed {
-                    library: lib.clone(),
-                    cipher: name.into(),
-                    record_bytes: size,
-                    bytes_per_s: n as f64 * size as f64 / start.elapsed().as_secs_f64(),
-                });
-            }
-        }
-    }
-    out
 }

@@ -11,10 +11,12 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::flow::{Ctx, Flow, FlowReport, Status};
+use super::flow::{Ctx, Flow, Status};
 use crate::measure::histogram::{new_hist, Hist};
-use crate::measure::interval::{Counters, Timeline};
-use crate::measure::placement::{self, CpuSeen, WorkerPlacement};
+use crate::measure::interval::Timeline;
+use crate::measure::placement::{self, CpuSeen};
+use crate::model::flow::FlowReport;
+use crate::model::sample::{Counters, WorkerPlacement};
 
 thread_local! {
     static ERRORS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
@@ -80,7 +82,7 @@ struct Slot {
 }
 
 pub fn run(w: WorkerSetup) {
-    super::sigpipe::block_in_this_thread();
+    super::signals::block_in_this_thread();
     let index = w.index;
     let tx = w.tx.clone();
     let nflows = w.flows.len();

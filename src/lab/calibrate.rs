@@ -5,7 +5,6 @@
 //! whose emulator is busy enough to be the bottleneck, says so in every
 //! result it produces.
 
-use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
@@ -14,27 +13,7 @@ use std::time::{Duration, Instant};
 use super::emulator::Stats;
 use super::netns;
 use super::state::LabState;
-use crate::units;
-
-/// What one calibration found.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct Calibration {
-    /// Configured round trip, ms.
-    pub rtt_configured_ms: f64,
-    /// Median TCP connect time (SYN to SYN-ACK), ms.
-    pub rtt_connect_ms: f64,
-    /// Median 1-byte request/response time, ms (min and max beside it).
-    pub rtt_rr_ms: f64,
-    pub rtt_rr_min_ms: f64,
-    pub rtt_rr_max_ms: f64,
-    /// TCP goodput the configured rate allows (None: no rate set).
-    pub goodput_expected_bps: Option<f64>,
-    /// Goodput one bulk flow measured (None: not measured).
-    pub goodput_measured_bps: Option<f64>,
-    /// Share of one core the emulator used while calibrating (None: netem).
-    pub emulator_cpu_pct: Option<f64>,
-    pub warnings: Vec<String>,
-}
+use crate::model::lab::Calibration;
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -278,64 +257,6 @@ pub fn cpu_pct(before: Option<&Stats>, after: Option<&Stats>, elapsed_s: f64) ->
         return None;
     }
     Some(((a.cpu_s - b.cpu_s) / elapsed_s * 100.0).max(0.0))
-}
-
-impl Calibration {
-    /// The warnings this calibration deserves.
-    pub fn judge(&self) -> Vec<String> {
-        let mut w = Vec::new();
-        let tol = (0.02 * self.rtt_configured_ms).max(0.5);
-        if (self.rtt_rr_ms - self.rtt_configured_ms).abs() > tol {
-            w.push(format!(
-                "measured RTT {:.2} ms is off the configured {:.2} ms by more than {:.2} ms",
-                self.rtt_rr_ms, self.rtt_configured_ms, tol
-            ));
-        }
-        if let (Some(e), Some(m)) = (self.goodput_expected_bps, self.goodput_measured_bps) {
-            if (m - e).abs() / e > 0.02 {
-                w.push(format!(
-                    "one flow measured {} where the configured rate allows {} ({:+.1}%)",
-                    units::fmt_bps(m),
-                    units::fmt_bps(e),
-                    (m / e - 1.0) * 100.0
-                ));
-            }
-        }
-        if let Some(cpu) = self.emulator_cpu_pct {
-            if cpu > 80.0 {
-                w.push(format!(
-                    "the emulator used {cpu:.0}% of a core: it may be the bottleneck"
-                ));
-            }
-        }
-        w
-    }
-
-    /// Two lines for humans.
-    pub fn describe(&self) -> String {
-        let mut s = format!(
-            "measured RTT {:.2} ms (connect {:.2} ms, rr min {:.2} max {:.2}) vs {:.2} ms configured",
-            self.rtt_rr_ms,
-            self.rtt_connect_ms,
-            self.rtt_rr_min_ms,
-            self.rtt_rr_max_ms,
-            self.rtt_configured_ms
-        );
-        if let Some(m) = self.goodput_measured_bps {
-            s.push_str(&format!("; one flow {}", units::fmt_bps(m)));
-            if let Some(e) = self.goodput_expected_bps {
-                s.push_str(&format!(
-                    " of {} expected ({:.1}%)",
-                    units::fmt_bps(e),
-                    m / e * 100.0
-                ));
-            }
-        }
-        if let Some(c) = self.emulator_cpu_pct {
-            s.push_str(&format!("; emulator {c:.1}% of a core"));
-        }
-        s
-    }
 }
 
 #[cfg(test)]

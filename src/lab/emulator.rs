@@ -21,6 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::nfqueue::{self, error_text, Packet, Queue};
+use crate::model::lab::DirStats;
 
 /// What one direction of the link does to the packets that cross it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -52,76 +53,6 @@ pub struct Config {
     pub stats: Option<PathBuf>,
     /// Seed of the loss/jitter generator (0: random).
     pub seed: u64,
-}
-
-/// Counters of one direction.
-///
-/// `packets`, `bytes`, `segments` and `wire_bytes` count the packets put on
-/// the link (not dropped), at arrival; the packets that arrived are
-/// `packets + dropped_loss + dropped_queue`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct DirStats {
-    pub packets: u64,
-    /// IP bytes (a GSO super-packet counts whole).
-    pub bytes: u64,
-    /// Bytes on the wire: IP bytes + 38 B framing per segment (+ the headers
-    /// each extra segment of a GSO super-packet repeats).
-    pub wire_bytes: u64,
-    pub dropped_loss: u64,
-    pub dropped_queue: u64,
-    /// Largest number of wire bytes waiting for the bottleneck (counting the packet just queued).
-    pub max_queue_bytes: u64,
-    /// Packets released more than 1 ms after their scheduled time.
-    pub late: u64,
-    /// Wire segments of the packets counted in `packets` (= `packets` in per-packet mode).
-    #[serde(default)]
-    pub segments: u64,
-    /// Packets released (accepted back into the kernel) so far; while
-    /// running, `packets - released` are held.
-    #[serde(default)]
-    pub released: u64,
-    /// Packets still held when the emulator stopped (dropped by the kernel
-    /// when the queue closed; releasing them early would break the model).
-    #[serde(default)]
-    pub dropped_stop: u64,
-    /// Largest release lateness seen, microseconds (a measure of the timer accuracy).
-    #[serde(default)]
-    pub max_late_us: u64,
-    /// Verdicts the kernel refused: 0 unless the kernel dropped held packets
-    /// itself (an interface went down) or a bug.
-    #[serde(default)]
-    pub verdict_errors: u64,
-    /// Packets the kernel dropped because the queue was full (262144 held).
-    #[serde(default)]
-    pub kernel_queue_dropped: u64,
-    /// Packets the kernel dropped because the netlink buffer (64 MB) was full:
-    /// the emulator could not keep up.
-    #[serde(default)]
-    pub kernel_user_dropped: u64,
-}
-
-impl DirStats {
-    /// The counts since `before` (an earlier snapshot of the same process);
-    /// high-water marks (`max_*`) keep this snapshot's value.
-    pub fn since(&self, before: &DirStats) -> DirStats {
-        let d = |a: u64, b: u64| a.saturating_sub(b);
-        DirStats {
-            packets: d(self.packets, before.packets),
-            bytes: d(self.bytes, before.bytes),
-            wire_bytes: d(self.wire_bytes, before.wire_bytes),
-            dropped_loss: d(self.dropped_loss, before.dropped_loss),
-            dropped_queue: d(self.dropped_queue, before.dropped_queue),
-            max_queue_bytes: self.max_queue_bytes,
-            late: d(self.late, before.late),
-            segments: d(self.segments, before.segments),
-            released: d(self.released, before.released),
-            dropped_stop: d(self.dropped_stop, before.dropped_stop),
-            max_late_us: self.max_late_us,
-            verdict_errors: d(self.verdict_errors, before.verdict_errors),
-            kernel_queue_dropped: d(self.kernel_queue_dropped, before.kernel_queue_dropped),
-            kernel_user_dropped: d(self.kernel_user_dropped, before.kernel_user_dropped),
-        }
-    }
 }
 
 /// What the stats file holds.
@@ -583,12 +514,7 @@ impl Writer {
 
 /// CPU time of the calling thread, seconds.
 fn thread_cpu_seconds() -> f64 {
-    // SAFETY: rusage is plain data; getrusage only writes into it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_THREAD with a valid pointer cannot fail.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
+    crate::measure::cpu::rusage(libc::RUSAGE_THREAD).seconds()
 }
 
 /// The packet loop's scheduling policy, chosen from its own CPU use.
@@ -664,16 +590,11 @@ impl Priority {
 
 /// CPU time of this process (user + system), seconds.
 fn cpu_seconds() -> f64 {
-    // SAFETY: rusage is plain data; getrusage only writes into it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer cannot fail.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
+    crate::measure::cpu::rusage(libc::RUSAGE_SELF).seconds()
 }
 
 /// One direction at run time: its queue socket, model, held packets, counters.
-struct Direction {
+struct HalfLink {
     queue: Queue,
     link: Link,
     /// Held packets (id, release time), in id order with non-decreasing
@@ -682,7 +603,7 @@ struct Direction {
     stats: DirStats,
 }
 
-impl Direction {
+impl HalfLink {
     /// Reads what arrived and decides each packet's fate; drops are queued
     /// as verdicts at once, kept packets join `held`.
     fn receive(&mut self, start: Instant, batch: &mut Vec<Packet>) -> Result<(), String> {
@@ -748,7 +669,7 @@ fn elapsed_ns(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn snapshot(dirs: &[Direction; 2], start: Instant, realtime: bool) -> Stats {
+fn snapshot(dirs: &[HalfLink; 2], start: Instant, realtime: bool) -> Stats {
     Stats {
         pid: std::process::id(),
         dirs: [dirs[0].stats.clone(), dirs[1].stats.clone()],
@@ -797,10 +718,10 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
 
     let start = Instant::now();
     let mut epoll = Epoll::new()?;
-    let open = |d: usize, link: Link| -> Result<Direction, String> {
+    let open = |d: usize, link: Link| -> Result<HalfLink, String> {
         let queue = Queue::open(cfg.queues[d], !cfg.per_packet)?;
         epoll.add(queue.as_raw_fd(), d as u64)?;
-        Ok(Direction {
+        Ok(HalfLink {
             queue,
             link,
             held: VecDeque::new(),

@@ -3,7 +3,6 @@
 //! user-space emulator. Addresses come from 198.18.0.0/15 (RFC 2544) and
 //! exist only inside the lab's namespaces.
 pub mod calibrate;
-pub mod cli;
 pub mod emulator;
 pub mod netns;
 pub mod nfqueue;

@@ -3,38 +3,14 @@
 //! the emulator's counters over the test, with warnings when any of them
 //! says the network was not what the user asked for.
 
-use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-use super::calibrate::{self, Calibration};
-use super::emulator::{DirStats, Stats};
+use super::calibrate;
+use super::emulator::Stats;
 use super::netns;
-use super::spec::LabSpec;
+
 use super::state::LabState;
-
-/// The emulator's counters over one test (after minus before).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct EmulatorDelta {
-    /// [client->server, server->client].
-    pub dirs: [DirStats; 2],
-    /// Share of one core the emulator used during the test.
-    pub cpu_pct: Option<f64>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct LabRecord {
-    pub name: String,
-    pub backend: String,
-    pub backend_note: String,
-    pub spec: Option<LabSpec>,
-    /// The link in one line, as `lab status` prints it.
-    pub link: String,
-    pub calibration: Calibration,
-    pub emulator: Option<EmulatorDelta>,
-    /// TCP settings of the client and server namespaces, as read back.
-    pub tcp: Vec<(String, String)>,
-    pub warnings: Vec<String>,
-}
+use crate::model::lab::{EmulatorDelta, LabRecord};
 
 /// Counters and CPU between two snapshots of the same emulator process.
 pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<EmulatorDelta> {
@@ -108,69 +84,4 @@ fn tcp_settings(st: &LabState) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-impl LabRecord {
-    /// Warnings from the emulator's counters over the test.
-    pub fn judge(&self, spec: &LabSpec) -> Vec<String> {
-        let mut w = Vec::new();
-        let Some(e) = &self.emulator else { return w };
-        let names = ["client->server", "server->client"];
-        for (d, x) in e.dirs.iter().enumerate() {
-            if x.dropped_queue > 0 {
-                w.push(format!(
-                    "{}: the emulator's queue ({}) overflowed {} times: the queue, not only the window, shaped this test",
-                    names[d],
-                    spec.links[d]
-                        .queue_bytes
-                        .map_or("unlimited".into(), crate::units::fmt_bytes),
-                    x.dropped_queue
-                ));
-            }
-            if x.packets > 0 && x.late * 100 > x.packets {
-                w.push(format!(
-                    "{}: {} of {} packets left the emulator more than 1 ms late",
-                    names[d], x.late, x.packets
-                ));
-            }
-        }
-        if let Some(c) = e.cpu_pct {
-            if c > 80.0 {
-                w.push(format!(
-                    "the emulator used {c:.0}% of a core during the test: it may be the bottleneck"
-                ));
-            }
-        }
-        w
-    }
-
-    /// Lines for the human summary.
-    pub fn describe(&self) -> Vec<String> {
-        let mut v = vec![format!(
-            "lab {}: {} (emulator {})",
-            self.name, self.link, self.backend
-        )];
-        v.push(format!("calibration: {}", self.calibration.describe()));
-        if let Some(e) = &self.emulator {
-            let mut s = String::from("emulator over the test:");
-            for (d, name) in [(0, "c->s"), (1, "s->c")] {
-                let x = &e.dirs[d];
-                s.push_str(&format!(
-                    " {name} {} packets, {} lost, {} queue drops, max queue {};",
-                    x.packets,
-                    x.dropped_loss,
-                    x.dropped_queue,
-                    crate::units::fmt_bytes(x.max_queue_bytes)
-                ));
-            }
-            if let Some(c) = e.cpu_pct {
-                s.push_str(&format!(" cpu {c:.1}% of a core"));
-            }
-            v.push(s);
-        }
-        for w in &self.warnings {
-            v.push(format!("warning: {w}"));
-        }
-        v
-    }
 }

@@ -5,55 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::emulator::Shaping;
+use crate::model::lab::LabSpec;
 use crate::units;
-
-/// Ethernet framing per packet that a wire rate pays beyond the IP packet:
-/// preamble and SFD 8, header 14, FCS 4, inter-frame gap 12.
-pub const FRAMING_BYTES: u64 = 38;
-
-/// One direction of the emulated link.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct LinkSpec {
-    /// One-way delay, seconds.
-    pub delay_s: f64,
-    /// Extra delay uniform in 0..jitter (no reordering), seconds.
-    pub jitter_s: f64,
-    /// Wire rate, bits/s (None: as fast as the host forwards).
-    pub rate_bps: Option<f64>,
-    /// Drop-tail queue before the bottleneck, bytes (None: unlimited).
-    pub queue_bytes: Option<u64>,
-    /// Bernoulli loss probability 0..1.
-    pub loss: f64,
-}
-
-/// The whole lab: both directions and the links' own settings.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct LabSpec {
-    /// [client->server, server->client].
-    pub links: [LinkSpec; 2],
-    /// MTU of every lab link.
-    pub mtu: u32,
-    /// TSO/GSO/GRO on the lab links.
-    pub offloads: bool,
-    /// Congestion control set in the client and server namespaces.
-    pub cc: String,
-    /// Make the emulator see single packets even without loss (a GSO
-    /// super-packet is otherwise one unit); costs CPU, for comparison.
-    #[serde(default)]
-    pub per_packet: bool,
-}
-
-impl Default for LabSpec {
-    fn default() -> Self {
-        LabSpec {
-            links: [LinkSpec::default(), LinkSpec::default()],
-            mtu: 1500,
-            offloads: true,
-            cc: "cubic".into(),
-            per_packet: false,
-        }
-    }
-}
 
 /// The options as typed: `lab up`'s flags and a study's `[lab]` table are
 /// this one struct; `build` checks and combines them. Values stay strings
@@ -229,93 +182,16 @@ impl LabOptions {
     }
 }
 
-impl LabSpec {
-    /// Round-trip time the links add, seconds.
-    pub fn rtt_s(&self) -> f64 {
-        self.links[0].delay_s + self.links[1].delay_s
+/// What the emulator does to direction `dir` of `spec`.
+pub fn shaping(spec: &LabSpec, dir: usize) -> Shaping {
+    let l = &spec.links[dir];
+    Shaping {
+        delay_us: (l.delay_s * 1e6).round() as u64,
+        jitter_us: (l.jitter_s * 1e6).round() as u64,
+        rate_bps: l.rate_bps.map(|r| r.round() as u64),
+        queue_limit_bytes: l.queue_bytes,
+        loss: l.loss,
     }
-
-    /// Whether the link does anything (delay, jitter, rate or loss).
-    pub fn shapes(&self) -> bool {
-        self.links
-            .iter()
-            .any(|l| l.delay_s > 0.0 || l.jitter_s > 0.0 || l.rate_bps.is_some() || l.loss > 0.0)
-    }
-
-    /// Any loss set: the emulator must see single packets, not GSO bursts.
-    pub fn has_loss(&self) -> bool {
-        self.links.iter().any(|l| l.loss > 0.0)
-    }
-
-    /// TCP payload per packet at this MTU (IPv4, 20 B IP + 32 B TCP with
-    /// timestamps) over what each packet costs on the wire.
-    pub fn goodput_ratio(&self) -> f64 {
-        let payload = self.mtu as f64 - 52.0;
-        payload / (self.mtu as f64 + FRAMING_BYTES as f64)
-    }
-
-    /// The TCP goodput the client->server rate allows (None: no rate set).
-    pub fn goodput_bps(&self, dir: usize) -> Option<f64> {
-        self.links[dir].rate_bps.map(|r| r * self.goodput_ratio())
-    }
-
-    pub fn shaping(&self, dir: usize) -> Shaping {
-        let l = &self.links[dir];
-        Shaping {
-            delay_us: (l.delay_s * 1e6).round() as u64,
-            jitter_us: (l.jitter_s * 1e6).round() as u64,
-            rate_bps: l.rate_bps.map(|r| r.round() as u64),
-            queue_limit_bytes: l.queue_bytes,
-            loss: l.loss,
-        }
-    }
-
-    /// One line for humans: `rtt 100 ms, 1 Gbit/s, loss 0.5%, MTU 1500`.
-    pub fn describe(&self) -> String {
-        let pair = |a: String, b: String| if a == b { a } else { format!("{a}/{b}") };
-        let ms = |s: f64| format!("{} ms", trim(s * 1e3));
-        let mut parts = vec![format!("rtt {}", ms(self.rtt_s()))];
-        if self.links[0].delay_s != self.links[1].delay_s {
-            parts.push(format!(
-                "one-way {}",
-                pair(ms(self.links[0].delay_s), ms(self.links[1].delay_s))
-            ));
-        }
-        let rate = |d: usize| {
-            self.links[d]
-                .rate_bps
-                .map_or("unlimited".to_string(), units::fmt_bps)
-        };
-        parts.push(format!("rate {}", pair(rate(0), rate(1))));
-        if self.links.iter().any(|l| l.jitter_s > 0.0) {
-            parts.push(format!(
-                "jitter {}",
-                pair(ms(self.links[0].jitter_s), ms(self.links[1].jitter_s))
-            ));
-        }
-        if self.has_loss() {
-            let pct = |d: usize| format!("{}%", trim(self.links[d].loss * 100.0));
-            parts.push(format!("loss {}", pair(pct(0), pct(1))));
-        }
-        if let Some(q) = self.links[0].queue_bytes {
-            parts.push(format!("queue {}", units::fmt_bytes(q)));
-        }
-        parts.push(format!("MTU {}", self.mtu));
-        parts.push(format!(
-            "offloads {}",
-            if self.offloads { "on" } else { "off" }
-        ));
-        parts.push(format!("cc {}", self.cc));
-        if self.per_packet || self.has_loss() {
-            parts.push("emulated per packet".into());
-        }
-        parts.join(", ")
-    }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 #[cfg(test)]
@@ -342,7 +218,7 @@ mod tests {
         // 1448 of every 1538 wire bytes are TCP payload: ~941 Mbit/s.
         let g = s.goodput_bps(0).unwrap();
         assert!((g - 941.5e6).abs() < 1e6, "{g}");
-        assert_eq!(s.shaping(0).delay_us, 50_000);
+        assert_eq!(shaping(&s, 0).delay_us, 50_000);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 use super::emulator;
-use super::spec::LabSpec;
+use crate::model::lab::LabSpec;
 
 pub const STATE_DIR: &str = "/run/linerate/labs";
 
@@ -50,7 +50,7 @@ pub struct LabState {
     /// The last full calibration (RTT and one flow's goodput), at `lab up`
     /// or when a study changed the link; every result carries its rate check.
     #[serde(default)]
-    pub calibration: Option<super::calibrate::Calibration>,
+    pub calibration: Option<crate::model::lab::Calibration>,
     pub created_at: String,
 }
 

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use super::emulator;
 use super::netns;
-use super::spec::LabSpec;
+
 use super::state::{self, EmulatorState, LabState};
+use crate::model::lab::LabSpec;
 
 /// Receive and send buffer limits in the client and server namespaces:
 /// large enough for a 1 Gbit/s x 200 ms path (25 MB) so that only the
@@ -245,7 +246,7 @@ fn build(
         owner_start_ticks,
         host_changes,
         calibration: None,
-        created_at: crate::result::rfc3339_now(),
+        created_at: crate::units::rfc3339_now(),
     };
     state::save(&st)?;
     Ok(st)
@@ -312,7 +313,7 @@ fn apply_netem(router: &str, spec: &LabSpec) -> Result<(), String> {
 pub fn emulator_config(name: &str, spec: &LabSpec) -> emulator::Config {
     emulator::Config {
         queues: [0, 1],
-        shaping: [spec.shaping(0), spec.shaping(1)],
+        shaping: [super::spec::shaping(spec, 0), super::spec::shaping(spec, 1)],
         per_packet: spec.per_packet || spec.has_loss(),
         mtu: spec.mtu,
         stats: Some(PathBuf::from(state::STATE_DIR).join(format!("{name}.emulator.json"))),

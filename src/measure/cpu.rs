@@ -3,7 +3,7 @@
 //! process's own CPU from `getrusage`, so client and agent cost are known
 //! separately even when both run on one machine (netperf's `-c -C`).
 
-use serde::{Deserialize, Serialize};
+use crate::model::sample::{CpuCost, CpuWindow};
 use std::time::Instant;
 
 /// Jiffies of one CPU line of /proc/stat.
@@ -97,15 +97,29 @@ pub struct ProcCpu {
     pub system_us: u64,
 }
 
-fn read_proc() -> ProcCpu {
-    // SAFETY: getrusage only writes into the struct we pass.
+/// This process's (`libc::RUSAGE_SELF`) or this thread's
+/// (`libc::RUSAGE_THREAD`) CPU time so far, user and system.
+pub fn rusage(who: libc::c_int) -> ProcCpu {
+    // SAFETY: rusage is plain data; getrusage only writes into it, and
+    // cannot fail for RUSAGE_SELF/RUSAGE_THREAD with a valid pointer.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    unsafe { libc::getrusage(who, &mut ru) };
     let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     ProcCpu {
         user_us: us(ru.ru_utime),
         system_us: us(ru.ru_stime),
     }
+}
+
+impl ProcCpu {
+    /// User + system, seconds.
+    pub fn seconds(&self) -> f64 {
+        (self.user_us + self.system_us) as f64 / 1e6
+    }
+}
+
+fn read_proc() -> ProcCpu {
+    rusage(libc::RUSAGE_SELF)
 }
 
 #[derive(Clone, Debug)]
@@ -121,31 +135,6 @@ pub fn snapshot() -> CpuSnapshot {
         host: read_host(),
         proc_: read_proc(),
     }
-}
-
-/// CPU use over a window between two snapshots.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct CpuWindow {
-    pub wall_s: f64,
-    pub ncores: usize,
-    /// Host utilization, percent of all cores (100 = every core busy).
-    pub host_util_pct: f64,
-    pub user_pct: f64,
-    pub system_pct: f64,
-    pub irq_pct: f64,
-    pub softirq_pct: f64,
-    pub iowait_pct: f64,
-    /// Time the hypervisor ran someone else: not ours, but it slows us.
-    pub steal_pct: f64,
-    /// Busy percent of each core, in core order.
-    pub per_core_util_pct: Vec<f64>,
-    /// This process's CPU, percent of all cores (comparable to host_util_pct).
-    pub process_util_pct: f64,
-    /// This process's CPU in cores (1.0 = one core fully busy).
-    pub process_cores: f64,
-    pub process_cpu_s: f64,
-    pub process_user_s: f64,
-    pub process_system_s: f64,
 }
 
 pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
@@ -191,22 +180,6 @@ pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
         process_user_s: user_s,
         process_system_s: sys_s,
     }
-}
-
-/// Service demand: CPU microseconds per KiB moved and per transaction, from
-/// this process's CPU time (on loopback the host figure holds both ends).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct CpuCost {
-    pub host_util_pct: f64,
-    pub process_util_pct: f64,
-    pub process_cores: f64,
-    /// Process CPU µs per KiB (1024 B) of payload counted at the receivers.
-    pub us_per_kb: Option<f64>,
-    /// Process CPU µs per transaction.
-    pub us_per_tx: Option<f64>,
-    /// Host-wide CPU µs per KiB (netperf's definition; includes the other end on loopback).
-    pub host_us_per_kb: Option<f64>,
-    pub steal_pct: f64,
 }
 
 pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64) -> CpuCost {

@@ -85,7 +85,7 @@ pub fn measure(budget: Duration) -> Vec<Speed> {
         }
     }
     #[cfg(feature = "openssl")]
-    out.extend(crate::engine::tls_openssl::cipher_speeds(budget));
+    out.extend(openssl_speeds(budget));
     out
 }
 
@@ -122,7 +122,7 @@ pub fn verdict(flags: &[String], speeds: &[Speed]) -> String {
 }
 
 pub fn report(budget: Duration) -> CryptoReport {
-    let host = crate::env::collect();
+    let host = super::host::collect();
     let speeds = measure(budget);
     CryptoReport {
         verdict: verdict(&host.cpu_flags, &speeds),
@@ -130,6 +130,89 @@ pub fn report(budget: Duration) -> CryptoReport {
         cpu_flags: host.cpu_flags,
         speeds,
     }
+}
+
+/// OpenSSL EVP speed for `linerate crypto`, beside aws-lc: one context per
+/// cipher, re-keyed with a fresh IV per record, as `openssl speed -evp` does.
+#[cfg(feature = "openssl")]
+pub fn openssl_speeds(budget: std::time::Duration) -> Vec<Speed> {
+    use openssl::cipher::Cipher;
+    use openssl::cipher_ctx::CipherCtx;
+    let version = openssl::version::version()
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let lib = format!("{version} EVP");
+    let mut out = Vec::new();
+    for (name, cipher, aead) in [
+        ("aes128-gcm", Cipher::aes_128_gcm(), true),
+        ("aes256-gcm", Cipher::aes_256_gcm(), true),
+        ("chacha20-poly1305", Cipher::chacha20_poly1305(), true),
+        // Encryption only: the TLS 1.2 suite adds an HMAC-SHA256 per record.
+        ("aes256-cbc", Cipher::aes_256_cbc(), false),
+    ] {
+        for &size in RECORD_SIZES {
+            let Ok(mut ctx) = CipherCtx::new() else {
+                continue;
+            };
+            let key = vec![0x42u8; cipher.key_length()];
+            let iv = vec![0u8; cipher.iv_length().max(12)];
+            if ctx.encrypt_init(Some(cipher), Some(&key), None).is_err() {
+                continue;
+            }
+            ctx.set_padding(false);
+            let input = vec![0x5au8; size];
+            let mut output = vec![0u8; size + 32];
+            let start = std::time::Instant::now();
+            let mut n: u64 = 0;
+            loop {
+                let ok = ctx
+                    .encrypt_init(None, None, Some(&iv[..cipher.iv_length()]))
+                    .is_ok()
+                    && ctx.cipher_update(&input, Some(&mut output)).is_ok()
+                    && ctx.cipher_final(&mut output[size..]).is_ok();
+                if aead {
+                    let mut tag = [0u8; 16];
+                    let _ = ctx.tag(&mut tag);
+                }
+                if !ok {
+                    break;
+                }
+                n += 1;
+                if n.is_multiple_of(64) && start.elapsed() >= budget {
+                    break;
+                }
+            }
+            if n > 0 {
+                out.push(Speed {
+                    library: lib.clone(),
+                    cipher: name.into(),
+                    record_bytes: size,
+                    bytes_per_s: n as f64 * size as f64 / start.elapsed().as_secs_f64(),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(feature = "openssl")]
+pub fn openssl_library() -> String {
+    format!(
+        "{} (openssl crate {})",
+        openssl::version::version(),
+        option_env!("LINERATE_OPENSSL_CRATE_VERSION").unwrap_or("?")
+    )
+}
+
+/// The rustls backend with its crypto provider, with versions.
+pub fn rustls_library() -> String {
+    format!(
+        "rustls {} with aws-lc-rs {}",
+        option_env!("LINERATE_RUSTLS_VERSION").unwrap_or("0.23"),
+        option_env!("LINERATE_AWS_LC_VERSION").unwrap_or("?")
+    )
 }
 
 #[cfg(test)]

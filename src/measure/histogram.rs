@@ -2,8 +2,8 @@
 //! about 200 KiB), recorded in nanoseconds, merged at interval edges and at
 //! the end. Summaries are reported in microseconds.
 
+use crate::model::sample::LatencySummary;
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
 /// Highest latency recorded: 100 s. Larger values are clamped, not lost.
 const HIGHEST_NS: u64 = 100_000_000_000;
@@ -18,19 +18,6 @@ pub fn new_hist() -> Hist {
 #[inline]
 pub fn record_ns(h: &mut Hist, ns: u64) {
     h.saturating_record(ns.clamp(1, HIGHEST_NS));
-}
-
-/// Percentiles in microseconds; the names are part of the result schema.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub mean: f64,
-    pub min: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub max: f64,
 }
 
 pub fn summarize(h: &Hist) -> Option<LatencySummary> {

@@ -7,65 +7,7 @@
 //! window, and aggregates are sums of interval counters (never averages of
 //! per-flow rates taken over different times: netperf's skew error).
 
-use serde::{Deserialize, Serialize};
-use std::ops::{AddAssign, Sub};
 use std::time::Duration;
-
-use super::cpu::CpuWindow;
-use super::histogram::LatencySummary;
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    /// Payload bytes received and sent (control headers excluded).
-    pub bytes_rx: u64,
-    pub bytes_tx: u64,
-    /// Completed transactions (counted where the response is received).
-    pub transactions: u64,
-    /// Connections completed (crr) or accepted (agent side of crr).
-    pub connections: u64,
-    /// crr connections that ended with a FIN / with a reset.
-    pub graceful_closes: u64,
-    pub resets: u64,
-    /// Flow errors (resets or failures before the window ended).
-    pub errors: u64,
-    /// TLS handshakes completed on connections made during the test (crr,
-    /// tls-handshake), and how many of them resumed a session.
-    #[serde(default)]
-    pub tls_handshakes: u64,
-    #[serde(default)]
-    pub tls_resumed: u64,
-}
-
-impl AddAssign for Counters {
-    fn add_assign(&mut self, o: Counters) {
-        self.bytes_rx += o.bytes_rx;
-        self.bytes_tx += o.bytes_tx;
-        self.transactions += o.transactions;
-        self.connections += o.connections;
-        self.graceful_closes += o.graceful_closes;
-        self.resets += o.resets;
-        self.errors += o.errors;
-        self.tls_handshakes += o.tls_handshakes;
-        self.tls_resumed += o.tls_resumed;
-    }
-}
-
-impl Sub for Counters {
-    type Output = Counters;
-    fn sub(self, o: Counters) -> Counters {
-        Counters {
-            bytes_rx: self.bytes_rx - o.bytes_rx,
-            bytes_tx: self.bytes_tx - o.bytes_tx,
-            transactions: self.transactions - o.transactions,
-            connections: self.connections - o.connections,
-            graceful_closes: self.graceful_closes - o.graceful_closes,
-            resets: self.resets - o.resets,
-            errors: self.errors - o.errors,
-            tls_handshakes: self.tls_handshakes - o.tls_handshakes,
-            tls_resumed: self.tls_resumed - o.tls_resumed,
-        }
-    }
-}
 
 /// The edges of the warm-up and the measurement intervals, relative to t0.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -100,22 +42,6 @@ impl Timeline {
     pub fn window_end(&self) -> Option<Duration> {
         self.duration.map(|d| self.warmup + d)
     }
-}
-
-/// One side's totals over one interval, after merging its workers.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct IntervalSample {
-    pub index: usize,
-    /// Seconds since the window started (warm-up end).
-    pub start_s: f64,
-    pub end_s: f64,
-    pub counters: Counters,
-    /// Latency of transactions completed in this interval (client side).
-    pub latency_us: Option<LatencySummary>,
-    /// Latency from the intended send time (open-loop rr only).
-    pub latency_corrected_us: Option<LatencySummary>,
-    /// Host and process CPU over this interval.
-    pub cpu: Option<CpuWindow>,
 }
 
 #[cfg(test)]
@@ -156,29 +82,5 @@ mod tests {
         };
         assert_eq!(open.edge(9), Some(ms(2500)));
         assert_eq!(open.intervals(), None);
-    }
-
-    #[test]
-    fn counters_add_and_subtract() {
-        let a = Counters {
-            bytes_rx: 10,
-            transactions: 2,
-            ..Default::default()
-        };
-        let mut b = Counters {
-            bytes_rx: 5,
-            resets: 1,
-            ..Default::default()
-        };
-        b += a;
-        assert_eq!(b.bytes_rx, 15);
-        assert_eq!(
-            b - a,
-            Counters {
-                bytes_rx: 5,
-                resets: 1,
-                ..Default::default()
-            }
-        );
     }
 }

@@ -1,7 +1,9 @@
 //! Measurement: CPU on both ends, latency histograms, TCP_INFO, statistics.
 pub mod cpu;
 pub mod crypto;
+pub mod fold;
 pub mod histogram;
+pub mod host;
 pub mod interval;
 pub mod netdev;
 pub mod placement;

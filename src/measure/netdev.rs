@@ -3,19 +3,8 @@
 //! GSO, GRO, checksums, scatter-gather) from the kernel's ethtool ioctl, so
 //! no `ethtool` binary is needed on either host.
 
-use serde::{Deserialize, Serialize};
+use crate::model::host::LinkInfo;
 use std::collections::BTreeMap;
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct LinkInfo {
-    pub name: String,
-    pub mtu: Option<u32>,
-    /// Mbit/s as the driver reports it (None for virtual links).
-    pub speed_mbps: Option<u64>,
-    pub state: String,
-    /// Offload name -> on/off, where the kernel answers.
-    pub offloads: BTreeMap<String, bool>,
-}
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
@@ -103,32 +92,6 @@ pub fn links() -> Vec<LinkInfo> {
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
-}
-
-impl LinkInfo {
-    /// "mtu 65536, unknown, 10000 Mbit/s, tso on gso on gro on ..."
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(m) = self.mtu {
-            parts.push(format!("mtu {m}"));
-        }
-        if !self.state.is_empty() {
-            parts.push(self.state.clone());
-        }
-        if let Some(s) = self.speed_mbps {
-            parts.push(format!("{s} Mbit/s"));
-        }
-        if !self.offloads.is_empty() {
-            parts.push(
-                self.offloads
-                    .iter()
-                    .map(|(k, v)| format!("{k} {}", if *v { "on" } else { "off" }))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            );
-        }
-        parts.join(", ")
-    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,6 @@
 //! and server on the same core or on different cores, so every result says
 //! which CPUs each worker was allowed and which it was seen on.
 
-use serde::{Deserialize, Serialize};
-
 /// Pins the calling thread to `cpus`.
 pub fn pin_current_thread(cpus: &[usize]) -> Result<(), String> {
     // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it.
@@ -78,17 +76,6 @@ impl CpuSeen {
         v.sort_by(|a, b| b.1.total_cmp(&a.1));
         v
     }
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct WorkerPlacement {
-    pub worker: usize,
-    /// CPUs this worker was pinned to (None: not pinned).
-    pub pinned: Option<Vec<usize>>,
-    pub allowed: Vec<usize>,
-    /// CPUs the worker was seen running on, with the share of samples (%).
-    pub seen: Vec<(usize, f64)>,
-    pub flows: usize,
 }
 
 /// CPUs for worker `i` of a list: round-robin, one CPU each.

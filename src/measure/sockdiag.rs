@@ -6,7 +6,8 @@
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use super::tcpinfo::{self, TcpInfo};
+use super::tcpinfo;
+use crate::model::sample::TcpInfo;
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const INET_DIAG_INFO: u16 = 2;

@@ -2,23 +2,8 @@
 //! confidence interval, used to repeat a test until the interval is tight
 //! enough (netperf `-i max,min -I level,width`).
 
-use serde::{Deserialize, Serialize};
+use crate::model::sample::{Confidence, Estimate};
 use statrs::distribution::{ContinuousCDF, StudentsT};
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct Estimate {
-    pub n: usize,
-    pub mean: f64,
-    pub stddev: f64,
-    /// Confidence level in percent (e.g. 99).
-    pub level_pct: f64,
-    /// Half-width of the confidence interval, in the metric's unit (None for n < 2).
-    pub half_width: Option<f64>,
-    /// Half-width as a percent of the mean.
-    pub half_width_pct: Option<f64>,
-    pub min: f64,
-    pub max: f64,
-}
 
 pub fn estimate(values: &[f64], level_pct: f64) -> Estimate {
     let n = values.len();
@@ -53,43 +38,20 @@ pub fn estimate(values: &[f64], level_pct: f64) -> Estimate {
     }
 }
 
-/// Iteration policy: at least `min`, at most `max` runs, stop early once the
-/// interval at `level_pct` is within +/- `width_pct`/2 of the mean.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Confidence {
-    pub min: usize,
-    pub max: usize,
-    pub level_pct: f64,
-    pub width_pct: f64,
-}
-
-impl Default for Confidence {
-    fn default() -> Self {
-        Confidence {
-            min: 1,
-            max: 1,
-            level_pct: 99.0,
-            width_pct: 5.0,
-        }
+/// True when `c` needs no more iterations after `values`.
+pub fn satisfied(c: &Confidence, values: &[f64]) -> bool {
+    if values.len() >= c.max {
+        return true;
     }
-}
-
-impl Confidence {
-    /// True when no more iterations are needed.
-    pub fn satisfied(&self, values: &[f64]) -> bool {
-        if values.len() >= self.max {
-            return true;
-        }
-        if values.len() < self.min.max(1) {
-            return false;
-        }
-        if values.len() < 2 {
-            return self.max <= 1;
-        }
-        estimate(values, self.level_pct)
-            .half_width_pct
-            .is_some_and(|h| h <= self.width_pct / 2.0)
+    if values.len() < c.min.max(1) {
+        return false;
     }
+    if values.len() < 2 {
+        return c.max <= 1;
+    }
+    estimate(values, c.level_pct)
+        .half_width_pct
+        .is_some_and(|h| h <= c.width_pct / 2.0)
 }
 
 /// Parses `MIN..MAX` or `N` for --iterations.
@@ -157,12 +119,15 @@ mod tests {
             level_pct: 99.0,
             width_pct: 5.0,
         };
-        assert!(!c.satisfied(&[100.0, 100.1]));
-        assert!(c.satisfied(&[100.0, 100.1, 99.9]));
-        assert!(!c.satisfied(&[100.0, 120.0, 80.0]));
-        assert!(c.satisfied(&[1.0, 9.0, 1.0, 9.0, 1.0, 9.0, 1.0, 9.0, 1.0, 9.0]));
+        assert!(!satisfied(&c, &[100.0, 100.1]));
+        assert!(satisfied(&c, &[100.0, 100.1, 99.9]));
+        assert!(!satisfied(&c, &[100.0, 120.0, 80.0]));
+        assert!(satisfied(
+            &c,
+            &[1.0, 9.0, 1.0, 9.0, 1.0, 9.0, 1.0, 9.0, 1.0, 9.0]
+        ));
         let once = Confidence::default();
-        assert!(once.satisfied(&[5.0]));
+        assert!(satisfied(&once, &[5.0]));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! Linux doubles SO_RCVBUF/SO_SNDBUF requests and caps them at rmem_max /
 //! wmem_max, so results always carry what was granted, not what was asked.
 
-use serde::{Deserialize, Serialize};
+use crate::model::sample::TcpInfo;
 use std::os::fd::RawFd;
 
 /// `struct tcp_info` from linux/tcp.h up to `tcpi_rcv_wnd` (Linux 6.2).
@@ -65,38 +65,6 @@ struct RawTcpInfo {
     rcv_ooopack: u32,
     snd_wnd: u32,
     rcv_wnd: u32,
-}
-
-/// The fields a performance engineer reads, in their natural units.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct TcpInfo {
-    pub rtt_us: u32,
-    pub rttvar_us: u32,
-    pub min_rtt_us: Option<u32>,
-    pub snd_cwnd: u32,
-    pub snd_ssthresh: u32,
-    pub snd_mss: u32,
-    pub rcv_mss: u32,
-    pub pmtu: u32,
-    pub total_retrans: u32,
-    pub bytes_retrans: Option<u64>,
-    pub delivery_rate_bps: Option<u64>,
-    pub pacing_rate_bps: Option<u64>,
-    pub bytes_acked: Option<u64>,
-    pub bytes_received: Option<u64>,
-    /// Segments carrying data, sent and received: bytes / segments is the
-    /// average segment size (small ones mean per-packet cost dominates).
-    pub data_segs_out: Option<u32>,
-    pub data_segs_in: Option<u32>,
-    /// Peer's advertised window after scaling (what limits this sender).
-    pub snd_wnd: Option<u32>,
-    /// Our advertised window after scaling.
-    pub rcv_wnd: Option<u32>,
-    pub snd_wscale: u8,
-    pub rcv_wscale: u8,
-    /// Microseconds the sender was limited by the receive window / send buffer.
-    pub rwnd_limited_us: Option<u64>,
-    pub sndbuf_limited_us: Option<u64>,
 }
 
 fn has(len: usize, end_of_field: usize) -> bool {

@@ -1,14 +1,7 @@
-//! Output for people: the live progress line, the tables printed at the end,
-//! and the reports drawn from a study's results folder.
-pub mod compare;
-pub mod csv;
-pub mod document;
-pub mod html;
-pub mod human;
-pub mod keypoints;
-pub mod landscape;
-pub mod markdown;
-pub mod metrics;
-pub mod plot;
-pub mod progress;
-pub mod wanmodel;
+//! Output for people, in two halves. `analysis` turns a results folder into
+//! a landscape (tables and curves per metric), the models beside it and the
+//! key points drawn from it, and compares two folders; `render` writes that
+//! one model as HTML, Markdown, CSV and SVG plots, and a single result as
+//! text. Reports are drawn from a folder alone, never by running anything.
+pub mod analysis;
+pub mod render;

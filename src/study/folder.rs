@@ -16,13 +16,35 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-use crate::result::TestResult;
-use crate::study::config::TestConfig;
+use crate::model::options::TestOptions;
+use crate::model::result::{Status, TestResult};
 use crate::study::file::Study;
 use crate::study::sweep::Point;
 
 pub const MANIFEST_SCHEMA: &str = "linerate.study";
-pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
+
+/// Where a study's folder stands.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StudyStatus {
+    /// Runs are under way (or the process died: resume it).
+    Running,
+    /// Every run is stored.
+    Complete,
+    /// Stopped early (an error or Ctrl-C); `--resume` continues it.
+    Partial,
+}
+
+impl std::fmt::Display for StudyStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StudyStatus::Running => "running",
+            StudyStatus::Complete => "complete",
+            StudyStatus::Partial => "partial",
+        })
+    }
+}
 
 /// One planned run: a point and its repetition number (1-based).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -31,8 +53,8 @@ pub struct RunRecord {
     pub repetition: u32,
     /// Path relative to the folder.
     pub file: String,
-    /// "pending", "ok", "partial" (ended early; kept) or "failed".
-    pub status: String,
+    /// Pending, ok, partial (ended early; kept) or failed.
+    pub status: Status,
     pub error: Option<String>,
 }
 
@@ -44,15 +66,14 @@ pub struct Manifest {
     pub title: String,
     pub created_at: String,
     pub updated_at: String,
-    /// "running", "complete" or "partial".
-    pub status: String,
+    pub status: StudyStatus,
     /// Where the tests ran: "loopback (local agent)" or the agent address.
     pub network: String,
     pub repeat: u32,
     pub shuffle: bool,
     pub seed: Option<u64>,
     /// Command-line settings applied over every point (e.g. a duration).
-    pub overrides: TestConfig,
+    pub overrides: TestOptions,
     pub points: Vec<Point>,
     /// In the order they run.
     pub runs: Vec<RunRecord>,
@@ -141,7 +162,7 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
 
 /// `results/<name>-<2026-11-22T10-00-00>`, made unique with a suffix.
 pub fn new_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
-    let stamp = crate::result::rfc3339_now()
+    let stamp = crate::units::rfc3339_now()
         .trim_end_matches('Z')
         .replace(':', "-");
     std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;

@@ -5,19 +5,20 @@
 //! `--resume` picks up a folder and runs only what has no result yet.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-use crate::cli::{open_target, ConnectArgs, Failure, EXIT_PARTIAL};
-use crate::lab::spec::LabSpec;
+use crate::control::point::{run_point, Point};
+use crate::control::target::{self, ConnectArgs};
+use crate::engine::signals;
+use crate::error::{Error, Result};
+use crate::lab::calibrate;
 use crate::lab::topology::{self, Backend, OwnedLab};
-use crate::lab::{calibrate, record};
-use crate::report::progress::Progress;
-use crate::spec::Workload;
-use crate::study::config::TestConfig;
+use crate::model::lab::LabSpec;
+use crate::model::options::TestOptions;
+use crate::model::result::Status;
 use crate::study::file::Study;
-use crate::study::folder::{self, Manifest, RunRecord};
+use crate::study::folder::{self, Manifest, RunRecord, StudyStatus};
 use crate::study::sweep;
-use crate::workload::exec;
 
 pub struct RunOptions {
     /// Runs of every point; overrides the study's `repeat`.
@@ -28,7 +29,7 @@ pub struct RunOptions {
     /// Where new folders go (`results/`).
     pub out: PathBuf,
     /// Settings applied over every point (e.g. `--duration`).
-    pub overrides: TestConfig,
+    pub overrides: TestOptions,
     pub connect: ConnectArgs,
     pub quiet: bool,
 }
@@ -40,28 +41,6 @@ pub struct Outcome {
     pub skipped: usize,
     /// Why the study stopped early, if it did.
     pub stopped: Option<String>,
-}
-
-/// Set by SIGINT during a study: stop after the running test, keep what is
-/// stored, and still write the manifest and the report.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// The first Ctrl-C ends the study gracefully; a second one ends it at once.
-fn catch_sigint() {
-    INTERRUPTED.store(false, Ordering::SeqCst);
-    // SAFETY: the handler only stores to an atomic (async-signal-safe);
-    // SA_RESETHAND restores the default, so a second Ctrl-C kills.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigint as *const () as usize;
-        sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
-    }
 }
 
 /// A permutation from a 64-bit seed (xorshift; only spreading order matters).
@@ -85,7 +64,7 @@ pub fn plan(points: &[sweep::Point], repeat: u32, seed: Option<u64>) -> Vec<RunR
                 point: p.id.clone(),
                 repetition: rep,
                 file: format!("points/{}.r{rep}.json", p.id),
-                status: "pending".into(),
+                status: Status::Pending,
                 error: None,
             })
             .collect();
@@ -117,20 +96,20 @@ struct StudyLab {
 }
 
 impl StudyLab {
-    fn up(study: &Study, quiet: bool) -> Result<Option<StudyLab>, Failure> {
+    fn up(study: &Study, quiet: bool) -> Result<Option<StudyLab>> {
         let Some(cfg) = &study.lab else {
             return Ok(None);
         };
-        let base = cfg.build().map_err(Failure::from)?;
+        let base = cfg.build().map_err(Error::Failed)?;
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            return Err(Failure::from(format!(
+            return Err(Error::Failed(format!(
                 "study {} brings up a lab (network namespaces): run it as root",
                 study.name
             )));
         }
         let name = format!("st-{}", std::process::id());
-        let lab = OwnedLab::up(&name, &base, Backend::Auto).map_err(Failure::from)?;
+        let lab = OwnedLab::up(&name, &base, Backend::Auto).map_err(Error::Failed)?;
         if !quiet {
             eprintln!(
                 "lab {name}: {} (emulator {})",
@@ -139,7 +118,7 @@ impl StudyLab {
             );
         }
         let mut l = StudyLab { lab, base, quiet };
-        let c = l.calibrate().map_err(Failure::from)?;
+        let c = l.calibrate().map_err(Error::Failed)?;
         if !quiet {
             eprintln!("lab calibration: {}", c.describe());
         }
@@ -147,7 +126,7 @@ impl StudyLab {
     }
 
     /// RTT and one flow's goodput; kept in the lab's state for every result.
-    fn calibrate(&mut self) -> Result<calibrate::Calibration, String> {
+    fn calibrate(&mut self) -> Result<crate::model::lab::Calibration, String> {
         let st = &mut self.lab.state;
         let c = calibrate::calibrate(st, st.spec.links[0].rate_bps.is_some())?;
         st.calibration = Some(c.clone());
@@ -178,23 +157,19 @@ impl StudyLab {
 }
 
 /// Starts a new folder, or reopens `opts.resume`.
-fn prepare(
-    study: &Study,
-    opts: &RunOptions,
-    connect: &ConnectArgs,
-) -> Result<(PathBuf, Manifest), Failure> {
+fn prepare(study: &Study, opts: &RunOptions, connect: &ConnectArgs) -> Result<(PathBuf, Manifest)> {
     if let Some(dir) = &opts.resume {
         let m = folder::read_manifest(dir)?;
         if m.study != study.name {
-            return Err(Failure::from(format!(
+            return Err(Error::Failed(format!(
                 "{} holds study '{}', not '{}'",
                 dir.display(),
                 m.study,
                 study.name
             )));
         }
-        if opts.overrides != TestConfig::default() && opts.overrides != m.overrides {
-            return Err(Failure::from(format!(
+        if opts.overrides != TestOptions::default() && opts.overrides != m.overrides {
+            return Err(Error::Failed(format!(
                 "--resume keeps the folder's settings; drop --duration/--warmup/--iterations (the folder used {})",
                 serde_json::to_string(&m.overrides).unwrap_or_default()
             )));
@@ -211,7 +186,7 @@ fn prepare(
     });
     let dir = folder::new_dir(&opts.out, &study.name)?;
     folder::write_atomic(&dir.join("study.toml"), study.source.as_bytes())?;
-    let now = crate::result::rfc3339_now();
+    let now = crate::units::rfc3339_now();
     let m = Manifest {
         schema: folder::MANIFEST_SCHEMA.into(),
         schema_version: folder::MANIFEST_VERSION,
@@ -219,7 +194,7 @@ fn prepare(
         title: study.title.clone(),
         created_at: now.clone(),
         updated_at: now,
-        status: "running".into(),
+        status: StudyStatus::Running,
         network: network_name(connect, study),
         repeat,
         shuffle: shuffled,
@@ -234,7 +209,7 @@ fn prepare(
 }
 
 /// Runs what is left of the study; the folder is complete or partial after.
-pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
+pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let mut connect = opts.connect.clone();
     if connect.agent.is_none() {
         connect.agent = study.network.agent.clone();
@@ -245,19 +220,15 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
     let (dir, mut m) = prepare(study, opts, &connect)?;
     if study.lab.is_none() {
         if let Some(p) = m.points.iter().find(|p| p.spec.rtt_s.is_some()) {
-            return Err(Failure::from(format!(
+            return Err(Error::Failed(format!(
                 "point {} sets rtt, which needs a [lab] in the study",
                 p.label()
             )));
         }
     }
     if study.lab.is_none() || connect.agent.is_some() {
-        if let Some(p) = m
-            .points
-            .iter()
-            .find(|p| matches!(p.spec.workload, Workload::Exec | Workload::Scp))
-        {
-            return Err(Failure::from(format!(
+        if let Some(p) = m.points.iter().find(|p| p.spec.workload.is_program()) {
+            return Err(Error::Failed(format!(
                 "point {} runs a program ({}), which needs a [lab] in the study",
                 p.label(),
                 p.spec.workload.name()
@@ -265,7 +236,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         }
     }
     let todo: Vec<usize> = (0..m.runs.len())
-        .filter(|&i| !(m.runs[i].status == "ok" && dir.join(&m.runs[i].file).exists()))
+        .filter(|&i| !(m.runs[i].status.is_ok() && dir.join(&m.runs[i].file).exists()))
         .collect();
     let skipped = m.runs.len() - todo.len();
     if !opts.quiet {
@@ -290,14 +261,14 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
         stopped: None,
     };
     if todo.is_empty() {
-        m.status = "complete".into();
+        m.status = StudyStatus::Complete;
         folder::write_json(&folder::manifest_path(&dir), &m)?;
         return Ok(outcome);
     }
     let mut lab = match StudyLab::up(study, opts.quiet) {
         Ok(l) => l,
         Err(e) => {
-            m.status = "partial".into();
+            m.status = StudyStatus::Partial;
             let _ = folder::write_json(&folder::manifest_path(&dir), &m);
             return Err(e);
         }
@@ -305,24 +276,28 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
     if let Some(l) = &lab {
         connect.lab = Some(l.lab.state.name.clone());
     }
-    let mut target = match open_target(&connect) {
+    let flows = m.points.iter().any(|p| !p.spec.workload.is_program());
+    let mut target = match target::open(&connect, flows) {
         Ok(t) => t,
         Err(e) => {
-            m.status = "partial".into();
+            m.status = StudyStatus::Partial;
             let _ = folder::write_json(&folder::manifest_path(&dir), &m);
             return Err(e);
         }
     };
     let total = m.runs.len();
-    catch_sigint();
+    // The first Ctrl-C ends the study after the running test (the manifest
+    // and the report are still written); a second one ends it at once.
+    signals::on_signals(&[libc::SIGINT], true);
+    let interrupted = signals::raised();
     for (n, &i) in todo.iter().enumerate() {
-        if INTERRUPTED.load(Ordering::SeqCst) {
+        if interrupted.load(Ordering::SeqCst) {
             outcome.stopped = Some("interrupted (Ctrl-C)".into());
             break;
         }
         let run = m.runs[i].clone();
         let point = m.point(&run.point).cloned().ok_or_else(|| {
-            Failure::from(format!("manifest names an unknown point {}", run.point))
+            Error::Failed(format!("manifest names an unknown point {}", run.point))
         })?;
         let label = format!(
             "[{}/{}] {}{}",
@@ -335,51 +310,37 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
                 String::new()
             }
         );
-        let show_tx = point.spec.workload != Workload::Stream || point.spec.bytes.is_some();
-        let mut progress = Progress::new(&label, point.spec.duration_s, opts.quiet, false, show_tx);
-        let exec = matches!(point.spec.workload, Workload::Exec | Workload::Scp);
-        let mut test = || {
-            crate::run::run_test(
-                &mut target.conn,
-                &point.spec,
-                point.confidence,
-                target.info.clone(),
-                m.command.clone(),
-                &mut progress,
-                &mut |_| {},
-            )
+        let p = Point {
+            spec: &point.spec,
+            confidence: point.confidence,
+            command: m.command.clone(),
+            label: label.clone(),
+            quiet: opts.quiet,
+            json_stream: false,
+            // Studies put clear and TLS side by side as points of their
+            // landscape; a clear twin per TLS point would double the time.
+            tls_baseline: false,
         };
         let r = match &mut lab {
-            None => test(),
-            Some(l) => l.follow(point.spec.rtt_s).and_then(|_| {
-                let st = l.lab.state.clone();
-                let (r, rec) = record::around(&st, || {
-                    if exec {
-                        exec::run(&point.spec, &st, m.command.clone())
-                    } else {
-                        test()
-                    }
-                })?;
-                r.map(|mut r| {
-                    r.lab = Some(rec);
-                    r
-                })
-            }),
+            None => run_point(&mut target, None, &p),
+            Some(l) => l
+                .follow(point.spec.rtt_s)
+                .map_err(Error::Failed)
+                .and_then(|_| run_point(&mut target, Some(&l.lab.state), &p)),
         };
-        progress.finish();
         let rec = &mut m.runs[i];
         match r {
             Ok(result) => {
                 folder::write_json(&dir.join(&rec.file), &result)?;
-                rec.status = result.summary.status.clone();
+                rec.status = result.summary.status;
                 rec.error = result.iterations.iter().find_map(|it| it.error.clone());
                 if let Some(why) = result.nothing_measured() {
                     // Kept for its errors, but not a point of the landscape.
-                    rec.status = "failed".into();
+                    rec.status = Status::Failed;
                     rec.error = Some(why);
                 }
                 outcome.ran += 1;
-                if rec.status != "ok" {
+                if !rec.status.is_ok() {
                     outcome.stopped = Some(format!(
                         "{label}: {}",
                         rec.error.clone().unwrap_or_else(|| "ended early".into())
@@ -387,40 +348,37 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome, Failure> {
                 }
             }
             Err(e) => {
-                rec.status = "failed".into();
-                rec.error = Some(e.clone());
+                rec.status = Status::Failed;
+                rec.error = Some(e.to_string());
                 outcome.stopped = Some(format!("{label}: {e}"));
             }
         }
-        m.updated_at = crate::result::rfc3339_now();
+        m.updated_at = crate::units::rfc3339_now();
         folder::write_json(&folder::manifest_path(&dir), &m)?;
         if outcome.stopped.is_some() {
             break;
         }
     }
-    if INTERRUPTED.load(Ordering::SeqCst) && outcome.stopped.is_none() {
+    if interrupted.load(Ordering::SeqCst) && outcome.stopped.is_none() {
         outcome.stopped = Some("interrupted (Ctrl-C) after the last run".into());
     }
-    target.conn.bye();
+    target.close();
     m.status = if outcome.stopped.is_some() {
-        "partial".into()
+        StudyStatus::Partial
     } else {
-        "complete".into()
+        StudyStatus::Complete
     };
     folder::write_json(&folder::manifest_path(&dir), &m)?;
     Ok(outcome)
 }
 
-/// The failure for a study that stopped early: exit 3, with a resume hint.
-pub fn stopped_failure(dir: &Path, why: &str) -> Failure {
-    Failure {
-        code: EXIT_PARTIAL,
-        message: format!(
-            "study stopped early ({why}); finished points are kept in {} (continue with --resume {})",
-            dir.display(),
-            dir.display()
-        ),
-    }
+/// The error for a study that stopped early (partial), with a resume hint.
+pub fn stopped_failure(dir: &Path, why: &str) -> Error {
+    Error::Partial(format!(
+        "study stopped early ({why}); finished points are kept in {} (continue with --resume {})",
+        dir.display(),
+        dir.display()
+    ))
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::measure::stats::Confidence;
-use crate::spec::TestSpec;
-use crate::study::config::TestConfig;
+use crate::model::options::TestOptions;
+use crate::model::sample::Confidence;
+use crate::model::spec::TestSpec;
 use crate::study::file::{display_value, Mode, Study};
 
 /// One test of a study.
@@ -106,8 +106,8 @@ fn combinations(study: &Study) -> Vec<Vec<usize>> {
 /// Every point of `study`, with `overrides` (from the command line, e.g. a
 /// shorter duration) applied on top of each. Fails on the first point that
 /// is not a valid test, naming it.
-pub fn expand(study: &Study, overrides: &TestConfig) -> Result<Vec<Point>, String> {
-    let base_cases: Vec<Option<&TestConfig>> = if study.cases.is_empty() {
+pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, String> {
+    let base_cases: Vec<Option<&TestOptions>> = if study.cases.is_empty() {
         vec![None]
     } else {
         study.cases.iter().map(Some).collect()
@@ -127,13 +127,14 @@ pub fn expand(study: &Study, overrides: &TestConfig) -> Result<Vec<Point>, Strin
                 pairs.insert(a.key.clone(), v.clone());
                 params.push((a.key.clone(), display_value(v)));
             }
-            let axis_config = TestConfig::from_pairs(&pairs)?;
+            let axis_config = TestOptions::from_pairs(&pairs)?;
             let mut config = config.overlay(&axis_config).overlay(overrides);
             config.label = None;
             let label = params_label(&params);
             let named = |e: String| format!("{}: point {label}: {e}", study.origin);
-            let spec = config.to_spec().map_err(named)?;
-            let confidence = config.confidence().map_err(named)?;
+            let spec = config.build().map_err(named)?;
+            crate::control::check(&spec).map_err(named)?;
+            let confidence = config.confidence();
             let id = if params.is_empty() {
                 "test".to_string()
             } else {
@@ -172,7 +173,7 @@ pub fn expand(study: &Study, overrides: &TestConfig) -> Result<Vec<Point>, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Direction, Workload};
+    use crate::model::spec::{Direction, Workload};
 
     fn study(extra: &str) -> Study {
         let text = format!("title = \"t\"\ndescription = \"d\"\n[test]\nduration = 1\n{extra}");
@@ -182,7 +183,7 @@ mod tests {
     #[test]
     fn cross_varies_the_last_axis_fastest() {
         let s = study("[sweep]\nflows = [1, 2, 4]\ndirection = [\"tx\", \"rx\"]\n");
-        let p = expand(&s, &TestConfig::default()).unwrap();
+        let p = expand(&s, &TestOptions::default()).unwrap();
         assert_eq!(p.len(), 6);
         assert_eq!(p[0].label(), "flows=1 direction=tx");
         assert_eq!(p[1].label(), "flows=1 direction=rx");
@@ -197,11 +198,11 @@ mod tests {
         let s = study(
             "[sweep]\nmode = \"zip\"\nrequest = [200, 200]\nresponse = [\"1000\", \"32K\"]\n",
         );
-        let p = expand(&s, &TestConfig::default()).unwrap();
+        let p = expand(&s, &TestOptions::default()).unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!(p[1].spec.response, 32768);
         let s = study("[sweep]\nmessage = { from = \"64\", to = \"1M\", times = 4 }\n");
-        let sizes: Vec<usize> = expand(&s, &TestConfig::default())
+        let sizes: Vec<usize> = expand(&s, &TestOptions::default())
             .unwrap()
             .iter()
             .map(|p| p.spec.message)
@@ -211,7 +212,7 @@ mod tests {
             vec![64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
         );
         let s = study("[sweep]\nflows = { from = 10, to = 40, step = 10 }\n");
-        assert_eq!(expand(&s, &TestConfig::default()).unwrap().len(), 4);
+        assert_eq!(expand(&s, &TestOptions::default()).unwrap().len(), 4);
     }
 
     #[test]
@@ -219,8 +220,8 @@ mod tests {
         let s = study(
             "[sweep]\nflows = [1, 10]\n[[case]]\nlabel = \"RR 200/1000\"\nworkload = \"rr\"\nrequest = 200\nresponse = 1000\n[[case]]\nlabel = \"stream put 20M/20\"\nbytes = \"20M\"\nper = \"transaction\"\n",
         );
-        let over = TestConfig {
-            duration: Some(crate::study::config::Secs(0.25)),
+        let over = TestOptions {
+            duration: Some(crate::model::options::Secs(0.25)),
             ..Default::default()
         };
         let p = expand(&s, &over).unwrap();

@@ -23,9 +23,59 @@ use crate::engine::flow::{
 use crate::engine::sockopt;
 use crate::engine::tls::{Role, TlsConn};
 use crate::measure::histogram::record_ns;
-use crate::spec::{CloseMode, TestSpec};
+use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
+
+use super::{Conns, Workload};
+
+/// Connect, request, response, close per transaction.
+pub struct Crr;
+
+impl Workload for Crr {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::Crr
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::TransactionRate
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        client_flows(spec, conns)
+    }
+
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        agent_flows(spec, conns)
+    }
+}
+
+/// One connecting slot per flow, all to the agent's data port.
+pub fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    let to = conns
+        .connect_to
+        .ok_or("a per-transaction workload needs the agent's data address")?;
+    Ok((0..spec.flows)
+        .map(|id| {
+            Box::new(Connector::new(
+                id,
+                to,
+                spec,
+                conns.cookie,
+                conns.tls.clone(),
+            )) as Box<dyn Flow>
+        })
+        .collect())
+}
+
+/// One acceptor per listener (one per agent worker, SO_REUSEPORT).
+pub fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    Ok(conns
+        .listeners
+        .into_iter()
+        .map(|l| Box::new(Acceptor::new(l, spec, conns.cookie, conns.tls.clone())) as Box<dyn Flow>)
+        .collect())
+}
 
 enum State {
     Idle,
@@ -50,7 +100,7 @@ pub struct Connector {
     /// The current connection's TLS session.
     session: Option<TlsConn>,
     /// What the first TLS connection negotiated, for the result.
-    tls_info: Option<crate::engine::tls::TlsInfo>,
+    tls_info: Option<crate::model::flow::TlsInfo>,
 }
 
 impl Connector {
@@ -281,10 +331,10 @@ impl Flow for Connector {
 
     /// With TLS: what the slot's first connection negotiated (a crr slot
     /// has no lasting socket for a kernel view).
-    fn report(&self) -> Option<crate::engine::flow::FlowReport> {
+    fn report(&self) -> Option<crate::model::flow::FlowReport> {
         self.tls_info
             .as_ref()
-            .map(|i| crate::engine::flow::FlowReport {
+            .map(|i| crate::model::flow::FlowReport {
                 flow: self.id,
                 tls: Some(i.clone()),
                 ..Default::default()

@@ -1,47 +1,195 @@
-//! Workloads: what flows do. One file each; the engine drives them.
-pub mod crr;
-pub mod exec;
-pub mod rr;
-pub mod stream;
+//! Workloads: what flows do, one file each, as plug-ins of the engine.
+//!
+//! A workload turns the connections that control made for one side into
+//! that side's flows (state machines the engine's workers drive), says what
+//! its headline metric is, and which options apply to it. The engine never
+//! names a workload: it is handed `Vec<Box<dyn Flow>>` (neper's `neper_fn`
+//! table is the model: a workload is a handful of functions over shared
+//! flow, worker and histogram code).
+//!
+//! Adding a workload: a file here implementing `Workload`, and one line in
+//! `REGISTRY`.
 
+use mio::net::{TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::engine::flow::{Flow, FlowBase};
-use crate::spec::{FlowPlan, TestSpec};
+use crate::engine::tls::{Role, TlsConn};
+use crate::model::spec::{self, MainMetric, TestSpec};
 
-/// Builds the flow for an established connection according to `plan`.
-pub fn persistent_flow(
-    plan: FlowPlan,
-    spec: &TestSpec,
-    base: FlowBase,
-    zerocopy: Option<Arc<stream::ZeroCopySource>>,
-) -> Box<dyn Flow> {
-    match plan {
-        FlowPlan::Stream { send, recv } => Box::new(stream::StreamFlow::new(
-            base,
-            spec.message,
-            send,
-            recv,
-            zerocopy,
-        )),
-        FlowPlan::Requester {
-            request,
-            response,
-            count,
-        } => {
-            let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
-            Box::new(rr::Requester::new(
-                base,
-                request,
-                response,
-                spec.outstanding,
-                count,
-                per_flow_rate,
-            ))
+pub mod crr;
+pub mod rr;
+pub mod stream;
+pub mod tls_handshake;
+
+/// The connections control made for one side before the window opens.
+pub struct Conns {
+    /// The test's cookie: per-transaction connections announce themselves with it.
+    pub cookie: u64,
+    /// This side's TLS settings (shared by connections made during the test).
+    pub tls: Option<Arc<Role>>,
+    /// Persistent flows, established: (flow id, socket, TLS session).
+    pub established: Vec<(u32, TcpStream, Option<TlsConn>)>,
+    /// Per-transaction client: where each flow connects.
+    pub connect_to: Option<SocketAddr>,
+    /// Per-transaction agent: one listener per worker (SO_REUSEPORT).
+    pub listeners: Vec<TcpListener>,
+}
+
+/// Options that apply to some workloads only; validation names the
+/// workloads that take an option from these, so nothing lists them twice.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Supports {
+    /// `--rate`: open loop at a transaction rate.
+    pub rate: bool,
+    /// `--zerocopy`: sendfile from a memfd.
+    pub zerocopy: bool,
+    /// `--bytes`: finite transfers.
+    pub bytes: bool,
+    /// `--window exact`: a clamped window on persistent connections.
+    pub exact_window: bool,
+}
+
+pub trait Workload: Sync {
+    /// The spec's name for it.
+    fn kind(&self) -> spec::Workload;
+    /// Which optional options apply.
+    fn supports(&self) -> Supports {
+        Supports::default()
+    }
+    /// The headline figure: what confidence intervals and progress follow.
+    fn main_metric(&self, spec: &TestSpec) -> MainMetric;
+    /// Checks of its own, beyond `TestSpec::validate` and `supports`.
+    fn validate(&self, _spec: &TestSpec) -> Result<(), String> {
+        Ok(())
+    }
+    /// The controller's flows.
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
+    /// The agent's flows.
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
+}
+
+/// Every flow workload; programs (exec, scp) live in `crate::program`.
+pub static REGISTRY: &[&dyn Workload] = &[
+    &stream::Stream,
+    &rr::Rr,
+    &crr::Crr,
+    &tls_handshake::TlsHandshake,
+];
+
+/// The workload that runs `kind` (None: a program, not flows).
+pub fn get(kind: spec::Workload) -> Option<&'static dyn Workload> {
+    REGISTRY.iter().copied().find(|w| w.kind() == kind)
+}
+
+/// The workload of `spec`, or why it has none.
+pub fn of(spec: &TestSpec) -> Result<&'static dyn Workload, String> {
+    get(spec.workload).ok_or_else(|| {
+        format!(
+            "{} is a program run in a lab, not flows on an agent",
+            spec.workload.name()
+        )
+    })
+}
+
+/// The headline metric of `spec` (programs report transfer throughput).
+pub fn main_metric(spec: &TestSpec) -> MainMetric {
+    get(spec.workload)
+        .map(|w| w.main_metric(spec))
+        .unwrap_or(MainMetric::Throughput)
+}
+
+/// A persistent flow's shared state over an established connection: its
+/// TLS session, and the window clamp it holds with `--window exact`.
+pub fn base(spec: &TestSpec, agent: bool, conn: (u32, TcpStream, Option<TlsConn>)) -> FlowBase {
+    let (id, stream, tls) = conn;
+    FlowBase::new(id, stream)
+        .with_tls(tls)
+        .with_clamp(crate::engine::sockopt::exact_window(spec, agent))
+}
+
+/// The names of the workloads for which `pick` holds, for messages.
+fn names(pick: impl Fn(Supports) -> bool) -> String {
+    let v: Vec<&str> = REGISTRY
+        .iter()
+        .filter(|w| pick(w.supports()))
+        .map(|w| w.kind().name())
+        .collect();
+    v.join(", ")
+}
+
+/// The checks a workload adds to `TestSpec::validate`: options it does not
+/// take, and its own. Programs are checked by the spec alone.
+pub fn validate(spec: &TestSpec) -> Result<(), String> {
+    let Some(w) = get(spec.workload) else {
+        return Ok(());
+    };
+    let s = w.supports();
+    let refuse =
+        |flag: &str, pick: fn(Supports) -> bool| Err(format!("{flag} applies to {}", names(pick)));
+    if spec.rate.is_some() && !s.rate {
+        return refuse("--rate (open loop)", |s| s.rate);
+    }
+    if spec.zerocopy && !s.zerocopy {
+        return refuse("--zerocopy", |s| s.zerocopy);
+    }
+    if spec.bytes.is_some() && !s.bytes {
+        return Err(format!(
+            "--bytes applies to {}; for rr use --request/--response",
+            names(|s| s.bytes)
+        ));
+    }
+    if spec.window == spec::WindowMode::Exact && !s.exact_window {
+        return Err(format!(
+            "--window exact applies to {} (persistent flows)",
+            names(|s| s.exact_window)
+        ));
+    }
+    w.validate(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::spec::Workload as Kind;
+
+    #[test]
+    fn every_flow_workload_is_registered_once() {
+        for k in [Kind::Stream, Kind::Rr, Kind::Crr, Kind::TlsHandshake] {
+            assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
         }
-        FlowPlan::Responder { request, response } => {
-            Box::new(rr::Responder::new(base, request, response))
-        }
-        FlowPlan::Connector { .. } => unreachable!("crr clients open their own connections"),
+        assert!(get(Kind::Exec).is_none() && get(Kind::Scp).is_none());
+    }
+
+    #[test]
+    fn options_name_the_workloads_that_take_them() {
+        let s = TestSpec {
+            workload: Kind::Crr,
+            rate: Some(10.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            validate(&s).unwrap_err(),
+            "--rate (open loop) applies to rr"
+        );
+        let z = TestSpec {
+            workload: Kind::Rr,
+            zerocopy: true,
+            ..Default::default()
+        };
+        assert_eq!(validate(&z).unwrap_err(), "--zerocopy applies to stream");
+        let w = TestSpec {
+            workload: Kind::Crr,
+            window: spec::WindowMode::Exact,
+            rcvbuf: Some(65536),
+            ..Default::default()
+        };
+        assert!(validate(&w).unwrap_err().contains("stream, rr"));
+        let h = TestSpec {
+            workload: Kind::TlsHandshake,
+            ..Default::default()
+        };
+        assert!(validate(&h).unwrap_err().contains("TLS"));
     }
 }

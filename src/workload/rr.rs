@@ -15,11 +15,68 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::flow::{
-    decode_header, read_some, Ctx, Flow, FlowBase, FlowReport, Io, ReadStep, Status, WriteStep,
-    HEADER_LEN,
+    decode_header, read_some, Ctx, Flow, FlowBase, Io, ReadStep, Status, WriteStep, HEADER_LEN,
 };
 use crate::engine::tls::Role;
 use crate::measure::histogram::record_ns;
+use crate::model::flow::FlowReport;
+use crate::model::spec::{self, MainMetric, TestSpec};
+
+use super::{base, Conns, Supports, Workload};
+
+/// Request/response on persistent connections: closed loop with
+/// `outstanding` in flight, or open loop at `--rate` over all flows.
+pub struct Rr;
+
+impl Workload for Rr {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::Rr
+    }
+
+    fn supports(&self) -> Supports {
+        Supports {
+            rate: true,
+            exact_window: true,
+            ..Default::default()
+        }
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::TransactionRate
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
+        Ok(conns
+            .established
+            .into_iter()
+            .map(|c| {
+                Box::new(Requester::new(
+                    base(spec, false, c),
+                    spec.request,
+                    spec.response,
+                    spec.outstanding,
+                    None,
+                    per_flow_rate,
+                )) as Box<dyn Flow>
+            })
+            .collect())
+    }
+
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        Ok(conns
+            .established
+            .into_iter()
+            .map(|c| {
+                Box::new(Responder::new(
+                    base(spec, true, c),
+                    spec.request,
+                    spec.response,
+                )) as Box<dyn Flow>
+            })
+            .collect())
+    }
+}
 
 pub struct Requester {
     base: FlowBase,

@@ -10,7 +10,103 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
-use crate::engine::flow::{Ctx, Flow, FlowBase, FlowReport, Io, ReadStep, Status, BUDGET};
+use super::{base, rr, Conns, Supports, Workload};
+use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
+use crate::model::flow::FlowReport;
+use crate::model::spec::{self, Direction, MainMetric, Per, TestSpec};
+
+/// Bulk transfer: continuous (`message`-sized writes for the window), or
+/// finite (`--bytes`: a request/response of that size, once per flow or
+/// repeated with `--per transaction`).
+pub struct Stream;
+
+impl Workload for Stream {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::Stream
+    }
+
+    fn supports(&self) -> Supports {
+        Supports {
+            zerocopy: true,
+            bytes: true,
+            exact_window: true,
+            ..Default::default()
+        }
+    }
+
+    fn main_metric(&self, spec: &TestSpec) -> MainMetric {
+        if spec.bytes.is_none() || spec.per == Per::Flow {
+            MainMetric::Throughput
+        } else {
+            MainMetric::TransactionRate
+        }
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        flows(spec, conns, false)
+    }
+
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        flows(spec, conns, true)
+    }
+}
+
+/// One side's flows. A finite transfer is a transaction: the client asks
+/// for (or sends) `bytes`, the other end answers with `reply` bytes.
+fn flows(spec: &TestSpec, conns: Conns, agent: bool) -> Result<Vec<Box<dyn Flow>>, String> {
+    let mut out: Vec<Box<dyn Flow>> = Vec::with_capacity(conns.established.len());
+    if let Some((request, response)) = transaction(spec) {
+        for c in conns.established {
+            let b = base(spec, agent, c);
+            out.push(if agent {
+                Box::new(rr::Responder::new(b, request, response))
+            } else {
+                let count = (spec.per == Per::Flow).then_some(1);
+                Box::new(rr::Requester::new(b, request, response, 1, count, None))
+            });
+        }
+        return Ok(out);
+    }
+    let (send, recv) = directions(spec, agent);
+    let zerocopy = match send && spec.zerocopy {
+        true => Some(Arc::new(
+            ZeroCopySource::new(spec.message)
+                .map_err(|e| format!("zero-copy payload (memfd): {e}"))?,
+        )),
+        false => None,
+    };
+    for c in conns.established {
+        out.push(Box::new(StreamFlow::new(
+            base(spec, agent, c),
+            spec.message,
+            send,
+            recv,
+            zerocopy.clone(),
+        )));
+    }
+    Ok(out)
+}
+
+/// Whether this end (`agent` or the client) sends and receives payload.
+fn directions(spec: &TestSpec, agent: bool) -> (bool, bool) {
+    let client_sends = spec.direction != Direction::Rx;
+    let client_recvs = spec.direction != Direction::Tx;
+    if agent {
+        (client_recvs, client_sends)
+    } else {
+        (client_sends, client_recvs)
+    }
+}
+
+/// A finite transfer's request and response sizes (None: continuous).
+fn transaction(spec: &TestSpec) -> Option<(u64, u64)> {
+    let n = spec.bytes?;
+    Some(if spec.direction == Direction::Rx {
+        (spec.reply, n)
+    } else {
+        (n, spec.reply)
+    })
+}
 
 /// One message worth of payload in a memfd, for sendfile.
 pub struct ZeroCopySource {
@@ -160,5 +256,38 @@ impl Flow for StreamFlow {
 
     fn persistent(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_ends_mirror_each_other() {
+        let mut s = TestSpec::default();
+        assert_eq!(directions(&s, false), (true, false));
+        assert_eq!(directions(&s, true), (false, true));
+        s.direction = Direction::Rx;
+        assert_eq!(directions(&s, false), (false, true));
+        s.direction = Direction::Bidir;
+        assert_eq!(directions(&s, true), (true, true));
+        assert_eq!(transaction(&s), None);
+    }
+
+    #[test]
+    fn a_finite_stream_is_a_transaction() {
+        let mut s = TestSpec {
+            bytes: Some(20 << 20),
+            ..Default::default()
+        };
+        assert!(s.is_finite());
+        assert_eq!(transaction(&s), Some((20 << 20, 20)));
+        assert_eq!(Stream.main_metric(&s), MainMetric::Throughput);
+        s.direction = Direction::Rx;
+        s.per = Per::Transaction;
+        assert!(!s.is_finite());
+        assert_eq!(transaction(&s), Some((20, 20 << 20)));
+        assert_eq!(Stream.main_metric(&s), MainMetric::TransactionRate);
     }
 }

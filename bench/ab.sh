@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A/B of linerate against an earlier commit of itself, interleaved on loopback:
+# round r runs every test with A (REF) then B (the work tree), so drift on a
+# shared VM hits both alike. Prints the median of each side and B/A.
+# Usage: bench/ab.sh [REF] [ROUNDS] [SECONDS]   (default HEAD~1 5 4; run alone)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REF=${1:-HEAD~1}
+ROUNDS=${2:-5}
+SECS=${3:-4}
+scratch=${LINERATE_AB_DIR:-/tmp/linerate-ab}
+mkdir -p "$scratch"
+commit=$(git rev-parse "$REF")
+if [ ! -x "$scratch/$commit/target/release/linerate" ]; then
+  rm -rf "$scratch/$commit"
+  git worktree add --detach "$scratch/$commit" "$commit" >/dev/null
+  (cd "$scratch/$commit" && cargo build --release -q)
+fi
+A="$scratch/$commit/target/release/linerate"
+cargo build --release -q
+B=./target/release/linerate
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, kernel $(uname -r)"
+echo "A = $(git log -1 --format='%h %s' "$commit")"
+echo "B = work tree on $(git log -1 --format='%h %s') $(git diff --quiet HEAD || echo '(modified)')"
+echo "rounds=$ROUNDS seconds=$SECS, unpinned"
+
+# name | arguments | summary field
+tests=(
+  "stream 1 flow 128K|stream -m 128K|throughput_bps"
+  "stream 4 flows|stream -F 4|throughput_bps"
+  "rr 1/1|rr|transactions_per_s"
+  "rr 200/1000 x10|rr --request 200 --response 1000 -F 10|transactions_per_s"
+  "crr 64/8192|crr --request 64 --response 8192|transactions_per_s"
+  "stream TLS aes256-gcm|stream --tls --cipher aes256-gcm --no-baseline|throughput_bps"
+)
+
+for r in $(seq 1 "$ROUNDS"); do
+  for t in "${tests[@]}"; do
+    IFS='|' read -r name args field <<<"$t"
+    for side in A B; do
+      bin=$A; [ "$side" = B ] && bin=$B
+      # shellcheck disable=SC2086
+      $bin run $args -d "$SECS" --warmup 1 -q --json "$out/r.json" >/dev/null
+      python3 -c "import json;print(json.load(open('$out/r.json'))['summary']['$field'])" \
+        >> "$out/$side-${name// /_}"
+    done
+  done
+done
+
+printf '%-24s %14s %14s %7s  %s\n' test A B B/A "B/A per round"
+for t in "${tests[@]}"; do
+  IFS='|' read -r name args field <<<"$t"
+  python3 - "$out/A-${name// /_}" "$out/B-${name// /_}" "$name" "$field" <<'EOF'
+import statistics, sys
+a = [float(x) for x in open(sys.argv[1])]
+b = [float(x) for x in open(sys.argv[2])]
+name, field = sys.argv[3], sys.argv[4]
+fmt = (lambda v: "%.2f Gbit/s" % (v / 1e9)) if field == "throughput_bps" else (lambda v: "%.0f tx/s" % v)
+ma, mb = statistics.median(a), statistics.median(b)
+rounds = " ".join("%.2f" % (y / x) for x, y in zip(a, b))
+print("%-24s %14s %14s %7.3f  %s" % (name, fmt(ma), fmt(mb), mb / ma, rounds))
+EOF
+done

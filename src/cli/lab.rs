@@ -1,0 +1,219 @@
+//! `linerate lab ...`: bring a lab up, show it, take it down; and the hidden
+//! `lab emulate` that `lab up` starts inside the router namespace.
+
+use clap::{Args, Subcommand};
+
+use crate::engine::signals;
+use crate::error::{usage, Error, Result};
+
+use crate::lab::calibrate;
+use crate::lab::emulator;
+use crate::lab::spec::LabOptions;
+use crate::lab::state;
+use crate::lab::topology::{self, Backend};
+
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub command: LabCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LabCommand {
+    /// Create lab NAME (client, router, server namespaces) with this link, and calibrate it.
+    Up(UpArgs),
+    /// Remove lab NAME: emulator, namespaces, links and rules (safe to repeat).
+    Down(DownArgs),
+    /// Show the labs that are up, their links, emulator counters and last calibration.
+    Status(StatusArgs),
+    /// The emulator process of a lab (started by `lab up` in the router namespace).
+    #[command(hide = true)]
+    Emulate(EmulateArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmulatorArg {
+    /// netem if the kernel has it, else the NFQUEUE delay element.
+    Auto,
+    Nfqueue,
+    Netem,
+    /// No emulator: plain veth forwarding through the router (a baseline).
+    None,
+}
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// The lab's name (a-z, 0-9, -).
+    pub name: String,
+    #[command(flatten)]
+    pub link: LabOptions,
+    /// Which emulator applies the link.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub emulator: EmulatorArg,
+    /// Skip the calibration (RTT and bulk rate) after the lab is up.
+    #[arg(long)]
+    pub no_calibrate: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DownArgs {
+    /// The lab's name.
+    pub name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// One lab (default: all).
+    pub name: Option<String>,
+    /// Print the state as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct EmulateArgs {
+    /// The emulator's configuration as JSON (see lab::emulator::Config).
+    #[arg(long)]
+    pub config: String,
+}
+
+fn need_root() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Error::Failed(
+            "the lab creates network namespaces: run as root (or under sudo)".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+fn up(a: UpArgs) -> Result<()> {
+    topology::check_name(&a.name).map_err(usage)?;
+    let spec = a.link.build().map_err(usage)?;
+    need_root()?;
+    let backend = match a.emulator {
+        EmulatorArg::Auto => Backend::Auto,
+        EmulatorArg::Nfqueue => Backend::Nfqueue,
+        EmulatorArg::Netem => Backend::Netem,
+        EmulatorArg::None => Backend::None,
+    };
+    let st = topology::up(&a.name, &spec, backend, None).map_err(Error::Failed)?;
+    println!("lab {} is up: {}", st.name, st.spec.describe());
+    for c in &st.host_changes {
+        println!("  note: {c}");
+    }
+    println!(
+        "  client {} in {}, server {} in {}, emulator {} ({})",
+        st.client_addr, st.client_ns, st.server_addr, st.server_ns, st.backend, st.backend_note
+    );
+    if !a.no_calibrate {
+        match calibrate::calibrate(&st, st.spec.links[0].rate_bps.is_some()) {
+            Ok(c) => {
+                let mut st = st.clone();
+                st.calibration = Some(c.clone());
+                state::save(&st).map_err(Error::Failed)?;
+                println!("  calibration: {}", c.describe());
+                for w in &c.warnings {
+                    println!("  warning: {w}");
+                }
+            }
+            Err(e) => {
+                let _ = topology::down(&st.name);
+                return Err(Error::Failed(format!(
+                    "{e}; lab {} taken down again",
+                    st.name
+                )));
+            }
+        }
+    }
+    println!(
+        "  run tests with: linerate run stream --lab {0}   take it down with: linerate lab down {0}",
+        st.name
+    );
+    Ok(())
+}
+
+fn down(a: DownArgs) -> Result<()> {
+    topology::check_name(&a.name).map_err(usage)?;
+    need_root()?;
+    if topology::down(&a.name).map_err(Error::Failed)? {
+        println!("lab {} is down", a.name);
+    } else {
+        println!("lab {} was not up (nothing to remove)", a.name);
+    }
+    Ok(())
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let names = match &a.name {
+        Some(n) => vec![n.clone()],
+        None => state::list(),
+    };
+    let mut all = Vec::new();
+    for n in names {
+        match state::load(&n).map_err(Error::Failed)? {
+            Some(s) => all.push(s),
+            None => return Err(Error::Failed(format!("no lab named {n} is up"))),
+        }
+    }
+    if a.json {
+        let stats: Vec<_> = all
+            .iter()
+            .map(|s| serde_json::json!({"lab": s, "emulator_stats": s.emulator_stats(), "stale": s.is_stale()}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&stats).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    if all.is_empty() {
+        println!("no lab is up (start one with: linerate lab up wan --rtt 50ms --rate 1gbit)");
+    }
+    for s in &all {
+        let health = if s.is_stale() {
+            "STALE: its emulator or owner is gone; `lab down` removes it"
+        } else {
+            "up"
+        };
+        println!(
+            "lab {} ({health}, since {}): {}",
+            s.name,
+            s.created_at,
+            s.spec.describe()
+        );
+        println!("  emulator {} ({})", s.backend, s.backend_note);
+        if let Some(st) = s.emulator_stats() {
+            for (d, name) in [(0, "client->server"), (1, "server->client")] {
+                let x = &st.dirs[d];
+                println!(
+                    "  {name}: {} packets, {} dropped by loss, {} by the queue, max queue {}",
+                    x.packets,
+                    x.dropped_loss,
+                    x.dropped_queue,
+                    crate::units::fmt_bytes(x.max_queue_bytes)
+                );
+            }
+            println!(
+                "  emulator pid {}, cpu {:.2} s over {:.0} s",
+                st.pid, st.cpu_s, st.uptime_s
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn lab(args: LabArgs) -> Result<()> {
+    match args.command {
+        LabCommand::Up(a) => up(a),
+        LabCommand::Down(a) => down(a),
+        LabCommand::Status(a) => status(a),
+        LabCommand::Emulate(a) => {
+            let cfg: emulator::Config = serde_json::from_str(&a.config)
+                .map_err(|e| Error::Failed(format!("lab emulate: bad --config: {e}")))?;
+            // SIGTERM and SIGINT end the emulator cleanly (final counters written).
+            signals::on_signals(&[libc::SIGTERM, libc::SIGINT], false);
+            emulator::run(&cfg, signals::raised()).map_err(Error::Failed)
+        }
+    }
+}

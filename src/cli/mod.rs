@@ -1,0 +1,121 @@
+//! The roof: clap commands, dispatch, and the only place where errors turn
+//! into exit codes and messages. Nothing in the library imports it.
+//! Exit codes: 0 ok; 1 failure (one-line cause on stderr); 2 bad usage;
+//! 3 partial results (the test ended early; what was measured is kept);
+//! 4 a `compare --fail-if` threshold crossed.
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+
+pub mod crypto;
+pub mod lab;
+pub mod quick;
+pub mod run;
+pub mod serve;
+pub mod study;
+
+pub const EXIT_FAIL: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_PARTIAL: i32 = 3;
+pub const EXIT_THRESHOLD: i32 = 4;
+
+#[derive(Parser, Debug)]
+#[command(name = "linerate", version, about = "A network performance lab in one binary: stream, rr and crr measured on both ends.", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+// Parsed once per process: the size difference between variants is moot.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one test against an agent (a local one is started when --agent is not given).
+    Run(run::RunArgs),
+    /// Run the agent: serve tests for controllers.
+    Serve(serve::ServeArgs),
+    /// The default quick study on loopback (also what `linerate` alone runs).
+    Quick(quick::QuickArgs),
+    /// Studies: sweeps of tests with a report (list, show, metrics, run).
+    Study(study::StudyArgs),
+    /// Write report.html, report.md and landscape.csv of a results folder again (runs nothing).
+    Report(study::ReportArgs),
+    /// Compare two results folders point by point, with significance (exit 4 on --fail-if).
+    Compare(study::CompareArgs),
+    /// Per-core cipher speed (64 B to 16 KiB records) with the TLS backends' libraries, and the CPU's crypto features.
+    Crypto(crypto::CryptoArgs),
+    /// Emulated networks: client, router and server namespaces with a WAN emulator (root).
+    Lab(lab::LabArgs),
+}
+
+/// Writes `value` as pretty JSON to `path`.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::Failed(e.to_string()))?;
+    std::fs::write(path, text + "\n")
+        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+/// The exit code of an error.
+pub fn exit_code(e: &Error) -> i32 {
+    match e {
+        Error::Usage(_) => EXIT_USAGE,
+        Error::Failed(_) => EXIT_FAIL,
+        Error::Partial(_) => EXIT_PARTIAL,
+        Error::Threshold(_) => EXIT_THRESHOLD,
+    }
+}
+
+/// Thousands of flows need thousands of descriptors: take the hard limit.
+fn raise_fd_limit() {
+    // SAFETY: reads and writes a plain rlimit struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+/// Entry point for main: returns the process exit code.
+pub fn main() -> i32 {
+    // A closed stdout (`| head`) must not turn into a panic.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    raise_fd_limit();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let outcome = match cli.command {
+        Some(Command::Run(a)) => run::run(a),
+        Some(Command::Serve(a)) => serve::serve(a),
+        Some(Command::Quick(a)) => quick::run(a),
+        Some(Command::Study(a)) => study::study(a),
+        Some(Command::Report(a)) => study::report(a),
+        Some(Command::Compare(a)) => study::compare(a),
+        Some(Command::Crypto(a)) => crypto::crypto(a),
+        Some(Command::Lab(a)) => lab::lab(a),
+        None => quick::run(quick::QuickArgs {
+            out: PathBuf::from("results"),
+            ..Default::default()
+        }),
+    };
+    match outcome {
+        Ok(()) => 0,
+        Err(e) => {
+            let hint = if matches!(e, Error::Usage(_)) {
+                " (see linerate --help)"
+            } else {
+                ""
+            };
+            eprintln!("linerate: {e}{hint}");
+            exit_code(&e)
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `linerate quick` (and `linerate` alone), the default main job: the built-in `quick` study (studies/quick.toml:
+//! stream 1 and 4 flows, rr 1/1 and 200/1000, crr 64/8192) against one
+//! embedded local agent, printed as one table and written as a results
+//! folder with its HTML report.
+
+use std::fmt::Write;
+
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::write_json;
+use crate::control::target::ConnectArgs;
+use crate::error::Result;
+use crate::model::options::{Secs, TestOptions};
+use crate::model::result::TestResult;
+use crate::model::spec::Workload;
+use crate::report::render::document;
+use crate::study::{builtin, folder, runner};
+use crate::units::{self, fmt_bps, fmt_rate, fmt_us};
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+pub fn table(results: &[(String, TestResult)]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<16} {:>14} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
+        "test",
+        "throughput",
+        "trans/s",
+        "p50",
+        "p99",
+        "cli cpu",
+        "agt cpu",
+        "cli µs/KB",
+        "agt µs/KB",
+        "cli µs/tx",
+        "agt µs/tx"
+    );
+    for (label, r) in results {
+        let s = &r.summary;
+        let is_tx = r.spec.workload != Workload::Stream;
+        let _ = writeln!(
+            o,
+            "{:<16} {:>14} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
+            label,
+            fmt_bps(s.throughput_bps),
+            if is_tx {
+                fmt_rate(s.transactions_per_s)
+            } else {
+                "-".into()
+            },
+            opt(s.latency_us.as_ref().map(|l| l.p50), fmt_us),
+            opt(s.latency_us.as_ref().map(|l| l.p99), fmt_us),
+            opt(s.cpu.client.process_util_pct, |v| format!("{v:.0}%")),
+            opt(s.cpu.agent.process_util_pct, |v| format!("{v:.0}%")),
+            opt(s.cpu.client.us_per_kb, |v| format!("{v:.3}")),
+            opt(s.cpu.agent.us_per_kb, |v| format!("{v:.3}")),
+            opt(s.cpu.client.us_per_tx.filter(|_| is_tx), |v| format!(
+                "{v:.2}"
+            )),
+            opt(s.cpu.agent.us_per_tx.filter(|_| is_tx), |v| format!(
+                "{v:.2}"
+            )),
+        );
+    }
+    o
+}
+
+#[derive(Args, Debug, Default)]
+pub struct QuickArgs {
+    /// Window of each test (the study file says 8 s).
+    #[arg(short = 'd', long, value_parser = units::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Also write all results as one JSON document.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Folder under which the results folder (with report.html) is made.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+pub fn run(args: QuickArgs) -> Result<()> {
+    let study = builtin::get("quick").expect("quick is built in")?;
+    let host = crate::measure::host::collect();
+    let points = crate::study::sweep::expand(&study, &TestOptions::default())?;
+    let window = args
+        .duration
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(points[0].spec.duration_s);
+    println!(
+        "linerate quick study on loopback: {} tests of {window:.0} s; {} ({} CPUs), kernel {}",
+        points.len(),
+        host.cpu_model,
+        host.cpus,
+        host.kernel
+    );
+    println!("cpu = process CPU of each end as % of all cores; µs/KB and µs/tx = that CPU per KiB moved and per transaction\n");
+    let opts = runner::RunOptions {
+        repeat: None,
+        shuffle: false,
+        resume: None,
+        out: args.out.clone(),
+        overrides: TestOptions {
+            duration: args.duration.map(|d| Secs(d.as_secs_f64())),
+            ..Default::default()
+        },
+        connect: ConnectArgs::default(),
+        quiet: args.quiet,
+    };
+    let outcome = runner::run(&study, &opts)?;
+    let loaded = folder::load(&outcome.dir)?;
+    let results: Vec<(String, TestResult)> = loaded
+        .results
+        .iter()
+        .map(|(run, r)| {
+            let label = loaded
+                .manifest
+                .point(&run.point)
+                .map(|p| p.label())
+                .unwrap_or_else(|| run.point.clone());
+            (label, r.clone())
+        })
+        .collect();
+    print!("{}", table(&results));
+    let html = document::write_all(&outcome.dir)?;
+    println!("\nreport: {}", html.display());
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "study": "quick",
+            "folder": outcome.dir,
+            "results": results.iter().map(|(l, r)| serde_json::json!({"label": l, "result": r})).collect::<Vec<_>>(),
+        });
+        write_json(path, &doc)?;
+    }
+    match outcome.stopped {
+        Some(why) => Err(runner::stopped_failure(&outcome.dir, &why)),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,115 @@
+//! `linerate run WORKLOAD [options]`: one test through the same pipeline as
+//! a study's point (`control::point::run_point`), printed for people.
+
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::write_json;
+use crate::control::point::{run_point, Point};
+use crate::control::target::{self, ConnectArgs};
+use crate::error::{usage, Error, Result};
+use crate::model::options::TestOptions;
+use crate::model::spec::{TestSpec, Workload};
+use crate::report::render::human;
+use crate::units;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), or a program in a lab.
+    #[arg(value_enum)]
+    pub workload: Workload,
+    #[command(flatten)]
+    pub test: TestOptions,
+    /// With --tls, skip the clear-text run of the same test that measures what TLS costs.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Write the full result (docs/result-schema.md) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print one JSON object per interval on stdout as the test runs.
+    #[arg(long)]
+    pub json_stream: bool,
+    /// No progress line.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+impl RunArgs {
+    /// The spec these flags run, checked as the agent will check it.
+    pub fn spec(&self) -> Result<TestSpec> {
+        let mut o = self.test.clone();
+        o.workload = Some(self.workload);
+        o.ipv6 = Some(self.connect.ipv6);
+        if let Some(flag) = o.tls_keys_without_tls() {
+            return Err(usage(format!("{flag} needs --tls")));
+        }
+        let spec = o.build().map_err(Error::Usage)?;
+        crate::control::check(&spec).map_err(Error::Usage)?;
+        let allowed = crate::measure::placement::allowed_cpus();
+        if let Some(c) = spec.cpus.iter().flatten().find(|c| !allowed.contains(c)) {
+            return Err(usage(format!(
+                "--cpus names CPU {c}, but this process may use CPUs {}",
+                units::fmt_cpu_list(&allowed)
+            )));
+        }
+        Ok(spec)
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let spec = args.spec()?;
+    let program = spec.workload.is_program();
+    if program && args.connect.lab.is_none() {
+        return Err(usage(format!(
+            "{} runs in a lab: linerate lab up NAME --rtt 50ms --rate 1gbit, then --lab NAME",
+            spec.workload.name()
+        )));
+    }
+    let mut target = target::open(&args.connect, !program)?;
+    let lab = target.lab.clone();
+    let point = Point {
+        spec: &spec,
+        confidence: args.test.confidence(),
+        command: std::env::args().collect(),
+        label: spec.workload.name().into(),
+        quiet: args.quiet,
+        json_stream: args.json_stream,
+        tls_baseline: !args.no_baseline,
+    };
+    let result = run_point(&mut target, lab.as_ref(), &point);
+    target.close();
+    let result = result?;
+    if let Some(path) = &args.json {
+        write_json(path, &result)?;
+    }
+    let text = human::render(&result, true);
+    if args.json_stream {
+        let line = serde_json::json!({"type": "summary", "summary": result.summary});
+        println!("{line}");
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let _ = std::io::stdout().flush();
+    if let Some(why) = result.nothing_measured() {
+        return Err(Error::Failed(why));
+    }
+    if let Some(e) = program
+        .then(|| result.iterations.first().and_then(|i| i.error.clone()))
+        .flatten()
+    {
+        return Err(Error::Failed(e));
+    }
+    if !result.summary.status.is_ok() {
+        let why = result
+            .iterations
+            .iter()
+            .find_map(|i| i.error.clone())
+            .unwrap_or_else(|| "test ended early".into());
+        return Err(Error::Partial(why));
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! The `study`, `report` and `compare` subcommands: thin front ends over the
+//! study runner, the report writer and the comparison.
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::write_json;
+use crate::control::target::ConnectArgs;
+use crate::error::{usage, Error, Result};
+use crate::model::options::{Iterations, Secs, TestOptions};
+use crate::report::analysis::{check, compare, landscape, metrics};
+use crate::report::render::document;
+use crate::study::{builtin, folder, runner, sweep};
+
+fn dur(s: &str) -> Result<Duration, String> {
+    crate::units::parse_duration(s)
+}
+
+#[derive(Args, Debug)]
+pub struct StudyArgs {
+    #[command(subcommand)]
+    pub command: StudyCommand,
+}
+
+// Parsed once per process: the size difference between variants is moot.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand, Debug)]
+pub enum StudyCommand {
+    /// The built-in studies, one line each.
+    List,
+    /// Print a built-in study's file (a starting point for your own).
+    Show { name: String },
+    /// The metrics plots, tables and --fail-if can name.
+    Metrics,
+    /// Run a study (built-in name or .toml file) into results/<study>-<time>/ and write its report.
+    Run(StudyRunArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StudyRunArgs {
+    /// A built-in study name (see `study list`) or a study file.
+    pub study: String,
+    /// Runs of every point (repetitions are interleaved round by round).
+    #[arg(long)]
+    pub repeat: Option<u32>,
+    /// Shuffle the points within each round (spreads drift over all points).
+    #[arg(long)]
+    pub shuffle: bool,
+    /// Continue a stopped study in this folder; points with a stored result are skipped.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    /// Folder under which the study's results folder is made.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// Override every point's measurement window.
+    #[arg(short = 'd', long, value_parser = dur)]
+    pub duration: Option<Duration>,
+    /// Override every point's warm-up.
+    #[arg(long, value_parser = dur)]
+    pub warmup: Option<Duration>,
+    /// Override every point's interval.
+    #[arg(short = 'i', long, value_parser = dur)]
+    pub interval: Option<Duration>,
+    /// Override every point's iterations (N or MIN..MAX).
+    #[arg(long, value_name = "MIN..MAX", value_parser = Iterations::parse)]
+    pub iterations: Option<Iterations>,
+    /// Do not write report.html/report.md/landscape.csv at the end.
+    #[arg(long)]
+    pub no_report: bool,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// No progress lines.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A study results folder (results/<study>-<time>).
+    pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline results folder.
+    pub a: PathBuf,
+    /// The results folder to compare with the baseline.
+    pub b: PathBuf,
+    /// Metrics to compare (repeatable); default throughput, transactions, p99 and CPU cost.
+    #[arg(long = "metric", value_name = "METRIC")]
+    pub metrics: Vec<String>,
+    /// Exit 4 when a change crosses this, e.g. 'throughput_bps<-5%' or 'latency_p99_us>+10%' (repeatable).
+    #[arg(long = "fail-if", value_name = "METRIC<PCT%", value_parser = compare::parse_threshold)]
+    pub fail_if: Vec<compare::Threshold>,
+    /// Confidence level of the significance test, percent.
+    #[arg(long, default_value_t = 95.0)]
+    pub level: f64,
+    /// Write the comparison as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+impl StudyRunArgs {
+    fn overrides(&self) -> TestOptions {
+        TestOptions {
+            duration: self.duration.map(|d| Secs(d.as_secs_f64())),
+            warmup: self.warmup.map(|d| Secs(d.as_secs_f64())),
+            interval: self.interval.map(|d| Secs(d.as_secs_f64())),
+            iterations: self.iterations,
+            ..Default::default()
+        }
+    }
+}
+
+pub fn study(args: StudyArgs) -> Result<()> {
+    match args.command {
+        StudyCommand::List => {
+            for name in builtin::names() {
+                let s = builtin::get(name).expect("listed").map_err(Error::Failed)?;
+                let points = sweep::expand(&s, &TestOptions::default())
+                    .map(|p| p.len())
+                    .unwrap_or(0);
+                println!("{name:<22} {:>3} points  {}", points, s.title);
+            }
+            Ok(())
+        }
+        StudyCommand::Show { name } => match builtin::BUILTIN.iter().find(|(n, _)| *n == name) {
+            Some((_, text)) => {
+                print!("{text}");
+                Ok(())
+            }
+            None => Err(usage(format!(
+                "no built-in study named '{name}' (built in: {})",
+                builtin::names().join(", ")
+            ))),
+        },
+        StudyCommand::Metrics => {
+            for m in metrics::METRICS {
+                println!("{:<22} {}", m.key, m.axis_label());
+            }
+            Ok(())
+        }
+        StudyCommand::Run(a) => run(a).map(|_| ()),
+    }
+}
+
+/// Runs a study and writes its report; returns the results folder.
+pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
+    let study = match &a.resume {
+        // A resumed study runs the file stored with its results.
+        Some(dir) => {
+            let s = folder::load(dir).map_err(Error::Failed)?.study;
+            let named = builtin::resolve(&a.study).map_err(usage)?;
+            if named.name != s.name {
+                return Err(usage(format!(
+                    "{} holds study '{}', not '{}'",
+                    dir.display(),
+                    s.name,
+                    named.name
+                )));
+            }
+            s
+        }
+        None => builtin::resolve(&a.study).map_err(usage)?,
+    };
+    check::study(&study).map_err(Error::Usage)?;
+    let opts = runner::RunOptions {
+        repeat: a.repeat,
+        shuffle: a.shuffle,
+        resume: a.resume.clone(),
+        out: a.out.clone(),
+        overrides: a.overrides(),
+        connect: a.connect.clone(),
+        quiet: a.quiet,
+    };
+    if a.repeat == Some(0) {
+        return Err(usage("--repeat must be at least 1"));
+    }
+    let outcome = runner::run(&study, &opts)?;
+    if !a.no_report {
+        let html = document::write_all(&outcome.dir).map_err(Error::Failed)?;
+        if !a.quiet {
+            eprintln!("report: {} (and report.md, landscape.csv)", html.display());
+        }
+    }
+    match outcome.stopped {
+        Some(why) => Err(runner::stopped_failure(&outcome.dir, &why)),
+        None => Ok(outcome.dir),
+    }
+}
+
+pub fn report(a: ReportArgs) -> Result<()> {
+    let html = document::write_all(&a.dir).map_err(Error::Failed)?;
+    println!("{}", html.display());
+    Ok(())
+}
+
+pub fn compare(a: CompareArgs) -> Result<()> {
+    if !(50.0..100.0).contains(&a.level) {
+        return Err(usage("--level must be between 50 and 100 (percent)"));
+    }
+    if let Some(m) = a.metrics.iter().find(|m| metrics::find(m).is_none()) {
+        return Err(usage(format!(
+            "--metric `{m}` is not a metric; metrics: {}",
+            metrics::names()
+        )));
+    }
+    let la = folder::load(&a.a).map_err(Error::Failed)?;
+    let lb = folder::load(&a.b).map_err(Error::Failed)?;
+    let (changes, unmatched) = compare::compare(
+        &landscape::build(&la),
+        &landscape::build(&lb),
+        &a.metrics,
+        a.level,
+    );
+    println!("A = {}\nB = {}\n", a.a.display(), a.b.display());
+    println!(
+        "{:<28} {:<20} {:>14} {:>14} {:>9} {:>8} {:>7}  verdict ({:.0}%)",
+        "point", "metric", "A", "B", "change", "± CI", "p", a.level
+    );
+    for c in &changes {
+        let m = metrics::find(&c.metric).expect("known");
+        println!(
+            "{:<28} {:<20} {:>14} {:>14} {:>+8.1}% {:>8} {:>7}  {}",
+            c.point,
+            c.metric,
+            m.fmt(c.a),
+            m.fmt(c.b),
+            c.change_pct,
+            c.ci_pct
+                .map(|v| format!("{v:.1}%"))
+                .unwrap_or_else(|| "-".into()),
+            c.p_value
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            c.verdict.word()
+        );
+    }
+    for u in &unmatched {
+        println!("not compared: {u}");
+    }
+    let crossed: Vec<String> = a
+        .fail_if
+        .iter()
+        .flat_map(|t| {
+            changes.iter().filter(|c| t.crossed(c)).map(move |c| {
+                format!(
+                    "{} {} changed {:+.1}% (limit {}{}%)",
+                    c.point,
+                    c.metric,
+                    c.change_pct,
+                    if t.below { "<" } else { ">" },
+                    t.pct
+                )
+            })
+        })
+        .collect();
+    if let Some(path) = &a.json {
+        write_json(
+            path,
+            &serde_json::json!({"a": a.a, "b": a.b, "level_pct": a.level, "changes": changes, "unmatched": unmatched, "crossed": crossed}),
+        )?;
+    }
+    if changes.is_empty() {
+        return Err(Error::Failed(
+            "the two folders share no point with a common metric".to_string(),
+        ));
+    }
+    if !crossed.is_empty() {
+        return Err(Error::Threshold(format!(
+            "threshold crossed: {}",
+            crossed.join("; ")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,399 @@
+//! The controller's end of the control protocol: connect and authenticate,
+//! then run tests on the agent, one iteration at a time, keeping whatever
+//! was measured if the agent dies mid-test.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::protocol::{self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg};
+use crate::engine::setup::connect_flows;
+use crate::engine::side::{Observer, Side, SideReport, SideSetup};
+use crate::engine::tls;
+use crate::model::flow::FlowReport;
+use crate::model::host::HostInfo;
+use crate::workload::Conns;
+
+use crate::measure::fold::combine;
+use crate::model::result::TestInterval;
+use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
+use crate::model::spec::TestSpec;
+
+pub struct AgentConn {
+    pub addr: SocketAddr,
+    writer: TcpStream,
+    rx: Receiver<Option<Msg>>,
+    pub host: Option<HostInfo>,
+}
+
+/// Resolves `host:port`, naming the input in the error.
+pub fn resolve(agent: &str) -> Result<SocketAddr, String> {
+    agent
+        .to_socket_addrs()
+        .map_err(|e| {
+            format!(
+                "cannot resolve agent address '{agent}': {e} (use host:port, e.g. 192.0.2.7:7470)"
+            )
+        })?
+        .next()
+        .ok_or_else(|| format!("agent address '{agent}' resolves to nothing"))
+}
+
+pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => {
+                "is `linerate serve` running there, on that port?"
+            }
+            std::io::ErrorKind::TimedOut => "is the host up and the port open?",
+            _ => "check the address",
+        };
+        format!("cannot reach agent at {addr}: {e} ({hint})")
+    })?;
+    let _ = s.set_nodelay(true);
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let hello = read_msg(&mut s)
+        .map_err(|e| format!("agent at {addr} did not greet: {e} (is it a linerate agent?)"))?;
+    let (version, nonce) = match hello {
+        Msg::Hello {
+            protocol: p,
+            version,
+            nonce,
+            ..
+        } if p == protocol::PROTOCOL => (version, nonce),
+        other => {
+            return Err(format!(
+                "{addr} is not a linerate agent (it said {other:?})"
+            ))
+        }
+    };
+    if version != protocol::VERSION {
+        let msg = format!(
+            "version mismatch: agent at {addr} speaks control protocol v{version}, this linerate speaks v{}; run the same linerate version on both ends",
+            protocol::VERSION
+        );
+        let _ = write_msg(
+            &mut s,
+            &Msg::Error {
+                code: ErrorCode::VersionMismatch,
+                message: msg.clone(),
+            },
+        );
+        return Err(msg);
+    }
+    let cnonce = random_hex(16);
+    write_msg(
+        &mut s,
+        &Msg::Auth {
+            version: protocol::VERSION,
+            nonce: cnonce.clone(),
+            mac: mac(token, "controller", &nonce, &cnonce),
+        },
+    )
+    .map_err(|e| format!("agent at {addr}: {e}"))?;
+    match read_msg(&mut s) {
+        Ok(Msg::AuthOk { mac: m }) if mac_eq(&m, &mac(token, "agent", &cnonce, &nonce)) => {}
+        Ok(Msg::AuthOk { .. }) => {
+            return Err(format!(
+                "agent at {addr} could not prove it holds the same token: wrong token on the agent?"
+            ))
+        }
+        Ok(Msg::Error { message, .. }) => {
+            return Err(format!("agent at {addr} refused: {message}"))
+        }
+        Ok(other) => return Err(format!("agent at {addr}: unexpected {other:?}")),
+        Err(e) => {
+            return Err(format!(
+                "agent at {addr} closed the connection during authentication: {e}"
+            ))
+        }
+    }
+    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+    let (rx, _) = protocol::spawn_reader(s.try_clone().map_err(|e| e.to_string())?);
+    Ok(AgentConn {
+        addr,
+        writer: s,
+        rx,
+        host: None,
+    })
+}
+
+/// What the agent reported for one iteration.
+#[derive(Default)]
+pub struct AgentSide {
+    pub samples: Vec<IntervalSample>,
+    pub window_cpu: Option<CpuWindow>,
+    pub flows: Vec<FlowReport>,
+    pub placement: Vec<WorkerPlacement>,
+    pub errors: Vec<String>,
+}
+
+pub struct IterationRun {
+    pub client: SideReport,
+    pub agent: AgentSide,
+    /// Why the iteration ended early, if it did; results above are kept.
+    pub error: Option<String>,
+}
+
+/// Receives live combined intervals (progress line, --json-stream).
+pub trait Live {
+    fn interval(&mut self, i: &TestInterval);
+}
+
+struct ControllerObserver<'a> {
+    rx: &'a Receiver<Option<Msg>>,
+    agent: &'a mut AgentSide,
+    client: BTreeMap<usize, IntervalSample>,
+    next_live: usize,
+    window_done: bool,
+    dead: bool,
+    agent_error: Option<String>,
+    live: &'a mut dyn Live,
+    /// Time limit of a finite test.
+    deadline: Option<Instant>,
+}
+
+impl ControllerObserver<'_> {
+    fn pump(&mut self) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(Some(m)) => self.take(m),
+                Ok(None) | Err(TryRecvError::Disconnected) => {
+                    self.dead = true;
+                    break;
+                }
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+        self.flush_live(false);
+    }
+
+    fn take(&mut self, m: Msg) {
+        match m {
+            Msg::Interval { sample } => self.agent.samples.push(*sample),
+            Msg::WindowDone { cpu, .. } => {
+                self.agent.window_cpu = cpu;
+                self.window_done = true;
+            }
+            Msg::Final {
+                flows,
+                placement,
+                errors,
+            } => {
+                self.agent.flows = flows;
+                self.agent.placement = placement;
+                self.agent.errors = errors;
+            }
+            Msg::Error { message, .. } => self.agent_error = Some(message),
+            _ => {}
+        }
+    }
+
+    /// Shows each interval once both ends reported it (or, at the end, alone).
+    fn flush_live(&mut self, all: bool) {
+        while let Some(c) = self.client.get(&self.next_live) {
+            let a = self.agent.samples.iter().find(|a| a.index == c.index);
+            if a.is_none() && !all && !self.dead {
+                break;
+            }
+            self.live.interval(&combine(c, a));
+            self.next_live += 1;
+        }
+    }
+}
+
+impl Observer for ControllerObserver<'_> {
+    fn interval(&mut self, sample: &IntervalSample) {
+        self.client.insert(sample.index, sample.clone());
+        self.flush_live(false);
+    }
+
+    fn should_stop(&mut self) -> bool {
+        self.pump();
+        self.dead
+            || self.agent_error.is_some()
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+impl AgentConn {
+    fn send(&mut self, m: &Msg) -> Result<(), String> {
+        write_msg(&mut self.writer, m).map_err(|e| format!("agent at {} is gone: {e}", self.addr))
+    }
+
+    fn expect(&mut self, what: &str, timeout: Duration) -> Result<Msg, String> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(Some(Msg::Error { message, .. })) => {
+                Err(format!("agent at {}: {message}", self.addr))
+            }
+            Ok(Some(m)) => Ok(m),
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(format!(
+                "agent at {} closed the control connection while {what}",
+                self.addr
+            )),
+            Err(RecvTimeoutError::Timeout) => Err(format!(
+                "agent at {} did not answer within {:.0} s while {what}",
+                self.addr,
+                timeout.as_secs_f64()
+            )),
+        }
+    }
+
+    /// Runs one iteration of `spec`. Errors before the timeline starts are
+    /// returned as Err; errors after it keep what was measured.
+    pub fn run_iteration(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+    ) -> Result<IterationRun, String> {
+        self.send(&Msg::Setup {
+            spec: Box::new(spec.clone()),
+        })?;
+        let (port, cookie, tls_cert, tls_label) =
+            match self.expect("setting up the test", Duration::from_secs(30))? {
+                Msg::Ready {
+                    data_port,
+                    cookie,
+                    host,
+                    tls_cert,
+                    tls_cert_label,
+                } => {
+                    self.host = Some(*host);
+                    (data_port, cookie, tls_cert, tls_cert_label)
+                }
+                other => {
+                    return Err(format!(
+                        "agent at {}: expected ready, got {other:?}",
+                        self.addr
+                    ))
+                }
+            };
+        let data = SocketAddr::new(self.addr.ip(), port);
+        let tls_role = match &spec.tls {
+            None => None,
+            Some(t) => {
+                let cert = tls_cert.ok_or_else(|| {
+                    format!(
+                        "agent at {}: asked for TLS, but it sent no certificate",
+                        self.addr
+                    )
+                })?;
+                let label = tls_label.unwrap_or_else(|| t.cert.name().to_string());
+                Some(Arc::new(tls::Role::client(t, &cert, &label)?))
+            }
+        };
+        let workload = crate::workload::of(spec)?;
+        let mut conns = Conns {
+            cookie,
+            tls: tls_role.clone(),
+            established: Vec::new(),
+            connect_to: None,
+            listeners: Vec::new(),
+        };
+        if spec.workload.per_connection() {
+            conns.connect_to = Some(data);
+        } else {
+            let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
+            let flows = connect_flows(data, spec, cookie, spec.flows, timeout)?;
+            conns.established = tls::handshake_all(flows, tls_role.as_deref(), timeout)
+                .map_err(|e| format!("agent at {}: {e}", self.addr))?;
+            match self.expect("accepting the flows", timeout + Duration::from_secs(5))? {
+                Msg::FlowsReady { .. } => {}
+                other => {
+                    return Err(format!(
+                        "agent at {}: expected flows_ready, got {other:?}",
+                        self.addr
+                    ))
+                }
+            }
+        }
+        let setup = SideSetup {
+            agent: false,
+            spec: spec.clone(),
+            flows: workload.client_flows(spec, conns)?,
+        };
+        let mut side = Side::start(setup)?;
+        self.send(&Msg::Start)?;
+        let mut agent = AgentSide::default();
+        let mut obs = ControllerObserver {
+            rx: &self.rx,
+            agent: &mut agent,
+            client: BTreeMap::new(),
+            next_live: 0,
+            window_done: false,
+            dead: false,
+            agent_error: None,
+            live,
+            deadline: spec
+                .is_finite()
+                .then(|| Instant::now() + Duration::from_secs_f64(spec.duration_s)),
+        };
+        side.collect(&mut obs);
+        // Finite tests end when the client is done: tell the agent now.
+        let mut stop_sent = false;
+        if spec.is_finite() && !obs.dead {
+            stop_sent = write_msg(&mut self.writer, &Msg::Stop).is_ok();
+        }
+        let deadline = Instant::now() + Duration::from_secs_f64(10.0 + spec.interval_s * 2.0);
+        while !obs.window_done
+            && !obs.dead
+            && obs.agent_error.is_none()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+            obs.pump();
+        }
+        if !stop_sent && !obs.dead {
+            let _ = write_msg(&mut self.writer, &Msg::Stop);
+        }
+        let client = side.finish(&mut obs);
+        if !obs.dead {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while obs.agent.flows.is_empty()
+                && obs.agent.placement.is_empty()
+                && !obs.dead
+                && Instant::now() < deadline
+            {
+                match self.rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok(Some(m)) => obs.take(m),
+                    Ok(None) | Err(RecvTimeoutError::Disconnected) => obs.dead = true,
+                    Err(RecvTimeoutError::Timeout) => {}
+                }
+            }
+        }
+        obs.flush_live(true);
+        let error = if obs.dead {
+            Some(format!(
+                "agent at {} died mid-test (control connection lost after {} of the agent's intervals): results are partial",
+                self.addr,
+                obs.agent.samples.len()
+            ))
+        } else if let Some(e) = obs.agent_error.take() {
+            Some(format!("agent at {}: {e}", self.addr))
+        } else if !obs.window_done {
+            Some(format!(
+                "agent at {} did not finish its window in time: results are partial",
+                self.addr
+            ))
+        } else if !client.complete && spec.is_finite() {
+            Some(format!(
+                "transfer did not complete within {:.0} s (--duration is the time limit with --bytes)",
+                spec.duration_s
+            ))
+        } else {
+            None
+        };
+        Ok(IterationRun {
+            client,
+            agent,
+            error,
+        })
+    }
+
+    pub fn bye(mut self) {
+        let _ = write_msg(&mut self.writer, &Msg::Bye);
+    }
+}

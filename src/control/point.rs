@@ -1,0 +1,101 @@
+//! One point of work, the single pipeline behind `linerate run` and every
+//! point of a study: the live progress line, the lab record around the
+//! test (calibration, emulator counters), flows on the agent or a program
+//! in the lab, and the clear-text twin of a TLS test.
+
+use super::progress::Progress;
+use super::run::{clear_baseline, run_test};
+use super::target::Target;
+use crate::error::{usage, Error, Result};
+use crate::lab::record;
+use crate::lab::state::LabState;
+use crate::model::result::TestResult;
+use crate::model::sample::Confidence;
+use crate::model::spec::TestSpec;
+
+/// What to run and how to show it.
+pub struct Point<'a> {
+    pub spec: &'a TestSpec,
+    pub confidence: Confidence,
+    /// The command line stored in the result.
+    pub command: Vec<String>,
+    /// The progress line's label.
+    pub label: String,
+    /// No progress line.
+    pub quiet: bool,
+    /// One JSON object per interval on stdout (and no progress line).
+    pub json_stream: bool,
+    /// After a TLS test, run the same test in clear text and keep its
+    /// summary as the result's `baseline` (the cost of encryption).
+    pub tls_baseline: bool,
+}
+
+/// The progress line shows transactions/s for everything but a continuous stream.
+fn shows_transactions(spec: &TestSpec) -> bool {
+    spec.workload != crate::model::spec::Workload::Stream || spec.bytes.is_some()
+}
+
+/// Runs `p` on `target`, inside `lab` when given. Err only when nothing was
+/// measured; a test that ended early is a result with status partial.
+pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
+    let spec = p.spec;
+    let mut progress = Progress::new(
+        &p.label,
+        spec.duration_s,
+        p.quiet || p.json_stream,
+        p.json_stream,
+        shows_transactions(spec),
+    );
+    let outcome = if spec.workload.is_program() {
+        let Some(st) = lab else {
+            return Err(usage(format!(
+                "{} runs in a lab: linerate lab up NAME --rtt 50ms --rate 1gbit, then --lab NAME",
+                spec.workload.name()
+            )));
+        };
+        let command = p.command.clone();
+        record::around(st, || crate::program::run(spec, st, command))
+            .and_then(|(r, rec)| r.map(|r| (r, Some(rec))))
+    } else {
+        let info = target.info.clone();
+        let Some(conn) = target.conn.as_mut() else {
+            return Err(Error::Failed("no agent to run flows on".into()));
+        };
+        let mut test = || {
+            run_test(
+                conn,
+                spec,
+                p.confidence,
+                info.clone(),
+                p.command.clone(),
+                &mut progress,
+                &mut |_| {},
+            )
+        };
+        match lab {
+            Some(st) => record::around(st, test).and_then(|(r, rec)| r.map(|r| (r, Some(rec)))),
+            None => test().map(|r| (r, None)),
+        }
+    };
+    progress.finish();
+    let (mut result, rec) = outcome?;
+    result.lab = rec;
+    if spec.tls.is_some() && p.tls_baseline && result.summary.status.is_ok() {
+        let mut bar = Progress::new(
+            "clear baseline",
+            spec.duration_s,
+            p.quiet || p.json_stream,
+            false,
+            shows_transactions(spec),
+        );
+        let info = target.info.clone();
+        if let Some(conn) = target.conn.as_mut() {
+            match clear_baseline(conn, spec, info, &mut bar) {
+                Ok(b) => result.baseline = Some(b),
+                Err(e) => eprintln!("linerate: note: the clear baseline did not run: {e}"),
+            }
+        }
+        bar.finish();
+    }
+    Ok(result)
+}

@@ -1,0 +1,264 @@
+//! The control protocol: length-prefixed JSON messages on one TCP connection
+//! per controller. A frame is a 4-byte big-endian length and a JSON object
+//! tagged by `type`. The agent speaks first (`hello`, with its protocol
+//! version and a nonce); the controller answers with an HMAC-SHA256 of both
+//! nonces under the shared token, so the token never crosses the wire, and
+//! the agent proves it knows the token too. A version mismatch is named on
+//! both sides instead of showing up as a refused or dropped connection.
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+
+use crate::model::flow::FlowReport;
+use crate::model::host::HostInfo;
+
+use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
+use crate::model::spec::TestSpec;
+
+pub const PROTOCOL: &str = "linerate-control";
+/// Bumped on any incompatible change of the messages below.
+pub const VERSION: u32 = 2;
+/// Frames larger than this are refused (a result with 10k flows is ~5 MB).
+pub const MAX_FRAME: usize = 64 << 20;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    VersionMismatch,
+    AuthFailed,
+    Busy,
+    BadRequest,
+    SetupFailed,
+    Internal,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Msg {
+    Hello {
+        protocol: String,
+        version: u32,
+        software: String,
+        nonce: String,
+    },
+    Auth {
+        version: u32,
+        nonce: String,
+        mac: String,
+    },
+    AuthOk {
+        mac: String,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+    /// Prepare a test: open listeners, check caps.
+    Setup {
+        spec: Box<TestSpec>,
+    },
+    Ready {
+        data_port: u16,
+        cookie: u64,
+        host: Box<HostInfo>,
+        /// With TLS: the agent's certificate (DER), which the client trusts
+        /// for this test (never the key).
+        #[serde(default)]
+        tls_cert: Option<Vec<u8>>,
+        /// What results call that certificate ("ecdsa-p256", "file <path>").
+        #[serde(default)]
+        tls_cert_label: Option<String>,
+    },
+    /// Every flow of the test is accepted (stream, rr).
+    FlowsReady {
+        rejected: u32,
+    },
+    Start,
+    Interval {
+        sample: Box<IntervalSample>,
+    },
+    /// The agent's window is over; its CPU over the window.
+    WindowDone {
+        cpu: Option<CpuWindow>,
+        complete: bool,
+    },
+    Stop,
+    Final {
+        flows: Vec<FlowReport>,
+        placement: Vec<WorkerPlacement>,
+        errors: Vec<String>,
+    },
+    Bye,
+}
+
+pub fn write_msg(w: &mut impl Write, m: &Msg) -> io::Result<()> {
+    let body = serde_json::to_vec(m).map_err(io::Error::other)?;
+    let mut frame = Vec::with_capacity(body.len() + 4);
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)?;
+    w.flush()
+}
+
+pub fn read_msg(r: &mut impl Read) -> io::Result<Msg> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("control frame of {len} bytes: the peer does not speak the linerate control protocol"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|e| {
+        // Tell a newer message we cannot parse from garbage.
+        let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unreadable control message ({e}): {text}"),
+        )
+    })
+}
+
+/// Reads control messages on a thread of their own, so the side that runs a
+/// test can poll them without blocking. `None` on the channel, and the flag
+/// set, mean the connection is gone.
+pub fn spawn_reader(mut stream: std::net::TcpStream) -> (Receiver<Option<Msg>>, Arc<AtomicBool>) {
+    let (tx, rx) = channel();
+    let gone = Arc::new(AtomicBool::new(false));
+    let flag = gone.clone();
+    std::thread::spawn(move || loop {
+        match read_msg(&mut stream) {
+            Ok(m) => {
+                if tx.send(Some(m)).is_err() {
+                    break;
+                }
+            }
+            Err(_) => {
+                flag.store(true, Ordering::Relaxed);
+                let _ = tx.send(None);
+                break;
+            }
+        }
+    });
+    (rx, gone)
+}
+
+pub fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    getrandom::fill(&mut b).expect("OS random source");
+    hex(&b)
+}
+
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("OS random source");
+    u64::from_be_bytes(b)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// HMAC-SHA256 over a role label and both nonces; the label keeps the
+/// controller's proof from being replayed as the agent's.
+pub fn mac(token: &str, role: &str, first: &str, second: &str) -> String {
+    let mut m =
+        Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes any key length");
+    m.update(PROTOCOL.as_bytes());
+    m.update(&[0]);
+    m.update(role.as_bytes());
+    m.update(&[0]);
+    m.update(first.as_bytes());
+    m.update(&[0]);
+    m.update(second.as_bytes());
+    hex(&m.finalize().into_bytes())
+}
+
+/// Compares MACs in constant time.
+pub fn mac_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// Reads a token file: the first line, trimmed; refuses empty tokens.
+pub fn read_token_file(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        return Err(format!(
+            "token file {} is empty: put a shared secret on its first line",
+            path.display()
+        ));
+    }
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_roundtrip() {
+        let mut buf = Vec::new();
+        let spec = TestSpec {
+            flows: 7,
+            ..Default::default()
+        };
+        write_msg(
+            &mut buf,
+            &Msg::Setup {
+                spec: Box::new(spec.clone()),
+            },
+        )
+        .unwrap();
+        write_msg(&mut buf, &Msg::Stop).unwrap();
+        let len = u32::from_be_bytes(buf[0..4].try_into().unwrap()) as usize;
+        assert!(std::str::from_utf8(&buf[4..4 + len])
+            .unwrap()
+            .contains("\"type\":\"setup\""));
+        let mut r = &buf[..];
+        match read_msg(&mut r).unwrap() {
+            Msg::Setup { spec: s } => assert_eq!(*s, spec),
+            m => panic!("{m:?}"),
+        }
+        assert!(matches!(read_msg(&mut r).unwrap(), Msg::Stop));
+        assert!(read_msg(&mut r).is_err());
+    }
+
+    #[test]
+    fn rejects_oversized_and_garbage() {
+        let mut r: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
+        let e = read_msg(&mut r).unwrap_err();
+        assert!(e.to_string().contains("does not speak"), "{e}");
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&5u32.to_be_bytes());
+        buf.extend_from_slice(b"{oops");
+        assert!(read_msg(&mut &buf[..])
+            .unwrap_err()
+            .to_string()
+            .contains("unreadable"));
+    }
+
+    #[test]
+    fn macs_bind_token_role_and_nonces() {
+        let a = mac("secret", "controller", "n1", "n2");
+        assert_eq!(a.len(), 64);
+        assert!(mac_eq(&a, &mac("secret", "controller", "n1", "n2")));
+        assert!(!mac_eq(&a, &mac("Secret", "controller", "n1", "n2")));
+        assert!(!mac_eq(&a, &mac("secret", "agent", "n1", "n2")));
+        assert!(!mac_eq(&a, &mac("secret", "controller", "n2", "n1")));
+        assert_ne!(random_hex(16), random_hex(16));
+    }
+}

@@ -1,0 +1,135 @@
+//! Running one test: iterations until the confidence target is met, each a
+//! full setup/start/window/stop cycle on the agent, folded into one result.
+
+use crate::control::controller::{AgentConn, Live};
+use crate::measure::histogram::{self, new_hist};
+
+use crate::measure::fold::SideData;
+use crate::model::result::{self, AgentInfo, Iteration, Pair, TestResult};
+use crate::model::sample::Confidence;
+use crate::model::spec::TestSpec;
+
+/// Runs `spec` on `conn` and returns the result, partial if an iteration
+/// ended early (its error is in the iteration and the summary status).
+/// Errors before anything was measured are returned as Err.
+pub fn run_test(
+    conn: &mut AgentConn,
+    spec: &TestSpec,
+    conf: Confidence,
+    agent: AgentInfo,
+    command: Vec<String>,
+    live: &mut dyn Live,
+    on_iteration: &mut dyn FnMut(&Iteration),
+) -> Result<TestResult, String> {
+    super::check(spec)?;
+    let metric = crate::workload::main_metric(spec);
+    let started_at = crate::units::rfc3339_now();
+    let client_host = crate::measure::host::collect();
+    let mut iterations: Vec<Iteration> = Vec::new();
+    let mut values = Vec::new();
+    let mut hist = new_hist();
+    let mut hist_c = new_hist();
+    for index in 0..conf.max.max(1) {
+        let run = match conn.run_iteration(spec, live) {
+            Ok(r) => r,
+            Err(e) if iterations.is_empty() => return Err(e),
+            Err(e) => {
+                if let Some(last) = iterations.last_mut() {
+                    last.status = crate::model::result::Status::Partial;
+                    last.error.get_or_insert(e);
+                }
+                break;
+            }
+        };
+        let c = &run.client;
+        histogram::merge(&mut hist, &c.hist);
+        histogram::merge(&mut hist_c, &c.hist_corrected);
+        let mut errors_client = c.errors.clone();
+        errors_client.dedup();
+        let client = SideData {
+            samples: &c.samples,
+            window_s: c.window_s,
+            window_cpu: c.window_cpu.clone(),
+            latency: histogram::summarize(&c.hist),
+            latency_corrected: histogram::summarize(&c.hist_corrected),
+            flows: c.flows.clone(),
+            placement: c.placement.clone(),
+            errors: errors_client,
+        };
+        let a = &run.agent;
+        let agent_window = match (a.samples.first(), a.samples.last()) {
+            (Some(f), Some(l)) => l.end_s - f.start_s,
+            _ => 0.0,
+        };
+        let agent_side = SideData {
+            samples: &a.samples,
+            window_s: agent_window,
+            window_cpu: a.window_cpu.clone(),
+            latency: None,
+            latency_corrected: None,
+            flows: a.flows.clone(),
+            placement: a.placement.clone(),
+            errors: a.errors.clone(),
+        };
+        let it = crate::measure::fold::iteration(index, client, agent_side, run.error.clone());
+        on_iteration(&it);
+        values.push(it.main_value(metric));
+        let failed = run.error.is_some();
+        iterations.push(it);
+        if failed || crate::measure::stats::satisfied(&conf, &values) {
+            break;
+        }
+    }
+    let summary = crate::measure::fold::summarize(
+        spec,
+        &iterations,
+        histogram::summarize(&hist),
+        histogram::summarize(&hist_c),
+        conf.level_pct,
+        metric,
+    );
+    Ok(TestResult {
+        schema: result::SCHEMA.into(),
+        schema_version: result::SCHEMA_VERSION,
+        started_at,
+        command,
+        spec: spec.clone(),
+        confidence_target: conf,
+        agent,
+        environment: Pair {
+            client: client_host,
+            agent: conn.host.clone().unwrap_or_default(),
+        },
+        summary,
+        iterations,
+        baseline: None,
+        lab: None,
+        exec: None,
+    })
+}
+
+/// The clear-text twin of a TLS test, run once right after it on the same
+/// agent, so the result carries the cost of encryption as a ratio measured
+/// side by side (tls-handshake's twin is crr with the same sizes).
+pub fn clear_baseline(
+    conn: &mut AgentConn,
+    spec: &TestSpec,
+    agent: AgentInfo,
+    live: &mut dyn Live,
+) -> Result<crate::model::result::Summary, String> {
+    let mut clear = spec.clone();
+    clear.tls = None;
+    if clear.workload == crate::model::spec::Workload::TlsHandshake {
+        clear.workload = crate::model::spec::Workload::Crr;
+    }
+    let r = run_test(
+        conn,
+        &clear,
+        Confidence::default(),
+        agent,
+        vec![],
+        live,
+        &mut |_| {},
+    )?;
+    Ok(r.summary)
+}

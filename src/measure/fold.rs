@@ -1,0 +1,276 @@
+//! Folding both sides' interval samples into one result: each interval
+//! combined, one iteration's figures, and the summary over iterations.
+//! Bytes are counted at the receivers, each over its own clock's window.
+
+use crate::measure::{cpu, stats};
+use crate::model::flow::FlowReport;
+use crate::model::result::{
+    CpuFields, Iteration, LatencyFields, Pair, Status, Summary, TestInterval,
+};
+use crate::model::sample::{Counters, CpuWindow, IntervalSample, LatencySummary, WorkerPlacement};
+use crate::model::spec::{MainMetric, TestSpec, Workload};
+
+pub fn combine(client: &IntervalSample, agent: Option<&IntervalSample>) -> TestInterval {
+    let a = agent.map(|a| a.counters).unwrap_or_default();
+    let c = client.counters;
+    let secs = (client.end_s - client.start_s).max(1e-9);
+    let agent_secs = agent
+        .map(|a| (a.end_s - a.start_s).max(1e-9))
+        .unwrap_or(secs);
+    let bytes = c.bytes_rx + a.bytes_rx;
+    TestInterval {
+        index: client.index,
+        start_s: client.start_s,
+        end_s: client.end_s,
+        bytes,
+        // Each receiver's bytes over its own clock's interval.
+        throughput_bps: 8.0 * (c.bytes_rx as f64 / secs + a.bytes_rx as f64 / agent_secs),
+        transactions: c.transactions,
+        transactions_per_s: c.transactions as f64 / secs,
+        connections_per_s: c.connections as f64 / secs,
+        latency_us: client.latency_us.clone(),
+        latency_corrected_us: client.latency_corrected_us.clone(),
+        cpu: Pair {
+            client: client.cpu.clone(),
+            agent: agent.and_then(|a| a.cpu.clone()),
+        },
+        counters: Pair {
+            client: c,
+            agent: a,
+        },
+    }
+}
+
+/// Builds one iteration's figures from both sides' interval samples.
+pub struct SideData<'a> {
+    pub samples: &'a [IntervalSample],
+    pub window_s: f64,
+    pub window_cpu: Option<CpuWindow>,
+    pub latency: Option<LatencySummary>,
+    pub latency_corrected: Option<LatencySummary>,
+    pub flows: Vec<FlowReport>,
+    pub placement: Vec<WorkerPlacement>,
+    pub errors: Vec<String>,
+}
+
+pub fn iteration(
+    index: usize,
+    client: SideData<'_>,
+    agent: SideData<'_>,
+    error: Option<String>,
+) -> Iteration {
+    let intervals: Vec<TestInterval> = client
+        .samples
+        .iter()
+        .map(|c| combine(c, agent.samples.iter().find(|a| a.index == c.index)))
+        .collect();
+    let sum = |s: &[IntervalSample]| {
+        let mut t = Counters::default();
+        for x in s {
+            t += x.counters;
+        }
+        t
+    };
+    let (c, a) = (sum(client.samples), sum(agent.samples));
+    let bytes = c.bytes_rx + a.bytes_rx;
+    let secs = client.window_s.max(1e-9);
+    let agent_secs = if agent.window_s > 0.0 {
+        agent.window_s
+    } else {
+        secs
+    };
+    let cost = |w: &Option<CpuWindow>| {
+        w.as_ref()
+            .map(|w| cpu::cost(w, bytes, c.transactions))
+            .unwrap_or_default()
+    };
+    Iteration {
+        index,
+        status: if error.is_some() {
+            Status::Partial
+        } else {
+            Status::Ok
+        },
+        error,
+        duration_s: client.window_s,
+        bytes,
+        // Counted at each receiver over its own window (the agent's clock
+        // starts a control message later than the client's).
+        throughput_bps: 8.0 * (c.bytes_rx as f64 / secs + a.bytes_rx as f64 / agent_secs),
+        transactions: c.transactions,
+        transactions_per_s: c.transactions as f64 / secs,
+        connections: c.connections,
+        connections_per_s: c.connections as f64 / secs,
+        latency_us: client.latency,
+        latency_corrected_us: client.latency_corrected,
+        cost: Pair {
+            client: cost(&client.window_cpu),
+            agent: cost(&agent.window_cpu),
+        },
+        cpu: Pair {
+            client: client.window_cpu,
+            agent: agent.window_cpu,
+        },
+        counters: Pair {
+            client: c,
+            agent: a,
+        },
+        intervals,
+        flows: Pair {
+            client: client.flows,
+            agent: agent.flows,
+        },
+        placement: Pair {
+            client: client.placement,
+            agent: agent.placement,
+        },
+        errors: Pair {
+            client: client.errors,
+            agent: agent.errors,
+        },
+    }
+}
+
+/// The summary over all iterations. Latency comes from the merged histogram
+/// of every iteration (passed in), not from averaging percentiles.
+pub fn summarize(
+    spec: &TestSpec,
+    its: &[Iteration],
+    latency: Option<LatencySummary>,
+    latency_corrected: Option<LatencySummary>,
+    level_pct: f64,
+    metric: MainMetric,
+) -> Summary {
+    let n = its.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&Iteration) -> f64| its.iter().map(f).sum::<f64>() / n;
+    let mean_opt = |f: &dyn Fn(&Iteration) -> Option<f64>| {
+        let v: Vec<f64> = its.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let cpu_side = |agent: bool| {
+        let pick = move |i: &Iteration| {
+            if agent {
+                i.cost.agent.clone()
+            } else {
+                i.cost.client.clone()
+            }
+        };
+        let has = |i: &Iteration| {
+            if agent {
+                i.cpu.agent.is_some()
+            } else {
+                i.cpu.client.is_some()
+            }
+        };
+        CpuFields {
+            host_util_pct: mean_opt(&|i| has(i).then(|| pick(i).host_util_pct)),
+            process_util_pct: mean_opt(&|i| has(i).then(|| pick(i).process_util_pct)),
+            us_per_kb: mean_opt(&|i| pick(i).us_per_kb),
+            us_per_tx: mean_opt(&|i| pick(i).us_per_tx),
+        }
+    };
+    let values: Vec<f64> = its.iter().map(|i| i.main_value(metric)).collect();
+    let is_tx = spec.workload != Workload::Stream || spec.bytes.is_some();
+    Summary {
+        workload: spec.workload.name().into(),
+        duration_s: its.iter().map(|i| i.duration_s).sum(),
+        bytes: its.iter().map(|i| i.bytes).sum(),
+        throughput_bps: mean(&|i| i.throughput_bps),
+        transactions: its.iter().map(|i| i.transactions).sum(),
+        transactions_per_s: mean(&|i| i.transactions_per_s),
+        latency_us: latency.as_ref().filter(|_| is_tx).map(LatencyFields::from),
+        cpu: Pair {
+            client: cpu_side(false),
+            agent: cpu_side(true),
+        },
+        direction: format!("{:?}", spec.direction).to_lowercase(),
+        flows: spec.flows,
+        iterations: its.len(),
+        connections_per_s: spec
+            .workload
+            .per_connection()
+            .then(|| mean(&|i| i.connections_per_s)),
+        latency_corrected_us: latency_corrected.as_ref().map(LatencyFields::from),
+        confidence: (its.len() > 1).then(|| stats::estimate(&values, level_pct)),
+        main_metric: Some(metric),
+        status: if its.iter().all(|i| i.status.is_ok()) && !its.is_empty() {
+            Status::Ok
+        } else {
+            Status::Partial
+        },
+        tls: its
+            .iter()
+            .flat_map(|i| i.flows.client.iter())
+            .find_map(|f| f.tls.clone()),
+        tls_handshakes_per_s: (spec.tls.is_some() && spec.workload.per_connection())
+            .then(|| mean(&|i| i.counters.client.tls_handshakes as f64 / i.duration_s.max(1e-9))),
+        observed_window_bytes: {
+            let mut w: Vec<u32> = its
+                .iter()
+                .flat_map(|i| i.flows.client.iter().chain(i.flows.agent.iter()))
+                .filter_map(|f| f.observed_window.as_ref().map(|o| o.median_bytes))
+                .collect();
+            w.sort_unstable();
+            w.get(w.len() / 2).map(|&v| v as u64)
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(index: usize, rx: u64, tx: u64, trans: u64) -> IntervalSample {
+        IntervalSample {
+            index,
+            start_s: index as f64,
+            end_s: index as f64 + 1.0,
+            counters: Counters {
+                bytes_rx: rx,
+                bytes_tx: tx,
+                transactions: trans,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bytes_are_counted_at_the_receivers() {
+        let client = [sample(0, 100, 1000, 5), sample(1, 100, 1000, 5)];
+        let agent = [sample(0, 1000, 100, 5), sample(1, 1000, 100, 5)];
+        let side = |s: &'static [IntervalSample]| SideData {
+            samples: s,
+            window_s: 2.0,
+            window_cpu: None,
+            latency: None,
+            latency_corrected: None,
+            flows: vec![],
+            placement: vec![],
+            errors: vec![],
+        };
+        let client: &'static [IntervalSample] = Box::leak(Box::new(client));
+        let agent: &'static [IntervalSample] = Box::leak(Box::new(agent));
+        let it = iteration(0, side(client), side(agent), None);
+        assert_eq!(it.bytes, 2200);
+        assert_eq!(it.intervals.iter().map(|i| i.bytes).sum::<u64>(), it.bytes);
+        assert!((it.throughput_bps - 2200.0 * 8.0 / 2.0).abs() < 1e-9);
+        assert_eq!(it.transactions, 10);
+        let spec = TestSpec {
+            workload: Workload::Rr,
+            ..Default::default()
+        };
+        let s = summarize(
+            &spec,
+            &[it.clone(), it],
+            None,
+            None,
+            99.0,
+            MainMetric::TransactionRate,
+        );
+        assert_eq!(s.bytes, 4400);
+        assert_eq!(s.iterations, 2);
+        assert!(s.confidence.is_some());
+        assert_eq!(s.status, Status::Ok);
+    }
+}

@@ -1,0 +1,56 @@
+//! What one flow reports when a test ends: its counters, the kernel's view
+//! (TCP_INFO, granted buffers), the window its sender saw, its TLS session.
+
+use serde::{Deserialize, Serialize};
+
+use super::sample::TcpInfo;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlowReport {
+    pub flow: u32,
+    pub worker: usize,
+    pub local: String,
+    pub peer: String,
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+    pub transactions: u64,
+    /// Socket buffers granted by the kernel (Linux doubles requests).
+    pub sndbuf: Option<u32>,
+    pub rcvbuf: Option<u32>,
+    pub congestion_control: Option<String>,
+    pub tcp_info: Option<TcpInfo>,
+    /// Seconds from the flow's first request to its last response (finite transfers).
+    pub completed_s: Option<f64>,
+    /// What the flow's TLS session negotiated (None: clear text).
+    #[serde(default)]
+    pub tls: Option<TlsInfo>,
+    /// The peer's window while this end's writes were blocked (None: never blocked).
+    #[serde(default)]
+    pub observed_window: Option<ObservedWindow>,
+    /// `--window exact` receivers: times the kernel moved the clamp and it was set again.
+    #[serde(default)]
+    pub window_clamp_repairs: Option<u32>,
+}
+
+/// The window a sender saw: median and largest of its samples.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ObservedWindow {
+    pub median_bytes: u32,
+    pub max_bytes: u32,
+    pub samples: u32,
+}
+
+/// What one flow's TLS session negotiated, recorded in every result.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TlsInfo {
+    pub backend: String,
+    /// Library and crypto provider with versions.
+    pub library: String,
+    pub protocol: String,
+    pub suite: String,
+    pub kx_group: String,
+    /// Encrypt-then-MAC (TLS 1.2 CBC suites only; None where it does not apply).
+    pub etm: Option<bool>,
+    pub cert: String,
+    pub resumed: bool,
+}

@@ -1,0 +1,369 @@
+//! What a result records about the lab it ran on: the link as configured,
+//! the calibration taken before the test, and the emulator's counters.
+
+use serde::{Deserialize, Serialize};
+
+use crate::units;
+
+/// Ethernet framing per packet that a wire rate pays beyond the IP packet:
+/// preamble and SFD 8, header 14, FCS 4, inter-frame gap 12.
+pub const FRAMING_BYTES: u64 = 38;
+
+/// One direction of the emulated link.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LinkSpec {
+    /// One-way delay, seconds.
+    pub delay_s: f64,
+    /// Extra delay uniform in 0..jitter (no reordering), seconds.
+    pub jitter_s: f64,
+    /// Wire rate, bits/s (None: as fast as the host forwards).
+    pub rate_bps: Option<f64>,
+    /// Drop-tail queue before the bottleneck, bytes (None: unlimited).
+    pub queue_bytes: Option<u64>,
+    /// Bernoulli loss probability 0..1.
+    pub loss: f64,
+}
+
+/// The whole lab: both directions and the links' own settings.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LabSpec {
+    /// [client->server, server->client].
+    pub links: [LinkSpec; 2],
+    /// MTU of every lab link.
+    pub mtu: u32,
+    /// TSO/GSO/GRO on the lab links.
+    pub offloads: bool,
+    /// Congestion control set in the client and server namespaces.
+    pub cc: String,
+    /// Make the emulator see single packets even without loss (a GSO
+    /// super-packet is otherwise one unit); costs CPU, for comparison.
+    #[serde(default)]
+    pub per_packet: bool,
+}
+
+impl Default for LabSpec {
+    fn default() -> Self {
+        LabSpec {
+            links: [LinkSpec::default(), LinkSpec::default()],
+            mtu: 1500,
+            offloads: true,
+            cc: "cubic".into(),
+            per_packet: false,
+        }
+    }
+}
+
+impl LabSpec {
+    /// Round-trip time the links add, seconds.
+    pub fn rtt_s(&self) -> f64 {
+        self.links[0].delay_s + self.links[1].delay_s
+    }
+
+    /// Whether the link does anything (delay, jitter, rate or loss).
+    pub fn shapes(&self) -> bool {
+        self.links
+            .iter()
+            .any(|l| l.delay_s > 0.0 || l.jitter_s > 0.0 || l.rate_bps.is_some() || l.loss > 0.0)
+    }
+
+    /// Any loss set: the emulator must see single packets, not GSO bursts.
+    pub fn has_loss(&self) -> bool {
+        self.links.iter().any(|l| l.loss > 0.0)
+    }
+
+    /// TCP payload per packet at this MTU (IPv4, 20 B IP + 32 B TCP with
+    /// timestamps) over what each packet costs on the wire.
+    pub fn goodput_ratio(&self) -> f64 {
+        let payload = self.mtu as f64 - 52.0;
+        payload / (self.mtu as f64 + FRAMING_BYTES as f64)
+    }
+
+    /// The TCP goodput the client->server rate allows (None: no rate set).
+    pub fn goodput_bps(&self, dir: usize) -> Option<f64> {
+        self.links[dir].rate_bps.map(|r| r * self.goodput_ratio())
+    }
+
+    /// One line for humans: `rtt 100 ms, 1 Gbit/s, loss 0.5%, MTU 1500`.
+    pub fn describe(&self) -> String {
+        let pair = |a: String, b: String| if a == b { a } else { format!("{a}/{b}") };
+        let ms = |s: f64| format!("{} ms", trim(s * 1e3));
+        let mut parts = vec![format!("rtt {}", ms(self.rtt_s()))];
+        if self.links[0].delay_s != self.links[1].delay_s {
+            parts.push(format!(
+                "one-way {}",
+                pair(ms(self.links[0].delay_s), ms(self.links[1].delay_s))
+            ));
+        }
+        let rate = |d: usize| {
+            self.links[d]
+                .rate_bps
+                .map_or("unlimited".to_string(), units::fmt_bps)
+        };
+        parts.push(format!("rate {}", pair(rate(0), rate(1))));
+        if self.links.iter().any(|l| l.jitter_s > 0.0) {
+            parts.push(format!(
+                "jitter {}",
+                pair(ms(self.links[0].jitter_s), ms(self.links[1].jitter_s))
+            ));
+        }
+        if self.has_loss() {
+            let pct = |d: usize| format!("{}%", trim(self.links[d].loss * 100.0));
+            parts.push(format!("loss {}", pair(pct(0), pct(1))));
+        }
+        if let Some(q) = self.links[0].queue_bytes {
+            parts.push(format!("queue {}", units::fmt_bytes(q)));
+        }
+        parts.push(format!("MTU {}", self.mtu));
+        parts.push(format!(
+            "offloads {}",
+            if self.offloads { "on" } else { "off" }
+        ));
+        parts.push(format!("cc {}", self.cc));
+        if self.per_packet || self.has_loss() {
+            parts.push("emulated per packet".into());
+        }
+        parts.join(", ")
+    }
+}
+
+/// What one calibration found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Calibration {
+    /// Configured round trip, ms.
+    pub rtt_configured_ms: f64,
+    /// Median TCP connect time (SYN to SYN-ACK), ms.
+    pub rtt_connect_ms: f64,
+    /// Median 1-byte request/response time, ms (min and max beside it).
+    pub rtt_rr_ms: f64,
+    pub rtt_rr_min_ms: f64,
+    pub rtt_rr_max_ms: f64,
+    /// TCP goodput the configured rate allows (None: no rate set).
+    pub goodput_expected_bps: Option<f64>,
+    /// Goodput one bulk flow measured (None: not measured).
+    pub goodput_measured_bps: Option<f64>,
+    /// Share of one core the emulator used while calibrating (None: netem).
+    pub emulator_cpu_pct: Option<f64>,
+    pub warnings: Vec<String>,
+}
+
+impl Calibration {
+    /// The warnings this calibration deserves.
+    pub fn judge(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        let tol = (0.02 * self.rtt_configured_ms).max(0.5);
+        if (self.rtt_rr_ms - self.rtt_configured_ms).abs() > tol {
+            w.push(format!(
+                "measured RTT {:.2} ms is off the configured {:.2} ms by more than {:.2} ms",
+                self.rtt_rr_ms, self.rtt_configured_ms, tol
+            ));
+        }
+        if let (Some(e), Some(m)) = (self.goodput_expected_bps, self.goodput_measured_bps) {
+            if (m - e).abs() / e > 0.02 {
+                w.push(format!(
+                    "one flow measured {} where the configured rate allows {} ({:+.1}%)",
+                    units::fmt_bps(m),
+                    units::fmt_bps(e),
+                    (m / e - 1.0) * 100.0
+                ));
+            }
+        }
+        if let Some(cpu) = self.emulator_cpu_pct {
+            if cpu > 80.0 {
+                w.push(format!(
+                    "the emulator used {cpu:.0}% of a core: it may be the bottleneck"
+                ));
+            }
+        }
+        w
+    }
+
+    /// Two lines for humans.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "measured RTT {:.2} ms (connect {:.2} ms, rr min {:.2} max {:.2}) vs {:.2} ms configured",
+            self.rtt_rr_ms,
+            self.rtt_connect_ms,
+            self.rtt_rr_min_ms,
+            self.rtt_rr_max_ms,
+            self.rtt_configured_ms
+        );
+        if let Some(m) = self.goodput_measured_bps {
+            s.push_str(&format!("; one flow {}", units::fmt_bps(m)));
+            if let Some(e) = self.goodput_expected_bps {
+                s.push_str(&format!(
+                    " of {} expected ({:.1}%)",
+                    units::fmt_bps(e),
+                    m / e * 100.0
+                ));
+            }
+        }
+        if let Some(c) = self.emulator_cpu_pct {
+            s.push_str(&format!("; emulator {c:.1}% of a core"));
+        }
+        s
+    }
+}
+
+/// Counters of one direction.
+///
+/// `packets`, `bytes`, `segments` and `wire_bytes` count the packets put on
+/// the link (not dropped), at arrival; the packets that arrived are
+/// `packets + dropped_loss + dropped_queue`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DirStats {
+    pub packets: u64,
+    /// IP bytes (a GSO super-packet counts whole).
+    pub bytes: u64,
+    /// Bytes on the wire: IP bytes + 38 B framing per segment (+ the headers
+    /// each extra segment of a GSO super-packet repeats).
+    pub wire_bytes: u64,
+    pub dropped_loss: u64,
+    pub dropped_queue: u64,
+    /// Largest number of wire bytes waiting for the bottleneck (counting the packet just queued).
+    pub max_queue_bytes: u64,
+    /// Packets released more than 1 ms after their scheduled time.
+    pub late: u64,
+    /// Wire segments of the packets counted in `packets` (= `packets` in per-packet mode).
+    #[serde(default)]
+    pub segments: u64,
+    /// Packets released (accepted back into the kernel) so far; while
+    /// running, `packets - released` are held.
+    #[serde(default)]
+    pub released: u64,
+    /// Packets still held when the emulator stopped (dropped by the kernel
+    /// when the queue closed; releasing them early would break the model).
+    #[serde(default)]
+    pub dropped_stop: u64,
+    /// Largest release lateness seen, microseconds (a measure of the timer accuracy).
+    #[serde(default)]
+    pub max_late_us: u64,
+    /// Verdicts the kernel refused: 0 unless the kernel dropped held packets
+    /// itself (an interface went down) or a bug.
+    #[serde(default)]
+    pub verdict_errors: u64,
+    /// Packets the kernel dropped because the queue was full (262144 held).
+    #[serde(default)]
+    pub kernel_queue_dropped: u64,
+    /// Packets the kernel dropped because the netlink buffer (64 MB) was full:
+    /// the emulator could not keep up.
+    #[serde(default)]
+    pub kernel_user_dropped: u64,
+}
+
+impl DirStats {
+    /// The counts since `before` (an earlier snapshot of the same process);
+    /// high-water marks (`max_*`) keep this snapshot's value.
+    pub fn since(&self, before: &DirStats) -> DirStats {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        DirStats {
+            packets: d(self.packets, before.packets),
+            bytes: d(self.bytes, before.bytes),
+            wire_bytes: d(self.wire_bytes, before.wire_bytes),
+            dropped_loss: d(self.dropped_loss, before.dropped_loss),
+            dropped_queue: d(self.dropped_queue, before.dropped_queue),
+            max_queue_bytes: self.max_queue_bytes,
+            late: d(self.late, before.late),
+            segments: d(self.segments, before.segments),
+            released: d(self.released, before.released),
+            dropped_stop: d(self.dropped_stop, before.dropped_stop),
+            max_late_us: self.max_late_us,
+            verdict_errors: d(self.verdict_errors, before.verdict_errors),
+            kernel_queue_dropped: d(self.kernel_queue_dropped, before.kernel_queue_dropped),
+            kernel_user_dropped: d(self.kernel_user_dropped, before.kernel_user_dropped),
+        }
+    }
+}
+
+/// The emulator's counters over one test (after minus before).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct EmulatorDelta {
+    /// [client->server, server->client].
+    pub dirs: [DirStats; 2],
+    /// Share of one core the emulator used during the test.
+    pub cpu_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LabRecord {
+    pub name: String,
+    pub backend: String,
+    pub backend_note: String,
+    pub spec: Option<LabSpec>,
+    /// The link in one line, as `lab status` prints it.
+    pub link: String,
+    pub calibration: Calibration,
+    pub emulator: Option<EmulatorDelta>,
+    /// TCP settings of the client and server namespaces, as read back.
+    pub tcp: Vec<(String, String)>,
+    pub warnings: Vec<String>,
+}
+
+impl LabRecord {
+    /// Warnings from the emulator's counters over the test.
+    pub fn judge(&self, spec: &LabSpec) -> Vec<String> {
+        let mut w = Vec::new();
+        let Some(e) = &self.emulator else { return w };
+        let names = ["client->server", "server->client"];
+        for (d, x) in e.dirs.iter().enumerate() {
+            if x.dropped_queue > 0 {
+                w.push(format!(
+                    "{}: the emulator's queue ({}) overflowed {} times: the queue, not only the window, shaped this test",
+                    names[d],
+                    spec.links[d]
+                        .queue_bytes
+                        .map_or("unlimited".into(), crate::units::fmt_bytes),
+                    x.dropped_queue
+                ));
+            }
+            if x.packets > 0 && x.late * 100 > x.packets {
+                w.push(format!(
+                    "{}: {} of {} packets left the emulator more than 1 ms late",
+                    names[d], x.late, x.packets
+                ));
+            }
+        }
+        if let Some(c) = e.cpu_pct {
+            if c > 80.0 {
+                w.push(format!(
+                    "the emulator used {c:.0}% of a core during the test: it may be the bottleneck"
+                ));
+            }
+        }
+        w
+    }
+
+    /// Lines for the human summary.
+    pub fn describe(&self) -> Vec<String> {
+        let mut v = vec![format!(
+            "lab {}: {} (emulator {})",
+            self.name, self.link, self.backend
+        )];
+        v.push(format!("calibration: {}", self.calibration.describe()));
+        if let Some(e) = &self.emulator {
+            let mut s = String::from("emulator over the test:");
+            for (d, name) in [(0, "c->s"), (1, "s->c")] {
+                let x = &e.dirs[d];
+                s.push_str(&format!(
+                    " {name} {} packets, {} lost, {} queue drops, max queue {};",
+                    x.packets,
+                    x.dropped_loss,
+                    x.dropped_queue,
+                    crate::units::fmt_bytes(x.max_queue_bytes)
+                ));
+            }
+            if let Some(c) = e.cpu_pct {
+                s.push_str(&format!(" cpu {c:.1}% of a core"));
+            }
+            v.push(s);
+        }
+        for w in &self.warnings {
+            v.push(format!("warning: {w}"));
+        }
+        v
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}

@@ -1,0 +1,898 @@
+//! One test's options as a user writes them: `linerate run`'s flags and a
+//! study's `[test]` table (and its `[[case]]`s and sweep values) are this one
+//! struct, so a key means the same thing, takes the same units (`"128K"`,
+//! `"500ms"`, `"10k"`) and has the same default in both places. `build`
+//! turns it into the `TestSpec` that runs; `to_command_line` is its inverse.
+//!
+//! Every field is optional: a study layers tables (`base.overlay(case)
+//! .overlay(point)`), and the defaults apply only in `build`.
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use super::exec::ExecSpec;
+use super::sample::Confidence;
+use super::spec::{
+    CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, WindowMode, Workload,
+};
+use crate::units;
+
+/// A byte size written as a number or a string with a unit (`"128K"`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Size(pub u64);
+
+/// A duration written as seconds or a string with a unit (`"500ms"`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Secs(pub f64);
+
+/// A count or rate written as a number or with a decimal suffix (`"10k"`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Count(pub f64);
+
+/// A CPU list written as `"0-1"` or `[0, 1]`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cpus(pub Vec<usize>);
+
+/// On or off: `on`/`off` on the command line, `true`/`false` (or the
+/// words) in a study file.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Switch(pub bool);
+
+/// `N` or `MIN..MAX` iterations (netperf -i); stored as that text.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Iterations(pub usize, pub usize);
+
+/// `LEVEL,WIDTH` (netperf -I), e.g. `99,5` = 99% CI within +/-2.5%.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Target(pub f64, pub f64);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumOrText {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+fn de<'de, D: serde::Deserializer<'de>, T>(
+    d: D,
+    num: impl FnOnce(f64) -> Result<T, String>,
+    text: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error> {
+    let r = match NumOrText::deserialize(d)? {
+        NumOrText::Int(i) => num(i as f64),
+        NumOrText::Float(f) => num(f),
+        NumOrText::Text(s) => text(&s),
+        NumOrText::Bool(_) => Err("a number or a string, not true/false".into()),
+    };
+    r.map_err(serde::de::Error::custom)
+}
+
+impl Size {
+    pub fn parse(s: &str) -> Result<Size, String> {
+        units::parse_size(s).map(Size)
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |f| {
+                if f >= 0.0 && f.fract() == 0.0 {
+                    Ok(Size(f as u64))
+                } else {
+                    Err(
+                        "a size must be a whole number of bytes or a string such as \"128K\""
+                            .into(),
+                    )
+                }
+            },
+            Size::parse,
+        )
+    }
+}
+
+impl Secs {
+    pub fn parse(s: &str) -> Result<Secs, String> {
+        units::parse_duration(s).map(|d| Secs(d.as_secs_f64()))
+    }
+}
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |f| {
+                if f.is_finite() && f >= 0.0 {
+                    Ok(Secs(f))
+                } else {
+                    Err("a duration must be 0 or more".into())
+                }
+            },
+            Secs::parse,
+        )
+    }
+}
+
+impl Count {
+    pub fn parse(s: &str) -> Result<Count, String> {
+        units::parse_count(s).map(Count)
+    }
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |f| {
+                if f.is_finite() && f > 0.0 {
+                    Ok(Count(f))
+                } else {
+                    Err("a rate must be a positive number".into())
+                }
+            },
+            Count::parse,
+        )
+    }
+}
+
+impl Cpus {
+    pub fn parse(s: &str) -> Result<Cpus, String> {
+        units::parse_cpu_list(s).map(Cpus)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cpus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            List(Vec<usize>),
+            Text(String),
+        }
+        match Form::deserialize(d)? {
+            Form::List(v) if !v.is_empty() => Ok(Cpus(v)),
+            Form::List(_) => Err(serde::de::Error::custom("an empty CPU list")),
+            Form::Text(s) => Cpus::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl Switch {
+    pub fn parse(s: &str) -> Result<Switch, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" => Ok(Switch(true)),
+            "off" | "false" | "no" => Ok(Switch(false)),
+            _ => Err(format!("'{s}' is not on or off")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Switch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumOrText::deserialize(d)? {
+            NumOrText::Bool(b) => Ok(Switch(b)),
+            NumOrText::Text(s) => Switch::parse(&s).map_err(serde::de::Error::custom),
+            _ => Err(serde::de::Error::custom("true/false or \"on\"/\"off\"")),
+        }
+    }
+}
+
+impl Iterations {
+    pub fn parse(s: &str) -> Result<Iterations, String> {
+        let bad = || format!("'{s}' is not an iteration count (examples: 3, 3..10)");
+        let (a, b) = match s.split_once("..") {
+            Some((a, b)) => (
+                a.trim().parse().map_err(|_| bad())?,
+                b.trim().parse().map_err(|_| bad())?,
+            ),
+            None => {
+                let n = s.trim().parse().map_err(|_| bad())?;
+                (n, n)
+            }
+        };
+        if a == 0 || b < a || b > 100 {
+            return Err(format!("--iterations '{s}': need 1 <= MIN <= MAX <= 100"));
+        }
+        Ok(Iterations(a, b))
+    }
+}
+
+impl std::fmt::Display for Iterations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == self.1 {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "{}..{}", self.0, self.1)
+        }
+    }
+}
+
+impl Serialize for Iterations {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Iterations {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(d, |f| Iterations::parse(&f.to_string()), Iterations::parse)
+    }
+}
+
+impl Target {
+    pub fn parse(s: &str) -> Result<Target, String> {
+        let bad = || {
+            format!(
+                "'{s}' is not LEVEL,WIDTH (example: 99,5 = 99% CI no wider than 5% of the mean)"
+            )
+        };
+        let (a, b) = s.split_once(',').ok_or_else(bad)?;
+        let level: f64 = a.trim().parse().map_err(|_| bad())?;
+        let width: f64 = b.trim().parse().map_err(|_| bad())?;
+        if !(50.0..100.0).contains(&level) || !(0.0..=100.0).contains(&width) || width == 0.0 {
+            return Err(format!(
+                "--confidence '{s}': level must be 50..100 and width 0..100"
+            ));
+        }
+        Ok(Target(level, width))
+    }
+}
+
+impl Serialize for Target {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{},{}", self.0, self.1))
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |_| Err("a confidence target is text: \"LEVEL,WIDTH\"".into()),
+            Target::parse,
+        )
+    }
+}
+
+/// Every knob of one test. The field names are the flags with `_` for `-`.
+#[derive(Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TestOptions {
+    /// Only in a study's `[[case]]` entries: the case's name in tables and plots.
+    #[arg(skip)]
+    pub label: Option<String>,
+    /// What the flows do (on the command line: the word after `run`).
+    #[arg(skip)]
+    pub workload: Option<Workload>,
+    /// stream: tx = client sends ("put"), rx = agent sends ("get"), bidir = both [default: tx].
+    #[arg(long, value_enum)]
+    pub direction: Option<Direction>,
+    /// stream: bytes per write [default: 128K].
+    #[arg(short = 'm', long, value_parser = Size::parse, value_name = "SIZE")]
+    pub message: Option<Size>,
+    /// rr/crr: request size [default: 1].
+    #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
+    pub request: Option<Size>,
+    /// rr/crr: response size [default: 1].
+    #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
+    pub response: Option<Size>,
+    /// stream: a finite transfer of this size (per flow, or per transaction with --per transaction).
+    #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
+    pub bytes: Option<Size>,
+    /// stream --bytes: one transfer per flow (test ends when all are done), or repeated transactions for the duration [default: flow].
+    #[arg(long, value_enum)]
+    pub per: Option<Per>,
+    /// stream --bytes: size of the small message the other way (stream put 20M/20: --bytes 20M --reply 20) [default: 20].
+    #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
+    pub reply: Option<Size>,
+    /// rr: requests in flight per flow (netperf -b + 1) [default: 1].
+    #[arg(long)]
+    pub outstanding: Option<u32>,
+    /// rr: open loop at this many transactions/s in total (latency also measured from the intended send time).
+    #[arg(long, value_parser = Count::parse, value_name = "RATE")]
+    pub rate: Option<Count>,
+    /// Number of flows (connections) [default: 1].
+    #[arg(short = 'F', long)]
+    pub flows: Option<u32>,
+    /// Client workers (threads, each an epoll loop); default min(flows, CPUs).
+    #[arg(short = 'T', long, alias = "threads")]
+    #[serde(alias = "threads")]
+    pub workers: Option<u32>,
+    /// Agent workers; default the same as --workers.
+    #[arg(long, alias = "agent-threads")]
+    #[serde(alias = "agent_threads")]
+    pub agent_workers: Option<u32>,
+    /// Measurement window [default: 10s; with --bytes the time limit, 300s].
+    #[arg(short = 'd', long, value_parser = Secs::parse, value_name = "DURATION")]
+    pub duration: Option<Secs>,
+    /// Warm-up excluded from the window [default: 2s].
+    #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
+    pub warmup: Option<Secs>,
+    /// Interval of the per-interval samples [default: 1s].
+    #[arg(short = 'i', long, value_parser = Secs::parse, value_name = "DURATION")]
+    pub interval: Option<Secs>,
+    /// SO_SNDBUF on both ends (the kernel doubles it; the granted size is reported).
+    #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
+    pub sndbuf: Option<Size>,
+    /// SO_RCVBUF on both ends (set before listen/connect).
+    #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
+    pub rcvbuf: Option<Size>,
+    /// How --rcvbuf sets the receive window: buffer (SO_RCVBUF, as applications do: ~1.5x on Linux) or exact (plus TCP_WINDOW_CLAMP) [default: buffer].
+    #[arg(long, value_enum)]
+    pub window: Option<WindowMode>,
+    /// Studies with a [lab]: the lab's round trip for this test (swept per point).
+    #[arg(skip)]
+    pub rtt: Option<Secs>,
+    /// TCP_NODELAY on both ends.
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub nodelay: Option<bool>,
+    /// Congestion control per socket: reno, cubic, bbr ... (this kernel's default is recorded otherwise).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+    /// TCP_MAXSEG before connect.
+    #[arg(long)]
+    pub mss: Option<u32>,
+    /// Pin client workers to these CPUs (round-robin), e.g. 0 or 0-1.
+    #[arg(long, value_parser = Cpus::parse, value_name = "LIST")]
+    pub cpus: Option<Cpus>,
+    /// Pin agent workers to these CPUs.
+    #[arg(long, value_parser = Cpus::parse, value_name = "LIST")]
+    pub agent_cpus: Option<Cpus>,
+    /// stream: send with sendfile(2) from a memfd (no user-space copy).
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub zerocopy: Option<bool>,
+    /// Use IPv6 (on the command line: -6, beside --agent).
+    #[arg(skip)]
+    pub ipv6: Option<bool>,
+    /// crr: graceful (agent closes first, FIN) or reset (client SO_LINGER 0) [default: graceful].
+    #[arg(long, value_enum)]
+    pub close: Option<CloseMode>,
+    /// TLS on every data connection (the agent is the server; its generated certificate is verified).
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub tls: Option<bool>,
+    /// TLS library: rustls (aws-lc-rs) or openssl (cargo feature `openssl`) [default: rustls].
+    #[arg(long, value_enum)]
+    pub backend: Option<TlsBackend>,
+    /// TLS suite: aes128-gcm, aes256-gcm, chacha20-poly1305, a full name, or OpenSSL's (AES256-SHA256).
+    #[arg(long, value_name = "SUITE")]
+    pub cipher: Option<String>,
+    /// TLS protocol version: 1.2 or 1.3 (default 1.3 unless the suite is 1.2).
+    #[arg(long, value_name = "1.2|1.3")]
+    pub tls_version: Option<String>,
+    /// Key exchange group: x25519, x25519mlkem768, p256, p384 [default: x25519].
+    #[arg(long, value_name = "GROUP")]
+    pub kx: Option<String>,
+    /// The agent's generated certificate [default: ecdsa-p256].
+    #[arg(long, value_enum)]
+    pub cert: Option<CertKind>,
+    /// TLS session resumption: on or off (tls-handshake: measure resumed handshakes) [default: off].
+    #[arg(long, value_parser = Switch::parse, value_name = "on|off")]
+    pub resume: Option<Switch>,
+    /// openssl TLS 1.2 CBC suites: encrypt-then-MAC on or off.
+    #[arg(long, value_parser = Switch::parse, value_name = "on|off")]
+    pub etm: Option<Switch>,
+    /// The name the client verifies in the agent's certificate.
+    #[arg(long, value_name = "NAME")]
+    pub tls_name: Option<String>,
+    /// Trust this PEM certificate instead of the agent's generated one.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<String>,
+    /// Repeat: N or MIN..MAX iterations (stop early once --confidence is met).
+    #[arg(long, value_parser = Iterations::parse, value_name = "MIN..MAX")]
+    pub iterations: Option<Iterations>,
+    /// Confidence target LEVEL,WIDTH: e.g. 99,5 = 99% CI within +/-2.5% of the mean [default: 99,5].
+    #[arg(long, value_parser = Target::parse, value_name = "LEVEL,WIDTH")]
+    pub confidence: Option<Target>,
+    /// exec: also start linerate's own sshd in the server namespace ({ssh_config} names `Host server` for ssh/scp -F).
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub sshd: Option<bool>,
+    /// exec: a shell command run in the server namespace for the test's duration.
+    #[arg(long = "server-cmd", value_name = "COMMAND")]
+    pub server_command: Option<String>,
+    /// exec: the command and its arguments, after `--` ({server}, {ssh_config}, {file} are replaced).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Option<Vec<String>>,
+}
+
+/// The keys a study's sweep axis may name: every option but `label`.
+pub fn axis_keys() -> Vec<String> {
+    let v = serde_json::to_value(TestOptions::default()).expect("options serialize");
+    v.as_object()
+        .map(|o| o.keys().filter(|k| *k != "label").cloned().collect())
+        .unwrap_or_default()
+}
+
+impl TestOptions {
+    /// Later layers win: `base.overlay(case).overlay(point)`.
+    pub fn overlay(&self, top: &TestOptions) -> TestOptions {
+        // Through JSON objects: a key set in `top` replaces the base's.
+        let mut a = serde_json::to_value(self).expect("options serialize");
+        let b = serde_json::to_value(top).expect("options serialize");
+        if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {
+            for (k, v) in b {
+                if !v.is_null() {
+                    a.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        serde_json::from_value(a).expect("an overlay of valid options is valid")
+    }
+
+    /// Keys set from TOML values, as a sweep point does.
+    pub fn from_pairs(pairs: &BTreeMap<String, toml::Value>) -> Result<TestOptions, String> {
+        let table: toml::Table = pairs.clone().into_iter().collect();
+        table
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().trim().to_string())
+    }
+
+    /// The spec these options run, with the defaults applied and the
+    /// combinations checked (`TestSpec::validate`). The TLS library's own
+    /// checks (is this suite offered?) are the caller's: they need the engine.
+    pub fn build(&self) -> Result<TestSpec, String> {
+        let d = TestSpec::default();
+        let workload = self.workload.unwrap_or(d.workload);
+        let flows = self.flows.unwrap_or(d.flows);
+        let workers = self
+            .workers
+            .unwrap_or_else(|| TestSpec::default_workers(flows));
+        let per = self.per.unwrap_or(d.per);
+        let program = workload.is_program();
+        let finite = (self.bytes.is_some() && per == Per::Flow) || program;
+        let to_usize = |v: Option<Size>, name: &str| -> Result<Option<usize>, String> {
+            match v {
+                Some(Size(b)) if b > (1 << 30) => Err(format!("--{name} {b} is larger than 1 GiB")),
+                Some(Size(b)) => Ok(Some(b as usize)),
+                None => Ok(None),
+            }
+        };
+        if !program
+            && (self.sshd == Some(true)
+                || self.server_command.is_some()
+                || self.command.as_ref().is_some_and(|c| !c.is_empty()))
+        {
+            return Err(
+                "--sshd, --server-cmd and a command after -- apply to the exec workload".into(),
+            );
+        }
+        let spec = TestSpec {
+            workload,
+            direction: self.direction.unwrap_or(d.direction),
+            message: self
+                .message
+                .map(|s| s.0.min(u32::MAX as u64) as usize)
+                .unwrap_or(d.message),
+            request: self.request.map(|s| s.0).unwrap_or(d.request),
+            response: self.response.map(|s| s.0).unwrap_or(d.response),
+            bytes: self.bytes.map(|s| s.0),
+            per,
+            reply: self.reply.map(|s| s.0).unwrap_or(d.reply),
+            outstanding: self.outstanding.unwrap_or(d.outstanding),
+            rate: self.rate.map(|r| r.0),
+            flows,
+            workers,
+            agent_workers: self.agent_workers.unwrap_or(workers),
+            duration_s: self
+                .duration
+                .map(|s| s.0)
+                .unwrap_or_else(|| TestSpec::default_duration_s(finite)),
+            warmup_s: self.warmup.map(|s| s.0).unwrap_or(d.warmup_s),
+            interval_s: self.interval.map(|s| s.0).unwrap_or(d.interval_s),
+            sndbuf: to_usize(self.sndbuf, "sndbuf")?,
+            rcvbuf: to_usize(self.rcvbuf, "rcvbuf")?,
+            nodelay: self.nodelay.unwrap_or(d.nodelay),
+            cc: self.cc.clone(),
+            mss: self.mss,
+            cpus: self.cpus.clone().map(|c| c.0),
+            agent_cpus: self.agent_cpus.clone().map(|c| c.0),
+            zerocopy: self.zerocopy.unwrap_or(d.zerocopy),
+            ipv6: self.ipv6.unwrap_or(d.ipv6),
+            close: self.close.unwrap_or(d.close),
+            tls: self.tls_spec(workload)?,
+            window: self.window.unwrap_or_default(),
+            rtt_s: self.rtt.map(|s| s.0),
+            exec: program.then(|| ExecSpec {
+                command: self.command.clone().unwrap_or_default(),
+                server_command: self
+                    .server_command
+                    .as_ref()
+                    .map(|c| vec!["sh".into(), "-c".into(), c.clone()]),
+                sshd: self.sshd.unwrap_or(false) || workload == Workload::Scp,
+            }),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    fn tls_spec(&self, workload: Workload) -> Result<Option<TlsSpec>, String> {
+        let on = self.tls.unwrap_or(false) || workload == Workload::TlsHandshake;
+        if !on {
+            // TLS keys apply to the points where tls = true, so one base test
+            // can serve a clear/TLS sweep; only the command line, where they
+            // are typed together, calls them a mistake (`tls_keys_without_tls`).
+            return Ok(None);
+        }
+        let d = TlsSpec::default();
+        Ok(Some(TlsSpec {
+            backend: self.backend.unwrap_or_default(),
+            cipher: self.cipher.clone(),
+            version: self.tls_version.clone(),
+            kx: self.kx.clone().unwrap_or(d.kx),
+            cert: self.cert.unwrap_or_default(),
+            resume: self.resume.is_some_and(|s| s.0),
+            etm: self.etm.map(|s| s.0),
+            server_name: self.tls_name.clone().unwrap_or(d.server_name),
+            ca_file: self.tls_ca.clone(),
+        }))
+    }
+
+    /// The first TLS option set without TLS being on, if any: on a command
+    /// line that is a mistake worth naming.
+    pub fn tls_keys_without_tls(&self) -> Option<&'static str> {
+        if self.tls == Some(true) || self.workload == Some(Workload::TlsHandshake) {
+            return None;
+        }
+        [
+            (self.cipher.is_some(), "--cipher"),
+            (self.tls_version.is_some(), "--tls-version"),
+            (self.kx.is_some(), "--kx"),
+            (self.etm.is_some(), "--etm"),
+            (self.tls_name.is_some(), "--tls-name"),
+            (self.tls_ca.is_some(), "--tls-ca"),
+            (self.resume == Some(Switch(true)), "--resume"),
+            (self.backend == Some(TlsBackend::Openssl), "--backend"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
+    }
+
+    /// The iteration policy (`iterations`, `confidence`), default one run.
+    pub fn confidence(&self) -> Confidence {
+        let mut c = Confidence::default();
+        if let Some(Iterations(min, max)) = self.iterations {
+            c.min = min;
+            c.max = max;
+        }
+        if let Some(Target(level, width)) = self.confidence {
+            c.level_pct = level;
+            c.width_pct = width;
+        }
+        c
+    }
+}
+
+/// The `linerate run` command line that runs `spec`: the flags that differ
+/// from their defaults, so a report tells exactly what ran. The inverse of
+/// `TestOptions::build` (a test parses it back into the same spec).
+pub fn to_command_line(spec: &TestSpec) -> String {
+    let d = TestSpec::default();
+    let size = |b: u64| units::fmt_size_arg(b);
+    let mut a = vec!["linerate run".to_string(), spec.workload.name().to_string()];
+    let program = spec.workload.is_program();
+    if spec.rtt_s.is_some() || program {
+        a.push("--lab LAB".into());
+    }
+    let mut flag = |cond: bool, s: String| {
+        if cond {
+            a.push(s);
+        }
+    };
+    flag(
+        spec.direction != d.direction,
+        format!("--direction {}", spec.direction.name()),
+    );
+    flag(
+        spec.workload == Workload::Stream && spec.bytes.is_none() && spec.message != d.message,
+        format!("--message {}", size(spec.message as u64)),
+    );
+    flag(
+        spec.workload != Workload::Stream && spec.request != d.request,
+        format!("--request {}", size(spec.request)),
+    );
+    flag(
+        spec.workload != Workload::Stream && spec.response != d.response,
+        format!("--response {}", size(spec.response)),
+    );
+    if let Some(b) = spec.bytes {
+        flag(true, format!("--bytes {}", size(b)));
+        flag(spec.per != d.per, "--per transaction".into());
+        flag(
+            spec.reply != d.reply,
+            format!("--reply {}", size(spec.reply)),
+        );
+    }
+    flag(
+        spec.outstanding != d.outstanding,
+        format!("--outstanding {}", spec.outstanding),
+    );
+    if let Some(r) = spec.rate {
+        flag(true, format!("--rate {r}"));
+    }
+    flag(spec.flows != d.flows, format!("--flows {}", spec.flows));
+    flag(
+        spec.workers != TestSpec::default_workers(spec.flows),
+        format!("--workers {}", spec.workers),
+    );
+    flag(
+        spec.agent_workers != spec.workers,
+        format!("--agent-workers {}", spec.agent_workers),
+    );
+    flag(
+        spec.duration_s != TestSpec::default_duration_s(spec.is_finite() || program),
+        format!("--duration {}", spec.duration_s),
+    );
+    flag(
+        spec.warmup_s != d.warmup_s,
+        format!("--warmup {}", spec.warmup_s),
+    );
+    flag(
+        spec.interval_s != d.interval_s,
+        format!("--interval {}", spec.interval_s),
+    );
+    if let Some(b) = spec.sndbuf {
+        flag(true, format!("--sndbuf {}", size(b as u64)));
+    }
+    if let Some(b) = spec.rcvbuf {
+        flag(true, format!("--rcvbuf {}", size(b as u64)));
+    }
+    flag(spec.window == WindowMode::Exact, "--window exact".into());
+    flag(spec.nodelay, "--nodelay".into());
+    if let Some(cc) = &spec.cc {
+        flag(true, format!("--cc {cc}"));
+    }
+    if let Some(m) = spec.mss {
+        flag(true, format!("--mss {m}"));
+    }
+    if let Some(c) = &spec.cpus {
+        flag(true, format!("--cpus {}", units::fmt_cpu_list(c)));
+    }
+    if let Some(c) = &spec.agent_cpus {
+        flag(true, format!("--agent-cpus {}", units::fmt_cpu_list(c)));
+    }
+    flag(spec.zerocopy, "--zerocopy".into());
+    flag(spec.ipv6, "-6".into());
+    flag(spec.close != d.close, "--close reset".into());
+    if let Some(t) = &spec.tls {
+        let dt = TlsSpec::default();
+        flag(spec.workload != Workload::TlsHandshake, "--tls".into());
+        flag(
+            t.backend != dt.backend,
+            format!("--backend {}", t.backend.name()),
+        );
+        if let Some(c) = &t.cipher {
+            flag(true, format!("--cipher {c}"));
+        }
+        if let Some(v) = &t.version {
+            flag(true, format!("--tls-version {v}"));
+        }
+        flag(t.kx != dt.kx, format!("--kx {}", t.kx));
+        flag(t.cert != dt.cert, format!("--cert {}", t.cert.name()));
+        flag(t.resume, "--resume on".into());
+        if let Some(e) = t.etm {
+            flag(true, format!("--etm {}", if e { "on" } else { "off" }));
+        }
+        flag(
+            t.server_name != dt.server_name,
+            format!("--tls-name {}", t.server_name),
+        );
+        if let Some(c) = &t.ca_file {
+            flag(true, format!("--tls-ca {c}"));
+        }
+    }
+    if let (Some(e), Workload::Exec) = (&spec.exec, spec.workload) {
+        flag(e.sshd, "--sshd".into());
+        if let Some(c) = &e.server_command {
+            flag(
+                true,
+                format!("--server-cmd '{}'", c.last().cloned().unwrap_or_default()),
+            );
+        }
+        a.push("--".into());
+        a.extend(e.command.iter().cloned());
+    }
+    let mut line = a.join(" ");
+    if let Some(r) = spec.rtt_s {
+        line.push_str(&format!(
+            "   (LAB: linerate lab up LAB --rtt {}ms ...)",
+            r * 1e3
+        ));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `linerate run WORKLOAD [options]` as the roof parses it.
+    #[derive(Parser)]
+    struct Run {
+        #[arg(value_enum)]
+        workload: Workload,
+        #[arg(short = '6')]
+        ipv6: bool,
+        #[arg(long)]
+        lab: Option<String>,
+        #[command(flatten)]
+        opts: TestOptions,
+    }
+
+    fn parse(line: &str) -> TestSpec {
+        let line = line.split("   (LAB").next().unwrap();
+        let args = line.replace("linerate run", "run");
+        let r = Run::try_parse_from(args.split(' ')).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let mut o = r.opts;
+        o.workload = Some(r.workload);
+        o.ipv6 = Some(r.ipv6);
+        o.build().unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    #[test]
+    fn the_command_line_builds_the_same_spec_back() {
+        let specs = [
+            TestSpec::default(),
+            TestSpec {
+                workload: Workload::Rr,
+                request: 200,
+                response: 32768,
+                flows: 10,
+                workers: 11,
+                agent_workers: 3,
+                nodelay: true,
+                duration_s: 5.0,
+                rate: Some(20000.0),
+                cpus: Some(vec![0, 1]),
+                ..Default::default()
+            },
+            TestSpec {
+                bytes: Some(20 << 20),
+                per: Per::Transaction,
+                direction: Direction::Rx,
+                reply: 64,
+                rcvbuf: Some(65536),
+                window: WindowMode::Exact,
+                ..Default::default()
+            },
+            TestSpec {
+                workload: Workload::Crr,
+                close: CloseMode::Reset,
+                tls: Some(TlsSpec {
+                    cipher: Some("aes256-gcm".into()),
+                    cert: CertKind::Rsa2048,
+                    resume: true,
+                    kx: "p256".into(),
+                    ..Default::default()
+                }),
+                ipv6: true,
+                ..Default::default()
+            },
+            TestSpec {
+                workload: Workload::TlsHandshake,
+                tls: Some(TlsSpec::default()),
+                flows: 32,
+                workers: TestSpec::default_workers(32),
+                agent_workers: TestSpec::default_workers(32),
+                ..Default::default()
+            },
+            TestSpec {
+                workload: Workload::Exec,
+                duration_s: 300.0,
+                exec: Some(ExecSpec {
+                    command: vec!["ssh".into(), "-F".into(), "{ssh_config}".into()],
+                    server_command: None,
+                    sshd: true,
+                }),
+                ..Default::default()
+            },
+        ];
+        for s in specs {
+            let mut s = s;
+            if s.workers == 1 && s.agent_workers == 1 {
+                s.workers = TestSpec::default_workers(s.flows);
+                s.agent_workers = s.workers;
+            }
+            let line = to_command_line(&s);
+            assert_eq!(parse(&line), s, "{line}");
+        }
+    }
+
+    #[test]
+    fn command_line_names_what_differs_from_the_defaults() {
+        assert_eq!(to_command_line(&TestSpec::default()), "linerate run stream");
+        let s = TestSpec {
+            workload: Workload::Rr,
+            request: 200,
+            response: 32768,
+            flows: 10,
+            workers: 11,
+            agent_workers: 11,
+            nodelay: true,
+            duration_s: 5.0,
+            ..Default::default()
+        };
+        assert_eq!(
+            to_command_line(&s),
+            "linerate run rr --request 200 --response 32K --flows 10 --workers 11 --duration 5 --nodelay"
+        );
+        let lab = TestSpec {
+            bytes: Some(48 << 20),
+            rcvbuf: Some(65536),
+            window: WindowMode::Exact,
+            rtt_s: Some(0.05),
+            duration_s: 300.0,
+            ..Default::default()
+        };
+        let c = to_command_line(&lab);
+        assert!(
+            c.starts_with("linerate run stream --lab LAB --bytes 48M"),
+            "{c}"
+        );
+        assert!(
+            c.ends_with("(LAB: linerate lab up LAB --rtt 50ms ...)"),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn study_keys_take_the_flags_units_and_defaults() {
+        let o: TestOptions = toml::from_str(
+            "workload = \"rr\"\nrequest = 200\nresponse = \"32K\"\nflows = 10\nduration = \"500ms\"\nrate = \"10k\"\nresume = true",
+        )
+        .unwrap();
+        let s = o.build().unwrap();
+        assert_eq!(s.workload, Workload::Rr);
+        assert_eq!(s.response, 32 * 1024);
+        assert_eq!(s.duration_s, 0.5);
+        assert_eq!(s.rate, Some(10_000.0));
+        assert_eq!(s.workers, TestSpec::default_workers(10));
+        assert_eq!(s.agent_workers, s.workers);
+        let finite: TestOptions = toml::from_str("bytes = \"20M\"").unwrap();
+        assert_eq!(finite.build().unwrap().duration_s, 300.0);
+        let old: TestOptions = toml::from_str("threads = 2\nagent_threads = 1").unwrap();
+        assert_eq!((old.workers, old.agent_workers), (Some(2), Some(1)));
+        let it: TestOptions = toml::from_str("iterations = 3\nconfidence = \"95,2\"").unwrap();
+        let c = it.confidence();
+        assert_eq!((c.min, c.max, c.level_pct, c.width_pct), (3, 3, 95.0, 2.0));
+    }
+
+    #[test]
+    fn overlay_replaces_only_what_is_set() {
+        let base: TestOptions = toml::from_str("flows = 4\nmessage = \"64K\"").unwrap();
+        let top: TestOptions = toml::from_str("flows = 8").unwrap();
+        let o = base.overlay(&top);
+        assert_eq!(o.flows, Some(8));
+        assert_eq!(o.message, Some(Size(65536)));
+    }
+
+    #[test]
+    fn bad_values_say_what_is_wrong() {
+        let e = toml::from_str::<TestOptions>("message = \"12Q\"").unwrap_err();
+        assert!(e.to_string().contains("unknown size unit"), "{e}");
+        let e = toml::from_str::<TestOptions>("flowz = 3").unwrap_err();
+        assert!(e.to_string().contains("flowz"), "{e}");
+        let c: TestOptions = toml::from_str("flows = 0").unwrap();
+        assert!(c.build().unwrap_err().contains("--flows"));
+    }
+
+    #[test]
+    fn every_option_is_an_axis() {
+        let keys = axis_keys();
+        for k in [
+            "message",
+            "flows",
+            "workers",
+            "rtt",
+            "tls",
+            "cipher",
+            "iterations",
+        ] {
+            assert!(keys.iter().any(|x| x == k), "{k} in {keys:?}");
+        }
+        assert!(!keys.iter().any(|x| x == "label"));
+    }
+}

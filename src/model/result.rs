@@ -1,0 +1,255 @@
+//! The result schema (docs/result-schema.md): one self-describing JSON
+//! document per test. `summary` carries names scripts rely on; never rename
+//! them, only add.
+
+use serde::{Deserialize, Serialize};
+
+use super::flow::TlsInfo;
+use super::host::HostInfo;
+use super::lab::LabRecord;
+use super::sample::{Confidence, Counters, CpuCost, CpuWindow, Estimate};
+use super::sample::{LatencySummary, WorkerPlacement};
+use super::spec::{MainMetric, TestSpec};
+use crate::model::exec::ExecRecord;
+use crate::model::flow::FlowReport;
+
+pub const SCHEMA: &str = "linerate.result";
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// How a test (or one of its iterations, or a study's run of a point) ended.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Not run yet (a study's planned run).
+    Pending,
+    /// Ran its whole window (or every finite transfer finished).
+    #[default]
+    Ok,
+    /// Ended early; what was measured is kept (see the error beside it).
+    Partial,
+    /// Nothing was measured.
+    Failed,
+}
+
+impl Status {
+    pub fn is_ok(self) -> bool {
+        self == Status::Ok
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Ok => "ok",
+            Status::Partial => "partial",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// Client and agent values of one quantity.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Pair<T> {
+    pub client: T,
+    pub agent: T,
+}
+
+/// Both ends' view of one interval, combined.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TestInterval {
+    pub index: usize,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Payload counted at the receivers (client rx + agent rx).
+    pub bytes: u64,
+    pub throughput_bps: f64,
+    pub transactions: u64,
+    pub transactions_per_s: f64,
+    pub connections_per_s: f64,
+    pub latency_us: Option<LatencySummary>,
+    pub latency_corrected_us: Option<LatencySummary>,
+    pub cpu: Pair<Option<CpuWindow>>,
+    pub counters: Pair<Counters>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Iteration {
+    pub index: usize,
+    /// Ok, or Partial when the test ended early (see `error`).
+    pub status: Status,
+    pub error: Option<String>,
+    /// Length of the common measurement window (client clock), seconds.
+    pub duration_s: f64,
+    pub bytes: u64,
+    pub throughput_bps: f64,
+    pub transactions: u64,
+    pub transactions_per_s: f64,
+    pub connections: u64,
+    pub connections_per_s: f64,
+    pub latency_us: Option<LatencySummary>,
+    pub latency_corrected_us: Option<LatencySummary>,
+    pub cpu: Pair<Option<CpuWindow>>,
+    pub cost: Pair<CpuCost>,
+    pub counters: Pair<Counters>,
+    pub intervals: Vec<TestInterval>,
+    pub flows: Pair<Vec<FlowReport>>,
+    pub placement: Pair<Vec<WorkerPlacement>>,
+    pub errors: Pair<Vec<String>>,
+}
+
+impl Iteration {
+    pub fn main_value(&self, m: MainMetric) -> f64 {
+        match m {
+            MainMetric::Throughput => self.throughput_bps,
+            MainMetric::TransactionRate => self.transactions_per_s,
+        }
+    }
+}
+
+/// The summary's fixed names (see docs/result-schema.md).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatencyFields {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl From<&LatencySummary> for LatencyFields {
+    fn from(l: &LatencySummary) -> Self {
+        LatencyFields {
+            p50: l.p50,
+            p90: l.p90,
+            p99: l.p99,
+            p999: l.p999,
+            max: l.max,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuFields {
+    pub host_util_pct: Option<f64>,
+    pub process_util_pct: Option<f64>,
+    pub us_per_kb: Option<f64>,
+    pub us_per_tx: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub workload: String,
+    /// Total length of the measurement windows, seconds.
+    pub duration_s: f64,
+    /// Payload counted at the receivers in the windows (all iterations).
+    pub bytes: u64,
+    /// Mean over iterations.
+    pub throughput_bps: f64,
+    pub transactions: u64,
+    pub transactions_per_s: f64,
+    pub latency_us: Option<LatencyFields>,
+    pub cpu: Pair<CpuFields>,
+    // Additions (free to extend):
+    pub direction: String,
+    pub flows: u32,
+    pub iterations: usize,
+    pub connections_per_s: Option<f64>,
+    pub latency_corrected_us: Option<LatencyFields>,
+    /// Confidence interval of the main metric over iterations.
+    pub confidence: Option<Estimate>,
+    pub main_metric: Option<MainMetric>,
+    pub status: Status,
+    /// What TLS negotiated (the first client flow's session; None: clear).
+    #[serde(default)]
+    pub tls: Option<TlsInfo>,
+    /// TLS handshakes completed per second on the client (crr, tls-handshake).
+    #[serde(default)]
+    pub tls_handshakes_per_s: Option<f64>,
+    /// The receive window the senders saw mid-transfer (tcpi_snd_wnd while
+    /// their writes were blocked; median over flows). None: never blocked.
+    #[serde(default)]
+    pub observed_window_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub address: String,
+    /// True when linerate started the agent itself on this host.
+    pub local: bool,
+    pub pid: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TestResult {
+    pub schema: String,
+    pub schema_version: u32,
+    pub started_at: String,
+    pub command: Vec<String>,
+    pub spec: TestSpec,
+    pub confidence_target: Confidence,
+    pub agent: AgentInfo,
+    pub environment: Pair<HostInfo>,
+    pub summary: Summary,
+    pub iterations: Vec<Iteration>,
+    /// With TLS: the same test in clear text, run right after, so the cost
+    /// of encryption is a ratio measured side by side (None: not run).
+    #[serde(default)]
+    pub baseline: Option<Summary>,
+    /// The lab the test ran in: link, emulator, calibration, counters.
+    #[serde(default)]
+    pub lab: Option<LabRecord>,
+    /// exec/scp: the command, its exit status, times and CPU.
+    #[serde(default)]
+    pub exec: Option<ExecRecord>,
+}
+
+impl TestResult {
+    /// Why nothing at all was measured (every connection failed), if so:
+    /// such a result is a failure, not a zero, wherever it is run.
+    pub fn nothing_measured(&self) -> Option<String> {
+        let nothing = self
+            .iterations
+            .iter()
+            .all(|i| i.bytes == 0 && i.transactions == 0);
+        let first_error = self
+            .iterations
+            .iter()
+            .find_map(|i| i.errors.client.first().or(i.errors.agent.first()))?;
+        nothing.then(|| {
+            format!("nothing was measured: every connection failed, first with: {first_error}")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_measured_needs_zero_figures_and_an_error() {
+        let mut r = TestResult {
+            iterations: vec![Iteration::default()],
+            ..Default::default()
+        };
+        assert_eq!(
+            r.nothing_measured(),
+            None,
+            "zero without an error is a result"
+        );
+        r.iterations[0]
+            .errors
+            .client
+            .push("flow 0: TLS: bad certificate".into());
+        assert!(r
+            .nothing_measured()
+            .unwrap()
+            .ends_with("first with: flow 0: TLS: bad certificate"));
+        r.iterations[0].transactions = 1;
+        assert_eq!(r.nothing_measured(), None);
+    }
+}

@@ -1,0 +1,237 @@
+//! What a side measures, as data: interval counters and samples, latency
+//! summaries, CPU windows and costs, worker placement, TCP_INFO, and the
+//! statistics of iterations. `measure/` fills them; results store them.
+
+use serde::{Deserialize, Serialize};
+use std::ops::{AddAssign, Sub};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Payload bytes received and sent (control headers excluded).
+    pub bytes_rx: u64,
+    pub bytes_tx: u64,
+    /// Completed transactions (counted where the response is received).
+    pub transactions: u64,
+    /// Connections completed (crr) or accepted (agent side of crr).
+    pub connections: u64,
+    /// crr connections that ended with a FIN / with a reset.
+    pub graceful_closes: u64,
+    pub resets: u64,
+    /// Flow errors (resets or failures before the window ended).
+    pub errors: u64,
+    /// TLS handshakes completed on connections made during the test (crr,
+    /// tls-handshake), and how many of them resumed a session.
+    #[serde(default)]
+    pub tls_handshakes: u64,
+    #[serde(default)]
+    pub tls_resumed: u64,
+}
+
+impl AddAssign for Counters {
+    fn add_assign(&mut self, o: Counters) {
+        self.bytes_rx += o.bytes_rx;
+        self.bytes_tx += o.bytes_tx;
+        self.transactions += o.transactions;
+        self.connections += o.connections;
+        self.graceful_closes += o.graceful_closes;
+        self.resets += o.resets;
+        self.errors += o.errors;
+        self.tls_handshakes += o.tls_handshakes;
+        self.tls_resumed += o.tls_resumed;
+    }
+}
+
+impl Sub for Counters {
+    type Output = Counters;
+    fn sub(self, o: Counters) -> Counters {
+        Counters {
+            bytes_rx: self.bytes_rx - o.bytes_rx,
+            bytes_tx: self.bytes_tx - o.bytes_tx,
+            transactions: self.transactions - o.transactions,
+            connections: self.connections - o.connections,
+            graceful_closes: self.graceful_closes - o.graceful_closes,
+            resets: self.resets - o.resets,
+            errors: self.errors - o.errors,
+            tls_handshakes: self.tls_handshakes - o.tls_handshakes,
+            tls_resumed: self.tls_resumed - o.tls_resumed,
+        }
+    }
+}
+
+/// One side's totals over one interval, after merging its workers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct IntervalSample {
+    pub index: usize,
+    /// Seconds since the window started (warm-up end).
+    pub start_s: f64,
+    pub end_s: f64,
+    pub counters: Counters,
+    /// Latency of transactions completed in this interval (client side).
+    pub latency_us: Option<LatencySummary>,
+    /// Latency from the intended send time (open-loop rr only).
+    pub latency_corrected_us: Option<LatencySummary>,
+    /// Host and process CPU over this interval.
+    pub cpu: Option<CpuWindow>,
+}
+
+/// Percentiles in microseconds; the names are part of the result schema.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// CPU use over a window between two snapshots.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuWindow {
+    pub wall_s: f64,
+    pub ncores: usize,
+    /// Host utilization, percent of all cores (100 = every core busy).
+    pub host_util_pct: f64,
+    pub user_pct: f64,
+    pub system_pct: f64,
+    pub irq_pct: f64,
+    pub softirq_pct: f64,
+    pub iowait_pct: f64,
+    /// Time the hypervisor ran someone else: not ours, but it slows us.
+    pub steal_pct: f64,
+    /// Busy percent of each core, in core order.
+    pub per_core_util_pct: Vec<f64>,
+    /// This process's CPU, percent of all cores (comparable to host_util_pct).
+    pub process_util_pct: f64,
+    /// This process's CPU in cores (1.0 = one core fully busy).
+    pub process_cores: f64,
+    pub process_cpu_s: f64,
+    pub process_user_s: f64,
+    pub process_system_s: f64,
+}
+
+/// Service demand: CPU microseconds per KiB moved and per transaction, from
+/// this process's CPU time (on loopback the host figure holds both ends).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuCost {
+    pub host_util_pct: f64,
+    pub process_util_pct: f64,
+    pub process_cores: f64,
+    /// Process CPU µs per KiB (1024 B) of payload counted at the receivers.
+    pub us_per_kb: Option<f64>,
+    /// Process CPU µs per transaction.
+    pub us_per_tx: Option<f64>,
+    /// Host-wide CPU µs per KiB (netperf's definition; includes the other end on loopback).
+    pub host_us_per_kb: Option<f64>,
+    pub steal_pct: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct WorkerPlacement {
+    pub worker: usize,
+    /// CPUs this worker was pinned to (None: not pinned).
+    pub pinned: Option<Vec<usize>>,
+    pub allowed: Vec<usize>,
+    /// CPUs the worker was seen running on, with the share of samples (%).
+    pub seen: Vec<(usize, f64)>,
+    pub flows: usize,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Estimate {
+    pub n: usize,
+    pub mean: f64,
+    pub stddev: f64,
+    /// Confidence level in percent (e.g. 99).
+    pub level_pct: f64,
+    /// Half-width of the confidence interval, in the metric's unit (None for n < 2).
+    pub half_width: Option<f64>,
+    /// Half-width as a percent of the mean.
+    pub half_width_pct: Option<f64>,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Iteration policy: at least `min`, at most `max` runs, stop early once the
+/// interval at `level_pct` is within +/- `width_pct`/2 of the mean.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Confidence {
+    pub min: usize,
+    pub max: usize,
+    pub level_pct: f64,
+    pub width_pct: f64,
+}
+
+impl Default for Confidence {
+    fn default() -> Self {
+        Confidence {
+            min: 1,
+            max: 1,
+            level_pct: 99.0,
+            width_pct: 5.0,
+        }
+    }
+}
+
+/// The fields a performance engineer reads, in their natural units.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TcpInfo {
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub min_rtt_us: Option<u32>,
+    pub snd_cwnd: u32,
+    pub snd_ssthresh: u32,
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub pmtu: u32,
+    pub total_retrans: u32,
+    pub bytes_retrans: Option<u64>,
+    pub delivery_rate_bps: Option<u64>,
+    pub pacing_rate_bps: Option<u64>,
+    pub bytes_acked: Option<u64>,
+    pub bytes_received: Option<u64>,
+    /// Segments carrying data, sent and received: bytes / segments is the
+    /// average segment size (small ones mean per-packet cost dominates).
+    pub data_segs_out: Option<u32>,
+    pub data_segs_in: Option<u32>,
+    /// Peer's advertised window after scaling (what limits this sender).
+    pub snd_wnd: Option<u32>,
+    /// Our advertised window after scaling.
+    pub rcv_wnd: Option<u32>,
+    pub snd_wscale: u8,
+    pub rcv_wscale: u8,
+    /// Microseconds the sender was limited by the receive window / send buffer.
+    pub rwnd_limited_us: Option<u64>,
+    pub sndbuf_limited_us: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_and_subtract() {
+        let a = Counters {
+            bytes_rx: 10,
+            transactions: 2,
+            ..Default::default()
+        };
+        let mut b = Counters {
+            bytes_rx: 5,
+            resets: 1,
+            ..Default::default()
+        };
+        b += a;
+        assert_eq!(b.bytes_rx, 15);
+        assert_eq!(
+            b - a,
+            Counters {
+                bytes_rx: 5,
+                resets: 1,
+                ..Default::default()
+            }
+        );
+    }
+}

@@ -1,0 +1,460 @@
+//! The test specification: what one test runs. The controller builds it from
+//! the command line and sends it to the agent unchanged, so both ends agree on
+//! every knob, and it is stored verbatim in the result.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Bulk transfer (netperf TCP_STREAM / TCP_MAERTS).
+    Stream,
+    /// Request/response on persistent connections (TCP_RR).
+    Rr,
+    /// Connect, request, response, close per transaction (TCP_CRR).
+    Crr,
+    /// Connect, full (or resumed) TLS handshake, one small exchange, close.
+    #[serde(rename = "tls-handshake")]
+    TlsHandshake,
+    /// A real command in the client namespace, timed (no agent flows).
+    Exec,
+    /// Real OpenSSH scp of `bytes` to linerate's own sshd in the server namespace.
+    Scp,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Stream => "stream",
+            Workload::Rr => "rr",
+            Workload::Crr => "crr",
+            Workload::TlsHandshake => "tls-handshake",
+            Workload::Exec => "exec",
+            Workload::Scp => "scp",
+        }
+    }
+
+    /// A program run in the lab (exec, scp), not flows on the engine.
+    pub fn is_program(self) -> bool {
+        matches!(self, Workload::Exec | Workload::Scp)
+    }
+
+    /// One connection per transaction (crr, tls-handshake): the agent
+    /// listens on one SO_REUSEPORT socket per worker.
+    pub fn per_connection(self) -> bool {
+        matches!(self, Workload::Crr | Workload::TlsHandshake)
+    }
+}
+
+/// Which way payload flows in a `stream` test, seen from the client.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client sends, agent receives ("stream put").
+    Tx,
+    /// Agent sends, client receives ("stream get").
+    Rx,
+    /// Both send and receive on every flow.
+    Bidir,
+}
+
+/// Whether `--bytes` bounds each flow once or each transaction of a loop.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    Flow,
+    Transaction,
+}
+
+/// How a `crr` connection ends.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CloseMode {
+    /// The agent closes after its response (FIN first), the client closes on
+    /// EOF: TIME_WAIT lands on the agent's side, keyed by the client's port,
+    /// which the agent's kernel reuses for a new SYN with newer timestamps,
+    /// so the client never runs out of ephemeral ports.
+    Graceful,
+    /// The client closes with SO_LINGER 0 (RST): no TIME_WAIT anywhere, as
+    /// neper does; cheaper, but not what a real application does.
+    Reset,
+}
+
+/// How `rcvbuf` sets the receiver's TCP window.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowMode {
+    /// SO_RCVBUF only, what an application gets: Linux (>= 6.6) advertises
+    /// about 1.5x the value; below ~64 KB no window scaling (65,535 max).
+    #[default]
+    Buffer,
+    /// SO_RCVBUF before listen/connect and TCP_WINDOW_CLAMP on the connected
+    /// socket: the window is the value (0.94-0.97 x W/RTT measured).
+    Exact,
+}
+
+/// Which TLS library encrypts the flows.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsBackend {
+    /// rustls with the aws-lc-rs provider (AES-GCM with VAES here).
+    #[default]
+    Rustls,
+    /// The system OpenSSL (cargo feature `openssl`), for TLS 1.2 CBC suites.
+    Openssl,
+}
+
+/// The agent's certificate, generated when a test starts.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CertKind {
+    #[default]
+    EcdsaP256,
+    Rsa2048,
+    Rsa4096,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Tx => "tx",
+            Direction::Rx => "rx",
+            Direction::Bidir => "bidir",
+        }
+    }
+}
+
+impl TlsBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsBackend::Rustls => "rustls",
+            TlsBackend::Openssl => "openssl",
+        }
+    }
+}
+
+impl CertKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CertKind::EcdsaP256 => "ecdsa-p256",
+            CertKind::Rsa2048 => "rsa2048",
+            CertKind::Rsa4096 => "rsa4096",
+        }
+    }
+}
+
+/// The name in the agent's generated certificate (and what clients verify).
+pub const TLS_SERVER_NAME: &str = "linerate-agent";
+
+/// TLS on a test's data connections (both ends agree on all of it).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TlsSpec {
+    pub backend: TlsBackend,
+    /// A suite: short (`aes256-gcm`) or full (`TLS13_AES_256_GCM_SHA384`,
+    /// OpenSSL's `AES256-SHA256`); None lets the library choose.
+    pub cipher: Option<String>,
+    /// "1.2" or "1.3"; None: 1.3 unless the cipher is a 1.2 suite.
+    pub version: Option<String>,
+    /// Key exchange group, pinned so results compare: x25519 by default.
+    pub kx: String,
+    pub cert: CertKind,
+    /// Offer session resumption (tickets / session cache).
+    pub resume: bool,
+    /// OpenSSL TLS 1.2 CBC suites: encrypt-then-MAC (None: library default).
+    pub etm: Option<bool>,
+    /// The name the client verifies in the agent's certificate.
+    pub server_name: String,
+    /// Trust this PEM certificate instead of the one the agent generated
+    /// (controller side; a wrong one must fail verification).
+    pub ca_file: Option<String>,
+}
+
+impl Default for TlsSpec {
+    fn default() -> Self {
+        TlsSpec {
+            backend: TlsBackend::Rustls,
+            cipher: None,
+            version: None,
+            kx: "x25519".into(),
+            cert: CertKind::EcdsaP256,
+            resume: false,
+            etm: None,
+            server_name: TLS_SERVER_NAME.into(),
+            ca_file: None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TestSpec {
+    pub workload: Workload,
+    pub direction: Direction,
+    /// Write size for continuous streams, bytes.
+    pub message: usize,
+    /// Request and response sizes for rr/crr (and finite stream transfers).
+    pub request: u64,
+    pub response: u64,
+    /// Finite stream transfer size, bytes (None: continuous for the duration).
+    pub bytes: Option<u64>,
+    pub per: Per,
+    /// Size of the small message in the other direction of a finite stream.
+    pub reply: u64,
+    /// Requests in flight per rr flow (netperf -b + 1).
+    pub outstanding: u32,
+    /// Open-loop rate, transactions/s over all flows (None: closed loop).
+    pub rate: Option<f64>,
+    pub flows: u32,
+    /// Worker threads (epoll loops) of the client and of the agent.
+    #[serde(alias = "threads")]
+    pub workers: u32,
+    #[serde(alias = "agent_threads")]
+    pub agent_workers: u32,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub interval_s: f64,
+    pub sndbuf: Option<usize>,
+    pub rcvbuf: Option<usize>,
+    pub nodelay: bool,
+    pub cc: Option<String>,
+    pub mss: Option<u32>,
+    pub cpus: Option<Vec<usize>>,
+    pub agent_cpus: Option<Vec<usize>>,
+    pub zerocopy: bool,
+    pub ipv6: bool,
+    pub close: CloseMode,
+    /// TLS on every data connection (None: clear text).
+    #[serde(default)]
+    pub tls: Option<TlsSpec>,
+    /// How `rcvbuf` becomes the receive window.
+    #[serde(default)]
+    pub window: WindowMode,
+    /// The lab round trip this test asks for (studies sweep it; the runner
+    /// reshapes its lab). None: whatever the network is.
+    #[serde(default)]
+    pub rtt_s: Option<f64>,
+    /// exec/scp: the program to run.
+    #[serde(default)]
+    pub exec: Option<super::exec::ExecSpec>,
+}
+
+impl Default for TestSpec {
+    fn default() -> Self {
+        TestSpec {
+            workload: Workload::Stream,
+            direction: Direction::Tx,
+            message: 128 * 1024,
+            request: 1,
+            response: 1,
+            bytes: None,
+            per: Per::Flow,
+            reply: 20,
+            outstanding: 1,
+            rate: None,
+            flows: 1,
+            workers: 1,
+            agent_workers: 1,
+            duration_s: 10.0,
+            warmup_s: 2.0,
+            interval_s: 1.0,
+            sndbuf: None,
+            rcvbuf: None,
+            nodelay: false,
+            cc: None,
+            mss: None,
+            cpus: None,
+            agent_cpus: None,
+            zerocopy: false,
+            ipv6: false,
+            close: CloseMode::Graceful,
+            tls: None,
+            window: WindowMode::Buffer,
+            rtt_s: None,
+            exec: None,
+        }
+    }
+}
+
+impl TestSpec {
+    /// Worker threads when none are asked for: one per flow up to the CPUs.
+    pub fn default_workers(flows: u32) -> u32 {
+        let ncpu = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        flows.min(ncpu).max(1)
+    }
+
+    /// The window when none is asked for; a finite transfer gets a time limit.
+    pub fn default_duration_s(finite: bool) -> f64 {
+        if finite {
+            300.0
+        } else {
+            10.0
+        }
+    }
+
+    /// Whether the agent's (or the client's) end receives payload: in a
+    /// stream only the direction's receiver does; rr and crr both do.
+    pub fn receives(&self, agent: bool) -> bool {
+        match (self.workload, self.direction) {
+            (Workload::Stream, Direction::Tx) => agent,
+            (Workload::Stream, Direction::Rx) => !agent,
+            _ => true,
+        }
+    }
+
+    fn validate_exec(&self) -> Result<(), String> {
+        let e = self.exec.as_ref();
+        if self.workload == Workload::Exec && e.is_none_or(|e| e.command.is_empty()) {
+            return Err(
+                "exec needs a command: linerate run exec [--lab NAME] -- COMMAND ARGS".into(),
+            );
+        }
+        if self.workload == Workload::Scp && self.bytes.is_none() {
+            return Err("scp needs --bytes (the size of the file copied)".into());
+        }
+        if self.flows != 1 {
+            return Err("exec and scp run one command (no --flows)".into());
+        }
+        if let Some(e) = e {
+            let uses = |p: &str| e.command.iter().any(|a| a.contains(p));
+            if uses("{ssh_config}") && !e.sshd {
+                return Err("{ssh_config} names linerate's own sshd: add --sshd".into());
+            }
+            if uses("{file}") && self.bytes.is_none() {
+                return Err("{file} is a file of --bytes: add --bytes SIZE".into());
+            }
+        }
+        if self.window == WindowMode::Exact {
+            return Err(
+                "--window exact needs linerate's own sockets; an unmodified program (exec, scp) gets --rcvbuf through the server's tcp_rmem"
+                    .into(),
+            );
+        }
+        if self.tls.is_some() {
+            return Err("--tls applies to linerate's own flows, not to exec or scp".into());
+        }
+        Ok(())
+    }
+
+    /// A finite test ends when every flow is done, not after `duration_s`.
+    pub fn is_finite(&self) -> bool {
+        self.workload == Workload::Stream && self.bytes.is_some() && self.per == Per::Flow
+    }
+
+    /// Checks combinations that flags alone cannot rule out. Used by the
+    /// controller before it starts and by the agent before it accepts.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.flows == 0 {
+            return Err("--flows must be at least 1".into());
+        }
+        if self.workers == 0 || self.agent_workers == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        if self.workers > 256 || self.agent_workers > 256 {
+            return Err("--workers is capped at 256".into());
+        }
+        if self.message == 0 || self.message > 64 * 1024 * 1024 {
+            return Err("--message must be between 1 byte and 64 MiB".into());
+        }
+        if self.request == 0 || self.response == 0 {
+            return Err("--request and --response must be at least 1 byte".into());
+        }
+        if self.interval_s < 0.05 {
+            return Err("--interval must be at least 50ms".into());
+        }
+        if !self.is_finite() && self.duration_s < self.interval_s.min(0.1) {
+            return Err("--duration must be at least 0.1 s".into());
+        }
+        if self.outstanding == 0 || self.outstanding > 1024 {
+            return Err("--outstanding must be between 1 and 1024".into());
+        }
+        if self.workload.is_program() {
+            return self.validate_exec();
+        }
+        if self.exec.is_some() {
+            return Err("a command applies to the exec workload".into());
+        }
+        if self.window == WindowMode::Exact && self.rcvbuf.is_none() {
+            return Err("--window exact needs --rcvbuf (the window)".into());
+        }
+        if self.rtt_s.is_some_and(|r| !(0.0..=20.0).contains(&r)) {
+            return Err("rtt must be between 0 and 20 s".into());
+        }
+        if self.bytes == Some(0) {
+            return Err("--bytes must be at least 1 byte".into());
+        }
+        if self.bytes.is_some() && self.direction == Direction::Bidir {
+            return Err("--bytes works with --direction tx or rx, not bidir".into());
+        }
+        if self.zerocopy && self.tls.is_some() {
+            return Err(
+                "--zerocopy cannot be combined with --tls (sendfile bypasses user-space encryption, and this kernel has no kTLS)"
+                    .into(),
+            );
+        }
+        if let Some(t) = &self.tls {
+            if let Some(v) = &t.version {
+                if v != "1.2" && v != "1.3" {
+                    return Err(format!("--tls-version {v}: use 1.2 or 1.3"));
+                }
+            }
+        }
+        if let Some(cc) = &self.cc {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(format!("--cc '{cc}' is not a congestion control name"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MainMetric {
+    Throughput,
+    TransactionRate,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_flag() {
+        let s = TestSpec {
+            flows: 0,
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().contains("--flows"));
+        let s = TestSpec {
+            cc: Some("re no".into()),
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().contains("--cc"));
+        assert!(TestSpec::default().validate().is_ok());
+        let exec = TestSpec {
+            workload: Workload::Exec,
+            exec: Some(super::super::exec::ExecSpec {
+                command: vec!["ssh".into(), "-F".into(), "{ssh_config}".into()],
+                server_command: None,
+                sshd: true,
+            }),
+            ..Default::default()
+        };
+        assert!(exec.validate().is_ok());
+        let mut no_sshd = exec.clone();
+        no_sshd.exec.as_mut().unwrap().sshd = false;
+        assert!(no_sshd.validate().unwrap_err().contains("--sshd"));
+        let exact = TestSpec {
+            window: WindowMode::Exact,
+            rcvbuf: Some(65536),
+            ..exec
+        };
+        assert!(exact.validate().unwrap_err().contains("tcp_rmem"));
+    }
+}

@@ -1,0 +1,358 @@
+//! The metrics a landscape can show, by the names study files use in plots
+//! and tables. Each is read per iteration from a stored result, so a point's
+//! value is the mean over every iteration of every repetition and its error
+//! bar the confidence interval over the same samples.
+
+use crate::model::result::{Iteration, TestResult};
+use crate::model::spec::MainMetric;
+use crate::report::analysis::wanmodel;
+use crate::units::{fmt_bps, fmt_bytes, fmt_rate, fmt_us};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    BitsPerSecond,
+    PerSecond,
+    Micros,
+    Percent,
+    MicrosPerKb,
+    MicrosPerTx,
+    Seconds,
+    Millis,
+    Bytes,
+    /// A dimensionless measured/model ratio.
+    Ratio,
+}
+
+pub struct Metric {
+    pub key: &'static str,
+    pub title: &'static str,
+    pub unit: Unit,
+    /// True when a larger value is better (throughput), false for costs.
+    pub higher_is_better: bool,
+    get: fn(&TestResult, &Iteration) -> Option<f64>,
+}
+
+impl Metric {
+    pub fn value(&self, r: &TestResult, it: &Iteration) -> Option<f64> {
+        (self.get)(r, it).filter(|v| v.is_finite())
+    }
+
+    /// A value in this metric's unit, for tables and key points.
+    pub fn fmt(&self, v: f64) -> String {
+        match self.unit {
+            Unit::BitsPerSecond => fmt_bps(v),
+            Unit::PerSecond => format!("{}/s", fmt_rate(v)),
+            Unit::Micros => fmt_us(v),
+            Unit::Percent => format!("{v:.1}%"),
+            Unit::MicrosPerKb => format!("{v:.3} µs/KB"),
+            Unit::MicrosPerTx => format!("{v:.2} µs/tx"),
+            Unit::Seconds => fmt_seconds(v),
+            Unit::Millis => format!("{v:.2} ms"),
+            Unit::Bytes => fmt_bytes(v.max(0.0).round() as u64),
+            Unit::Ratio => format!("{v:.2}"),
+        }
+    }
+
+    /// Axis label with the unit the plot scales to.
+    pub fn axis_label(&self) -> String {
+        let unit = match self.unit {
+            Unit::BitsPerSecond => "Gbit/s",
+            Unit::PerSecond => "per second",
+            Unit::Micros => "µs",
+            Unit::Percent => "%",
+            Unit::MicrosPerKb => "µs per KB",
+            Unit::MicrosPerTx => "µs per transaction",
+            Unit::Seconds => "s",
+            Unit::Millis => "ms",
+            Unit::Bytes => "KiB",
+            Unit::Ratio => "measured/model",
+        };
+        format!("{} ({unit})", self.title)
+    }
+
+    /// The factor plots divide by (bits/s are drawn in Gbit/s, bytes in KiB).
+    pub fn plot_scale(&self) -> f64 {
+        match self.unit {
+            Unit::BitsPerSecond => 1e9,
+            Unit::Bytes => 1024.0,
+            _ => 1.0,
+        }
+    }
+}
+
+/// Seconds with about three significant digits: transfer times run from
+/// milliseconds (loopback) to minutes (a small window on a long path).
+fn fmt_seconds(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0} s")
+    } else if a >= 10.0 {
+        format!("{v:.1} s")
+    } else if a >= 1.0 {
+        format!("{v:.2} s")
+    } else {
+        format!("{v:.3} s")
+    }
+}
+
+/// A transfer with an end: an iteration's duration is then the time of the
+/// transfer (first byte to the reply, or the command's wall time), not a
+/// measurement window chosen in advance.
+fn is_transfer(r: &TestResult) -> bool {
+    r.spec.is_finite() || r.spec.workload.is_program()
+}
+
+fn is_transactional(r: &TestResult) -> bool {
+    r.summary.main_metric == Some(MainMetric::TransactionRate) || r.summary.latency_us.is_some()
+}
+
+fn latency(
+    r: &TestResult,
+    it: &Iteration,
+    pick: fn(&crate::model::sample::LatencySummary) -> f64,
+) -> Option<f64> {
+    if !is_transactional(r) {
+        return None;
+    }
+    it.latency_us.as_ref().map(pick)
+}
+
+pub const METRICS: &[Metric] = &[
+    Metric {
+        key: "throughput_bps",
+        title: "Throughput",
+        unit: Unit::BitsPerSecond,
+        higher_is_better: true,
+        get: |_, it| Some(it.throughput_bps),
+    },
+    Metric {
+        key: "transactions_per_s",
+        title: "Transactions",
+        unit: Unit::PerSecond,
+        higher_is_better: true,
+        get: |r, it| is_transactional(r).then_some(it.transactions_per_s),
+    },
+    Metric {
+        key: "connections_per_s",
+        title: "Connections",
+        unit: Unit::PerSecond,
+        higher_is_better: true,
+        get: |r, it| r.summary.connections_per_s.map(|_| it.connections_per_s),
+    },
+    Metric {
+        key: "latency_p50_us",
+        title: "Latency p50",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        get: |r, it| latency(r, it, |l| l.p50),
+    },
+    Metric {
+        key: "latency_p90_us",
+        title: "Latency p90",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        get: |r, it| latency(r, it, |l| l.p90),
+    },
+    Metric {
+        key: "latency_p99_us",
+        title: "Latency p99",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        get: |r, it| latency(r, it, |l| l.p99),
+    },
+    Metric {
+        key: "latency_p999_us",
+        title: "Latency p99.9",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        get: |r, it| latency(r, it, |l| l.p999),
+    },
+    Metric {
+        key: "client_cpu_pct",
+        title: "Client process CPU",
+        unit: Unit::Percent,
+        higher_is_better: false,
+        get: |_, it| {
+            it.cpu
+                .client
+                .as_ref()
+                .map(|_| it.cost.client.process_util_pct)
+        },
+    },
+    Metric {
+        key: "agent_cpu_pct",
+        title: "Agent process CPU",
+        unit: Unit::Percent,
+        higher_is_better: false,
+        get: |_, it| {
+            it.cpu
+                .agent
+                .as_ref()
+                .map(|_| it.cost.agent.process_util_pct)
+        },
+    },
+    Metric {
+        key: "client_host_cpu_pct",
+        title: "Client host CPU",
+        unit: Unit::Percent,
+        higher_is_better: false,
+        get: |_, it| it.cpu.client.as_ref().map(|_| it.cost.client.host_util_pct),
+    },
+    Metric {
+        key: "agent_host_cpu_pct",
+        title: "Agent host CPU",
+        unit: Unit::Percent,
+        higher_is_better: false,
+        get: |_, it| it.cpu.agent.as_ref().map(|_| it.cost.agent.host_util_pct),
+    },
+    Metric {
+        key: "client_us_per_kb",
+        title: "Client CPU per KB",
+        unit: Unit::MicrosPerKb,
+        higher_is_better: false,
+        get: |r, it| {
+            (!is_transactional(r))
+                .then_some(it.cost.client.us_per_kb)
+                .flatten()
+        },
+    },
+    Metric {
+        key: "agent_us_per_kb",
+        title: "Agent CPU per KB",
+        unit: Unit::MicrosPerKb,
+        higher_is_better: false,
+        get: |r, it| {
+            (!is_transactional(r))
+                .then_some(it.cost.agent.us_per_kb)
+                .flatten()
+        },
+    },
+    Metric {
+        key: "client_us_per_tx",
+        title: "Client CPU per transaction",
+        unit: Unit::MicrosPerTx,
+        higher_is_better: false,
+        get: |r, it| {
+            is_transactional(r)
+                .then_some(it.cost.client.us_per_tx)
+                .flatten()
+        },
+    },
+    Metric {
+        key: "agent_us_per_tx",
+        title: "Agent CPU per transaction",
+        unit: Unit::MicrosPerTx,
+        higher_is_better: false,
+        get: |r, it| {
+            is_transactional(r)
+                .then_some(it.cost.agent.us_per_tx)
+                .flatten()
+        },
+    },
+    Metric {
+        key: "transfer_s",
+        title: "Transfer time",
+        unit: Unit::Seconds,
+        higher_is_better: false,
+        get: |r, it| is_transfer(r).then_some(it.duration_s),
+    },
+    Metric {
+        key: "observed_window_bytes",
+        title: "Observed window",
+        unit: Unit::Bytes,
+        higher_is_better: true,
+        get: |r, _| {
+            r.summary
+                .observed_window_bytes
+                .or_else(|| {
+                    let e = r.exec.as_ref()?;
+                    e.observed_window
+                        .as_ref()
+                        .map(|o| u64::from(o.median_bytes))
+                })
+                .map(|b| b as f64)
+        },
+    },
+    Metric {
+        key: "rtt_measured_ms",
+        title: "Measured RTT",
+        unit: Unit::Millis,
+        higher_is_better: false,
+        get: |r, _| {
+            r.lab
+                .as_ref()
+                .map(|l| l.calibration.rtt_rr_ms)
+                .filter(|v| *v > 0.0)
+        },
+    },
+    Metric {
+        key: "login_s",
+        title: "SSH login time",
+        unit: Unit::Seconds,
+        higher_is_better: false,
+        get: |r, _| r.exec.as_ref().and_then(|e| e.login_s),
+    },
+    Metric {
+        key: "model_ratio",
+        title: "Throughput / window-RTT model",
+        unit: Unit::Ratio,
+        higher_is_better: true,
+        get: |r, it| {
+            let m = wanmodel::for_result(r)?;
+            Some(it.throughput_bps / m.prediction.throughput_bps)
+        },
+    },
+];
+
+pub fn find(key: &str) -> Option<&'static Metric> {
+    METRICS.iter().find(|m| m.key == key)
+}
+
+pub fn names() -> String {
+    METRICS.iter().map(|m| m.key).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::analysis::wanmodel::testing::{model_bps, wan_result};
+
+    fn get(key: &str, r: &TestResult) -> Option<f64> {
+        find(key).unwrap().value(r, &r.iterations[0])
+    }
+
+    #[test]
+    fn wan_metrics_read_the_transfer_the_lab_and_the_model() {
+        let mut r = wan_result(100, "64K", 0.9 * model_bps(100, "64K"));
+        let t = get("transfer_s", &r).unwrap();
+        assert!((t - r.iterations[0].duration_s).abs() < 1e-12);
+        assert!((get("model_ratio", &r).unwrap() - 0.9).abs() < 1e-9);
+        assert_eq!(get("rtt_measured_ms", &r), None, "not calibrated");
+        r.lab.as_mut().unwrap().calibration.rtt_rr_ms = 100.4;
+        assert_eq!(get("rtt_measured_ms", &r), Some(100.4));
+        assert_eq!(get("observed_window_bytes", &r), None);
+        r.summary.observed_window_bytes = Some(65_535);
+        assert_eq!(get("observed_window_bytes", &r), Some(65_535.0));
+        assert_eq!(
+            find("observed_window_bytes").unwrap().fmt(65_535.0),
+            "64.0 KiB"
+        );
+        assert_eq!(get("login_s", &r), None);
+        // A test over a time window has no transfer time and no model.
+        r.spec.bytes = None;
+        assert_eq!(get("transfer_s", &r), None);
+        assert_eq!(get("model_ratio", &r), None);
+        // scp: its wall time and login.
+        r.spec.workload = crate::model::spec::Workload::Scp;
+        r.exec = Some(crate::model::exec::ExecRecord {
+            elapsed_s: 2.9,
+            login_s: Some(0.9),
+            ..Default::default()
+        });
+        assert!(get("transfer_s", &r).is_some());
+        assert_eq!(get("login_s", &r), Some(0.9));
+        assert_eq!(find("login_s").unwrap().fmt(0.9), "0.900 s");
+        assert_eq!(find("transfer_s").unwrap().fmt(77.04), "77.0 s");
+        assert_eq!(find("model_ratio").unwrap().fmt(0.8712), "0.87");
+    }
+}

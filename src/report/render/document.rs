@@ -1,0 +1,275 @@
+//! The report's content, in the seeds' order (Performance Landscape,
+//! Configuration Summary, Benchmark Description, Key Points), built once from
+//! a results folder and rendered by each format (html, markdown) the way
+//! hyperfine's exporters share one model. Writing a report never runs a test.
+
+use std::path::{Path, PathBuf};
+
+use crate::model::host::HostInfo;
+use crate::report::analysis::keypoints::{self, KeyPoint};
+use crate::report::analysis::landscape::{self, Landscape, Table};
+use crate::report::render::{csv, html, markdown, plot};
+use crate::study::folder::{self, Loaded};
+
+pub struct Figure {
+    pub title: String,
+    /// An inline `<svg>` element.
+    pub svg: String,
+    /// File name under `plots/` (for Markdown, which cannot inline SVG).
+    pub file: String,
+}
+
+pub struct Report {
+    pub title: String,
+    /// "study quick · 5 points × 1 run · complete · 2026-11-22T10:00:00Z"
+    pub subtitle: String,
+    pub tables: Vec<Table>,
+    pub figures: Vec<Figure>,
+    /// Charts that could not be drawn (no data yet), with the reason.
+    pub missing_figures: Vec<String>,
+    pub line_rate_note: Option<String>,
+    pub config: Table,
+    pub description: String,
+    /// Facts about the run: network, repetitions, order, overrides.
+    pub details: Vec<(String, String)>,
+    /// (point, the `linerate run` command line that reproduces it).
+    pub commands: Vec<(String, String)>,
+    pub key_points: Vec<KeyPoint>,
+}
+
+fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
+    let mut rows = vec![
+        ("host".to_string(), c.hostname.clone(), a.hostname.clone()),
+        ("operating system".into(), c.os.clone(), a.os.clone()),
+        ("kernel".into(), c.kernel.clone(), a.kernel.clone()),
+        ("architecture".into(), c.arch.clone(), a.arch.clone()),
+        ("CPU".into(), c.cpu_model.clone(), a.cpu_model.clone()),
+        ("CPUs".into(), c.cpus.to_string(), a.cpus.to_string()),
+        (
+            "memory".into(),
+            format!("{:.1} GiB", c.mem_total_mib as f64 / 1024.0),
+            format!("{:.1} GiB", a.mem_total_mib as f64 / 1024.0),
+        ),
+        (
+            "CPU features (crypto, vector)".into(),
+            c.cpu_flags.join(" "),
+            a.cpu_flags.join(" "),
+        ),
+        ("crypto".into(), c.crypto.clone(), a.crypto.clone()),
+        (
+            "TLS libraries".into(),
+            c.tls_library.clone(),
+            a.tls_library.clone(),
+        ),
+    ];
+    for (k, v) in &c.sysctls {
+        rows.push((
+            k.clone(),
+            v.clone(),
+            a.sysctls.get(k).cloned().unwrap_or_default(),
+        ));
+    }
+    let mut names: Vec<&str> = c.links.iter().map(|l| l.name.as_str()).collect();
+    for l in &a.links {
+        if !names.contains(&l.name.as_str()) {
+            names.push(&l.name);
+        }
+    }
+    for n in names {
+        let get = |h: &HostInfo| {
+            h.links
+                .iter()
+                .find(|l| l.name == n)
+                .map(|l| l.describe())
+                .unwrap_or_else(|| "-".into())
+        };
+        rows.push((format!("link {n}"), get(c), get(a)));
+    }
+    rows.push((
+        "linerate".into(),
+        format!("{} ({})", c.linerate_version, c.git_commit),
+        format!("{} ({})", a.linerate_version, a.git_commit),
+    ));
+    rows
+}
+
+pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
+    let study = &loaded.study;
+    let m = &loaded.manifest;
+    let mut figures = Vec::new();
+    let mut missing_figures = Vec::new();
+    for (i, p) in study.plots.iter().enumerate() {
+        let chart = land.chart(p);
+        match plot::svg(&chart) {
+            Ok(svg) => figures.push(Figure {
+                title: chart.title.clone(),
+                svg,
+                file: format!("plot-{}.svg", i + 1),
+            }),
+            Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
+        }
+    }
+    let first = loaded.results.first().map(|(_, r)| r);
+    let config = match first {
+        Some(r) => {
+            let (c, a) = (&r.environment.client, &r.environment.agent);
+            let same = c == a || (r.agent.local && c.hostname == a.hostname);
+            let mut t = Table {
+                title: "Hosts, as linerate collected them on each end".into(),
+                headers: if same {
+                    vec!["setting".into(), "client and agent (one host)".into()]
+                } else {
+                    vec!["setting".into(), "client".into(), "agent".into()]
+                },
+                rows: vec![],
+            };
+            for (k, cv, av) in host_rows(c, a) {
+                t.rows
+                    .push(if same { vec![k, cv] } else { vec![k, cv, av] });
+            }
+            let differ = loaded
+                .results
+                .iter()
+                .filter(|(_, x)| {
+                    x.environment.client.kernel != c.kernel
+                        || x.environment.agent.kernel != a.kernel
+                        || x.environment.client.sysctls != c.sysctls
+                        || x.environment.agent.sysctls != a.sysctls
+                })
+                .count();
+            if differ > 0 {
+                t.rows.push(vec![
+                    "note".into(),
+                    format!("{differ} results were taken with a different kernel or sysctls than the first; see their JSON"),
+                ]);
+                if !same {
+                    t.rows.last_mut().expect("pushed").push(String::new());
+                }
+            }
+            t
+        }
+        None => Table {
+            title: "Hosts".into(),
+            headers: vec!["setting".into(), "value".into()],
+            rows: vec![vec!["hosts".into(), "no result stored yet".into()]],
+        },
+    };
+    let done = loaded.results.len();
+    let mut details = vec![
+        (
+            "study".to_string(),
+            format!("{} ({})", study.name, study.origin),
+        ),
+        ("network".into(), m.network.clone()),
+        (
+            "agent".into(),
+            first
+                .map(|r| {
+                    format!(
+                        "{}{}",
+                        r.agent.address,
+                        if r.agent.local {
+                            " (started by linerate)"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "runs".into(),
+            format!(
+                "{} points × {} repetitions = {} runs, {done} stored; status {}",
+                m.points.len(),
+                m.repeat,
+                m.runs.len(),
+                m.status
+            ),
+        ),
+        (
+            "order".into(),
+            match m.seed {
+                Some(s) => {
+                    format!("repetitions interleaved, shuffled within each round (seed {s})")
+                }
+                None => "repetitions interleaved, study order".into(),
+            },
+        ),
+        ("started".into(), m.created_at.clone()),
+        ("last result".into(), m.updated_at.clone()),
+        ("command".into(), m.command.join(" ")),
+    ];
+    let overrides = serde_json::to_value(&m.overrides)
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .map(|o| {
+            o.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    if !overrides.is_empty() {
+        details.push(("overrides (command line)".into(), overrides));
+    }
+    if let Some(n) = &land.line_rate_note {
+        details.push(("line rate".into(), n.clone()));
+    }
+    if let Some(n) = &land.model_note {
+        details.push(("window/RTT model".into(), n.clone()));
+    }
+    let commands = m
+        .points
+        .iter()
+        .map(|p| (p.label(), crate::model::options::to_command_line(&p.spec)))
+        .collect();
+    Report {
+        title: study.title.clone(),
+        subtitle: format!(
+            "study {} · {} points × {} · {} · {}",
+            study.name,
+            m.points.len(),
+            if m.repeat == 1 {
+                "1 run".to_string()
+            } else {
+                format!("{} runs", m.repeat)
+            },
+            m.status,
+            m.created_at
+        ),
+        tables: land.tables(study),
+        figures,
+        missing_figures,
+        line_rate_note: land.line_rate_note.clone(),
+        config,
+        description: study.description.clone(),
+        details,
+        commands,
+        key_points: keypoints::derive(land),
+    }
+}
+
+/// Writes report.html, report.md, landscape.csv and plots/*.svg into the
+/// folder; returns the HTML report's path.
+pub fn write_all(dir: &Path) -> Result<PathBuf, String> {
+    let loaded = folder::load(dir)?;
+    crate::report::analysis::check::study(&loaded.study)?;
+    let land = landscape::build(&loaded);
+    let report = build(&loaded, &land);
+    let plots = dir.join("plots");
+    std::fs::create_dir_all(&plots)
+        .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
+    for f in &report.figures {
+        folder::write_atomic(&plots.join(&f.file), f.svg.as_bytes())?;
+    }
+    folder::write_atomic(
+        &dir.join("landscape.csv"),
+        csv::landscape(&land)?.as_bytes(),
+    )?;
+    folder::write_atomic(&dir.join("report.md"), markdown::render(&report).as_bytes())?;
+    let html_path = dir.join("report.html");
+    folder::write_atomic(&html_path, html::render(&report).as_bytes())?;
+    Ok(html_path)
+}

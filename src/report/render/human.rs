@@ -1,0 +1,460 @@
+//! The human table printed after a test: intervals, then the result with
+//! CPU and service demand on both ends, placement and the kernel's view.
+
+use std::fmt::Write;
+
+use crate::model::result::{Iteration, TestInterval, TestResult};
+use crate::model::sample::WorkerPlacement;
+use crate::model::spec::{Direction, TestSpec, Workload};
+use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_us};
+
+pub fn describe(spec: &TestSpec) -> String {
+    let what = match spec.workload {
+        Workload::Scp => format!(
+            "scp of {} to the server's sshd{}",
+            fmt_bytes(spec.bytes.unwrap_or(0)),
+            spec.rcvbuf
+                .map(|w| format!(", server window {} via tcp_rmem", fmt_bytes(w as u64)))
+                .unwrap_or_default()
+        ),
+        Workload::Exec => format!(
+            "exec: {}",
+            spec.exec
+                .as_ref()
+                .map(|e| e.command.join(" "))
+                .unwrap_or_default()
+        ),
+        Workload::Stream => {
+            let dir = match spec.direction {
+                Direction::Tx => "tx (client sends)",
+                Direction::Rx => "rx (agent sends)",
+                Direction::Bidir => "bidir",
+            };
+            match spec.bytes {
+                Some(b) => format!(
+                    "stream {dir}, {} per {:?}, reply {} B",
+                    fmt_bytes(b),
+                    spec.per,
+                    spec.reply
+                )
+                .to_lowercase(),
+                None => format!("stream {dir}, {} writes", fmt_bytes(spec.message as u64)),
+            }
+        }
+        Workload::Rr => {
+            let mut s = format!(
+                "rr {}/{}",
+                fmt_bytes(spec.request),
+                fmt_bytes(spec.response)
+            );
+            if spec.outstanding > 1 {
+                let _ = write!(s, ", {} outstanding", spec.outstanding);
+            }
+            if let Some(r) = spec.rate {
+                let _ = write!(s, ", open loop at {} total", fmt_rate(r));
+            }
+            s
+        }
+        Workload::Crr => format!(
+            "crr {}/{}, {:?} close",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response),
+            spec.close
+        )
+        .to_lowercase(),
+        Workload::TlsHandshake => format!(
+            "tls-handshake {}/{}",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response)
+        ),
+    };
+    let what = match &spec.tls {
+        None => what,
+        Some(t) => format!(
+            "{what}, TLS {}{} ({:?}, {}, {}{})",
+            t.version
+                .as_deref()
+                .map(|v| format!("{v} "))
+                .unwrap_or_default(),
+            t.cipher.as_deref().unwrap_or("default suite"),
+            t.backend,
+            t.kx,
+            t.cert.name(),
+            if t.resume { ", resumption on" } else { "" }
+        )
+        .replace("Rustls", "rustls")
+        .replace("Openssl", "openssl"),
+    };
+    if spec.workload.is_program() {
+        return format!("{what} (time limit {:.0} s)", spec.duration_s);
+    }
+    let window = if spec.is_finite() {
+        format!("until done (limit {:.0} s)", spec.duration_s)
+    } else {
+        format!(
+            "{} s window after {} s warm-up",
+            spec.duration_s, spec.warmup_s
+        )
+    };
+    format!(
+        "{what}: {} flow{} on {} worker{} (agent {}), {window}",
+        spec.flows,
+        if spec.flows == 1 { "" } else { "s" },
+        spec.workers,
+        if spec.workers == 1 { "" } else { "s" },
+        spec.agent_workers
+    )
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.0}%")).unwrap_or_else(|| "-".into())
+}
+
+pub fn interval_line(i: &TestInterval, show_tx: bool) -> String {
+    let lat = |f: fn(&crate::model::sample::LatencySummary) -> f64| {
+        i.latency_us
+            .as_ref()
+            .map(|l| fmt_us(f(l)))
+            .unwrap_or_else(|| "-".into())
+    };
+    format!(
+        "  {:>5.1}-{:<5.1}s {:>15} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        i.start_s,
+        i.end_s,
+        fmt_bps(i.throughput_bps),
+        if show_tx {
+            fmt_rate(i.transactions_per_s)
+        } else {
+            "-".into()
+        },
+        lat(|l| l.p50),
+        lat(|l| l.p99),
+        pct(i.cpu.client.as_ref().map(|c| c.host_util_pct)),
+        pct(i.cpu.agent.as_ref().map(|c| c.host_util_pct)),
+    )
+}
+
+pub fn interval_header() -> String {
+    format!(
+        "  {:<12} {:>15} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "interval", "throughput", "trans/s", "p50", "p99", "cpu cli", "cpu agt"
+    )
+}
+
+fn placement_line(p: &[WorkerPlacement]) -> String {
+    p.iter()
+        .map(|w| {
+            let seen = w
+                .seen
+                .iter()
+                .take(2)
+                .map(|(c, s)| format!("cpu{c} {s:.0}%"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let pin = w
+                .pinned
+                .as_ref()
+                .map(|c| format!(" pinned {}", fmt_cpu_list(c)))
+                .unwrap_or_default();
+            format!("w{}{pin} [{seen}]", w.worker)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn cpu_line(it: &Iteration, agent: bool) -> String {
+    let (w, c) = if agent {
+        (&it.cpu.agent, &it.cost.agent)
+    } else {
+        (&it.cpu.client, &it.cost.client)
+    };
+    let Some(w) = w else {
+        return "not measured".into();
+    };
+    let mut s = format!(
+        "host {:.1}% (usr {:.0} sys {:.0} si {:.0} steal {:.1}), process {:.1}% = {:.2} cores",
+        w.host_util_pct,
+        w.user_pct,
+        w.system_pct,
+        w.softirq_pct,
+        w.steal_pct,
+        w.process_util_pct,
+        w.process_cores
+    );
+    if let Some(v) = c.us_per_kb {
+        let _ = write!(s, ", {v:.3} µs/KB");
+    }
+    if let Some(v) = c.us_per_tx {
+        let _ = write!(s, ", {v:.2} µs/tx");
+    }
+    s
+}
+
+pub fn render(r: &TestResult, intervals: bool) -> String {
+    let mut o = String::new();
+    let spec = &r.spec;
+    let _ = writeln!(o, "linerate {}", describe(spec));
+    let _ = writeln!(
+        o,
+        "agent {}{} · client {} · agent {}",
+        r.agent.address,
+        if r.agent.local { " (local)" } else { "" },
+        r.environment.client.hostname,
+        r.environment.agent.hostname
+    );
+    if let Some(lab) = &r.lab {
+        for line in lab.describe() {
+            let _ = writeln!(o, "{line}");
+        }
+    }
+    if let Some(e) = &r.exec {
+        let _ = writeln!(o, "command: {}", e.command.join(" "));
+        let mut line = format!(
+            "exit {} after {:.3} s; client CPU {:.3} s",
+            e.exit_code
+                .map_or("by a signal".to_string(), |c| c.to_string()),
+            e.elapsed_s,
+            e.client_cpu_s
+        );
+        if let Some(s) = e.server_cpu_s {
+            let _ = write!(line, ", server namespace CPU {s:.3} s");
+        }
+        if let Some(l) = e.login_s {
+            let _ = write!(line, "; login alone (ssh server true) {l:.3} s");
+        }
+        let _ = writeln!(o, "{line}");
+        if let Some(t) = &e.server_tcp_rmem {
+            let _ = writeln!(o, "server tcp_rmem {t}");
+        }
+        if let Some(v) = &e.ssh_version {
+            let _ = writeln!(o, "{v}");
+        }
+    }
+    if let Some(w) = r.summary.observed_window_bytes {
+        let _ = writeln!(
+            o,
+            "window the sender saw mid-transfer (tcpi_snd_wnd): {}",
+            fmt_bytes(w)
+        );
+    }
+    let exec = spec.workload.is_program();
+    let show_tx = !exec && (spec.workload != Workload::Stream || spec.bytes.is_some());
+    for it in &r.iterations {
+        if r.iterations.len() > 1 {
+            let _ = writeln!(o, "\niteration {}", it.index + 1);
+        }
+        if intervals && !it.intervals.is_empty() {
+            let _ = writeln!(o, "{}", interval_header());
+            for i in &it.intervals {
+                let _ = writeln!(o, "{}", interval_line(i, show_tx));
+            }
+        }
+        let _ = writeln!(
+            o,
+            "  {:<12} {} ({} in {:.2} s)",
+            "throughput",
+            fmt_bps(it.throughput_bps),
+            fmt_bytes(it.bytes),
+            it.duration_s
+        );
+        if show_tx {
+            let _ = writeln!(
+                o,
+                "  {:<12} {} ({} transactions)",
+                "trans/s",
+                fmt_rate(it.transactions_per_s),
+                it.transactions
+            );
+        }
+        if spec.workload.per_connection() {
+            let c = &it.counters.client;
+            let _ = writeln!(
+                o,
+                "  {:<12} {} ({} graceful, {} reset)",
+                "conns/s",
+                fmt_rate(it.connections_per_s),
+                c.graceful_closes,
+                c.resets
+            );
+        }
+        if let Some(l) = &it.latency_us {
+            let _ = writeln!(
+                o,
+                "  {:<12} p50 {} p90 {} p99 {} p99.9 {} max {}",
+                "latency",
+                fmt_us(l.p50),
+                fmt_us(l.p90),
+                fmt_us(l.p99),
+                fmt_us(l.p999),
+                fmt_us(l.max)
+            );
+        }
+        if let Some(l) = &it.latency_corrected_us {
+            let _ = writeln!(
+                o,
+                "  {:<12} p50 {} p99 {} max {} (from intended send time)",
+                "corrected",
+                fmt_us(l.p50),
+                fmt_us(l.p99),
+                fmt_us(l.max)
+            );
+        }
+        let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
+        let agent = if exec { "cpu server" } else { "cpu agent" };
+        let _ = writeln!(o, "  {:<12} {}", agent, cpu_line(it, true));
+        if exec {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "  {:<12} client {} | agent {}",
+            "placement",
+            placement_line(&it.placement.client),
+            placement_line(&it.placement.agent)
+        );
+        let flows: Vec<_> = it
+            .flows
+            .client
+            .iter()
+            .chain(it.flows.agent.iter())
+            .collect();
+        if let Some(f) = it.flows.client.first().filter(|f| f.tcp_info.is_some()) {
+            let ti = f.tcp_info.as_ref();
+            let _ = writeln!(
+                o,
+                "  {:<12} {} client flows, first: rtt {} µs cwnd {} mss {} retrans {} sndbuf {} rcvbuf {} cc {}",
+                "kernel",
+                it.flows.client.len(),
+                ti.map(|t| t.rtt_us).unwrap_or(0),
+                ti.map(|t| t.snd_cwnd).unwrap_or(0),
+                ti.map(|t| t.snd_mss).unwrap_or(0),
+                flows.iter().filter_map(|f| f.tcp_info.as_ref()).map(|t| t.total_retrans as u64).sum::<u64>(),
+                f.sndbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
+                f.rcvbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
+                f.congestion_control.clone().unwrap_or_default()
+            );
+        }
+        let errs: Vec<&String> = it
+            .errors
+            .client
+            .iter()
+            .chain(it.errors.agent.iter())
+            .collect();
+        if it.counters.client.errors + it.counters.agent.errors > 0 || !errs.is_empty() {
+            let _ = writeln!(
+                o,
+                "  {:<12} {} flow errors: {}",
+                "errors",
+                it.counters.client.errors + it.counters.agent.errors,
+                errs.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        if let Some(e) = &it.error {
+            let _ = writeln!(o, "  {:<12} {e}", "PARTIAL");
+        }
+    }
+    if let Some(c) = &r.summary.confidence {
+        let _ = writeln!(
+            o,
+            "\n  {} iterations: mean {} ± {:.1}% ({:.0}% CI), min {} max {}",
+            c.n,
+            fmt_main(r, c.mean),
+            c.half_width_pct.unwrap_or(f64::NAN),
+            c.level_pct,
+            fmt_main(r, c.min),
+            fmt_main(r, c.max)
+        );
+    }
+    if let Some(t) = &r.summary.tls {
+        let hs = r
+            .iterations
+            .iter()
+            .map(|i| i.counters.client.tls_handshakes)
+            .sum::<u64>();
+        let resumed = r
+            .iterations
+            .iter()
+            .map(|i| i.counters.client.tls_resumed)
+            .sum::<u64>();
+        let _ = writeln!(
+            o,
+            "  {:<12} {} {} {} cert {}{} ({}){}",
+            "tls",
+            t.protocol,
+            t.suite,
+            t.kx_group,
+            t.cert,
+            t.etm
+                .map(|e| if e {
+                    ", encrypt-then-MAC"
+                } else {
+                    ", MAC-then-encrypt"
+                })
+                .unwrap_or(""),
+            t.library,
+            if hs > 0 {
+                format!(
+                    "; {hs} handshakes ({resumed} resumed){}",
+                    r.summary
+                        .tls_handshakes_per_s
+                        .map(|v| format!(", {}", fmt_rate(v)))
+                        .unwrap_or_default()
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(line) = tls_cost_line(r) {
+        let _ = writeln!(o, "  {:<12} {line}", "tls cost");
+    }
+    o
+}
+
+/// "TLS costs 2.1x the client CPU per KB of clear (0.95 vs 0.45 µs/KB) ..."
+/// from the clear baseline run beside a TLS test.
+pub fn tls_cost_line(r: &TestResult) -> Option<String> {
+    let b = r.baseline.as_ref()?;
+    let s = &r.summary;
+    let per_tx = s.main_metric == Some(crate::model::spec::MainMetric::TransactionRate);
+    let (unit, ct, ca, bt, ba) = if per_tx {
+        (
+            "µs/tx",
+            s.cpu.client.us_per_tx?,
+            s.cpu.agent.us_per_tx?,
+            b.cpu.client.us_per_tx?,
+            b.cpu.agent.us_per_tx?,
+        )
+    } else {
+        (
+            "µs/KB",
+            s.cpu.client.us_per_kb?,
+            s.cpu.agent.us_per_kb?,
+            b.cpu.client.us_per_kb?,
+            b.cpu.agent.us_per_kb?,
+        )
+    };
+    let what = if per_tx { "transaction" } else { "KB" };
+    let (main, base) = if per_tx {
+        (s.transactions_per_s, b.transactions_per_s)
+    } else {
+        (s.throughput_bps, b.throughput_bps)
+    };
+    Some(format!(
+        "TLS costs {:.1}x the client CPU per {what} of clear ({ct:.3} vs {bt:.3} {unit}) and {:.1}x the agent's ({ca:.3} vs {ba:.3}); {} {:.2}x of clear",
+        ct / bt,
+        ca / ba,
+        if per_tx { "rate" } else { "throughput" },
+        main / base
+    ))
+}
+
+fn fmt_main(r: &TestResult, v: f64) -> String {
+    match r.summary.main_metric {
+        Some(crate::model::spec::MainMetric::TransactionRate) => fmt_rate(v),
+        _ => fmt_bps(v),
+    }
+}

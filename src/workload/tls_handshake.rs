@@ -1,0 +1,36 @@
+//! `tls-handshake`: connect, a full (or, with `--resume on`, resumed) TLS
+//! handshake, one small request/response, close. crr's flows with TLS
+//! required: handshakes/s and CPU per handshake on each end.
+
+use super::{crr, Conns, Workload};
+use crate::engine::flow::Flow;
+use crate::model::spec::{self, MainMetric, TestSpec};
+
+pub struct TlsHandshake;
+
+impl Workload for TlsHandshake {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::TlsHandshake
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::TransactionRate
+    }
+
+    fn validate(&self, spec: &TestSpec) -> Result<(), String> {
+        match spec.tls {
+            Some(_) => Ok(()),
+            None => Err(
+                "tls-handshake needs TLS settings (--tls is implied on the command line)".into(),
+            ),
+        }
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        crr::client_flows(spec, conns)
+    }
+
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        crr::agent_flows(spec, conns)
+    }
+}
