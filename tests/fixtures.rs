@@ -39,11 +39,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+type Rule = fn(&landscape::Landscape) -> Vec<keypoints::KeyPoint>;
+
 /// Every key-point rule, by name, so each one runs on real data.
-fn rules() -> Vec<(
-    &'static str,
-    fn(&landscape::Landscape) -> Vec<keypoints::KeyPoint>,
-)> {
+fn rules() -> Vec<(&'static str, Rule)> {
     vec![
         ("streams_to_line_rate", keypoints::streams_to_line_rate),
         ("scaling_peak", keypoints::scaling_peak),
