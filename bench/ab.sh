@@ -45,7 +45,7 @@ for r in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086
       $bin run $args -d "$SECS" --warmup 1 -q --json "$out/r.json" >/dev/null
       python3 -c "import json;print(json.load(open('$out/r.json'))['summary']['$field'])" \
-        >> "$out/$side-${name// /_}"
+        >> "$out/$side-${name//[^a-zA-Z0-9]/_}"
     done
   done
 done
@@ -53,7 +53,7 @@ done
 printf '%-24s %14s %14s %7s  %s\n' test A B B/A "B/A per round"
 for t in "${tests[@]}"; do
   IFS='|' read -r name args field <<<"$t"
-  python3 - "$out/A-${name// /_}" "$out/B-${name// /_}" "$name" "$field" <<'EOF'
+  python3 - "$out/A-${name//[^a-zA-Z0-9]/_}" "$out/B-${name//[^a-zA-Z0-9]/_}" "$name" "$field" <<'EOF'
 import statistics, sys
 a = [float(x) for x in open(sys.argv[1])]
 b = [float(x) for x in open(sys.argv[2])]

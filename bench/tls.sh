@@ -62,7 +62,7 @@ done
 for r in $(seq 1 "$ROUNDS"); do
   for cert in ecdsa-p256 rsa2048; do
     for resume in off on; do
-      $LR run tls-handshake -F 1 -T 1 --agent-threads 1 --cert $cert --resume $resume -d "$SECS" --warmup 1 \
+      $LR run tls-handshake -F 1 -T 1 --agent-workers 1 --cert $cert --resume $resume -d "$SECS" --warmup 1 \
         --no-baseline -q --json "$out/h.json" >/dev/null
       py "import json;r=json.load(open('$out/h.json'));s=r['summary'];c=r['iterations'][0]['counters']['client'];print('round $r handshakes %-10s resume %-3s %6.0f /s  agent %6.1f us/handshake  client %6.1f us  resumed %d/%d'%('$cert','$resume',s['tls_handshakes_per_s'],s['cpu']['agent']['us_per_tx'],s['cpu']['client']['us_per_tx'],c['tls_resumed'],c['tls_handshakes']))"
     done

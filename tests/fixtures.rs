@@ -153,6 +153,13 @@ fn every_renderer_draws_the_real_results() {
                 "{name}: no data marks"
             );
         }
+        let labelled: Vec<(String, linerate::model::result::TestResult)> = loaded
+            .results
+            .iter()
+            .map(|(run, r)| (run.point.clone(), r.clone()))
+            .collect();
+        let quick = human::quick_table(&labelled);
+        assert_eq!(quick.lines().count(), 1 + points(name), "{name}: {quick}");
         for (_, r) in &loaded.results {
             let text = human::render(r, true);
             assert!(text.starts_with("linerate "), "{name}: {text}");

@@ -3,8 +3,6 @@
 //! embedded local agent, printed as one table and written as a results
 //! folder with its HTML report.
 
-use std::fmt::Write;
-
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,61 +12,9 @@ use crate::control::target::ConnectArgs;
 use crate::error::Result;
 use crate::model::options::{Secs, TestOptions};
 use crate::model::result::TestResult;
-use crate::model::spec::Workload;
-use crate::report::render::document;
+use crate::report::render::{document, human};
 use crate::study::{builtin, folder, runner};
-use crate::units::{self, fmt_bps, fmt_rate, fmt_us};
-
-fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    v.map(f).unwrap_or_else(|| "-".into())
-}
-
-pub fn table(results: &[(String, TestResult)]) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{:<16} {:>14} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
-        "test",
-        "throughput",
-        "trans/s",
-        "p50",
-        "p99",
-        "cli cpu",
-        "agt cpu",
-        "cli µs/KB",
-        "agt µs/KB",
-        "cli µs/tx",
-        "agt µs/tx"
-    );
-    for (label, r) in results {
-        let s = &r.summary;
-        let is_tx = r.spec.workload != Workload::Stream;
-        let _ = writeln!(
-            o,
-            "{:<16} {:>14} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
-            label,
-            fmt_bps(s.throughput_bps),
-            if is_tx {
-                fmt_rate(s.transactions_per_s)
-            } else {
-                "-".into()
-            },
-            opt(s.latency_us.as_ref().map(|l| l.p50), fmt_us),
-            opt(s.latency_us.as_ref().map(|l| l.p99), fmt_us),
-            opt(s.cpu.client.process_util_pct, |v| format!("{v:.0}%")),
-            opt(s.cpu.agent.process_util_pct, |v| format!("{v:.0}%")),
-            opt(s.cpu.client.us_per_kb, |v| format!("{v:.3}")),
-            opt(s.cpu.agent.us_per_kb, |v| format!("{v:.3}")),
-            opt(s.cpu.client.us_per_tx.filter(|_| is_tx), |v| format!(
-                "{v:.2}"
-            )),
-            opt(s.cpu.agent.us_per_tx.filter(|_| is_tx), |v| format!(
-                "{v:.2}"
-            )),
-        );
-    }
-    o
-}
+use crate::units;
 
 #[derive(Args, Debug, Default)]
 pub struct QuickArgs {
@@ -127,7 +73,7 @@ pub fn run(args: QuickArgs) -> Result<()> {
             (label, r.clone())
         })
         .collect();
-    print!("{}", table(&results));
+    print!("{}", human::quick_table(&results));
     let html = document::write_all(&outcome.dir)?;
     println!("\nreport: {}", html.display());
     if let Some(path) = &args.json {

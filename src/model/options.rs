@@ -861,6 +861,18 @@ mod tests {
     }
 
     #[test]
+    fn threads_is_an_alias_of_workers() {
+        let r =
+            Run::try_parse_from(["run", "rr", "--threads", "3", "--agent-threads", "2"]).unwrap();
+        assert_eq!((r.opts.workers, r.opts.agent_workers), (Some(3), Some(2)));
+        let r = Run::try_parse_from(["run", "rr", "-T", "4", "--agent-workers", "1"]).unwrap();
+        let mut o = r.opts;
+        o.workload = Some(r.workload);
+        let s = o.build().unwrap();
+        assert_eq!((s.workers, s.agent_workers), (4, 1));
+    }
+
+    #[test]
     fn overlay_replaces_only_what_is_set() {
         let base: TestOptions = toml::from_str("flows = 4\nmessage = \"64K\"").unwrap();
         let top: TestOptions = toml::from_str("flows = 8").unwrap();

@@ -458,3 +458,54 @@ fn fmt_main(r: &TestResult, v: f64) -> String {
         _ => fmt_bps(v),
     }
 }
+fn opt_or_dash(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+/// The quick study's one table: a row per test, both ends' CPU cost.
+pub fn quick_table(results: &[(String, TestResult)]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<16} {:>14} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
+        "test",
+        "throughput",
+        "trans/s",
+        "p50",
+        "p99",
+        "cli cpu",
+        "agt cpu",
+        "cli µs/KB",
+        "agt µs/KB",
+        "cli µs/tx",
+        "agt µs/tx"
+    );
+    for (label, r) in results {
+        let s = &r.summary;
+        let is_tx = r.spec.workload != Workload::Stream;
+        let _ = writeln!(
+            o,
+            "{:<16} {:>14} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
+            label,
+            fmt_bps(s.throughput_bps),
+            if is_tx {
+                fmt_rate(s.transactions_per_s)
+            } else {
+                "-".into()
+            },
+            opt_or_dash(s.latency_us.as_ref().map(|l| l.p50), fmt_us),
+            opt_or_dash(s.latency_us.as_ref().map(|l| l.p99), fmt_us),
+            opt_or_dash(s.cpu.client.process_util_pct, |v| format!("{v:.0}%")),
+            opt_or_dash(s.cpu.agent.process_util_pct, |v| format!("{v:.0}%")),
+            opt_or_dash(s.cpu.client.us_per_kb, |v| format!("{v:.3}")),
+            opt_or_dash(s.cpu.agent.us_per_kb, |v| format!("{v:.3}")),
+            opt_or_dash(s.cpu.client.us_per_tx.filter(|_| is_tx), |v| format!(
+                "{v:.2}"
+            )),
+            opt_or_dash(s.cpu.agent.us_per_tx.filter(|_| is_tx), |v| format!(
+                "{v:.2}"
+            )),
+        );
+    }
+    o
+}
