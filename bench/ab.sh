@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # A/B of linerate against an earlier commit of itself, interleaved on loopback:
-# round r runs every test with A (REF) then B (the work tree), so drift on a
-# shared VM hits both alike. Prints the median of each side and B/A.
-# Usage: bench/ab.sh [REF] [ROUNDS] [SECONDS]   (default HEAD~1 5 4; run alone)
+# every round runs each test with A (REF) and B (the work tree), A first in
+# odd rounds and B first in even ones, so drift on a shared VM and any
+# first/second bias hit both alike. Prints the median of each side and B/A.
+# Usage: bench/ab.sh [REF] [ROUNDS] [SECONDS]   (default HEAD~1 6 4; run alone)
+# ONLY=regex runs the tests whose name matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF=${1:-HEAD~1}
-ROUNDS=${2:-5}
+ROUNDS=${2:-6}
 SECS=${3:-4}
 scratch=${LINERATE_AB_DIR:-/tmp/linerate-ab}
 mkdir -p "$scratch"
@@ -40,7 +42,9 @@ tests=(
 for r in $(seq 1 "$ROUNDS"); do
   for t in "${tests[@]}"; do
     IFS='|' read -r name args field <<<"$t"
-    for side in A B; do
+    [[ -n "${ONLY:-}" && ! "$name" =~ $ONLY ]] && continue
+    order="A B"; [ $((r % 2)) = 0 ] && order="B A"
+    for side in $order; do
       bin=$A; [ "$side" = B ] && bin=$B
       # shellcheck disable=SC2086
       $bin run $args -d "$SECS" --warmup 1 -q --json "$out/r.json" >/dev/null
@@ -53,6 +57,7 @@ done
 printf '%-24s %14s %14s %7s  %s\n' test A B B/A "B/A per round"
 for t in "${tests[@]}"; do
   IFS='|' read -r name args field <<<"$t"
+  [[ -n "${ONLY:-}" && ! "$name" =~ $ONLY ]] && continue
   python3 - "$out/A-${name//[^a-zA-Z0-9]/_}" "$out/B-${name//[^a-zA-Z0-9]/_}" "$name" "$field" <<'EOF'
 import statistics, sys
 a = [float(x) for x in open(sys.argv[1])]

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds the peers Debian does not package, netperf (with --enable-demo and
+# --enable-burst: TCP_RR -b, interim results) and neper, from their public
+# sources into a scratch folder, and prints where the binaries are.
+#
+# Usage: bench/peers.sh [DIR]     (default /tmp/linerate-peers)
+# Sources: $NETPERF_SRC and $NEPER_SRC (a git repository: a URL or a local
+# clone/mirror); by default a local mirror under /work/.mirror when there
+# is one, else the projects' GitHub repositories.
+# Other benchmarks find the binaries with: source <(bench/peers.sh --env)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+env_only=""
+if [ "${1:-}" = "--env" ]; then env_only=1; shift; fi
+DIR=${1:-/tmp/linerate-peers}
+mkdir -p "$DIR"
+
+pick() { # the first existing local mirror, else the URL
+  local mirror=$1 url=$2
+  if [ -d "$mirror" ]; then echo "$mirror"; else echo "$url"; fi
+}
+NETPERF_SRC=${NETPERF_SRC:-$(pick /work/.mirror/HewlettPackard+netperf/repo https://github.com/HewlettPackard/netperf)}
+NEPER_SRC=${NEPER_SRC:-$(pick /work/.mirror/google+neper/repo https://github.com/google/neper)}
+
+need=()
+for pkg_cmd in autoconf:autoconf automake:automake texinfo:makeinfo make:make gcc:gcc; do
+  command -v "${pkg_cmd##*:}" >/dev/null 2>&1 || need+=("${pkg_cmd%%:*}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "peers.sh: needs ${need[*]}" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x "$DIR/netperf/src/netperf" ]; then
+  rm -rf "$DIR/netperf"
+  git clone -q "$NETPERF_SRC" "$DIR/netperf"
+  (
+    cd "$DIR/netperf"
+    ./autogen.sh >/dev/null 2>&1
+    # -fcommon: netperf predates gcc 10's -fno-common default.
+    ./configure --enable-demo --enable-burst CFLAGS="-O2 -fcommon" >/dev/null
+    make -j"$(nproc)" >/dev/null 2>&1
+  )
+fi
+if [ ! -x "$DIR/neper/tcp_rr" ]; then
+  rm -rf "$DIR/neper"
+  git clone -q "$NEPER_SRC" "$DIR/neper"
+  (cd "$DIR/neper" && make -j"$(nproc)" >/dev/null 2>&1)
+fi
+
+if [ -n "$env_only" ]; then
+  echo "NETPERF=$DIR/netperf/src/netperf"
+  echo "NETSERVER=$DIR/netperf/src/netserver"
+  echo "NEPER=$DIR/neper"
+else
+  echo "netperf   $DIR/netperf/src/netperf ($(cd "$DIR/netperf" && git log -1 --format=%h))"
+  echo "netserver $DIR/netperf/src/netserver"
+  echo "neper     $DIR/neper/{tcp_stream,tcp_rr,tcp_crr} ($(cd "$DIR/neper" && git log -1 --format=%h))"
+fi
