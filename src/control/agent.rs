@@ -285,13 +285,7 @@ fn run_test(
     let local_ip = stream.local_addr().map_err(|e| e.to_string())?.ip();
     let bind = SocketAddr::new(local_ip, 0);
     let cookie = random_u64();
-    let mut conns = Conns {
-        cookie,
-        tls: tls_role.clone(),
-        established: Vec::new(),
-        connect_to: None,
-        listeners: Vec::new(),
-    };
+    let mut conns = Conns::new(cookie, tls_role.clone());
     let mut listener = None;
     let port;
     if spec.workload.per_connection() {

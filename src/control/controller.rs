@@ -286,13 +286,7 @@ impl AgentConn {
             }
         };
         let workload = crate::workload::of(spec)?;
-        let mut conns = Conns {
-            cookie,
-            tls: tls_role.clone(),
-            established: Vec::new(),
-            connect_to: None,
-            listeners: Vec::new(),
-        };
+        let mut conns = Conns::new(cookie, tls_role.clone());
         if spec.workload.per_connection() {
             conns.connect_to = Some(data);
         } else {

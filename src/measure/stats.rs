@@ -54,41 +54,6 @@ pub fn satisfied(c: &Confidence, values: &[f64]) -> bool {
         .is_some_and(|h| h <= c.width_pct / 2.0)
 }
 
-/// Parses `MIN..MAX` or `N` for --iterations.
-pub fn parse_iterations(s: &str) -> Result<(usize, usize), String> {
-    let bad = || format!("'{s}' is not an iteration count (examples: 3, 3..10)");
-    let (a, b) = match s.split_once("..") {
-        Some((a, b)) => (
-            a.trim().parse().map_err(|_| bad())?,
-            b.trim().parse().map_err(|_| bad())?,
-        ),
-        None => {
-            let n = s.trim().parse().map_err(|_| bad())?;
-            (n, n)
-        }
-    };
-    if a == 0 || b < a || b > 100 {
-        return Err(format!("--iterations '{s}': need 1 <= MIN <= MAX <= 100"));
-    }
-    Ok((a, b))
-}
-
-/// Parses `LEVEL,WIDTH` for --confidence, e.g. `99,5` (99% CI within +/-2.5%).
-pub fn parse_confidence(s: &str) -> Result<(f64, f64), String> {
-    let bad = || {
-        format!("'{s}' is not LEVEL,WIDTH (example: 99,5 = 99% CI no wider than 5% of the mean)")
-    };
-    let (a, b) = s.split_once(',').ok_or_else(bad)?;
-    let level: f64 = a.trim().parse().map_err(|_| bad())?;
-    let width: f64 = b.trim().parse().map_err(|_| bad())?;
-    if !(50.0..100.0).contains(&level) || !(0.0..=100.0).contains(&width) || width == 0.0 {
-        return Err(format!(
-            "--confidence '{s}': level must be 50..100 and width 0..100"
-        ));
-    }
-    Ok((level, width))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,16 +93,5 @@ mod tests {
         ));
         let once = Confidence::default();
         assert!(satisfied(&once, &[5.0]));
-    }
-
-    #[test]
-    fn parsing() {
-        assert_eq!(parse_iterations("3..10").unwrap(), (3, 10));
-        assert_eq!(parse_iterations("4").unwrap(), (4, 4));
-        assert!(parse_iterations("5..2").is_err());
-        assert!(parse_iterations("0").is_err());
-        assert_eq!(parse_confidence("99,5").unwrap(), (99.0, 5.0));
-        assert!(parse_confidence("99").is_err());
-        assert!(parse_confidence("120,5").is_err());
     }
 }

@@ -861,6 +861,17 @@ mod tests {
     }
 
     #[test]
+    fn parsing() {
+        assert_eq!(Iterations::parse("3..10").unwrap(), Iterations(3, 10));
+        assert_eq!(Iterations::parse("4").unwrap(), Iterations(4, 4));
+        assert!(Iterations::parse("5..2").is_err());
+        assert!(Iterations::parse("0").is_err());
+        assert_eq!(Target::parse("99,5").unwrap(), Target(99.0, 5.0));
+        assert!(Target::parse("99").is_err());
+        assert!(Target::parse("120,5").is_err());
+    }
+
+    #[test]
     fn threads_is_an_alias_of_workers() {
         let r =
             Run::try_parse_from(["run", "rr", "--threads", "3", "--agent-threads", "2"]).unwrap();

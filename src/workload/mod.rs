@@ -37,6 +37,19 @@ pub struct Conns {
     pub listeners: Vec<TcpListener>,
 }
 
+impl Conns {
+    /// No connections yet: control adds what the workload's kind needs.
+    pub fn new(cookie: u64, tls: Option<Arc<Role>>) -> Conns {
+        Conns {
+            cookie,
+            tls,
+            established: Vec::new(),
+            connect_to: None,
+            listeners: Vec::new(),
+        }
+    }
+}
+
 /// Options that apply to some workloads only; validation names the
 /// workloads that take an option from these, so nothing lists them twice.
 #[derive(Clone, Copy, Debug, Default)]
