@@ -289,3 +289,22 @@ fn bad_input_exits_2_with_one_line() {
     assert!(stderr(&o).contains("cannot reach agent"), "{}", stderr(&o));
     assert_eq!(stderr(&o).trim().lines().count(), 1);
 }
+
+#[test]
+fn too_few_file_descriptors_is_one_line_naming_ulimit() {
+    // A hard limit of 256 cannot be raised: 1,000 flows must be refused
+    // before any connect, with the fix named, not EMFILE at flow 190.
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec {} run stream -F 1000 -d 1 --warmup 0 -q",
+            bin()
+        ))
+        .output()
+        .unwrap();
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(e.contains("ulimit -n") && e.contains("may open 256"), "{e}");
+}

@@ -324,3 +324,64 @@ fn json_stream_prints_each_interval_live() {
         "the human table goes to stderr with --json-stream"
     );
 }
+
+/// The loopback interface's byte counters of the current network namespace.
+const LO_BYTES: &str = "awk '/^ *lo:/ {print $2, $10}' /proc/net/dev";
+
+#[test]
+fn receivers_count_what_the_kernel_carried() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: a network namespace of its own needs root (CI runs as root)");
+        return;
+    }
+    // A fresh network namespace: its lo carries this test's traffic only,
+    // so /proc/net/dev there is the kernel's count of what linerate moved.
+    for (name, args) in [
+        ("netdev-tx", "stream -m 128K"),
+        ("netdev-rx", "stream --direction rx -m 64K -F 2"),
+    ] {
+        let out = tmp(&format!("{name}.json"));
+        let script = format!(
+            "ip link set lo up && {LO_BYTES} && {} run {args} -d 2 --warmup 1 -q --json {} >/dev/null && {LO_BYTES}",
+            bin(),
+            out.display()
+        );
+        let o = std::process::Command::new("unshare")
+            .args(["-n", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let lines: Vec<Vec<u64>> = stdout(&o)
+            .lines()
+            .map(|l| l.split_whitespace().map(|v| v.parse().unwrap()).collect())
+            .collect();
+        // On lo every byte sent is a byte received: rx delta = wire bytes.
+        let wire = lines[1][0] - lines[0][0];
+        let r = json(&out);
+        let it = &r["iterations"][0];
+        let side = if args.contains("rx") {
+            "client"
+        } else {
+            "agent"
+        };
+        let received: u64 = it["flows"][side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| u(&f["bytes_rx"]))
+            .sum();
+        // Payload is the wire minus headers (52-66 B per 64 KiB segment on
+        // lo) and the control connection: within 1%, and never more.
+        assert!(
+            received <= wire,
+            "{name}: {received} payload > {wire} on the wire"
+        );
+        assert!(
+            received as f64 >= 0.99 * wire as f64,
+            "{name}: {received} payload of {wire} on the wire"
+        );
+        // The window is a part of the flows' whole life.
+        assert!(u(&it["bytes"]) <= received && u(&it["bytes"]) > received / 3);
+    }
+}

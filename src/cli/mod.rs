@@ -67,23 +67,11 @@ pub fn exit_code(e: &Error) -> i32 {
     }
 }
 
-/// Thousands of flows need thousands of descriptors: take the hard limit.
-fn raise_fd_limit() {
-    // SAFETY: reads and writes a plain rlimit struct.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-    }
-}
-
 /// Entry point for main: returns the process exit code.
 pub fn main() -> i32 {
     // A closed stdout (`| head`) must not turn into a panic.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    raise_fd_limit();
+    crate::engine::limits::raise_nofile();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -241,6 +241,9 @@ fn run_test(
         Ok(w) => w,
         Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
     };
+    if let Err(e) = crate::engine::limits::ensure_fds(spec.flows, spec.agent_workers, "the agent") {
+        return refuse(stream, ErrorCode::SetupFailed, e);
+    }
     if spec.flows > sh.cfg.max_flows {
         return refuse(
             stream,

@@ -249,6 +249,7 @@ impl AgentConn {
         spec: &TestSpec,
         live: &mut dyn Live,
     ) -> Result<IterationRun, String> {
+        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
         })?;

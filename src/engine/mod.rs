@@ -2,6 +2,7 @@
 //! many flows from one epoll loop (mio), and a side that runs the workers of
 //! one host on a common timeline and merges their interval counters.
 pub mod flow;
+pub mod limits;
 pub mod setup;
 pub mod side;
 pub mod signals;

@@ -41,7 +41,8 @@ impl Metric {
     pub fn fmt(&self, v: f64) -> String {
         match self.unit {
             Unit::BitsPerSecond => fmt_bps(v),
-            Unit::PerSecond => format!("{}/s", fmt_rate(v)),
+            // fmt_rate carries its own "/s".
+            Unit::PerSecond => fmt_rate(v),
             Unit::Micros => fmt_us(v),
             Unit::Percent => format!("{v:.1}%"),
             Unit::MicrosPerKb => format!("{v:.3} µs/KB"),
@@ -319,6 +320,13 @@ mod tests {
 
     fn get(key: &str, r: &TestResult) -> Option<f64> {
         find(key).unwrap().value(r, &r.iterations[0])
+    }
+
+    #[test]
+    fn rates_print_their_unit_once() {
+        let m = find("transactions_per_s").unwrap();
+        assert_eq!(m.fmt(16_100.0), "16.1k/s");
+        assert_eq!(find("connections_per_s").unwrap().fmt(950.0), "950/s");
     }
 
     #[test]
