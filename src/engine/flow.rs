@@ -57,6 +57,11 @@ pub struct Ctx<'a> {
     /// The measurement window is over: flows may keep running but are not
     /// counted, and errors are expected (the peer is closing).
     pub stopping: bool,
+    /// For a call on an epoll event: whether the peer's FIN had arrived when
+    /// the event was taken (EPOLLRDHUP). None (a timer, a re-run) means
+    /// unknown. A flow waiting only for EOF may sleep on Some(false): the
+    /// FIN's arrival raises a new edge.
+    pub peer_closed: Option<bool>,
 }
 
 impl Ctx<'_> {

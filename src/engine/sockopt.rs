@@ -104,14 +104,14 @@ pub fn set_window_clamp(fd: i32, w: u32) -> io::Result<()> {
 }
 
 /// A non-blocking TCP socket for `addr`'s family with the spec's options.
+/// Non-blocking and close-on-exec are flags of socket(2) itself, not three
+/// more syscalls: crr opens one socket per transaction.
 pub fn tcp_socket(addr: &SocketAddr, spec: &TestSpec, agent: bool) -> io::Result<Socket> {
     let s = Socket::new(
         Domain::for_address(*addr),
-        Type::STREAM,
+        Type::STREAM.nonblocking().cloexec(),
         Some(Protocol::TCP),
     )?;
-    s.set_nonblocking(true)?;
-    s.set_cloexec(true)?;
     apply(&SockRef::from(&s), spec, agent)?;
     Ok(s)
 }

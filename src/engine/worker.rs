@@ -72,7 +72,11 @@ pub struct WorkerSetup {
 /// Why a flow is called.
 #[derive(Clone, Copy)]
 enum Call {
-    Ready { readable: bool, writable: bool },
+    Ready {
+        readable: bool,
+        writable: bool,
+        peer_closed: Option<bool>,
+    },
     Timer,
 }
 
@@ -266,10 +270,16 @@ impl Worker {
             timers: &mut self.timers,
             spawned,
             stopping,
+            peer_closed: match call {
+                Call::Ready { peer_closed, .. } => peer_closed,
+                Call::Timer => None,
+            },
         };
         let status = match call {
             Call::Timer => slot.flow.timer(&mut cx),
-            Call::Ready { readable, writable } => slot.flow.ready(&mut cx, readable, writable),
+            Call::Ready {
+                readable, writable, ..
+            } => slot.flow.ready(&mut cx, readable, writable),
         };
         match status {
             Status::Open => {}
@@ -330,18 +340,23 @@ impl Worker {
             }
             let mut now = Instant::now();
             let runnable = std::mem::take(&mut self.runnable);
-            let ready = runnable
-                .into_iter()
-                .map(|t| (t, true, true))
-                .chain(events.iter().map(|ev| {
-                    let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                    let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
-                    (ev.token().0, readable, writable)
-                }));
-            for (tok, readable, writable) in ready {
+            let ready =
+                runnable
+                    .into_iter()
+                    .map(|t| (t, true, true, None))
+                    .chain(events.iter().map(|ev| {
+                        let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                        let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+                        (ev.token().0, readable, writable, Some(ev.is_read_closed()))
+                    }));
+            for (tok, readable, writable, peer_closed) in ready {
                 self.dispatch(
                     tok,
-                    Call::Ready { readable, writable },
+                    Call::Ready {
+                        readable,
+                        writable,
+                        peer_closed,
+                    },
                     now,
                     stopping,
                     &mut spawned,
@@ -353,18 +368,35 @@ impl Worker {
                     self.advance(now);
                 }
             }
-            for mut flow in spawned.drain(..) {
-                let token = match self.free.pop() {
-                    Some(t) => t,
-                    None => {
-                        self.slots.push(None);
-                        self.slots.len() - 1
+            // Flows born in this batch (accepted connections) get a first
+            // call at once: what they wait for has often arrived with the
+            // connection (a crr request follows the handshake), and a flow
+            // that finishes now is closed before epoll reports it, which
+            // saves a wake-up per connection.
+            while !spawned.is_empty() {
+                let mut fresh = Vec::with_capacity(spawned.len());
+                for mut flow in spawned.drain(..) {
+                    let token = match self.free.pop() {
+                        Some(t) => t,
+                        None => {
+                            self.slots.push(None);
+                            self.slots.len() - 1
+                        }
+                    };
+                    if flow.register(self.poll.registry(), Token(token)).is_ok() {
+                        self.slots[token] = Some(Slot { flow, done: false });
+                        fresh.push(token);
+                    } else {
+                        self.free.push(token);
                     }
-                };
-                if flow.register(self.poll.registry(), Token(token)).is_ok() {
-                    self.slots[token] = Some(Slot { flow, done: false });
-                } else {
-                    self.free.push(token);
+                }
+                for tok in fresh {
+                    let first = Call::Ready {
+                        readable: true,
+                        writable: true,
+                        peer_closed: None,
+                    };
+                    self.dispatch(tok, first, now, stopping, &mut spawned);
                 }
             }
             loops += 1;

@@ -316,14 +316,35 @@ impl Responder {
         }
     }
 
-    fn read_header(&mut self) -> io::Result<bool> {
+    /// Reads and checks the crr data header. Ok(None): not all here yet.
+    /// Ok(Some(n)): done, and `n` request bytes that came with it were read
+    /// too (clear text reads header and request in one call, into the
+    /// worker's buffer; with TLS the bytes after the header are the
+    /// session's, so only the header is read).
+    fn read_header(&mut self, cx: &mut Ctx<'_>) -> io::Result<Option<u64>> {
         let Some((cookie, buf, got)) = &mut self.header else {
-            return Ok(true);
+            return Ok(Some(0));
         };
+        let mut extra = 0;
+        if *got == 0 && self.tls.is_none() {
+            match read_some(&mut self.base.stream, cx.buf)? {
+                Io::Moved(n) if n >= HEADER_LEN => {
+                    buf.copy_from_slice(&cx.buf[..HEADER_LEN]);
+                    *got = HEADER_LEN;
+                    extra = (n - HEADER_LEN) as u64;
+                }
+                Io::Moved(n) => {
+                    buf[..n].copy_from_slice(&cx.buf[..n]);
+                    *got = n;
+                }
+                Io::Blocked => return Ok(None),
+                Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
+            }
+        }
         while *got < HEADER_LEN {
             match read_some(&mut self.base.stream, &mut buf[*got..])? {
                 Io::Moved(n) => *got += n,
-                Io::Blocked => return Ok(false),
+                Io::Blocked => return Ok(None),
                 Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
             }
         }
@@ -337,7 +358,11 @@ impl Responder {
                     session.set_defer_flush(self.close_first);
                     self.base.tls = Some(session);
                 }
-                Ok(true)
+                if extra > 0 {
+                    self.base.bytes_rx += extra;
+                    cx.counters.bytes_rx += extra;
+                }
+                Ok(Some(extra))
             }
             None => Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -346,15 +371,35 @@ impl Responder {
         }
     }
 
-    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
-        if !self.read_header()? {
-            return Ok(Status::Open);
+    /// Counts `n` request bytes: each complete request queues a response.
+    fn consume(&mut self, cx: &mut Ctx<'_>, mut n: u64) {
+        while n > 0 {
+            let take = n.min(self.req_left);
+            n -= take;
+            self.req_left -= take;
+            if self.req_left == 0 {
+                self.to_write += self.response;
+                self.req_left = self.request;
+                cx.counters.transactions += 1;
+                self.base.transactions += 1;
+            }
         }
-        // Edge-triggered: drain reads on every call, whatever the event.
+    }
+
+    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
+        let Some(extra) = self.read_header(cx)? else {
+            return Ok(Status::Open);
+        };
+        self.consume(cx, extra);
+        // A one-shot (crr) connection carries exactly one request: once it
+        // is in, nothing more can come before our close, so the drain read
+        // (an EAGAIN per connection) is skipped. Otherwise, edge-triggered:
+        // drain reads on every call, whatever the event.
+        let one_done = self.once && self.base.transactions > 0;
         let mut moved = 0;
         let mut busy = false;
-        loop {
-            let mut n = match self.base.read_step(cx, &mut moved)? {
+        while !one_done {
+            let n = match self.base.read_step(cx, &mut moved)? {
                 ReadStep::Data(n) => n as u64,
                 ReadStep::Blocked => break,
                 ReadStep::Eof => {
@@ -368,16 +413,9 @@ impl Responder {
                     break;
                 }
             };
-            while n > 0 {
-                let take = n.min(self.req_left);
-                n -= take;
-                self.req_left -= take;
-                if self.req_left == 0 {
-                    self.to_write += self.response;
-                    self.req_left = self.request;
-                    cx.counters.transactions += 1;
-                    self.base.transactions += 1;
-                }
+            self.consume(cx, n);
+            if self.once && self.base.transactions > 0 {
+                break;
             }
         }
         match self.base.write_payload(cx, &mut self.to_write)? {
