@@ -385,3 +385,30 @@ fn receivers_count_what_the_kernel_carried() {
         assert!(u(&it["bytes"]) <= received && u(&it["bytes"]) > received / 3);
     }
 }
+
+#[test]
+fn an_agent_frees_every_crr_connection_while_the_test_runs() {
+    // Both close modes: the agent closes first (graceful), or reads the
+    // client's reset. A connection the agent kept would hold a descriptor
+    // until the test ends: thousands per second.
+    for close in ["graceful", "reset"] {
+        let agent = Agent::start("fd-token", &[]);
+        let tf = token_file("fd-token-file", "fd-token");
+        let args = remote(
+            &agent.addr,
+            &tf,
+            &["crr", "--close", close, "-d", "2", "--warmup", "0", "-q"],
+        );
+        let child = spawn(&args);
+        std::thread::sleep(Duration::from_millis(1500));
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", agent.child.id()))
+            .unwrap()
+            .count();
+        let o = wait(child, LIMIT);
+        assert!(o.status.success(), "{close}: {}", stderr(&o));
+        assert!(
+            fds < 200,
+            "{close}: the agent held {fds} descriptors mid-test"
+        );
+    }
+}

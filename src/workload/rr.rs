@@ -391,14 +391,14 @@ impl Responder {
             return Ok(Status::Open);
         };
         self.consume(cx, extra);
-        // A one-shot (crr) connection carries exactly one request: once it
-        // is in, nothing more can come before our close, so the drain read
-        // (an EAGAIN per connection) is skipped. Otherwise, edge-triggered:
-        // drain reads on every call, whatever the event.
-        let one_done = self.once && self.base.transactions > 0;
+        // A one-shot (crr) connection that we close first carries exactly
+        // one request: once it is in, nothing more can come before our
+        // close, so the drain read (an EAGAIN per connection) is skipped.
+        // Otherwise (rr, or crr whose client resets), edge-triggered: drain
+        // reads on every call, whatever the event, to see the end too.
         let mut moved = 0;
         let mut busy = false;
-        while !one_done {
+        while !(self.once && self.close_first && self.base.transactions > 0) {
             let n = match self.base.read_step(cx, &mut moved)? {
                 ReadStep::Data(n) => n as u64,
                 ReadStep::Blocked => break,
@@ -414,9 +414,6 @@ impl Responder {
                 }
             };
             self.consume(cx, n);
-            if self.once && self.base.transactions > 0 {
-                break;
-            }
         }
         match self.base.write_payload(cx, &mut self.to_write)? {
             WriteStep::Drained | WriteStep::Blocked => {}
