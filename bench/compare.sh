@@ -53,6 +53,7 @@ rows=(
   "stream 1 flow 1M|lr stream -m 1M|iperf3|iperf 1M"
   "crr 64/8192|lr crr --request 64 --response 8192|netperf|netperf TCP_CRR -r 64,8192"
   "rr 1/1|lr rr|netperf|netperf TCP_RR -r 1,1"
+  "rr 1/1 --spin|lr rr --spin|netperf|netperf TCP_RR -r 1,1"
   "rr 200/1000 x10|lr rr --request 200 --response 1000 -F 10 -T 2|neper|neper_rr 10 2 200 1000"
   "stream 10000 flows|lr stream -F 10000 -T 2|linerate 16 flows|lr stream -F 16 -T 2"
   "rr 10000 flows|lr rr -F 10000 -T 2|linerate 16 flows|lr rr -F 16 -T 2"

@@ -155,6 +155,7 @@ impl Side {
                 stop: stop.clone(),
                 tx: tx.clone(),
                 finite,
+                spin: spec.spin,
             };
             let h = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))

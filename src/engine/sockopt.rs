@@ -30,6 +30,22 @@ pub fn apply(sock: &SockRef<'_>, spec: &TestSpec, agent: bool) -> io::Result<()>
     if let Some(mss) = spec.mss {
         sock.set_tcp_mss(mss)?;
     }
+    if spec.spin {
+        // Busy-poll the device queue for up to 50 µs in reads and polls
+        // where the kernel lets us (above net.core.busy_read it needs
+        // CAP_NET_ADMIN); the worker spins in epoll either way.
+        let us: libc::c_int = 50;
+        // SAFETY: an int option of the right size.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BUSY_POLL,
+                &us as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
     Ok(())
 }
 

@@ -67,6 +67,8 @@ pub struct WorkerSetup {
     pub tx: Sender<WorkerMsg>,
     /// End the worker once every persistent flow is done (finite tests).
     pub finite: bool,
+    /// Busy polling: never sleep in epoll (`--spin`).
+    pub spin: bool,
 }
 
 /// Why a flow is called.
@@ -231,7 +233,7 @@ impl Worker {
     /// How long epoll may sleep: not past the next edge or timer, not at all
     /// while flows wait to be re-run, and at most 20 ms (the stop flag).
     fn timeout(&self, now: Instant) -> Duration {
-        if !self.runnable.is_empty() {
+        if !self.runnable.is_empty() || self.s.spin {
             return Duration::ZERO;
         }
         let mut until = now + Duration::from_millis(20);

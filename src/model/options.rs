@@ -345,6 +345,9 @@ pub struct TestOptions {
     /// stream: send with sendfile(2) from a memfd (no user-space copy).
     #[arg(long, action = clap::ArgAction::SetTrue)]
     pub zerocopy: Option<bool>,
+    /// Busy polling: workers never sleep in epoll (and set SO_BUSY_POLL where allowed); lower latency, a full core per worker on each end.
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub spin: Option<bool>,
     /// Use IPv6 (on the command line: -6, beside --agent).
     #[arg(skip)]
     pub ipv6: Option<bool>,
@@ -490,6 +493,7 @@ impl TestOptions {
             cpus: self.cpus.clone().map(|c| c.0),
             agent_cpus: self.agent_cpus.clone().map(|c| c.0),
             zerocopy: self.zerocopy.unwrap_or(d.zerocopy),
+            spin: self.spin.unwrap_or(d.spin),
             ipv6: self.ipv6.unwrap_or(d.ipv6),
             close: self.close.unwrap_or(d.close),
             tls: self.tls_spec(workload)?,
@@ -654,6 +658,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         flag(true, format!("--agent-cpus {}", units::fmt_cpu_list(c)));
     }
     flag(spec.zerocopy, "--zerocopy".into());
+    flag(spec.spin, "--spin".into());
     flag(spec.ipv6, "-6".into());
     flag(spec.close != d.close, "--close reset".into());
     if let Some(t) = &spec.tls {
@@ -747,6 +752,7 @@ mod tests {
                 duration_s: 5.0,
                 rate: Some(20000.0),
                 cpus: Some(vec![0, 1]),
+                spin: true,
                 ..Default::default()
             },
             TestSpec {

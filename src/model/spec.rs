@@ -222,6 +222,10 @@ pub struct TestSpec {
     pub cpus: Option<Vec<usize>>,
     pub agent_cpus: Option<Vec<usize>>,
     pub zerocopy: bool,
+    /// Workers poll their sockets without sleeping in epoll (and ask for
+    /// SO_BUSY_POLL where allowed): latency without wake-ups, for a core each.
+    #[serde(default)]
+    pub spin: bool,
     pub ipv6: bool,
     pub close: CloseMode,
     /// TLS on every data connection (None: clear text).
@@ -266,6 +270,7 @@ impl Default for TestSpec {
             cpus: None,
             agent_cpus: None,
             zerocopy: false,
+            spin: false,
             ipv6: false,
             close: CloseMode::Graceful,
             tls: None,

@@ -97,10 +97,11 @@ pub fn describe(spec: &TestSpec) -> String {
         )
     };
     format!(
-        "{what}: {} flow{} on {} worker{} (agent {}), {window}",
+        "{what}: {} flow{} on {} {}worker{} (agent {}), {window}",
         spec.flows,
         if spec.flows == 1 { "" } else { "s" },
         spec.workers,
+        if spec.spin { "busy-polling " } else { "" },
         if spec.workers == 1 { "" } else { "s" },
         spec.agent_workers
     )
