@@ -39,6 +39,22 @@ fn shows_transactions(spec: &TestSpec) -> bool {
 /// measured; a test that ended early is a result with status partial.
 pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
     let spec = p.spec;
+    let program = spec.workload.is_program();
+    let lab_for_program = match (program, lab) {
+        (true, None) => {
+            return Err(usage(format!(
+                "{} runs in a lab: linerate lab up NAME --rtt 50ms --rate 1gbit, then --lab NAME",
+                spec.workload.name()
+            )))
+        }
+        (true, Some(st)) => Some(st),
+        (false, _) => None,
+    };
+    let info = target.info.clone();
+    let conn = target.conn.as_mut();
+    if !program && conn.is_none() {
+        return Err(Error::Failed("no agent to run flows on".into()));
+    }
     let mut progress = Progress::new(
         &p.label,
         spec.duration_s,
@@ -46,36 +62,24 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
         p.json_stream,
         shows_transactions(spec),
     );
-    let outcome = if spec.workload.is_program() {
-        let Some(st) = lab else {
-            return Err(usage(format!(
-                "{} runs in a lab: linerate lab up NAME --rtt 50ms --rate 1gbit, then --lab NAME",
-                spec.workload.name()
-            )));
-        };
-        let command = p.command.clone();
-        record::around(st, || crate::program::run(spec, st, command))
-            .and_then(|(r, rec)| r.map(|r| (r, Some(rec))))
-    } else {
-        let info = target.info.clone();
-        let Some(conn) = target.conn.as_mut() else {
-            return Err(Error::Failed("no agent to run flows on".into()));
-        };
-        let mut test = || {
-            run_test(
-                conn,
-                spec,
-                p.confidence,
-                info.clone(),
-                p.command.clone(),
-                &mut progress,
-                &mut |_| {},
-            )
-        };
-        match lab {
-            Some(st) => record::around(st, test).and_then(|(r, rec)| r.map(|r| (r, Some(rec)))),
-            None => test().map(|r| (r, None)),
-        }
+    let bar = &mut progress;
+    // A program in its lab, or flows on the agent: both checked above.
+    let test = move || match (lab_for_program, conn) {
+        (Some(st), _) => crate::program::run(spec, st, p.command.clone()),
+        (None, Some(conn)) => run_test(
+            conn,
+            spec,
+            p.confidence,
+            info,
+            p.command.clone(),
+            bar,
+            &mut |_| {},
+        ),
+        (None, None) => Err("no agent to run flows on".into()),
+    };
+    let outcome = match lab {
+        Some(st) => record::around(st, test).and_then(|(r, rec)| r.map(|r| (r, Some(rec)))),
+        None => test().map(|r| (r, None)),
     };
     progress.finish();
     let (mut result, rec) = outcome?;

@@ -313,6 +313,8 @@ impl Worker {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
         let mut spawned: Vec<Box<dyn Flow>> = Vec::new();
+        // Tokens of flows spawned in this batch (kept: no allocation per batch).
+        let mut fresh: Vec<usize> = Vec::new();
         let mut loops: u64 = 0;
         let finite = self.s.finite;
         let mut fatal = None;
@@ -376,7 +378,7 @@ impl Worker {
             // that finishes now is closed before epoll reports it, which
             // saves a wake-up per connection.
             while !spawned.is_empty() {
-                let mut fresh = Vec::with_capacity(spawned.len());
+                fresh.clear();
                 for mut flow in spawned.drain(..) {
                     let token = match self.free.pop() {
                         Some(t) => t,
@@ -392,7 +394,7 @@ impl Worker {
                         self.free.push(token);
                     }
                 }
-                for tok in fresh {
+                for &tok in &fresh {
                     let first = Call::Ready {
                         readable: true,
                         writable: true,
