@@ -46,6 +46,7 @@ const NFQA_VERDICT_HDR: u16 = libc::NFQA_VERDICT_HDR as u16;
 const NFQA_PAYLOAD: u16 = libc::NFQA_PAYLOAD as u16;
 const NFQA_CAP_LEN: u16 = libc::NFQA_CAP_LEN as u16;
 const NFQA_SKB_INFO: u16 = libc::NFQA_SKB_INFO as u16;
+const NFQA_TIMESTAMP: u16 = libc::NFQA_TIMESTAMP as u16;
 /// `NFQA_SKB_GSO` in `NFQA_SKB_INFO` (linux/netfilter/nfnetlink_queue.h).
 const NFQA_SKB_GSO: u32 = 1 << 1;
 
@@ -77,6 +78,9 @@ pub struct Packet {
     pub len: u32,
     /// The kernel flagged it as a GSO super-packet (`NFQA_SKB_INFO`).
     pub gso: bool,
+    /// The packet's kernel timestamp (`NFQA_TIMESTAMP`), microseconds, when
+    /// it had one: see [`Stamp`].
+    pub stamp: Option<Stamp>,
     head: [u8; COPY_RANGE],
     head_len: u8,
 }
@@ -85,6 +89,40 @@ impl Packet {
     /// The first bytes of the packet (IP header onwards), at most [`COPY_RANGE`].
     pub fn head(&self) -> &[u8] {
         &self.head[..self.head_len as usize]
+    }
+}
+
+/// A packet's kernel timestamp as NFQUEUE reports it: `skb->tstamp` in
+/// whole microseconds, on one of two clocks the message does not name.
+///
+/// A TCP segment keeps its sender's departure time (EDT, `CLOCK_MONOTONIC`)
+/// across namespaces and forwarding, so forwarded TCP arrives stamped with
+/// the instant its sender put it on the link. Other packets carry a
+/// `CLOCK_REALTIME` receive stamp when some socket on the host asked for
+/// timestamps, else none. The two are told apart by size: a monotonic clock
+/// (time since boot) below 10^9 s, a real-time one (since 1970) above it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    /// `CLOCK_MONOTONIC`, microseconds.
+    Monotonic(u64),
+    /// `CLOCK_REALTIME`, microseconds.
+    Realtime(u64),
+}
+
+impl Stamp {
+    /// Seconds above which a stamp is taken as real time (2001-09-09).
+    const REALTIME_SECONDS: u64 = 1_000_000_000;
+
+    fn from_parts(sec: u64, usec: u64) -> Option<Stamp> {
+        if usec >= 1_000_000 || sec == 0 && usec == 0 {
+            return None;
+        }
+        let us = sec.checked_mul(1_000_000)?.checked_add(usec)?;
+        Some(if sec >= Self::REALTIME_SECONDS {
+            Stamp::Realtime(us)
+        } else {
+            Stamp::Monotonic(us)
+        })
     }
 }
 
@@ -214,6 +252,10 @@ fn be32(b: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?))
 }
 
+fn be64(b: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
+}
+
 fn ne32(b: &[u8]) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(..4)?.try_into().ok()?))
 }
@@ -227,6 +269,7 @@ fn parse_packet(mut attrs: &[u8]) -> Option<Packet> {
     let mut id = None;
     let mut cap_len = None;
     let mut gso = false;
+    let mut stamp = None;
     let mut head = [0u8; COPY_RANGE];
     let mut head_len = 0usize;
     let mut payload_len = 0usize;
@@ -242,6 +285,13 @@ fn parse_packet(mut attrs: &[u8]) -> Option<Packet> {
             NFQA_PACKET_HDR => id = be32(data),
             NFQA_CAP_LEN => cap_len = be32(data),
             NFQA_SKB_INFO => gso = be32(data).is_some_and(|f| f & NFQA_SKB_GSO != 0),
+            // struct nfqnl_msg_packet_timestamp { be64 sec; be64 usec; }
+            NFQA_TIMESTAMP => {
+                let usec = data.get(8..).and_then(be64);
+                stamp = be64(data)
+                    .zip(usec)
+                    .and_then(|(s, u)| Stamp::from_parts(s, u));
+            }
             NFQA_PAYLOAD => {
                 payload_len = data.len();
                 head_len = data.len().min(COPY_RANGE);
@@ -256,6 +306,7 @@ fn parse_packet(mut attrs: &[u8]) -> Option<Packet> {
         id: id?,
         len: cap_len.unwrap_or(payload_len as u32),
         gso,
+        stamp,
         head,
         head_len: head_len as u8,
     })
@@ -714,6 +765,38 @@ mod tests {
                 errno: libc::ENOENT
             }
         );
+    }
+
+    #[test]
+    fn timestamps_are_read_and_their_clock_told_apart() {
+        let stamped = |sec: u64, usec: u64| {
+            let mut body = vec![libc::AF_INET as u8, 0, 0, 0];
+            put_attr(&mut body, NFQA_PACKET_HDR, &[0, 0, 0, 9, 8, 0, 2]);
+            let mut ts = sec.to_be_bytes().to_vec();
+            ts.extend_from_slice(&usec.to_be_bytes());
+            put_attr(&mut body, NFQA_TIMESTAMP, &ts);
+            put_attr(&mut body, NFQA_PAYLOAD, &[0x45u8; 20]);
+            match parse_all(&nlmsg(MSG_PACKET, 0, &body), 0).pop() {
+                Some(Message::Packet(p)) => p.stamp,
+                m => panic!("unexpected {m:?}"),
+            }
+        };
+        // Uptime-sized seconds: the monotonic clock (TCP departure stamps).
+        assert_eq!(stamped(3_600, 5), Some(Stamp::Monotonic(3_600_000_005)));
+        // Seconds since 1970: a real-time receive stamp.
+        assert_eq!(
+            stamped(1_763_900_000, 250_000),
+            Some(Stamp::Realtime(1_763_900_000_250_000))
+        );
+        // Nonsense microseconds and a zero stamp are no stamp.
+        assert_eq!(stamped(10, 1_000_000), None);
+        assert_eq!(stamped(0, 0), None);
+        // A packet without the attribute has none.
+        let p = packet_msg(0, 1, None, &[0u8; 20]);
+        match parse_all(&p, 0).pop() {
+            Some(Message::Packet(p)) => assert_eq!(p.stamp, None),
+            m => panic!("unexpected {m:?}"),
+        }
     }
 
     #[test]

@@ -248,6 +248,15 @@ pub struct DirStats {
     /// the emulator could not keep up.
     #[serde(default)]
     pub kernel_user_dropped: u64,
+    /// Packets whose arrival time came from their kernel timestamp (the
+    /// rest were timed when read).
+    #[serde(default)]
+    pub stamped: u64,
+    /// Largest gap between a stamped packet's arrival and its read,
+    /// microseconds: how long arrivals waited for the loop (harmless while
+    /// it stays below the one-way delay).
+    #[serde(default)]
+    pub max_arrival_lag_us: u64,
 }
 
 impl DirStats {
@@ -270,6 +279,8 @@ impl DirStats {
             verdict_errors: d(self.verdict_errors, before.verdict_errors),
             kernel_queue_dropped: d(self.kernel_queue_dropped, before.kernel_queue_dropped),
             kernel_user_dropped: d(self.kernel_user_dropped, before.kernel_user_dropped),
+            stamped: d(self.stamped, before.stamped),
+            max_arrival_lag_us: self.max_arrival_lag_us,
         }
     }
 }
