@@ -36,10 +36,10 @@ netperf() { # test, test options
   if [ "$t" = TCP_STREAM ]; then python3 -c "print($v * 1e6)"; else echo "$v"; fi
 }
 neper_rr() { # flows threads request response
-  "$NEPER/tcp_rr" -T "$2" -F "$1" -l "$((SECS + 1))" -Q "$3" -R "$4" -P 12868 >/dev/null 2>&1 &
+  "$NEPER/tcp_rr" --nolog -T "$2" -F "$1" -l "$((SECS + 1))" -Q "$3" -R "$4" -P 12868 >/dev/null 2>&1 &
   local srv=$!
   sleep 0.3
-  "$NEPER/tcp_rr" -c -H 127.0.0.1 -T "$2" -F "$1" -l "$SECS" -Q "$3" -R "$4" -P 12868 2>/dev/null \
+  "$NEPER/tcp_rr" --nolog -c -H 127.0.0.1 -T "$2" -F "$1" -l "$SECS" -Q "$3" -R "$4" -P 12868 2>/dev/null \
     | awk -F= '/^throughput=/ {print $2; exit}'
   wait $srv 2>/dev/null || true
 }

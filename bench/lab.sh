@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Emulator capacity and cost (run alone, as root: nothing else busy).
 # Usage: bench/lab.sh [ROUNDS] [SECONDS]
+#   LR=path/to/linerate bench/lab.sh ...   measures that binary (an earlier
+#   build, for an A/B) instead of building this tree
 # Interleaved rounds over these labs, each a fresh `linerate lab up`:
 #   plain      no emulator, plain veth forwarding through the router
 #   cap-gso    emulator with no delay and no rate limit (its capacity), GSO
@@ -14,8 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 SECS=${2:-6}
-LR=./target/release/linerate
-cargo build --release -q
+if [ -z "${LR:-}" ]; then
+  LR=./target/release/linerate
+  cargo build --release -q
+fi
 out=$(mktemp -d)
 LAB=bench$$
 trap '$LR lab down $LAB >/dev/null 2>&1 || true; rm -rf "$out"' EXIT

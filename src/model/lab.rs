@@ -221,7 +221,9 @@ pub struct DirStats {
     pub dropped_queue: u64,
     /// Largest number of wire bytes waiting for the bottleneck (counting the packet just queued).
     pub max_queue_bytes: u64,
-    /// Packets released more than 1 ms after their scheduled time.
+    /// Packets released more than 1 ms after their scheduled time. The
+    /// schedule starts from the packet's kernel arrival stamp, so time spent
+    /// waiting in the kernel for the emulator to read it counts.
     pub late: u64,
     /// Wire segments of the packets counted in `packets` (= `packets` in per-packet mode).
     #[serde(default)]
