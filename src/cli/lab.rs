@@ -21,7 +21,7 @@ pub struct LabArgs {
 #[derive(Subcommand, Debug)]
 pub enum LabCommand {
     /// Create lab NAME (client, router, server namespaces) with this link, and calibrate it.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Remove lab NAME: emulator, namespaces, links and rules (safe to repeat).
     Down(DownArgs),
     /// Show the labs that are up, their links, emulator counters and last calibration.
@@ -205,7 +205,7 @@ fn status(a: StatusArgs) -> Result<()> {
 
 pub fn lab(args: LabArgs) -> Result<()> {
     match args.command {
-        LabCommand::Up(a) => up(a),
+        LabCommand::Up(a) => up(*a),
         LabCommand::Down(a) => down(a),
         LabCommand::Status(a) => status(a),
         LabCommand::Emulate(a) => {

@@ -45,6 +45,11 @@ pub struct LabOptions {
     #[arg(long)]
     #[serde(default)]
     pub per_packet: bool,
+    /// Where the emulator runs: auto (the last CPU, the lab's packet
+    /// processing steered to the others), off, or a CPU number.
+    #[arg(long, value_name = "auto|off|N")]
+    #[serde(default)]
+    pub emulator_cpu: Option<String>,
 }
 
 fn on_off(s: &str) -> Result<bool, String> {
@@ -172,6 +177,9 @@ impl LabOptions {
             spec.offloads = o;
         }
         spec.per_packet = self.per_packet;
+        if let Some(c) = &self.emulator_cpu {
+            spec.emulator_cpu = c.parse().map_err(|e| format!("--emulator-cpu: {e}"))?;
+        }
         if let Some(cc) = &self.cc {
             if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!("--cc '{cc}' is not a congestion control name"));

@@ -39,6 +39,43 @@ pub struct LabSpec {
     /// super-packet is otherwise one unit); costs CPU, for comparison.
     #[serde(default)]
     pub per_packet: bool,
+    /// Where the user-space emulator runs (see [`EmulatorCpu`]).
+    #[serde(default)]
+    pub emulator_cpu: EmulatorCpu,
+}
+
+/// Where the user-space emulator runs.
+///
+/// Its verdict calls run the kernel's forwarding and the receivers' TCP for
+/// every released packet, on its own CPU: per packet at capacity the
+/// emulator's thread did the whole lab's packet processing and was the
+/// bound (2.8-3.8 Gbit/s, bench/RESULTS.md). Pinned to one CPU, with the
+/// lab links' receive processing steered to the other CPUs (RPS), the work
+/// spreads over the machine: 5.7-5.9 Gbit/s.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EmulatorCpu {
+    /// The last CPU this process may use, when it may use two or more.
+    #[default]
+    Auto,
+    /// Neither pinned nor steered: the scheduler places everything.
+    Off,
+    /// This CPU.
+    Cpu(u32),
+}
+
+impl std::str::FromStr for EmulatorCpu {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(EmulatorCpu::Auto),
+            "off" | "none" => Ok(EmulatorCpu::Off),
+            n => n
+                .parse()
+                .map(EmulatorCpu::Cpu)
+                .map_err(|_| format!("'{s}' is not auto, off or a CPU number")),
+        }
+    }
 }
 
 impl Default for LabSpec {
@@ -49,6 +86,7 @@ impl Default for LabSpec {
             offloads: true,
             cc: "cubic".into(),
             per_packet: false,
+            emulator_cpu: EmulatorCpu::Auto,
         }
     }
 }
