@@ -5,7 +5,8 @@
 # Usage: bench/compare.sh [ROUNDS] [SECONDS]   (run alone: nothing else busy)
 # Needs iperf3 (scripts/test.sh installs it); netperf and neper come from
 # bench/peers.sh (built from their sources on first use). ONLY=regex limits
-# the rows. Emulator rows: bench/lab.sh (root).
+# the rows. As root it ends with the emulator rows (bench/lab.sh, same
+# rounds and seconds; ONLY=emulator runs just those); EMULATOR=0 skips them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -89,3 +90,15 @@ print("%-22s %-18s %14s %14s %7.3f  %s" % (name, peer, fmt(ma), fmt(mb), ma / mb
       " ".join("%.2f" % (x / y) for x, y in zip(a, b))))
 EOF
 done
+
+# The emulator rows of the table have no peer: its capacity and CPU at
+# 1 Gbit/s, from bench/lab.sh (root: it builds labs).
+if [[ "${EMULATOR:-1}" != 0 && ( -z "${ONLY:-}" || "emulator" =~ $ONLY ) ]]; then
+  echo
+  if [ "$(id -u)" = 0 ]; then
+    echo "emulator (bench/lab.sh $ROUNDS $SECS):"
+    LR=$LR bench/lab.sh "$ROUNDS" "$SECS" | tail -n +3
+  else
+    echo "emulator rows skipped: bench/lab.sh needs root"
+  fi
+fi
