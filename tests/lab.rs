@@ -49,6 +49,16 @@ impl Lab {
         format!("lr-{}-{role}", self.name)
     }
 
+    /// Runs `cmd` in namespace `role` and returns its standard output.
+    fn exec(&self, role: &str, cmd: &[&str]) -> String {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.ns(role)])
+            .args(cmd)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
     fn status(&self) -> serde_json::Value {
         let o = run(
             &["lab", "status", &self.name, "--json"],
@@ -109,18 +119,9 @@ fn lab_up_calibrates_rtt_and_rate_and_down_leaves_nothing() {
     assert_eq!(st[0]["lab"]["backend"], "nfqueue", "{st}");
     assert!(namespaces().contains(&lab.ns("r")));
     // The router's rules exist while it is up.
-    let rules = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.ns("r"),
-            "iptables-legacy",
-            "-S",
-            "FORWARD",
-        ])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&rules.stdout).contains("NFQUEUE"));
+    assert!(lab
+        .exec("r", &["iptables-legacy", "-S", "FORWARD"])
+        .contains("NFQUEUE"));
 
     let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
     assert!(o.status.success(), "{}", stderr(&o));
@@ -233,17 +234,9 @@ fn loss_rate_is_within_statistical_bounds() {
             !allowed.contains(['-', ',']),
             "emulator not pinned: {allowed}"
         );
-        let rps = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &lab.ns("r"),
-                "cat",
-                "/sys/class/net/c0/queues/rx-0/rps_cpus",
-            ])
-            .output()
-            .unwrap();
-        let mask = String::from_utf8_lossy(&rps.stdout).replace(',', "");
+        let mask = lab
+            .exec("r", &["cat", "/sys/class/net/c0/queues/rx-0/rps_cpus"])
+            .replace(',', "");
         assert!(
             u64::from_str_radix(mask.trim(), 16).unwrap_or(0) != 0,
             "no RPS on the router's c0: {mask}"
@@ -376,21 +369,9 @@ fn scp_and_exec_run_real_programs_in_the_lab() {
     assert_eq!(u(&r["summary"]["bytes"]), 4 << 20);
     assert!(f(&e["server_cpu_s"]) > 0.0);
     // The server namespace's tcp_rmem is put back after the test.
-    let rmem = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.ns("s"),
-            "sysctl",
-            "-n",
-            "net.ipv4.tcp_rmem",
-        ])
-        .output()
-        .unwrap();
+    let rmem = lab.exec("s", &["sysctl", "-n", "net.ipv4.tcp_rmem"]);
     assert_eq!(
-        String::from_utf8_lossy(&rmem.stdout)
-            .split_whitespace()
-            .collect::<Vec<_>>(),
+        rmem.split_whitespace().collect::<Vec<_>>(),
         ["4096", "131072", "33554432"]
     );
     // Any command, with linerate's sshd; its exit status decides.

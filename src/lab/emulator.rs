@@ -82,10 +82,9 @@ pub const DEFAULT_SEGMENT_HEADER: u32 = 52;
 const LATE_NS: u64 = 1_000_000;
 /// The loop wakes at least this often (stop flag) and writes counters this often.
 const TICK: Duration = Duration::from_millis(100);
-/// How often a queue that is not watched (see `HalfLink::wants_arrivals`)
+/// How often (ns) a queue that is not watched (see `HalfLink::wants_arrivals`)
 /// is read anyway when nothing else wakes the loop: keeps its kernel
 /// backlog small under a flood into a slow link.
-const UNWATCHED_READ: Duration = Duration::from_millis(2);
 const UNWATCHED_READ_NS: u64 = 2_000_000;
 /// Kernel timestamps older than this at the read are ignored (see `HalfLink::receive`).
 const STAMP_TRUST_NS: u64 = 1_000_000_000;
@@ -355,30 +354,23 @@ impl Epoll {
         Ok(Epoll { fd, pwait2: true })
     }
 
+    /// Adds `fd` to the set, watched for reading.
     fn add(&self, fd: RawFd, token: u64) -> Result<(), String> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: both descriptors are open and `ev` is valid for the call.
-        let rc = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if rc != 0 {
-            return Err(format!(
-                "epoll_ctl: {}",
-                error_text(&io::Error::last_os_error())
-            ));
-        }
-        Ok(())
+        self.ctl(libc::EPOLL_CTL_ADD, fd, token, true)
     }
 
     /// Turns reading interest in `fd` on or off (it stays in the set).
     fn watch(&self, fd: RawFd, token: u64, on: bool) -> Result<(), String> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, token, on)
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, readable: bool) -> Result<(), String> {
         let mut ev = libc::epoll_event {
-            events: if on { libc::EPOLLIN as u32 } else { 0 },
+            events: if readable { libc::EPOLLIN as u32 } else { 0 },
             u64: token,
         };
         // SAFETY: both descriptors are open and `ev` is valid for the call.
-        let rc = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        let rc = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) };
         if rc != 0 {
             return Err(format!(
                 "epoll_ctl: {}",
@@ -945,7 +937,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
         for (d, dir) in dirs.iter_mut().enumerate() {
-            // A queue that is not watched is read every UNWATCHED_READ, with
+            // A queue that is not watched is read every UNWATCHED_READ_NS, with
             // each packet's own timestamp as its arrival.
             let due = !dir.watched && now.saturating_sub(dir.last_read) >= UNWATCHED_READ_NS;
             if ready[d] || due {
@@ -988,7 +980,8 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
                 wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
             }
             if !dir.watched {
-                wake = wake.min(UNWATCHED_READ);
+                let next = dir.last_read.saturating_add(UNWATCHED_READ_NS);
+                wake = wake.min(Duration::from_nanos(next.saturating_sub(now)));
             }
         }
         ready = epoll.wait(wake)?;

@@ -95,12 +95,12 @@ impl Packet {
 /// A packet's kernel timestamp as NFQUEUE reports it: `skb->tstamp` in
 /// whole microseconds, on one of two clocks the message does not name.
 ///
-/// A TCP segment keeps its sender's departure time (EDT, `CLOCK_MONOTONIC`)
-/// across namespaces and forwarding, so forwarded TCP arrives stamped with
-/// the instant its sender put it on the link. Other packets carry a
-/// `CLOCK_REALTIME` receive stamp when some socket on the host asked for
-/// timestamps, else none. The two are told apart by size: a monotonic clock
-/// (time since boot) below 10^9 s, a real-time one (since 1970) above it.
+/// Forwarded packets carry a `CLOCK_REALTIME` receive stamp when some
+/// socket on the host asked for timestamps (the emulator holds one), else
+/// none: on this kernel forwarded TCP arrived unstamped until then. A
+/// packet that kept its sender's departure time (TCP's EDT stamp is on
+/// `CLOCK_MONOTONIC`) would be told apart by size: a monotonic clock (time
+/// since boot) stays below 10^9 s, a real-time one (since 1970) is above.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stamp {
     /// `CLOCK_MONOTONIC`, microseconds.

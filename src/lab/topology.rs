@@ -228,7 +228,7 @@ fn build(
             Backend::Nfqueue => "asked for",
             _ => "netem is not in this kernel",
         };
-        let note = format!("{why}{}", place(&[&c, &r, &s], spec)?);
+        let note = format!("{why}{}", place(&[&c, &r, &s], spec, false)?);
         let e = start_emulator(name, &r, spec)?;
         ("nfqueue", note, Some(e))
     };
@@ -373,11 +373,14 @@ fn placement_among(
     Ok(Some(Placement { emulator, others }))
 }
 
-/// Applies the placement of `spec` to the lab's links (steered, or back to
-/// unsteered) and returns what to add to the backend note.
-fn place(names: &[&String; 3], spec: &LabSpec) -> Result<String, String> {
+/// Applies the placement of `spec` to the lab's links and returns what to
+/// add to the backend note. Without a placement the links are left alone,
+/// or set back to unsteered when `reset` (a running lab being reshaped).
+fn place(names: &[&String; 3], spec: &LabSpec, reset: bool) -> Result<String, String> {
     let Some(p) = placement(spec)? else {
-        steer(names, &[])?;
+        if reset {
+            steer(names, &[])?;
+        }
         return Ok(String::new());
     };
     steer(names, &p.others)?;
@@ -552,7 +555,7 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
                 stop_emulator(e);
             }
             let names = [&st.client_ns, &st.router_ns, &st.server_ns];
-            let placed = place(&names, spec)?;
+            let placed = place(&names, spec, true)?;
             let why = st.backend_note.split("; ").next().unwrap_or("").to_string();
             st.backend_note = format!("{why}{placed}");
             let cfg = emulator_config(&st.name, spec);
