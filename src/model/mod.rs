@@ -6,6 +6,7 @@
 pub mod exec;
 pub mod flow;
 pub mod host;
+pub mod hosts;
 pub mod lab;
 pub mod options;
 pub mod result;
