@@ -4,19 +4,23 @@
 //! out), caps flows, duration and concurrent tests, answers "busy" past the
 //! cap, and survives a controller that vanishes mid-test.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::clock;
 use super::protocol::{
-    self, mac, mac_eq, random_hex, random_u64, read_msg, write_msg, ErrorCode, Msg,
+    self, mac, mac_eq, random_hex, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg,
+    TargetGroup,
 };
-use crate::engine::setup::accept_flows;
+use crate::engine::setup::{accept_flows, connect_flows};
 use crate::engine::side::{Observer, Side, SideSetup};
 use crate::engine::sockopt;
 use crate::engine::tls;
+use crate::measure::histogram::{self, Hist};
 use crate::measure::host as env;
 use crate::workload::Conns;
 
@@ -38,6 +42,26 @@ pub struct ServeConfig {
 struct Shared {
     cfg: ServeConfig,
     active: AtomicUsize,
+    started: Instant,
+}
+
+/// The agent's clock, load and version, for clock offsets and `cluster status`.
+fn probe_reply(sent_ns: u64, sh: &Shared) -> Msg {
+    let agent_ns = clock::mono_ns();
+    let mut load = [0.0; 3];
+    if let Ok(text) = std::fs::read_to_string("/proc/loadavg") {
+        for (slot, v) in load.iter_mut().zip(text.split_whitespace()) {
+            *slot = v.parse().unwrap_or(0.0);
+        }
+    }
+    Msg::ProbeReply {
+        sent_ns,
+        agent_ns,
+        software: format!("linerate {}", env!("CARGO_PKG_VERSION")),
+        load,
+        tests_running: sh.active.load(Ordering::SeqCst) as u32,
+        uptime_s: sh.started.elapsed().as_secs_f64(),
+    }
 }
 
 macro_rules! log {
@@ -64,6 +88,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let shared = Arc::new(Shared {
         cfg,
         active: AtomicUsize::new(0),
+        started: Instant::now(),
     });
     for conn in listener.incoming() {
         let conn = match conn {
@@ -106,8 +131,22 @@ fn session(mut stream: TcpStream, sh: &Shared) {
     let (rx, gone) = protocol::spawn_reader(reader);
     loop {
         match rx.recv() {
-            Ok(Some(Msg::Setup { spec })) => {
-                if let Err(end) = run_test(*spec, &mut stream, &rx, &gone, sh) {
+            Ok(Some(Msg::Probe { sent_ns })) => {
+                if write_msg(&mut stream, &probe_reply(sent_ns, sh)).is_err() {
+                    break;
+                }
+            }
+            Ok(Some(m @ (Msg::Setup { .. } | Msg::SetupClient { .. }))) => {
+                let (spec, role) = match m {
+                    Msg::Setup {
+                        spec,
+                        listen,
+                        expect,
+                    } => (spec, Role::Server { listen, expect }),
+                    Msg::SetupClient { spec, groups } => (spec, Role::Client { groups }),
+                    _ => unreachable!("matched above"),
+                };
+                if let Err(end) = run_test(*spec, role, &mut stream, &rx, &gone, sh) {
                     let e = match end {
                         TestEnd::Told(e) => e,
                         // Every failure reaches the controller, not only the
@@ -226,8 +265,21 @@ impl From<&str> for TestEnd {
     }
 }
 
+/// Which half of a test this agent runs.
+enum Role {
+    /// Listen on `listen` (empty: the control address) for the flows
+    /// `expect` names (empty: all of them).
+    Server {
+        listen: Vec<IpAddr>,
+        expect: Vec<u32>,
+    },
+    /// Open flows to other agents' listeners and drive them.
+    Client { groups: Vec<TargetGroup> },
+}
+
 fn run_test(
     spec: TestSpec,
+    role: Role,
     stream: &mut TcpStream,
     rx: &Receiver<Option<Msg>>,
     gone: &Arc<AtomicBool>,
@@ -241,16 +293,27 @@ fn run_test(
         Ok(w) => w,
         Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
     };
-    if let Err(e) = crate::engine::limits::ensure_fds(spec.flows, spec.agent_workers, "the agent") {
+    let client = matches!(role, Role::Client { .. });
+    let (flows_here, workers) = match &role {
+        Role::Server { expect, .. } if !expect.is_empty() => {
+            (expect.len() as u32, spec.agent_workers)
+        }
+        Role::Server { .. } => (spec.flows, spec.agent_workers),
+        Role::Client { groups } => (
+            groups.iter().map(|g| g.targets.len() as u32).sum(),
+            spec.workers,
+        ),
+    };
+    if let Err(e) = crate::engine::limits::ensure_fds(flows_here, workers, "the agent") {
         return refuse(stream, ErrorCode::SetupFailed, e);
     }
-    if spec.flows > sh.cfg.max_flows {
+    if flows_here > sh.cfg.max_flows {
         return refuse(
             stream,
             ErrorCode::BadRequest,
             format!(
-                "{} flows asked, this agent allows {} (--max-flows)",
-                spec.flows, sh.cfg.max_flows
+                "{flows_here} flows asked, this agent allows {} (--max-flows)",
+                sh.cfg.max_flows
             ),
         );
     }
@@ -277,84 +340,14 @@ fn run_test(
             ),
         );
     }
-    // TLS: the server config and the certificate the controller will trust.
-    let (tls_role, tls_cert, tls_cert_label) = match &spec.tls {
-        None => (None, None, None),
-        Some(t) => match tls::Role::server(t) {
-            Ok((role, cert, label)) => (Some(Arc::new(role)), Some(cert), Some(label)),
-            Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
-        },
+    let conns = match role {
+        Role::Server { listen, expect } => {
+            vec![server_conns(&spec, listen, expect, stream, gone)?]
+        }
+        Role::Client { groups } => client_conns(&spec, groups, stream)?,
     };
-    let local_ip = stream.local_addr().map_err(|e| e.to_string())?.ip();
-    let bind = SocketAddr::new(local_ip, 0);
-    let cookie = random_u64();
-    let mut conns = Conns::new(cookie, tls_role.clone());
-    let mut listener = None;
-    let port;
-    if spec.workload.per_connection() {
-        let first =
-            sockopt::listener(&bind, &spec, true).map_err(|e| format!("data listener: {e}"))?;
-        let addr = first
-            .local_addr()
-            .map_err(|e| e.to_string())?
-            .as_socket()
-            .ok_or("not an IP socket")?;
-        port = addr.port();
-        conns
-            .listeners
-            .push(mio::net::TcpListener::from_std(first.into()));
-        for _ in 1..spec.agent_workers {
-            let more =
-                sockopt::listener(&addr, &spec, true).map_err(|e| format!("data listener: {e}"))?;
-            conns
-                .listeners
-                .push(mio::net::TcpListener::from_std(more.into()));
-        }
-    } else {
-        let l = match sockopt::listener(&bind, &spec, false) {
-            Ok(l) => l,
-            Err(e) => {
-                return refuse(
-                    stream,
-                    ErrorCode::SetupFailed,
-                    format!("data listener on {bind}: {e}"),
-                )
-            }
-        };
-        port = l
-            .local_addr()
-            .map_err(|e| e.to_string())?
-            .as_socket()
-            .ok_or("not an IP socket")?
-            .port();
-        listener = Some(mio::net::TcpListener::from_std(l.into()));
-    }
-    write_msg(
-        stream,
-        &Msg::Ready {
-            data_port: port,
-            cookie,
-            host: Box::new(env::collect()),
-            tls_cert,
-            tls_cert_label,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    if let Some(mut l) = listener {
-        let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
-        match accept_flows(&mut l, &spec, cookie, spec.flows, timeout, gone) {
-            Ok((flows, rejected)) => {
-                conns.established = match tls::handshake_all(flows, tls_role.as_deref(), timeout) {
-                    Ok(f) => f,
-                    Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
-                };
-                write_msg(stream, &Msg::FlowsReady { rejected }).map_err(|e| e.to_string())?;
-            }
-            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
-        }
-    }
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Some(Msg::Start)) => {}
+    let at = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Some(Msg::Start { at_ns })) => at_ns,
         Ok(Some(Msg::Stop)) | Ok(Some(Msg::Bye)) => return Ok(()),
         Ok(Some(other)) => {
             return refuse(
@@ -366,14 +359,37 @@ fn run_test(
         Ok(None) | Err(RecvTimeoutError::Disconnected) => {
             return Err("controller went away before start".into())
         }
-        Err(RecvTimeoutError::Timeout) => return Err("no start within 30 s".into()),
+        Err(RecvTimeoutError::Timeout) => return Err("no start within 60 s".into()),
+    };
+    let mut flows = Vec::new();
+    for c in conns {
+        flows.extend(if client {
+            workload.client_flows(&spec, c)?
+        } else {
+            workload.agent_flows(&spec, c)?
+        });
+    }
+    if let Some(at) = at {
+        // A scheduled start: every host opens its window at the same instant.
+        let when = clock::instant_at(at);
+        let wait = when.saturating_duration_since(Instant::now());
+        if wait > Duration::from_secs(30) {
+            return Err(format!("a start {:.0} s away is refused", wait.as_secs_f64()).into());
+        }
+        std::thread::sleep(wait);
     }
     let setup = SideSetup {
-        agent: true,
+        agent: !client,
         spec: spec.clone(),
-        flows: workload.agent_flows(&spec, conns)?,
+        flows,
     };
     let mut side = Side::start(setup)?;
+    let _ = write_msg(
+        stream,
+        &Msg::Started {
+            t0_ns: clock::ns_of(side.t0()),
+        },
+    );
     // Bounded even if the controller never says stop.
     let limit = Instant::now() + Duration::from_secs_f64(spec.warmup_s + spec.duration_s + 60.0);
     let mut obs = AgentObserver {
@@ -382,12 +398,16 @@ fn run_test(
         stop: false,
         gone: false,
         limit,
+        hists: client.then(BTreeMap::new),
     };
-    side.collect(&mut obs);
+    let complete = side.collect(&mut obs);
     let cpu = side.window_cpu();
-    let complete = !obs.gone;
     if !obs.gone {
-        let _ = write_msg(&mut obs.stream, &Msg::WindowDone { cpu, complete });
+        let done = Msg::WindowDone {
+            cpu,
+            complete: !obs.gone,
+        };
+        let _ = write_msg(&mut obs.stream, &done);
     }
     // Ramp-down: keep the flows going until the controller has its window too.
     while !obs.stop && !obs.gone && Instant::now() < limit {
@@ -401,15 +421,162 @@ fn run_test(
     if obs.gone {
         return Err("controller went away mid-test; flows closed".into());
     }
+    let hist = client.then(|| HistText {
+        latency: histogram::encode(&report.hist),
+        corrected: histogram::encode(&report.hist_corrected),
+    });
     write_msg(
         stream,
         &Msg::Final {
             flows: report.flows,
             placement: report.placement,
             errors: report.errors,
+            hist,
+            window_s: report.window_s,
+            complete: complete || report.complete,
         },
     )
     .map_err(|e| TestEnd::Told(format!("cannot send the final report: {e}")))
+}
+
+/// The server half's connections: listeners on every data address, the
+/// persistent flows accepted (and their TLS done) before the window.
+fn server_conns(
+    spec: &TestSpec,
+    listen: Vec<IpAddr>,
+    expect: Vec<u32>,
+    stream: &mut TcpStream,
+    gone: &Arc<AtomicBool>,
+) -> Result<Conns, TestEnd> {
+    let refuse = |stream: &mut TcpStream, code: ErrorCode, msg: String| {
+        let _ = send_error(stream, code, &msg);
+        Err(TestEnd::Told(msg))
+    };
+    // TLS: the server config and the certificate the controller will trust.
+    let (tls_role, tls_cert, tls_cert_label) = match &spec.tls {
+        None => (None, None, None),
+        Some(t) => match tls::Role::server(t) {
+            Ok((role, cert, label)) => (Some(Arc::new(role)), Some(cert), Some(label)),
+            Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
+        },
+    };
+    let addrs = if listen.is_empty() {
+        vec![stream.local_addr().map_err(|e| e.to_string())?.ip()]
+    } else {
+        listen
+    };
+    let cookie = random_u64();
+    let mut conns = Conns::new(cookie, tls_role.clone());
+    let mut listeners = Vec::new();
+    let mut data = Vec::new();
+    let per_connection = spec.workload.per_connection();
+    for ip in addrs {
+        let bind = SocketAddr::new(ip, 0);
+        let first = match sockopt::listener(&bind, spec, per_connection) {
+            Ok(l) => l,
+            Err(e) => {
+                return refuse(
+                    stream,
+                    ErrorCode::SetupFailed,
+                    format!("data listener on {bind}: {e} (is {ip} an address of this host?)"),
+                )
+            }
+        };
+        let addr = first
+            .local_addr()
+            .map_err(|e| e.to_string())?
+            .as_socket()
+            .ok_or("not an IP socket")?;
+        data.push(addr);
+        if per_connection {
+            conns
+                .listeners
+                .push(mio::net::TcpListener::from_std(first.into()));
+            // One listener per worker (SO_REUSEPORT) and address.
+            for _ in 1..spec.agent_workers {
+                let more = sockopt::listener(&addr, spec, true)
+                    .map_err(|e| format!("data listener: {e}"))?;
+                conns
+                    .listeners
+                    .push(mio::net::TcpListener::from_std(more.into()));
+            }
+        } else {
+            listeners.push(mio::net::TcpListener::from_std(first.into()));
+        }
+    }
+    write_msg(
+        stream,
+        &Msg::Ready {
+            data_port: data[0].port(),
+            data,
+            cookie,
+            host: Box::new(env::collect()),
+            tls_cert,
+            tls_cert_label,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    if !per_connection {
+        let expect: BTreeSet<u32> = if expect.is_empty() {
+            (0..spec.flows).collect()
+        } else {
+            expect.into_iter().collect()
+        };
+        let timeout = Duration::from_secs(30 + expect.len() as u64 / 100);
+        match accept_flows(&mut listeners, spec, cookie, &expect, timeout, gone) {
+            Ok((flows, rejected)) => {
+                conns.established = match tls::handshake_all(flows, tls_role.as_deref(), timeout) {
+                    Ok(f) => f,
+                    Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+                };
+                write_msg(stream, &Msg::FlowsReady { rejected }).map_err(|e| e.to_string())?;
+            }
+            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+        }
+    }
+    Ok(conns)
+}
+
+/// The client half's connections, one set per server agent: the
+/// persistent flows opened to its listeners (and their TLS done), or the
+/// targets of per-transaction flows.
+fn client_conns(
+    spec: &TestSpec,
+    groups: Vec<TargetGroup>,
+    stream: &mut TcpStream,
+) -> Result<Vec<Conns>, TestEnd> {
+    let mut all = Vec::new();
+    for g in groups {
+        let tls_role = match &spec.tls {
+            None => None,
+            Some(t) => {
+                let cert = g
+                    .tls_cert
+                    .ok_or("TLS asked, but no server certificate was given")?;
+                let label = g
+                    .tls_cert_label
+                    .unwrap_or_else(|| t.cert.name().to_string());
+                Some(Arc::new(tls::Role::client(t, &cert, &label)?))
+            }
+        };
+        let mut conns = Conns::new(g.cookie, tls_role.clone());
+        if spec.workload.per_connection() {
+            conns.connect_to = g.targets;
+        } else {
+            let timeout = Duration::from_secs(30 + g.targets.len() as u64 / 100);
+            let flows = connect_flows(&g.targets, spec, g.cookie, timeout)?;
+            conns.established = tls::handshake_all(flows, tls_role.as_deref(), timeout)?;
+        }
+        all.push(conns);
+    }
+    write_msg(
+        stream,
+        &Msg::Connected {
+            host: Box::new(env::collect()),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(all)
 }
 
 struct AgentObserver<'a> {
@@ -418,15 +585,31 @@ struct AgentObserver<'a> {
     stop: bool,
     gone: bool,
     limit: Instant,
+    /// A client side: each interval's histograms, sent with it.
+    hists: Option<BTreeMap<usize, HistText>>,
 }
 
 impl Observer for AgentObserver<'_> {
+    fn interval_hists(&mut self, index: usize, latency: &Hist, corrected: &Hist) {
+        if let Some(h) = &mut self.hists {
+            h.insert(
+                index,
+                HistText {
+                    latency: histogram::encode(latency),
+                    corrected: histogram::encode(corrected),
+                },
+            );
+        }
+    }
+
     fn interval(&mut self, sample: &IntervalSample) {
+        let hist = self.hists.as_mut().and_then(|h| h.remove(&sample.index));
         if !self.gone
             && write_msg(
                 &mut self.stream,
                 &Msg::Interval {
                     sample: Box::new(sample.clone()),
+                    hist,
                 },
             )
             .is_err()

@@ -8,8 +8,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::clock;
 use super::protocol::{self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg};
-use crate::engine::setup::connect_flows;
+use crate::engine::setup::{connect_flows, targets};
 use crate::engine::side::{Observer, Side, SideReport, SideSetup};
 use crate::engine::tls;
 use crate::model::flow::FlowReport;
@@ -173,7 +174,7 @@ impl ControllerObserver<'_> {
 
     fn take(&mut self, m: Msg) {
         match m {
-            Msg::Interval { sample } => self.agent.samples.push(*sample),
+            Msg::Interval { sample, .. } => self.agent.samples.push(*sample),
             Msg::WindowDone { cpu, .. } => {
                 self.agent.window_cpu = cpu;
                 self.window_done = true;
@@ -182,6 +183,7 @@ impl ControllerObserver<'_> {
                 flows,
                 placement,
                 errors,
+                ..
             } => {
                 self.agent.flows = flows;
                 self.agent.placement = placement;
@@ -219,7 +221,69 @@ impl Observer for ControllerObserver<'_> {
     }
 }
 
+/// An agent's answer to probes: its clock against ours, load, version.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probe {
+    pub software: String,
+    pub offset_ns: i64,
+    pub uncertainty_ns: u64,
+    pub rtt_ns: u64,
+    pub load: [f64; 3],
+    pub tests_running: u32,
+    pub uptime_s: f64,
+}
+
+/// Probes per clock estimate: the fastest of 16 round trips on an idle
+/// control connection is within a few microseconds of the true minimum.
+pub const CLOCK_PROBES: usize = 16;
+
 impl AgentConn {
+    /// Estimates the agent's clock offset (the fastest of
+    /// [`CLOCK_PROBES`] round trips) and reads its load and version.
+    /// Between tests only.
+    pub fn probe(&mut self) -> Result<Probe, String> {
+        let mut samples = Vec::with_capacity(CLOCK_PROBES);
+        let mut last = None;
+        for _ in 0..CLOCK_PROBES {
+            let sent_ns = clock::mono_ns();
+            self.send(&Msg::Probe { sent_ns })?;
+            match self.expect("answering a clock probe", Duration::from_secs(5))? {
+                Msg::ProbeReply {
+                    sent_ns: echoed,
+                    agent_ns,
+                    software,
+                    load,
+                    tests_running,
+                    uptime_s,
+                } if echoed == sent_ns => {
+                    samples.push(clock::Probe {
+                        sent_ns,
+                        agent_ns,
+                        back_ns: clock::mono_ns(),
+                    });
+                    last = Some((software, load, tests_running, uptime_s));
+                }
+                other => {
+                    return Err(format!(
+                        "agent at {}: expected a probe reply, got {other:?}",
+                        self.addr
+                    ))
+                }
+            }
+        }
+        let sync = clock::estimate(&samples).ok_or("no clock probe came back")?;
+        let (software, load, tests_running, uptime_s) = last.expect("probes were answered");
+        Ok(Probe {
+            software,
+            offset_ns: sync.offset_ns,
+            uncertainty_ns: sync.uncertainty_ns,
+            rtt_ns: sync.rtt_ns,
+            load,
+            tests_running,
+            uptime_s,
+        })
+    }
+
     fn send(&mut self, m: &Msg) -> Result<(), String> {
         write_msg(&mut self.writer, m).map_err(|e| format!("agent at {} is gone: {e}", self.addr))
     }
@@ -252,6 +316,8 @@ impl AgentConn {
         crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
+            listen: vec![],
+            expect: vec![],
         })?;
         let (port, cookie, tls_cert, tls_label) =
             match self.expect("setting up the test", Duration::from_secs(30))? {
@@ -261,6 +327,7 @@ impl AgentConn {
                     host,
                     tls_cert,
                     tls_cert_label,
+                    ..
                 } => {
                     self.host = Some(*host);
                     (data_port, cookie, tls_cert, tls_cert_label)
@@ -289,10 +356,10 @@ impl AgentConn {
         let workload = crate::workload::of(spec)?;
         let mut conns = Conns::new(cookie, tls_role.clone());
         if spec.workload.per_connection() {
-            conns.connect_to = Some(data);
+            conns.connect_to = targets(data, spec.flows);
         } else {
             let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
-            let flows = connect_flows(data, spec, cookie, spec.flows, timeout)?;
+            let flows = connect_flows(&targets(data, spec.flows), spec, cookie, timeout)?;
             conns.established = tls::handshake_all(flows, tls_role.as_deref(), timeout)
                 .map_err(|e| format!("agent at {}: {e}", self.addr))?;
             match self.expect("accepting the flows", timeout + Duration::from_secs(5))? {
@@ -311,7 +378,7 @@ impl AgentConn {
             flows: workload.client_flows(spec, conns)?,
         };
         let mut side = Side::start(setup)?;
-        self.send(&Msg::Start)?;
+        self.send(&Msg::Start { at_ns: None })?;
         let mut agent = AgentSide::default();
         let mut obs = ControllerObserver {
             rx: &self.rx,

@@ -3,6 +3,7 @@
 //! pipeline that runs a point (`point::run_point`) for `linerate run` and
 //! for every point of a study.
 pub mod agent;
+pub mod clock;
 pub mod controller;
 pub mod local;
 pub mod point;

@@ -10,6 +10,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
@@ -21,8 +22,9 @@ use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
 use crate::model::spec::TestSpec;
 
 pub const PROTOCOL: &str = "linerate-control";
-/// Bumped on any incompatible change of the messages below.
-pub const VERSION: u32 = 2;
+/// Bumped on any incompatible change of the messages below. v3: clock
+/// probes, scheduled starts, agents as clients, several data addresses.
+pub const VERSION: u32 = 3;
 /// Frames larger than this are refused (a result with 10k flows is ~5 MB).
 pub const MAX_FRAME: usize = 64 << 20;
 
@@ -58,12 +60,47 @@ pub enum Msg {
         code: ErrorCode,
         message: String,
     },
-    /// Prepare a test: open listeners, check caps.
+    /// Between tests: the agent's clock and load (clock offset estimation,
+    /// `cluster status`).
+    Probe {
+        sent_ns: u64,
+    },
+    ProbeReply {
+        sent_ns: u64,
+        /// The agent's CLOCK_MONOTONIC when it answered.
+        agent_ns: u64,
+        software: String,
+        /// /proc/loadavg: 1, 5 and 15 minutes.
+        load: [f64; 3],
+        tests_running: u32,
+        uptime_s: f64,
+    },
+    /// Prepare the server side of a test: open listeners, check caps.
     Setup {
         spec: Box<TestSpec>,
+        /// Data addresses to listen on (empty: the control connection's).
+        #[serde(default)]
+        listen: Vec<IpAddr>,
+        /// Ids of the persistent flows that will arrive here (empty: 0..flows).
+        #[serde(default)]
+        expect: Vec<u32>,
+    },
+    /// Prepare the client side of a test on this agent: open flows to
+    /// other agents' data listeners, one group per server agent.
+    SetupClient {
+        spec: Box<TestSpec>,
+        groups: Vec<TargetGroup>,
+    },
+    /// The client agent's persistent flows are open (and TLS done).
+    Connected {
+        host: Box<HostInfo>,
     },
     Ready {
+        /// The first data address's port (one address: the only one).
         data_port: u16,
+        /// Every data listener (one per address of `listen`).
+        #[serde(default)]
+        data: Vec<SocketAddr>,
         cookie: u64,
         host: Box<HostInfo>,
         /// With TLS: the agent's certificate (DER), which the client trusts
@@ -78,9 +115,21 @@ pub enum Msg {
     FlowsReady {
         rejected: u32,
     },
-    Start,
+    /// Open the window; with `at_ns`, when the agent's monotonic clock
+    /// reads that (the controller scheduled every host's start together).
+    Start {
+        #[serde(default)]
+        at_ns: Option<u64>,
+    },
+    /// The agent's timeline began at this reading of its monotonic clock.
+    Started {
+        t0_ns: u64,
+    },
     Interval {
         sample: Box<IntervalSample>,
+        /// A client side's latency histograms of the interval (hex HDR V2).
+        #[serde(default)]
+        hist: Option<HistText>,
     },
     /// The agent's window is over; its CPU over the window.
     WindowDone {
@@ -92,8 +141,38 @@ pub enum Msg {
         flows: Vec<FlowReport>,
         placement: Vec<WorkerPlacement>,
         errors: Vec<String>,
+        /// A client side's latency over the whole window.
+        #[serde(default)]
+        hist: Option<HistText>,
+        /// A client side's window length, its own clock (seconds).
+        #[serde(default)]
+        window_s: f64,
+        /// A client side finished every finite transfer.
+        #[serde(default)]
+        complete: bool,
     },
     Bye,
+}
+
+/// The flows a client agent opens to one server agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TargetGroup {
+    /// The server agent's test cookie (its flows announce themselves with it).
+    pub cookie: u64,
+    /// Flow id and the data address it connects to.
+    pub targets: Vec<(u32, SocketAddr)>,
+    /// With TLS: the server agent's certificate (DER) and its label.
+    #[serde(default)]
+    pub tls_cert: Option<Vec<u8>>,
+    #[serde(default)]
+    pub tls_cert_label: Option<String>,
+}
+
+/// Latency histograms as text (see `measure::histogram::encode`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct HistText {
+    pub latency: String,
+    pub corrected: String,
 }
 
 pub fn write_msg(w: &mut impl Write, m: &Msg) -> io::Result<()> {
@@ -220,6 +299,8 @@ mod tests {
             &mut buf,
             &Msg::Setup {
                 spec: Box::new(spec.clone()),
+                listen: vec![],
+                expect: vec![],
             },
         )
         .unwrap();
@@ -230,7 +311,7 @@ mod tests {
             .contains("\"type\":\"setup\""));
         let mut r = &buf[..];
         match read_msg(&mut r).unwrap() {
-            Msg::Setup { spec: s } => assert_eq!(*s, spec),
+            Msg::Setup { spec: s, .. } => assert_eq!(*s, spec),
             m => panic!("{m:?}"),
         }
         assert!(matches!(read_msg(&mut r).unwrap(), Msg::Stop));

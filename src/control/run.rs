@@ -105,6 +105,8 @@ pub fn run_test(
         baseline: None,
         lab: None,
         exec: None,
+        hosts: Vec::new(),
+        flow_map: Vec::new(),
     })
 }
 

@@ -19,43 +19,53 @@ use crate::model::spec::TestSpec;
 /// At most this many connects in progress at once (keeps SYN queues sane).
 const MAX_IN_PROGRESS: usize = 256;
 
-/// Opens `n` flows to `addr`, each announced by the data header.
+/// Flows 0..n, all to `addr` (one client, one server address).
+pub fn targets(addr: SocketAddr, n: u32) -> Vec<(u32, SocketAddr)> {
+    (0..n).map(|id| (id, addr)).collect()
+}
+
+/// Opens the flows of `targets` (flow id, address), each announced by the
+/// data header.
 pub fn connect_flows(
-    addr: SocketAddr,
+    targets: &[(u32, SocketAddr)],
     spec: &TestSpec,
     cookie: u64,
-    n: u32,
     timeout: Duration,
 ) -> Result<Vec<(u32, TcpStream)>, String> {
     let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
     let mut events = Events::with_capacity(1024);
-    let mut pending: HashMap<u32, TcpStream> = HashMap::new();
-    let mut done = Vec::with_capacity(n as usize);
-    let mut next = 0u32;
+    let mut pending: HashMap<u32, (TcpStream, SocketAddr)> = HashMap::new();
+    let n = targets.len();
+    let mut done = Vec::with_capacity(n);
+    let mut next = 0usize;
     let deadline = Instant::now() + timeout;
-    let fail = |id: u32, e: &dyn std::fmt::Display| {
-        format!("flow {id} of {n}: connecting to {addr} failed: {e}")
+    let fail = |id: u32, addr: SocketAddr, e: &dyn std::fmt::Display| {
+        format!("flow {id}: connecting to {addr} failed: {e}")
     };
-    while done.len() < n as usize {
+    while done.len() < n {
         while next < n && pending.len() < MAX_IN_PROGRESS {
-            let sock = sockopt::tcp_socket(&addr, spec, false).map_err(|e| fail(next, &e))?;
+            let (id, addr) = targets[next];
+            let sock = sockopt::tcp_socket(&addr, spec, false).map_err(|e| fail(id, addr, &e))?;
             match sock.connect(&addr.into()) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-                Err(e) => return Err(fail(next, &e)),
+                Err(e) => return Err(fail(id, addr, &e)),
             }
             let mut s = TcpStream::from_std(sock.into());
             poll.registry()
-                .register(&mut s, Token(next as usize), Interest::WRITABLE)
-                .map_err(|e| fail(next, &e))?;
-            pending.insert(next, s);
+                .register(&mut s, Token(id as usize), Interest::WRITABLE)
+                .map_err(|e| fail(id, addr, &e))?;
+            pending.insert(id, (s, addr));
             next += 1;
         }
         let now = Instant::now();
         if now >= deadline {
+            let to: std::collections::BTreeSet<String> =
+                targets.iter().map(|(_, a)| a.to_string()).collect();
             return Err(format!(
-                "only {} of {n} flows connected to {addr} within {:.0} s",
+                "only {} of {n} flows connected to {} within {:.0} s",
                 done.len(),
+                to.into_iter().collect::<Vec<_>>().join(", "),
                 timeout.as_secs_f64()
             ));
         }
@@ -66,25 +76,26 @@ pub fn connect_flows(
         .map_err(|e| format!("epoll: {e}"))?;
         for ev in events.iter() {
             let id = ev.token().0 as u32;
-            let Some(s) = pending.get_mut(&id) else {
+            let Some((s, addr)) = pending.get_mut(&id) else {
                 continue;
             };
-            if let Some(e) = s.take_error().map_err(|e| fail(id, &e))? {
-                return Err(fail(id, &e));
+            let addr = *addr;
+            if let Some(e) = s.take_error().map_err(|e| fail(id, addr, &e))? {
+                return Err(fail(id, addr, &e));
             }
             match s.peer_addr() {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => continue,
-                Err(e) => return Err(fail(id, &e)),
+                Err(e) => return Err(fail(id, addr, &e)),
             }
-            let mut s = pending.remove(&id).unwrap();
+            let (mut s, _) = pending.remove(&id).unwrap();
             let _ = poll.registry().deregister(&mut s);
-            sockopt::clamp_window(s.as_raw_fd(), spec, false).map_err(|e| fail(id, &e))?;
+            sockopt::clamp_window(s.as_raw_fd(), spec, false).map_err(|e| fail(id, addr, &e))?;
             // A fresh socket's send buffer always holds 16 bytes.
             match s.write(&encode_header(cookie, id)) {
                 Ok(HEADER_LEN) => {}
-                Ok(_) => return Err(fail(id, &"short write of the data header")),
-                Err(e) => return Err(fail(id, &e)),
+                Ok(_) => return Err(fail(id, addr, &"short write of the data header")),
+                Err(e) => return Err(fail(id, addr, &e)),
             }
             done.push((id, s));
         }
@@ -93,35 +104,45 @@ pub fn connect_flows(
     Ok(done)
 }
 
-/// Accepts the `n` flows of a test on `listener`, reading each header.
-/// Connections with a wrong cookie are closed and counted, not served.
+/// Accepts the flows `expect` names on `listeners` (one per data address),
+/// reading each header. Connections with a wrong cookie, an unexpected or
+/// repeated flow id are closed and counted, not served.
 pub fn accept_flows(
-    listener: &mut mio::net::TcpListener,
+    listeners: &mut [mio::net::TcpListener],
     spec: &TestSpec,
     cookie: u64,
-    n: u32,
+    expect: &std::collections::BTreeSet<u32>,
     timeout: Duration,
     cancel: &AtomicBool,
 ) -> Result<(Vec<(u32, TcpStream)>, u32), String> {
-    const LISTENER: Token = Token(usize::MAX - 1);
+    // Listener k has token FIRST_LISTENER - k; connections count up from 0.
+    const FIRST_LISTENER: usize = usize::MAX - 1;
+    let n = expect.len();
     let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
-    poll.registry()
-        .register(listener, LISTENER, Interest::READABLE)
-        .map_err(|e| format!("epoll: {e}"))?;
+    for (k, l) in listeners.iter_mut().enumerate() {
+        poll.registry()
+            .register(l, Token(FIRST_LISTENER - k), Interest::READABLE)
+            .map_err(|e| format!("epoll: {e}"))?;
+    }
+    let deregister = |poll: &Poll, listeners: &mut [mio::net::TcpListener]| {
+        for l in listeners.iter_mut() {
+            let _ = poll.registry().deregister(l);
+        }
+    };
     let mut events = Events::with_capacity(1024);
     let mut reading: HashMap<usize, (TcpStream, [u8; HEADER_LEN], usize)> = HashMap::new();
     let mut next_token = 0usize;
     let mut done: HashMap<u32, TcpStream> = HashMap::new();
     let mut rejected = 0u32;
     let deadline = Instant::now() + timeout;
-    while done.len() < n as usize {
+    while done.len() < n {
         if cancel.load(Ordering::Relaxed) {
-            let _ = poll.registry().deregister(listener);
+            deregister(&poll, listeners);
             return Err("controller went away while flows were being opened".into());
         }
         let now = Instant::now();
         if now >= deadline {
-            let _ = poll.registry().deregister(listener);
+            deregister(&poll, listeners);
             return Err(format!(
                 "only {} of {n} flows arrived within {:.0} s",
                 done.len(),
@@ -134,7 +155,9 @@ pub fn accept_flows(
         )
         .map_err(|e| format!("epoll: {e}"))?;
         for ev in events.iter() {
-            if ev.token() == LISTENER {
+            let t = ev.token().0;
+            if t > FIRST_LISTENER - listeners.len() {
+                let listener = &mut listeners[FIRST_LISTENER - t];
                 loop {
                     match listener.accept() {
                         Ok((mut s, _)) => {
@@ -157,7 +180,6 @@ pub fn accept_flows(
                 }
                 continue;
             }
-            let t = ev.token().0;
             let Some((s, buf, got)) = reading.get_mut(&t) else {
                 continue;
             };
@@ -179,7 +201,7 @@ pub fn accept_flows(
             let (mut s, buf, _) = reading.remove(&t).unwrap();
             let _ = poll.registry().deregister(&mut s);
             match decode_header(&buf, cookie)
-                .filter(|id| complete && *id < n && !done.contains_key(id))
+                .filter(|id| complete && expect.contains(id) && !done.contains_key(id))
             {
                 Some(id) => {
                     done.insert(id, s);
@@ -188,7 +210,7 @@ pub fn accept_flows(
             }
         }
     }
-    let _ = poll.registry().deregister(listener);
+    deregister(&poll, listeners);
     let mut v: Vec<(u32, TcpStream)> = done.into_iter().collect();
     v.sort_by_key(|(id, _)| *id);
     Ok((v, rejected))

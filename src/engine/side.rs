@@ -47,6 +47,9 @@ struct Finished {
 pub trait Observer {
     /// A merged interval of this side is ready.
     fn interval(&mut self, sample: &IntervalSample);
+    /// Its latency histograms, just before `interval` (an agent running
+    /// clients forwards them so that the controller merges hosts exactly).
+    fn interval_hists(&mut self, _index: usize, _latency: &Hist, _corrected: &Hist) {}
     /// Polled every few milliseconds: true ends the test now (workers close
     /// their current interval as partial and stop).
     fn should_stop(&mut self) -> bool;
@@ -183,6 +186,11 @@ impl Side {
         })
     }
 
+    /// When this side's timeline began (warm-up start).
+    pub fn t0(&self) -> Instant {
+        self.t0
+    }
+
     /// CPU over the intervals emitted so far.
     pub fn window_cpu(&self) -> Option<CpuWindow> {
         let k = self.report.samples.len();
@@ -297,6 +305,7 @@ impl Side {
             };
             histogram::merge(&mut self.total_hist, &p.hist);
             histogram::merge(&mut self.total_hist_corrected, &p.hist_corrected);
+            obs.interval_hists(k, &p.hist, &p.hist_corrected);
             obs.interval(&sample);
             self.report.samples.push(sample);
         }

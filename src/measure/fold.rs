@@ -128,6 +128,8 @@ pub fn iteration(
             client: client.errors,
             agent: agent.errors,
         },
+        hosts: Vec::new(),
+        start_skew_us: None,
     }
 }
 

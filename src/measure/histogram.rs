@@ -42,9 +42,56 @@ pub fn merge(a: &mut Hist, b: &Hist) {
     a.add(b).expect("histograms share bounds");
 }
 
+/// A histogram as text for the control protocol (HDR V2 encoding, hex):
+/// an agent running clients sends its latencies so the controller merges
+/// them exactly instead of averaging percentiles.
+pub fn encode(h: &Hist) -> String {
+    use hdrhistogram::serialization::{Serializer, V2Serializer};
+    let mut buf = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut buf)
+        .expect("serializing into memory");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The inverse of [`encode`], re-ranged to [`new_hist`]'s bounds.
+pub fn decode(text: &str) -> Result<Hist, String> {
+    use hdrhistogram::serialization::Deserializer;
+    if !text.len().is_multiple_of(2) || text.len() > 8 << 20 {
+        return Err("a latency histogram of odd or excessive length".into());
+    }
+    let bytes = (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|e| format!("a latency histogram that is not hex: {e}"))?;
+    let h: Hist = Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| format!("an unreadable latency histogram: {e:?}"))?;
+    let mut out = new_hist();
+    out.add(&h)
+        .map_err(|e| format!("a latency histogram out of range: {e:?}"))?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_histograms_come_back_equal() {
+        let mut h = new_hist();
+        for v in [1_000u64, 25_000, 25_001, 3_000_000, 99_000_000_000] {
+            record_ns(&mut h, v);
+        }
+        let back = decode(&encode(&h)).unwrap();
+        assert_eq!(back.len(), h.len());
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+        assert_eq!(back.max(), h.max());
+        assert!(decode("zz").is_err());
+        assert!(decode("abc").is_err());
+        assert!(decode("00").is_err());
+    }
 
     #[test]
     fn merge_equals_single_recording() {

@@ -100,6 +100,68 @@ pub struct Iteration {
     pub flows: Pair<Vec<FlowReport>>,
     pub placement: Pair<Vec<WorkerPlacement>>,
     pub errors: Pair<Vec<String>>,
+    /// Many hosts: each host's own figures over the common window (empty
+    /// when the controller was the only client of one agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostRun>,
+    /// Many hosts: how far apart the hosts' windows opened, microseconds,
+    /// after clock correction (the latest start minus the earliest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_us: Option<f64>,
+}
+
+/// One host's clock against the controller's, as estimated before the
+/// iteration (the fastest of several probes on the control connection).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostClock {
+    /// Host clock minus controller clock (CLOCK_MONOTONIC), nanoseconds.
+    pub offset_ns: i64,
+    /// Half the fastest probe's round trip: the offset is right within this.
+    pub uncertainty_ns: u64,
+    pub rtt_ns: u64,
+}
+
+/// One host of a many-host test, over the common window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostRun {
+    /// Its name in the hosts file (or the lab).
+    pub name: String,
+    /// "client" (drives flows) or "server" (accepts them).
+    pub role: String,
+    /// Its agent's control address.
+    pub control: String,
+    /// Server: the data addresses its listeners used; client: the server
+    /// addresses its flows went to.
+    pub addresses: Vec<String>,
+    /// Ids of the flows it ran.
+    pub flows: Vec<u32>,
+    pub clock: HostClock,
+    /// When its window opened after the earliest host's, microseconds
+    /// (controller clock, after correction).
+    pub start_offset_us: f64,
+    pub window_s: f64,
+    pub counters: Counters,
+    /// Payload this host moved (received + sent) over its window, bits/s.
+    pub throughput_bps: f64,
+    /// Transactions its flows completed (clients), per second.
+    pub transactions_per_s: f64,
+    pub latency_us: Option<LatencySummary>,
+    pub cpu: Option<CpuWindow>,
+    pub cost: CpuCost,
+    pub placement: Vec<WorkerPlacement>,
+    pub errors: Vec<String>,
+    /// What the host is (collected by its agent).
+    pub environment: HostInfo,
+}
+
+/// Where one flow of a many-host test ran.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlowPlace {
+    pub flow: u32,
+    pub client: String,
+    pub server: String,
+    /// The server data address (port/NIC) it connected to.
+    pub address: String,
 }
 
 impl Iteration {
@@ -206,6 +268,13 @@ pub struct TestResult {
     /// exec/scp: the command, its exit status, times and CPU.
     #[serde(default)]
     pub exec: Option<ExecRecord>,
+    /// Many hosts: each host's figures, means over iterations (per
+    /// iteration in `iterations[].hosts`); `summary` is the aggregate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostRun>,
+    /// Many hosts: which client, server and address each flow used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_map: Vec<FlowPlace>,
 }
 
 impl TestResult {

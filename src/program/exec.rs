@@ -481,5 +481,7 @@ pub fn run(
         baseline: None,
         lab: None,
         exec: Some(rec),
+        hosts: Vec::new(),
+        flow_map: Vec::new(),
     })
 }

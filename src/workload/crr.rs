@@ -50,13 +50,15 @@ impl Workload for Crr {
     }
 }
 
-/// One connecting slot per flow, all to the agent's data port.
+/// One connecting slot per flow, each to its agent data address.
 pub fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
-    let to = conns
+    if conns.connect_to.is_empty() {
+        return Err("a per-transaction workload needs the agent's data address".into());
+    }
+    Ok(conns
         .connect_to
-        .ok_or("a per-transaction workload needs the agent's data address")?;
-    Ok((0..spec.flows)
-        .map(|id| {
+        .iter()
+        .map(|&(id, to)| {
             Box::new(Connector::new(
                 id,
                 to,

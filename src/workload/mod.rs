@@ -31,8 +31,8 @@ pub struct Conns {
     pub tls: Option<Arc<Role>>,
     /// Persistent flows, established: (flow id, socket, TLS session).
     pub established: Vec<(u32, TcpStream, Option<TlsConn>)>,
-    /// Per-transaction client: where each flow connects.
-    pub connect_to: Option<SocketAddr>,
+    /// Per-transaction client: each flow's id and where it connects.
+    pub connect_to: Vec<(u32, SocketAddr)>,
     /// Per-transaction agent: one listener per worker (SO_REUSEPORT).
     pub listeners: Vec<TcpListener>,
 }
@@ -44,7 +44,7 @@ impl Conns {
             cookie,
             tls,
             established: Vec::new(),
-            connect_to: None,
+            connect_to: Vec::new(),
             listeners: Vec::new(),
         }
     }
