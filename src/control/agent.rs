@@ -75,16 +75,29 @@ macro_rules! log {
 /// Binds, announces the address on stdout, and serves until killed (or,
 /// with `once`, until the first controller leaves).
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
-    let listener = TcpListener::bind(cfg.listen).map_err(|e| {
-        format!(
-            "cannot listen on {}: {e} (is another agent running there? pick another port with --listen)",
-            cfg.listen
-        )
-    })?;
+    let listener = bind(cfg.listen)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("linerate agent listening on {addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    serve_on(listener, cfg)
+}
+
+/// The agent's control listener (`serve --detach` binds before it forks,
+/// so a port in use is reported by the process that was asked).
+pub fn bind(listen: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(listen).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::AddrNotAvailable => "is that an address of this host?",
+            _ => "is another agent running there? pick another port with --listen",
+        };
+        format!("cannot listen on {listen}: {e} ({hint})")
+    })
+}
+
+/// Serves controllers on a bound listener until killed (or, with `once`,
+/// until the first controller leaves). Starts the process's first threads.
+pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
     let shared = Arc::new(Shared {
         cfg,
         active: AtomicUsize::new(0),
