@@ -1,12 +1,15 @@
 //! `linerate serve`: the agent daemon.
 
 use clap::Args;
+use std::io::{BufRead, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::control::{agent, target};
-use crate::error::{Error, Result};
+use crate::error::{usage, Error, Result};
 use crate::units;
 
 #[derive(Args, Debug)]
@@ -17,6 +20,18 @@ pub struct ServeArgs {
     /// File whose first line is the shared token (or set LINERATE_TOKEN).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Read the token from the first line of standard input (what `cluster up` sends over ssh).
+    #[arg(long, conflicts_with = "token_file")]
+    pub token_stdin: bool,
+    /// Run in the background once listening: the command prints `linerate agent listening on ADDR pid PID` and exits 0.
+    #[arg(long, conflicts_with_all = ["once", "exit_with_parent"])]
+    pub detach: bool,
+    /// With --detach: where the agent's messages go (appended; default: nowhere).
+    #[arg(long, value_name = "FILE", requires = "detach")]
+    pub log: Option<PathBuf>,
+    /// Write the agent's process id to FILE (with --detach: the background process's).
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
     /// Concurrent tests (from any controllers) before answering "busy".
     #[arg(long, default_value_t = 4)]
     pub max_tests: usize,
@@ -47,7 +62,11 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
-    let token = target::token(&args.token_file)?;
+    let token = if args.token_stdin {
+        token_from_stdin()?
+    } else {
+        target::token(&args.token_file)?
+    };
     if let Some(ns) = &args.netns {
         crate::lab::netns::enter(ns).map_err(Error::Failed)?;
     }
@@ -58,8 +77,27 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         // SAFETY: asks the kernel for SIGTERM when the parent exits.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
     }
+    let listener = agent::bind(args.listen).map_err(Error::Failed)?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    if args.detach {
+        // Returns in the background process only.
+        detach(
+            &addr,
+            listener.as_raw_fd(),
+            args.log.as_deref(),
+            args.pid_file.as_deref(),
+        )?;
+    } else {
+        if let Some(p) = &args.pid_file {
+            write_pid(p, std::process::id())?;
+        }
+        println!("linerate agent listening on {addr}");
+        let _ = std::io::stdout().flush();
+    }
     let cfg = agent::ServeConfig {
-        listen: args.listen,
+        listen: addr,
         token,
         max_tests: args.max_tests.max(1),
         max_flows: args.max_flows,
@@ -67,5 +105,115 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         once: args.once,
         quiet: args.quiet,
     };
-    agent::serve(cfg).map_err(Error::Failed)
+    agent::serve_on(listener, cfg).map_err(Error::Failed)
+}
+
+/// The token on the first line of standard input: it never shows in a
+/// command line, the environment or a file.
+fn token_from_stdin() -> Result<String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Error::Failed(format!("cannot read the token from standard input: {e}")))?;
+    let token = line.trim().to_string();
+    if token.is_empty() {
+        return Err(usage(
+            "--token-stdin: standard input's first line is empty: send the shared token on it",
+        ));
+    }
+    Ok(token)
+}
+
+fn write_pid(path: &Path, pid: u32) -> Result<()> {
+    std::fs::write(path, format!("{pid}\n"))
+        .map_err(|e| Error::Failed(format!("cannot write --pid-file {}: {e}", path.display())))
+}
+
+/// The number of threads of this process (/proc/self/status).
+fn threads() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Forks: the parent writes the pid file, prints the listening line with
+/// the child's pid and exits 0 (so an ssh session that started it returns);
+/// the child starts a session of its own, with its standard streams on
+/// /dev/null (or the log), no other inherited descriptor but `keep` (the
+/// listener; an ssh session's pipe held open would keep ssh waiting) and
+/// `/` as its directory, and returns.
+fn detach(
+    addr: &SocketAddr,
+    keep: RawFd,
+    log: Option<&Path>,
+    pid_file: Option<&Path>,
+) -> Result<()> {
+    // fork copies only the calling thread: with others running (holding a
+    // lock, say) the child could hang. Nothing has started one yet.
+    if let Some(n) = threads().filter(|&n| n > 1) {
+        return Err(Error::Failed(format!(
+            "cannot --detach: {n} threads are already running (a bug: report it)"
+        )));
+    }
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| Error::Failed(format!("/dev/null: {e}")))?;
+    let out = match log {
+        Some(p) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(p)
+            .map_err(|e| Error::Failed(format!("cannot open --log {}: {e}", p.display())))?,
+        None => null.try_clone().map_err(|e| Error::Failed(e.to_string()))?,
+    };
+    let _ = std::io::stdout().flush();
+    // SAFETY: the process is single-threaded (checked above), so the child
+    // may run any code after fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::Failed(format!(
+            "cannot fork: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if pid > 0 {
+        if let Some(p) = pid_file {
+            if let Err(e) = write_pid(p, pid as u32) {
+                // SAFETY: the child is ours; it has not served anyone yet.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                return Err(e);
+            }
+        }
+        println!("linerate agent listening on {addr} pid {pid}");
+        let _ = std::io::stdout().flush();
+        std::process::exit(0);
+    }
+    // The child: no controlling terminal, no ties to the caller's session.
+    // SAFETY: plain system calls on descriptors this process owns.
+    unsafe {
+        libc::setsid();
+        libc::dup2(null.as_raw_fd(), 0);
+        libc::dup2(out.as_raw_fd(), 1);
+        libc::dup2(out.as_raw_fd(), 2);
+    }
+    drop((null, out));
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open.into_iter().filter(|&fd| fd > 2 && fd != keep) {
+        // SAFETY: closes descriptors this process inherited and never uses
+        // (the directory listing's own is already closed: EBADF, harmless).
+        unsafe { libc::close(fd) };
+    }
+    let _ = std::env::set_current_dir("/");
+    Ok(())
 }
