@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 
+pub mod cluster;
 pub mod crypto;
 pub mod lab;
 pub mod quick;
@@ -48,6 +49,8 @@ pub enum Command {
     Crypto(crypto::CryptoArgs),
     /// Emulated networks: client, router and server namespaces with a WAN emulator (root).
     Lab(lab::LabArgs),
+    /// Agents on many hosts (a hosts file): start them over ssh, check them, stop them.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Writes `value` as pretty JSON to `path`.
@@ -89,6 +92,7 @@ pub fn main() -> i32 {
         Some(Command::Compare(a)) => study::compare(a),
         Some(Command::Crypto(a)) => crypto::crypto(a),
         Some(Command::Lab(a)) => lab::lab(a),
+        Some(Command::Cluster(a)) => cluster::cluster(a),
         None => quick::run(quick::QuickArgs {
             out: PathBuf::from("results"),
             ..Default::default()

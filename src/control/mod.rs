@@ -4,6 +4,7 @@
 //! for every point of a study.
 pub mod agent;
 pub mod clock;
+pub mod cluster;
 pub mod controller;
 pub mod local;
 pub mod point;
