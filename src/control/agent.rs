@@ -369,25 +369,32 @@ fn run_test(
             workload.agent_flows(&spec, c)?
         });
     }
-    if let Some(at) = at {
-        // A scheduled start: every host opens its window at the same instant.
-        let when = clock::instant_at(at);
-        let wait = when.saturating_duration_since(Instant::now());
-        if wait > Duration::from_secs(30) {
-            return Err(format!("a start {:.0} s away is refused", wait.as_secs_f64()).into());
+    // A scheduled start: every host's timeline begins at the same instant.
+    let when = match at {
+        Some(at) => {
+            let when = clock::instant_at(at);
+            let wait = when.saturating_duration_since(Instant::now());
+            if wait > Duration::from_secs(30) {
+                return Err(format!("a start {:.0} s away is refused", wait.as_secs_f64()).into());
+            }
+            std::thread::sleep(wait);
+            Some(when)
         }
-        std::thread::sleep(wait);
-    }
+        None => None,
+    };
     let setup = SideSetup {
         agent: !client,
         spec: spec.clone(),
         flows,
+        t0: when,
     };
     let mut side = Side::start(setup)?;
+    let t0 = side.t0();
     let _ = write_msg(
         stream,
         &Msg::Started {
-            t0_ns: clock::ns_of(side.t0()),
+            t0_ns: clock::ns_of(t0),
+            late_ns: when.map_or(0, |w| w.elapsed().as_nanos() as u64),
         },
     );
     // Bounded even if the controller never says stop.
