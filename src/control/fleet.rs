@@ -221,11 +221,17 @@ impl Fleet {
 
     /// Which client, server and address each flow of `spec` uses.
     pub fn flow_map(&self, spec: &TestSpec) -> Vec<FlowPlace> {
-        self.plan(spec)
+        let clients = self.indices(Role::Client);
+        let want = spec.clients.map_or(clients.len(), |n| n as usize);
+        let active: Vec<usize> = clients.into_iter().take(want).collect();
+        if active.is_empty() {
+            return Vec::new();
+        }
+        plan(spec.flows, active.len(), &self.server_addrs())
             .into_iter()
             .map(|p| FlowPlace {
                 flow: p.flow,
-                client: self.members[p.client].name.clone(),
+                client: self.members[active[p.client]].name.clone(),
                 server: self.members[p.server].name.clone(),
                 address: p.addr.to_string(),
             })
@@ -275,10 +281,31 @@ impl Fleet {
         }
     }
 
-    /// Runs one iteration of `spec` on every host. Errors before the
-    /// window opens are returned as Err (naming the host); after that,
-    /// what was measured is kept and the error names the host.
+    /// Runs one iteration of `spec` on every server and on the first
+    /// `spec.clients` clients (all without it). Errors before the window
+    /// opens are returned as Err (naming the host); after that, what was
+    /// measured is kept and the error names the host.
     pub fn run_iteration(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+    ) -> Result<IterationRun, String> {
+        let clients = self.indices(Role::Client).len();
+        let want = spec.clients.map_or(clients, |n| n as usize);
+        if want == 0 || want > clients {
+            return Err(format!(
+                "the test asks for {want} client hosts; {clients} are given (--clients)"
+            ));
+        }
+        // Clients come last in `members`: park those this test leaves out.
+        let keep = self.members.len() - (clients - want);
+        let parked = self.members.split_off(keep);
+        let r = self.run_members(spec, live);
+        self.members.extend(parked);
+        r
+    }
+
+    fn run_members(
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
