@@ -112,9 +112,22 @@ fn up(a: UpArgs) -> Result<()> {
         println!("  note: {c}");
     }
     if rack.is_rack() {
+        let n =
+            |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
         println!(
-            "  a rack of {} clients (each link shaped) and {} servers (links not shaped), emulator {} ({})",
-            rack.clients, rack.servers, st.backend, st.backend_note
+            "  a rack of {} and {}, emulator {} ({})",
+            n(
+                rack.clients,
+                "client (its link shaped)",
+                "clients (each link shaped)"
+            ),
+            n(
+                rack.servers,
+                "server (its link not shaped)",
+                "servers (links not shaped)"
+            ),
+            st.backend,
+            st.backend_note
         );
         print_hosts(&st);
     } else {
