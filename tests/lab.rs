@@ -310,6 +310,88 @@ fn a_rack_lab_has_a_shaped_port_per_client() {
         assert!(bytes > 300 << 20, "link c{k} carried {bytes} B: {e}");
     }
 
+    // linerate across the rack: an agent in every namespace, the four
+    // clients driving the server on one common window.
+    let out = tmp(&format!("{}-linerate.json", lab.name));
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--lab",
+            &lab.name,
+            "--flows",
+            "8",
+            "--warmup",
+            "3",
+            "-d",
+            "3",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out);
+    let it = &r["iterations"][0];
+    let total = f(&it["throughput_bps"]);
+    eprintln!(
+        "rack: linerate aggregate {:.1} Mbit/s ({:+.2}% of 4 x {:.1}), iperf3 sum {:.1}",
+        total / 1e6,
+        (total / (4.0 * goodput) - 1.0) * 100.0,
+        goodput / 1e6,
+        sum / 1e6
+    );
+    assert!(
+        (total / (4.0 * goodput) - 1.0).abs() < 0.03,
+        "linerate aggregate {total} bit/s vs 4 x {goodput}"
+    );
+    let hosts = r["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 5, "{hosts:?}");
+    let server = hosts.iter().find(|h| h["role"] == "server").unwrap();
+    assert_eq!(u(&server["counters"]["bytes_rx"]), u(&it["bytes"]));
+    let sent: Vec<f64> = hosts
+        .iter()
+        .filter(|h| h["role"] == "client")
+        .map(|h| u(&h["counters"]["bytes_tx"]) as f64)
+        .collect();
+    assert_eq!(sent.len(), 4);
+    let all: f64 = sent.iter().sum();
+    for (k, b) in sent.iter().enumerate() {
+        let share = b / all;
+        assert!(
+            (share - 0.25).abs() < 0.025,
+            "client {k} share {share}: {sent:?}"
+        );
+    }
+    let clients: std::collections::BTreeSet<&str> = r["flow_map"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["client"].as_str().unwrap())
+        .collect();
+    assert_eq!(clients.len(), 4, "{clients:?}");
+    // Each client's agent ran in its own namespace: its flows left from its address.
+    for h in hosts.iter().filter(|h| h["role"] == "client") {
+        assert_eq!(u(&h["counters"]["bytes_rx"]), 0);
+    }
+    let locals: std::collections::BTreeSet<String> = it["flows"]["client"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f["local"]
+                .as_str()
+                .unwrap()
+                .rsplit_once(':')
+                .unwrap()
+                .0
+                .to_string()
+        })
+        .collect();
+    assert_eq!(locals.len(), 4, "client flows left from {locals:?}");
+
     let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("is down"));

@@ -36,6 +36,10 @@ pub struct ServeConfig {
     pub max_duration_s: f64,
     /// Serve one controller, then exit (the embedded local agent).
     pub once: bool,
+    /// Listen for controllers where the agent starts, but run every test
+    /// in this network namespace (a lab host's agent, reachable from the
+    /// controller's namespace on loopback).
+    pub data_netns: Option<String>,
     pub quiet: bool,
 }
 
@@ -82,6 +86,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         )
     })?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if let Some(ns) = &cfg.data_netns {
+        // Sessions are threads of this one: they start in the namespace.
+        crate::lab::netns::enter(ns)?;
+    }
     println!("linerate agent listening on {addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();

@@ -56,7 +56,8 @@ pub struct Target {
     pub info: AgentInfo,
     /// The lab the test runs in (None: loopback or a remote agent).
     pub lab: Option<LabState>,
-    _local: Option<LocalAgent>,
+    /// Agents this process started (killed when it ends).
+    _local: Vec<LocalAgent>,
 }
 
 impl Target {
@@ -109,7 +110,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
                 pid: None,
             },
             lab: None,
-            _local: None,
+            _local: Vec::new(),
         });
     }
     let mut extra = Vec::new();
@@ -123,15 +124,29 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         }
     }
     let lab = match &c.lab {
-        Some(name) => Some(enter_lab(name, c.ipv6)?),
+        Some(name) => Some(load_lab(name, c.ipv6)?),
         None => None,
     };
+    if let Some(st) = &lab {
+        let rack = st.client_hosts().len() > 1 || st.server_hosts().len() > 1;
+        if rack && agent {
+            if !extra.is_empty() {
+                return Err(usage(
+                    "--tls-cert/--tls-key are not passed to a rack lab's agents: drop them",
+                ));
+            }
+            return open_rack(st.clone());
+        }
+        // Programs, and the single client of a lab: this process is the
+        // client, in the client namespace (client 0 of a rack).
+        crate::lab::netns::enter(&st.client_ns)?;
+    }
     if !agent {
         return Ok(Target {
             conn: None,
             info: AgentInfo::default(),
             lab,
-            _local: None,
+            _local: Vec::new(),
         });
     }
     let listen = match &lab {
@@ -154,7 +169,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         conn: Some(Driver::One(Box::new(conn))),
         info,
         lab,
-        _local: Some(local),
+        _local: vec![local],
     })
 }
 
@@ -318,14 +333,55 @@ fn open_hosts(c: &ConnectArgs, file: &Path) -> Result<Target> {
         conn: Some(Driver::Many(fleet)),
         info,
         lab: None,
-        _local: None,
+        _local: Vec::new(),
     })
 }
 
-/// Checks lab `name` and moves this thread (and the threads and children it
-/// starts later) into its client namespace.
-fn enter_lab(name: &str, ipv6: bool) -> Result<LabState> {
-    use crate::lab::{netns, state};
+/// A rack lab (several client or server namespaces): an agent in every
+/// namespace, each listening for this controller on loopback and running
+/// its flows in its namespace; clients c1..cN drive servers s1..sM.
+fn open_rack(st: LabState) -> Result<Target> {
+    let mut locals = Vec::new();
+    let mut endpoint = |name: String, ns: &str, data: Vec<std::net::IpAddr>| -> Result<Endpoint> {
+        let local = LocalAgent::spawn("127.0.0.1:0", &["--data-netns".into(), ns.to_string()])?;
+        let e = Endpoint {
+            name,
+            control: local.addr,
+            token: local.token.clone(),
+            data,
+        };
+        locals.push(local);
+        Ok(e)
+    };
+    let mut servers = Vec::new();
+    for (j, h) in st.server_hosts().iter().enumerate() {
+        let ip = h
+            .addr
+            .parse()
+            .map_err(|e| Error::Failed(format!("lab server address {}: {e}", h.addr)))?;
+        servers.push(endpoint(format!("s{}", j + 1), &h.ns, vec![ip])?);
+    }
+    let mut clients = Vec::new();
+    for (k, h) in st.client_hosts().iter().enumerate() {
+        clients.push(endpoint(format!("c{}", k + 1), &h.ns, Vec::new())?);
+    }
+    let fleet = Fleet::connect(&clients, &servers)?;
+    let info = AgentInfo {
+        address: format!("lab {}: {}", st.name, fleet.describe()),
+        local: true,
+        pid: None,
+    };
+    Ok(Target {
+        conn: Some(Driver::Many(fleet)),
+        info,
+        lab: Some(st),
+        _local: locals,
+    })
+}
+
+/// Checks that lab `name` is up and usable.
+fn load_lab(name: &str, ipv6: bool) -> Result<LabState> {
+    use crate::lab::state;
     if ipv6 {
         return Err(usage(
             "a lab has IPv4 addresses only (198.18.0.0/15): drop -6",
@@ -341,6 +397,5 @@ fn enter_lab(name: &str, ipv6: bool) -> Result<LabState> {
             "lab {name} is stale (its emulator is gone, so no traffic passes): linerate lab down {name}, then up again"
         )));
     }
-    netns::enter(&st.client_ns)?;
     Ok(st)
 }
