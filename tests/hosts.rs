@@ -287,3 +287,88 @@ fn bad_host_lists_and_unreachable_hosts_get_one_line_errors() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("cannot read hosts file"));
 }
+
+#[test]
+fn a_study_sweeps_the_number_of_client_hosts() {
+    let rig = Rig::start("study", [0; 3]);
+    let study = tmp("hosts-study.toml");
+    std::fs::write(
+        &study,
+        format!(
+            r#"title = "Aggregate throughput vs driver hosts"
+description = "Stream from 1 and 2 client hosts into one server."
+
+[network]
+hosts = "{}"
+
+[test]
+workload = "stream"
+duration = "1s"
+warmup = "0.5s"
+flows = 2
+
+[sweep]
+clients = [1, 2]
+
+[[plot]]
+title = "Aggregate throughput vs client hosts"
+x = "clients"
+y = "throughput_bps"
+"#,
+            rig.file.display()
+        ),
+    )
+    .unwrap();
+    let out = tmp("hosts-study-out");
+    let o = run(
+        &[
+            "study",
+            "run",
+            study.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The study writes its folder under --out.
+    let out = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .expect("a study folder")
+        .unwrap()
+        .path();
+    let mut seen = Vec::new();
+    for e in std::fs::read_dir(out.join("points")).unwrap() {
+        let r = json(&e.unwrap().path());
+        let clients = r["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["role"] == "client")
+            .count();
+        assert_eq!(Some(clients as u64), r["spec"]["clients"].as_u64());
+        assert!(f(&r["summary"]["throughput_bps"]) > 0.0);
+        seen.push(clients);
+    }
+    seen.sort();
+    assert_eq!(seen, vec![1, 2]);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("each host&#39;s share") || html.contains("each host's share"));
+    assert!(html.contains("d2"), "the report names the hosts");
+    // One flow over two clients: only the first client runs it.
+    let r = run_json(
+        "hosts-one-flow.json",
+        &rig.args("rr", "--flows 1 -d 1"),
+        Duration::from_secs(60),
+    );
+    let names: Vec<&str> = r["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["sut", "d1"]);
+}

@@ -221,17 +221,27 @@ impl Fleet {
 
     /// Which client, server and address each flow of `spec` uses.
     pub fn flow_map(&self, spec: &TestSpec) -> Vec<FlowPlace> {
-        let clients = self.indices(Role::Client);
-        let want = spec.clients.map_or(clients.len(), |n| n as usize);
-        let active: Vec<usize> = clients.into_iter().take(want).collect();
-        if active.is_empty() {
+        let Ok(active) = self.active(spec) else {
+            return Vec::new();
+        };
+        let clients: Vec<usize> = self
+            .indices(Role::Client)
+            .into_iter()
+            .filter(|&i| active[i])
+            .collect();
+        let addrs: Vec<(usize, IpAddr)> = self
+            .server_addrs()
+            .into_iter()
+            .filter(|(i, _)| active[*i])
+            .collect();
+        if clients.is_empty() || addrs.is_empty() {
             return Vec::new();
         }
-        plan(spec.flows, active.len(), &self.server_addrs())
+        plan(spec.flows, clients.len(), &addrs)
             .into_iter()
             .map(|p| FlowPlace {
                 flow: p.flow,
-                client: self.members[active[p.client]].name.clone(),
+                client: self.members[clients[p.client]].name.clone(),
                 server: self.members[p.server].name.clone(),
                 address: p.addr.to_string(),
             })
@@ -281,15 +291,10 @@ impl Fleet {
         }
     }
 
-    /// Runs one iteration of `spec` on every server and on the first
-    /// `spec.clients` clients (all without it). Errors before the window
-    /// opens are returned as Err (naming the host); after that, what was
-    /// measured is kept and the error names the host.
-    pub fn run_iteration(
-        &mut self,
-        spec: &TestSpec,
-        live: &mut dyn Live,
-    ) -> Result<IterationRun, String> {
+    /// Which members a test of `spec` uses: the first `spec.clients`
+    /// clients (all without it), and of those and of the servers only the
+    /// ones that get a flow (8 clients and 2 flows: d1 and d2 run them).
+    fn active(&self, spec: &TestSpec) -> Result<Vec<bool>, String> {
         let clients = self.indices(Role::Client).len();
         let want = spec.clients.map_or(clients, |n| n as usize);
         if want == 0 || want > clients {
@@ -297,11 +302,53 @@ impl Fleet {
                 "the test asks for {want} client hosts; {clients} are given (--clients)"
             ));
         }
-        // Clients come last in `members`: park those this test leaves out.
-        let keep = self.members.len() - (clients - want);
-        let parked = self.members.split_off(keep);
+        let flows = spec.flows as usize;
+        let mut client_rank = 0;
+        let mut first_addr = 0;
+        Ok(self
+            .members
+            .iter()
+            .map(|m| match m.role {
+                Role::Client => {
+                    client_rank += 1;
+                    client_rank <= want.min(flows)
+                }
+                Role::Server => {
+                    let uses = first_addr < flows;
+                    first_addr += m.data.len();
+                    uses
+                }
+            })
+            .collect())
+    }
+
+    /// Runs one iteration of `spec` on the members it uses (see `active`).
+    /// Errors before the window opens are returned as Err (naming the
+    /// host); after that, what was measured is kept and the error names
+    /// the host.
+    pub fn run_iteration(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+    ) -> Result<IterationRun, String> {
+        let active = self.active(spec)?;
+        // Park the members this test leaves out; put everyone back after.
+        let all: Vec<(usize, Member)> = std::mem::take(&mut self.members)
+            .into_iter()
+            .enumerate()
+            .collect();
+        let (used, parked): (Vec<_>, Vec<_>) = all.into_iter().partition(|(i, _)| active[*i]);
+        let order: Vec<usize> = used.iter().map(|(i, _)| *i).collect();
+        self.members = used.into_iter().map(|(_, m)| m).collect();
         let r = self.run_members(spec, live);
-        self.members.extend(parked);
+        let mut slots: Vec<Option<Member>> = (0..active.len()).map(|_| None).collect();
+        for (i, m) in order.into_iter().zip(std::mem::take(&mut self.members)) {
+            slots[i] = Some(m);
+        }
+        for (i, m) in parked {
+            slots[i] = Some(m);
+        }
+        self.members = slots.into_iter().flatten().collect();
         r
     }
 
@@ -335,13 +382,6 @@ impl Fleet {
                     .map(|p| p.flow)
                     .collect()
             };
-            if !per_connection && expect.is_empty() {
-                return Err(format!(
-                    "{}: no flow goes to this server with {} flows; use at least as many flows as server addresses",
-                    self.members[s].label(),
-                    spec.flows
-                ));
-            }
             let m = &mut self.members[s];
             m.conn
                 .send(&Msg::Setup {
@@ -397,13 +437,6 @@ impl Fleet {
                         tls_cert_label: label.clone(),
                     });
                 }
-            }
-            if groups.is_empty() {
-                return Err(format!(
-                    "{}: no flow for this client with {} flows; use at least as many flows as clients",
-                    self.members[c].label(),
-                    spec.flows
-                ));
             }
             let m = &mut self.members[c];
             m.conn
@@ -766,6 +799,19 @@ mod tests {
         for x in plan(16, 4, &ports) {
             assert_eq!(ports[x.client].1, x.addr);
         }
+    }
+
+    #[test]
+    fn fewer_flows_than_hosts_use_the_first_hosts() {
+        // 3 clients, servers with 2 and 1 addresses: 2 flows use d1, d2
+        // and the first server only.
+        let addrs: Vec<(usize, IpAddr)> = vec![
+            (0, "10.0.0.1".parse().unwrap()),
+            (0, "10.0.1.1".parse().unwrap()),
+            (1, "10.0.2.1".parse().unwrap()),
+        ];
+        let p = plan(2, 2, &addrs[..2]);
+        assert_eq!(p, plan(2, 3, &addrs)[..].to_vec());
     }
 
     #[test]
