@@ -150,6 +150,278 @@ fn lab_up_calibrates_rtt_and_rate_and_down_leaves_nothing() {
     assert!(stdout(&o).contains("was not up"));
 }
 
+/// Processes a test started itself (iperf3): killed by PID and reaped when
+/// the test ends, pass or fail.
+struct Procs(Vec<std::process::Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `cmd` inside namespace `ns` (`ip netns exec` execs it, so the
+/// child's PID is the command's), its output to `out`.
+fn spawn_in(ns: &str, cmd: &[&str], out: &std::path::Path) -> std::process::Child {
+    let f = std::fs::File::create(out).unwrap();
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .stdin(std::process::Stdio::null())
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?} in {ns}: {e}"))
+}
+
+/// Waits for every process of `p` to exit, at most until `limit`.
+fn wait_all(p: &mut Procs, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    for c in &mut p.0 {
+        while c.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "a process outlived {limit:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn a_rack_lab_has_a_shaped_port_per_client() {
+    let Some(_s) = measuring() else { return };
+    let (lab, out) = Lab::up(
+        "rack",
+        "--clients 4 --servers 1 --rate 1gbit --rtt 1ms --no-calibrate",
+    );
+    assert!(out.contains("a rack of 4 clients"), "{out}");
+    let st = lab.status();
+    let clients = st[0]["clients"].as_array().unwrap().clone();
+    let servers = st[0]["servers"].as_array().unwrap().clone();
+    assert_eq!(clients.len(), 4, "{st}");
+    assert_eq!(servers.len(), 1, "{st}");
+    let listed = namespaces();
+    for (k, c) in clients.iter().enumerate() {
+        let ns = c["ns"].as_str().unwrap();
+        let addr = c["addr"].as_str().unwrap();
+        let role = if k == 0 {
+            "c".into()
+        } else {
+            format!("c{}", k + 1)
+        };
+        assert_eq!(ns, lab.ns(&role));
+        assert_eq!(addr, format!("198.18.{}.1", 2 * k));
+        assert!(listed.contains(ns), "{ns} missing: {listed}");
+        let shown = Command::new("ip")
+            .args(["-n", ns, "-4", "-o", "addr", "show", "dev", "lr0"])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&shown.stdout).contains(&format!("{addr}/24")),
+            "{ns}: {}",
+            String::from_utf8_lossy(&shown.stdout)
+        );
+    }
+    assert_eq!(servers[0]["ns"], lab.ns("s").as_str());
+    assert_eq!(servers[0]["addr"], "198.18.1.1");
+    assert!(listed.contains(&lab.ns("r")));
+    // One emulator per client link, each on its own pair of queues.
+    let emulators = st[0]["emulators"].as_array().unwrap().clone();
+    assert_eq!(emulators.len(), 4, "{st}");
+    let pids: Vec<u64> = emulators.iter().map(|e| u(&e["pid"])).collect();
+    assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
+    let rules = lab.exec("r", &["iptables-legacy", "-S", "FORWARD"]);
+    for k in 0..4 {
+        for (dir, q) in [("-i", 2 * k), ("-o", 2 * k + 1)] {
+            let rule = format!("{dir} c{k} -j NFQUEUE --queue-num {q}");
+            assert!(rules.contains(&rule), "no '{rule}' in {rules}");
+        }
+    }
+
+    // Four iperf3 flows at once, one from each client to one server: each
+    // client's link allows ~941 Mbit/s of goodput, the server's link is not
+    // shaped, so together they reach 4 x 941.
+    let mut procs = Procs(Vec::new());
+    for k in 0..4 {
+        let port = format!("520{k}");
+        procs.0.push(spawn_in(
+            &lab.ns("s"),
+            &["iperf3", "-s", "-1", "-p", &port],
+            &tmp(&format!("{}-server{k}.txt", lab.name)),
+        ));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..4).any(|k| {
+        !lab.exec("s", &["ss", "-Hltn"])
+            .contains(&format!(":520{k} "))
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the iperf3 servers did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut flows = Procs(Vec::new());
+    let outs: Vec<_> = (0..4)
+        .map(|k| tmp(&format!("{}-client{k}.json", lab.name)))
+        .collect();
+    for (k, c) in clients.iter().enumerate() {
+        let port = format!("520{k}");
+        flows.0.push(spawn_in(
+            c["ns"].as_str().unwrap(),
+            &["iperf3", "-c", "198.18.1.1", "-p", &port, "-t", "4", "-J"],
+            &outs[k],
+        ));
+    }
+    wait_all(&mut flows, Duration::from_secs(30));
+    wait_all(&mut procs, Duration::from_secs(10));
+    let goodput = 1e9 * 1448.0 / 1538.0;
+    let rates: Vec<f64> = outs
+        .iter()
+        .map(|o| f(&json(o)["end"]["sum_received"]["bits_per_second"]))
+        .collect();
+    let sum: f64 = rates.iter().sum();
+    eprintln!(
+        "rack: per client {:?} Mbit/s, sum {:.1} Mbit/s ({:+.2}% of 4 x {:.1})",
+        rates
+            .iter()
+            .map(|r| (r / 1e5).round() / 10.0)
+            .collect::<Vec<_>>(),
+        sum / 1e6,
+        (sum / (4.0 * goodput) - 1.0) * 100.0,
+        goodput / 1e6
+    );
+    for (k, r) in rates.iter().enumerate() {
+        assert!(
+            (0.85e9..=1.0e9).contains(r),
+            "client {k}: {r} bit/s, rates {rates:?}"
+        );
+    }
+    assert!(
+        (sum / (4.0 * goodput) - 1.0).abs() < 0.03,
+        "sum {sum} bit/s vs 4 x {goodput}: {rates:?}"
+    );
+    // Each client's traffic went through its own link's emulator.
+    std::thread::sleep(Duration::from_millis(200));
+    let st = lab.status();
+    for (k, e) in st[0]["emulators"].as_array().unwrap().iter().enumerate() {
+        let bytes = u(&e["stats"]["dirs"][0]["bytes"]);
+        assert!(bytes > 300 << 20, "link c{k} carried {bytes} B: {e}");
+    }
+
+    // linerate across the rack: an agent in every namespace, the four
+    // clients driving the server on one common window.
+    let out = tmp(&format!("{}-linerate.json", lab.name));
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--lab",
+            &lab.name,
+            "--flows",
+            "8",
+            "--warmup",
+            "3",
+            "-d",
+            "3",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out);
+    let it = &r["iterations"][0];
+    let total = f(&it["throughput_bps"]);
+    eprintln!(
+        "rack: linerate aggregate {:.1} Mbit/s ({:+.2}% of 4 x {:.1}), iperf3 sum {:.1}",
+        total / 1e6,
+        (total / (4.0 * goodput) - 1.0) * 100.0,
+        goodput / 1e6,
+        sum / 1e6
+    );
+    assert!(
+        (total / (4.0 * goodput) - 1.0).abs() < 0.03,
+        "linerate aggregate {total} bit/s vs 4 x {goodput}"
+    );
+    let hosts = r["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 5, "{hosts:?}");
+    let server = hosts.iter().find(|h| h["role"] == "server").unwrap();
+    assert_eq!(u(&server["counters"]["bytes_rx"]), u(&it["bytes"]));
+    let sent: Vec<f64> = hosts
+        .iter()
+        .filter(|h| h["role"] == "client")
+        .map(|h| u(&h["counters"]["bytes_tx"]) as f64)
+        .collect();
+    assert_eq!(sent.len(), 4);
+    let all: f64 = sent.iter().sum();
+    for (k, b) in sent.iter().enumerate() {
+        let share = b / all;
+        assert!(
+            (share - 0.25).abs() < 0.025,
+            "client {k} share {share}: {sent:?}"
+        );
+    }
+    let clients: std::collections::BTreeSet<&str> = r["flow_map"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["client"].as_str().unwrap())
+        .collect();
+    assert_eq!(clients.len(), 4, "{clients:?}");
+    // Each client's agent ran in its own namespace: its flows left from its address.
+    for h in hosts.iter().filter(|h| h["role"] == "client") {
+        assert_eq!(u(&h["counters"]["bytes_rx"]), 0);
+    }
+    let locals: std::collections::BTreeSet<String> = it["flows"]["client"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f["local"]
+                .as_str()
+                .unwrap()
+                .rsplit_once(':')
+                .unwrap()
+                .0
+                .to_string()
+        })
+        .collect();
+    assert_eq!(locals.len(), 4, "client flows left from {locals:?}");
+
+    let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("is down"));
+    let prefix = format!("lr-{}-", lab.name);
+    assert!(!namespaces().contains(&prefix), "{}", namespaces());
+    for p in &pids {
+        assert!(!alive(*p), "emulator {p} still running");
+    }
+    let files: Vec<String> = std::fs::read_dir("/run/linerate/labs")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{}.", lab.name)))
+        .collect();
+    assert!(files.is_empty(), "left behind: {files:?}");
+    // What a rack that failed halfway up leaves (namespaces, no state) goes too.
+    for role in ["c3", "s2"] {
+        let ns = lab.ns(role);
+        assert!(Command::new("ip")
+            .args(["netns", "add", &ns])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
+    assert!(stdout(&o).contains("is down"), "{}", stdout(&o));
+    assert!(!namespaces().contains(&prefix), "{}", namespaces());
+}
+
 #[test]
 fn exact_window_transfer_runs_at_window_over_rtt() {
     let Some(_s) = measuring() else { return };
@@ -334,6 +606,17 @@ fn bad_specs_and_missing_labs_get_clear_errors() {
         ("lab up x1 --loss 150%", "below 100%"),
         ("lab up Bad_Name", "must be 1-24 characters"),
         ("lab up x1 --mtu 100", "--mtu 100"),
+        ("lab up x1 --clients 17", "a lab has 1 to 16 clients"),
+        ("lab up x1 --clients 0", "a lab has 1 to 16 clients"),
+        ("lab up x1 --servers 9", "a lab has 1 to 8 servers"),
+        (
+            "lab up x1 --clients 2 --emulator netem",
+            "use --emulator nfqueue",
+        ),
+        (
+            "lab up x1 --clients 2 --emulator-cpu 1",
+            "--emulator-cpu 1 places one",
+        ),
         ("run stream --lab nosuchlab -d 1", "no lab named nosuchlab"),
         ("run exec -- true", "runs in a lab"),
         ("run stream --window exact -d 1", "needs --rcvbuf"),

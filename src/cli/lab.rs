@@ -10,7 +10,7 @@ use crate::lab::calibrate;
 use crate::lab::emulator;
 use crate::lab::spec::LabOptions;
 use crate::lab::state;
-use crate::lab::topology::{self, Backend};
+use crate::lab::topology::{self, Backend, Rack};
 
 #[derive(Args, Debug)]
 pub struct LabArgs {
@@ -20,7 +20,7 @@ pub struct LabArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum LabCommand {
-    /// Create lab NAME (client, router, server namespaces) with this link, and calibrate it.
+    /// Create lab NAME (client, router, server namespaces; --clients/--servers for a rack) with this link, and calibrate it.
     Up(Box<UpArgs>),
     /// Remove lab NAME: emulator, namespaces, links and rules (safe to repeat).
     Down(DownArgs),
@@ -53,6 +53,13 @@ pub struct UpArgs {
     /// Skip the calibration (RTT and bulk rate) after the lab is up.
     #[arg(long)]
     pub no_calibrate: bool,
+    /// Client namespaces (1-16), each joined to the router by a link of its
+    /// own that the emulator shapes with this link's settings (a rack).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub clients: usize,
+    /// Server namespaces (1-8), each on an unshaped link to the router.
+    #[arg(long, default_value_t = 1, value_name = "M")]
+    pub servers: usize,
 }
 
 #[derive(Args, Debug)]
@@ -90,22 +97,45 @@ fn need_root() -> Result<()> {
 fn up(a: UpArgs) -> Result<()> {
     topology::check_name(&a.name).map_err(usage)?;
     let spec = a.link.build().map_err(usage)?;
-    need_root()?;
+    let rack = Rack::new(a.clients, a.servers).map_err(usage)?;
     let backend = match a.emulator {
         EmulatorArg::Auto => Backend::Auto,
         EmulatorArg::Nfqueue => Backend::Nfqueue,
         EmulatorArg::Netem => Backend::Netem,
         EmulatorArg::None => Backend::None,
     };
-    let st = topology::up(&a.name, &spec, backend, None).map_err(Error::Failed)?;
+    topology::check_rack(&spec, rack, backend).map_err(usage)?;
+    need_root()?;
+    let st = topology::up(&a.name, &spec, rack, backend, None).map_err(Error::Failed)?;
     println!("lab {} is up: {}", st.name, st.spec.describe());
     for c in &st.host_changes {
         println!("  note: {c}");
     }
-    println!(
-        "  client {} in {}, server {} in {}, emulator {} ({})",
-        st.client_addr, st.client_ns, st.server_addr, st.server_ns, st.backend, st.backend_note
-    );
+    if rack.is_rack() {
+        let n =
+            |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+        println!(
+            "  a rack of {} and {}, emulator {} ({})",
+            n(
+                rack.clients,
+                "client (its link shaped)",
+                "clients (each link shaped)"
+            ),
+            n(
+                rack.servers,
+                "server (its link not shaped)",
+                "servers (links not shaped)"
+            ),
+            st.backend,
+            st.backend_note
+        );
+        print_hosts(&st);
+    } else {
+        println!(
+            "  client {} in {}, server {} in {}, emulator {} ({})",
+            st.client_addr, st.client_ns, st.server_addr, st.server_ns, st.backend, st.backend_note
+        );
+    }
     if !a.no_calibrate {
         match calibrate::calibrate(&st, st.spec.links[0].rate_bps.is_some()) {
             Ok(c) => {
@@ -144,6 +174,38 @@ fn down(a: DownArgs) -> Result<()> {
     Ok(())
 }
 
+/// One line per role: `clients: 198.18.0.1 in lr-x-c, 198.18.2.1 in lr-x-c2`.
+fn print_hosts(st: &state::LabState) {
+    for (role, hosts) in [
+        ("clients", st.client_hosts()),
+        ("servers", st.server_hosts()),
+    ] {
+        let list: Vec<String> = hosts
+            .iter()
+            .map(|h| format!("{} in {}", h.addr, h.ns))
+            .collect();
+        println!("  {role}: {}", list.join(", "));
+    }
+}
+
+/// Every emulator of a lab with its latest counters, for `status --json`.
+fn emulators_json(s: &state::LabState) -> Vec<serde_json::Value> {
+    let clients = s.client_hosts();
+    s.emulators()
+        .into_iter()
+        .enumerate()
+        .map(|(k, e)| {
+            serde_json::json!({
+                "link": k,
+                "device": format!("c{k}"),
+                "client_ns": clients.get(k).map(|h| h.ns.clone()),
+                "pid": e.pid,
+                "stats": e.read_stats(),
+            })
+        })
+        .collect()
+}
+
 fn status(a: StatusArgs) -> Result<()> {
     let names = match &a.name {
         Some(n) => vec![n.clone()],
@@ -159,7 +221,17 @@ fn status(a: StatusArgs) -> Result<()> {
     if a.json {
         let stats: Vec<_> = all
             .iter()
-            .map(|s| serde_json::json!({"lab": s, "emulator_stats": s.emulator_stats(), "stale": s.is_stale()}))
+            .map(|s| {
+                serde_json::json!({
+                    "lab": s,
+                    "clients": s.client_hosts(),
+                    "servers": s.server_hosts(),
+                    "namespaces": s.namespaces_all(),
+                    "emulator_stats": s.emulator_stats(),
+                    "emulators": emulators_json(s),
+                    "stale": s.is_stale(),
+                })
+            })
             .collect();
         println!(
             "{}",
@@ -182,12 +254,24 @@ fn status(a: StatusArgs) -> Result<()> {
             s.created_at,
             s.spec.describe()
         );
+        print_hosts(s);
         println!("  emulator {} ({})", s.backend, s.backend_note);
-        if let Some(st) = s.emulator_stats() {
+        let rack = s.emulators().len() > 1;
+        let clients = s.client_hosts();
+        for (k, e) in s.emulators().into_iter().enumerate() {
+            let Some(st) = e.read_stats() else { continue };
+            // A one-client lab prints as it always did; a rack names each link.
+            let indent = if rack {
+                let ns = clients.get(k).map_or("?", |h| h.ns.as_str());
+                println!("  link c{k} ({ns}):");
+                "    "
+            } else {
+                "  "
+            };
             for (d, name) in [(0, "client->server"), (1, "server->client")] {
                 let x = &st.dirs[d];
                 println!(
-                    "  {name}: {} packets, {} dropped by loss, {} by the queue, max queue {}",
+                    "{indent}{name}: {} packets, {} dropped by loss, {} by the queue, max queue {}",
                     x.packets,
                     x.dropped_loss,
                     x.dropped_queue,
@@ -195,7 +279,7 @@ fn status(a: StatusArgs) -> Result<()> {
                 );
             }
             println!(
-                "  emulator pid {}, cpu {:.2} s over {:.0} s",
+                "{indent}emulator pid {}, cpu {:.2} s over {:.0} s",
                 st.pid, st.cpu_s, st.uptime_s
             );
         }

@@ -53,6 +53,9 @@ pub struct ServeArgs {
     /// Enter this network namespace (/run/netns/NAME) before listening: a lab's server side.
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
+    /// Listen for controllers here, but open every data socket in network namespace NAME (a lab host's agent).
+    #[arg(long, value_name = "NAME", hide = true, conflicts_with = "netns")]
+    pub data_netns: Option<String>,
     /// Certificate (PEM, leaf first) for TLS tests instead of a generated one; clients verify it with --tls-ca and --tls-name.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -103,6 +106,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         max_flows: args.max_flows,
         max_duration_s: args.max_duration.as_secs_f64(),
         once: args.once,
+        data_netns: args.data_netns,
         quiet: args.quiet,
     };
     agent::serve_on(listener, cfg).map_err(Error::Failed)

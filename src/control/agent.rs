@@ -36,6 +36,10 @@ pub struct ServeConfig {
     pub max_duration_s: f64,
     /// Serve one controller, then exit (the embedded local agent).
     pub once: bool,
+    /// Listen for controllers where the agent starts, but run every test
+    /// in this network namespace (a lab host's agent, reachable from the
+    /// controller's namespace on loopback).
+    pub data_netns: Option<String>,
     pub quiet: bool,
 }
 
@@ -77,6 +81,10 @@ macro_rules! log {
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let listener = bind(cfg.listen)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if let Some(ns) = &cfg.data_netns {
+        // Sessions are threads of this one: they start in the namespace.
+        crate::lab::netns::enter(ns)?;
+    }
     println!("linerate agent listening on {addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -382,25 +390,32 @@ fn run_test(
             workload.agent_flows(&spec, c)?
         });
     }
-    if let Some(at) = at {
-        // A scheduled start: every host opens its window at the same instant.
-        let when = clock::instant_at(at);
-        let wait = when.saturating_duration_since(Instant::now());
-        if wait > Duration::from_secs(30) {
-            return Err(format!("a start {:.0} s away is refused", wait.as_secs_f64()).into());
+    // A scheduled start: every host's timeline begins at the same instant.
+    let when = match at {
+        Some(at) => {
+            let when = clock::instant_at(at);
+            let wait = when.saturating_duration_since(Instant::now());
+            if wait > Duration::from_secs(30) {
+                return Err(format!("a start {:.0} s away is refused", wait.as_secs_f64()).into());
+            }
+            std::thread::sleep(wait);
+            Some(when)
         }
-        std::thread::sleep(wait);
-    }
+        None => None,
+    };
     let setup = SideSetup {
         agent: !client,
         spec: spec.clone(),
         flows,
+        t0: when,
     };
     let mut side = Side::start(setup)?;
+    let t0 = side.t0();
     let _ = write_msg(
         stream,
         &Msg::Started {
-            t0_ns: clock::ns_of(side.t0()),
+            t0_ns: clock::ns_of(t0),
+            late_ns: when.map_or(0, |w| w.elapsed().as_nanos() as u64),
         },
     );
     // Bounded even if the controller never says stop.

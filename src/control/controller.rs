@@ -137,6 +137,9 @@ pub struct IterationRun {
     pub agent: AgentSide,
     /// Why the iteration ended early, if it did; results above are kept.
     pub error: Option<String>,
+    /// Many hosts: each host's own figures (empty for one agent).
+    pub hosts: Vec<crate::model::result::HostRun>,
+    pub start_skew_us: Option<f64>,
 }
 
 /// Receives live combined intervals (progress line, --json-stream).
@@ -284,11 +287,21 @@ impl AgentConn {
         })
     }
 
-    fn send(&mut self, m: &Msg) -> Result<(), String> {
+    pub(super) fn send(&mut self, m: &Msg) -> Result<(), String> {
         write_msg(&mut self.writer, m).map_err(|e| format!("agent at {} is gone: {e}", self.addr))
     }
 
-    fn expect(&mut self, what: &str, timeout: Duration) -> Result<Msg, String> {
+    /// The next message without waiting: Ok(None) when there is none yet,
+    /// Err when the connection is gone.
+    pub(super) fn poll(&self) -> Result<Option<Msg>, ()> {
+        match self.rx.try_recv() {
+            Ok(Some(m)) => Ok(Some(m)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Ok(None) | Err(TryRecvError::Disconnected) => Err(()),
+        }
+    }
+
+    pub(super) fn expect(&mut self, what: &str, timeout: Duration) -> Result<Msg, String> {
         match self.rx.recv_timeout(timeout) {
             Ok(Some(Msg::Error { message, .. })) => {
                 Err(format!("agent at {}: {message}", self.addr))
@@ -376,6 +389,7 @@ impl AgentConn {
             agent: false,
             spec: spec.clone(),
             flows: workload.client_flows(spec, conns)?,
+            t0: None,
         };
         let mut side = Side::start(setup)?;
         self.send(&Msg::Start { at_ns: None })?;
@@ -452,6 +466,8 @@ impl AgentConn {
             client,
             agent,
             error,
+            hosts: Vec::new(),
+            start_skew_us: None,
         })
     }
 

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod clock;
 pub mod cluster;
 pub mod controller;
+pub mod fleet;
 pub mod local;
 pub mod point;
 pub mod progress;

@@ -121,9 +121,12 @@ pub enum Msg {
         #[serde(default)]
         at_ns: Option<u64>,
     },
-    /// The agent's timeline began at this reading of its monotonic clock.
+    /// The agent's timeline began at this reading of its monotonic clock
+    /// (the scheduled instant); its thread woke `late_ns` after it.
     Started {
         t0_ns: u64,
+        #[serde(default)]
+        late_ns: u64,
     },
     Interval {
         sample: Box<IntervalSample>,

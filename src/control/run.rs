@@ -1,19 +1,92 @@
 //! Running one test: iterations until the confidence target is met, each a
 //! full setup/start/window/stop cycle on the agent, folded into one result.
 
-use crate::control::controller::{AgentConn, Live};
+use crate::control::controller::{AgentConn, IterationRun, Live};
+use crate::control::fleet::Fleet;
 use crate::measure::histogram::{self, new_hist};
+use crate::model::host::HostInfo;
+use crate::model::result::{FlowPlace, HostRun};
 
 use crate::measure::fold::SideData;
 use crate::model::result::{self, AgentInfo, Iteration, Pair, TestResult};
 use crate::model::sample::Confidence;
 use crate::model::spec::TestSpec;
 
+/// Who runs a test's flows: the controller as the client of one agent, or
+/// a fleet of agents as clients and servers (many hosts).
+pub enum Driver {
+    One(Box<AgentConn>),
+    Many(Fleet),
+}
+
+impl Driver {
+    fn run_iteration(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+    ) -> Result<IterationRun, String> {
+        match self {
+            Driver::One(c) => c.run_iteration(spec, live),
+            Driver::Many(f) => f.run_iteration(spec, live),
+        }
+    }
+
+    /// What the client and the agent (server) hosts are.
+    fn environment(&self) -> Pair<HostInfo> {
+        match self {
+            Driver::One(c) => Pair {
+                client: crate::measure::host::collect(),
+                agent: c.host.clone().unwrap_or_default(),
+            },
+            Driver::Many(f) => f.environment(),
+        }
+    }
+
+    fn flow_map(&self, spec: &TestSpec) -> Vec<FlowPlace> {
+        match self {
+            Driver::One(_) => Vec::new(),
+            Driver::Many(f) => f.flow_map(spec),
+        }
+    }
+
+    /// Ends the control connections politely (agents free the test).
+    pub fn close(self) {
+        match self {
+            Driver::One(c) => c.bye(),
+            Driver::Many(f) => f.close(),
+        }
+    }
+}
+
+/// Each host's figures over all iterations: the last iteration's record,
+/// with throughput and transactions/s as means over iterations.
+fn mean_hosts(its: &[Iteration]) -> Vec<HostRun> {
+    let Some(last) = its.last() else {
+        return Vec::new();
+    };
+    last.hosts
+        .iter()
+        .map(|h| {
+            let same: Vec<&HostRun> = its
+                .iter()
+                .flat_map(|i| i.hosts.iter())
+                .filter(|x| x.name == h.name && x.role == h.role)
+                .collect();
+            let n = same.len().max(1) as f64;
+            HostRun {
+                throughput_bps: same.iter().map(|x| x.throughput_bps).sum::<f64>() / n,
+                transactions_per_s: same.iter().map(|x| x.transactions_per_s).sum::<f64>() / n,
+                ..h.clone()
+            }
+        })
+        .collect()
+}
+
 /// Runs `spec` on `conn` and returns the result, partial if an iteration
 /// ended early (its error is in the iteration and the summary status).
 /// Errors before anything was measured are returned as Err.
 pub fn run_test(
-    conn: &mut AgentConn,
+    conn: &mut Driver,
     spec: &TestSpec,
     conf: Confidence,
     agent: AgentInfo,
@@ -24,7 +97,6 @@ pub fn run_test(
     super::check(spec)?;
     let metric = crate::workload::main_metric(spec);
     let started_at = crate::units::rfc3339_now();
-    let client_host = crate::measure::host::collect();
     let mut iterations: Vec<Iteration> = Vec::new();
     let mut values = Vec::new();
     let mut hist = new_hist();
@@ -71,7 +143,9 @@ pub fn run_test(
             placement: a.placement.clone(),
             errors: a.errors.clone(),
         };
-        let it = crate::measure::fold::iteration(index, client, agent_side, run.error.clone());
+        let mut it = crate::measure::fold::iteration(index, client, agent_side, run.error.clone());
+        it.hosts = run.hosts;
+        it.start_skew_us = run.start_skew_us;
         on_iteration(&it);
         values.push(it.main_value(metric));
         let failed = run.error.is_some();
@@ -96,17 +170,14 @@ pub fn run_test(
         spec: spec.clone(),
         confidence_target: conf,
         agent,
-        environment: Pair {
-            client: client_host,
-            agent: conn.host.clone().unwrap_or_default(),
-        },
+        environment: conn.environment(),
         summary,
-        iterations,
         baseline: None,
         lab: None,
         exec: None,
-        hosts: Vec::new(),
-        flow_map: Vec::new(),
+        hosts: mean_hosts(&iterations),
+        flow_map: conn.flow_map(spec),
+        iterations,
     })
 }
 
@@ -114,7 +185,7 @@ pub fn run_test(
 /// agent, so the result carries the cost of encryption as a ratio measured
 /// side by side (tls-handshake's twin is crr with the same sizes).
 pub fn clear_baseline(
-    conn: &mut AgentConn,
+    conn: &mut Driver,
     spec: &TestSpec,
     agent: AgentInfo,
     live: &mut dyn Live,

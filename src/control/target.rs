@@ -4,13 +4,16 @@
 //! as two processes.
 
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::controller::{self, AgentConn};
+use super::controller;
+use super::fleet::{Endpoint, Fleet};
 use super::local::LocalAgent;
 use super::protocol;
+use super::run::Driver;
 use crate::error::{usage, Error, Result};
 use crate::lab::state::LabState;
+use crate::model::hosts::{self, Host, HostsFile, Role};
 use crate::model::result::AgentInfo;
 
 /// How to reach the agent: the flags of `run` and `study run`.
@@ -25,6 +28,15 @@ pub struct ConnectArgs {
     /// Run inside lab NAME (`linerate lab up NAME`): the client in its client namespace, a local agent in its server namespace.
     #[arg(long, value_name = "NAME", conflicts_with = "agent")]
     pub lab: Option<String>,
+    /// Many hosts: the hosts file (hosts.toml) naming agents, their addresses and roles.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["agent", "lab"])]
+    pub hosts: Option<PathBuf>,
+    /// With --hosts: the hosts whose agents open the flows (default: those with role = "client").
+    #[arg(long, value_name = "HOST,...", requires = "hosts")]
+    pub clients: Option<String>,
+    /// With --hosts: the hosts that accept them, optionally one data address each: sut, or sut:10.0.0.1,sut:10.0.1.1 (default: role = "server").
+    #[arg(long, value_name = "HOST[:ADDR],...", requires = "hosts")]
+    pub servers: Option<String>,
     /// Use IPv6 (the local agent listens on ::1).
     #[arg(short = '6', long)]
     pub ipv6: bool,
@@ -40,18 +52,19 @@ pub struct ConnectArgs {
 /// lab this process entered, if any.
 pub struct Target {
     /// None when only programs run (exec, scp need no agent).
-    pub conn: Option<AgentConn>,
+    pub conn: Option<Driver>,
     pub info: AgentInfo,
     /// The lab the test runs in (None: loopback or a remote agent).
     pub lab: Option<LabState>,
-    _local: Option<LocalAgent>,
+    /// Agents this process started (killed when it ends).
+    _local: Vec<LocalAgent>,
 }
 
 impl Target {
     /// Ends the control connection politely (the agent frees the test).
     pub fn close(mut self) {
         if let Some(c) = self.conn.take() {
-            c.bye();
+            c.close();
         }
     }
 }
@@ -72,6 +85,14 @@ pub fn token(file: &Option<PathBuf>) -> Result<String> {
 /// Opens the target `c` names. `agent` false: only programs will run, so
 /// no agent is started (a lab is still entered).
 pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
+    if let Some(file) = &c.hosts {
+        if !agent {
+            return Err(usage(
+                "exec and scp run in a lab, not across --hosts: use --lab NAME",
+            ));
+        }
+        return open_hosts(c, file);
+    }
     if let Some(a) = &c.agent {
         if c.tls_cert.is_some() {
             return Err(usage(
@@ -82,14 +103,14 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         let addr = controller::resolve(a).map_err(Error::Usage)?;
         let conn = controller::connect(addr, &token)?;
         return Ok(Target {
-            conn: Some(conn),
+            conn: Some(Driver::One(Box::new(conn))),
             info: AgentInfo {
                 address: addr.to_string(),
                 local: false,
                 pid: None,
             },
             lab: None,
-            _local: None,
+            _local: Vec::new(),
         });
     }
     let mut extra = Vec::new();
@@ -103,15 +124,29 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         }
     }
     let lab = match &c.lab {
-        Some(name) => Some(enter_lab(name, c.ipv6)?),
+        Some(name) => Some(load_lab(name, c.ipv6)?),
         None => None,
     };
+    if let Some(st) = &lab {
+        let rack = st.client_hosts().len() > 1 || st.server_hosts().len() > 1;
+        if rack && agent {
+            if !extra.is_empty() {
+                return Err(usage(
+                    "--tls-cert/--tls-key are not passed to a rack lab's agents: drop them",
+                ));
+            }
+            return open_rack(st.clone());
+        }
+        // Programs, and the single client of a lab: this process is the
+        // client, in the client namespace (client 0 of a rack).
+        crate::lab::netns::enter(&st.client_ns)?;
+    }
     if !agent {
         return Ok(Target {
             conn: None,
             info: AgentInfo::default(),
             lab,
-            _local: None,
+            _local: Vec::new(),
         });
     }
     let listen = match &lab {
@@ -131,17 +166,222 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         pid: Some(local.pid()),
     };
     Ok(Target {
-        conn: Some(conn),
+        conn: Some(Driver::One(Box::new(conn))),
         info,
         lab,
-        _local: Some(local),
+        _local: vec![local],
     })
 }
 
-/// Checks lab `name` and moves this thread (and the threads and children it
-/// starts later) into its client namespace.
-fn enter_lab(name: &str, ipv6: bool) -> Result<LabState> {
-    use crate::lab::{netns, state};
+/// Reads and checks a hosts file.
+pub fn load_hosts(file: &Path) -> Result<Vec<Host>> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        usage(format!(
+            "cannot read hosts file {}: {e} (see README, \"Many hosts\")",
+            file.display()
+        ))
+    })?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    HostsFile::parse(&text)
+        .and_then(|f| f.hosts(base))
+        .map_err(|e| usage(format!("hosts file {}: {e}", file.display())))
+}
+
+/// An agent's token: the host's `token_file`, else what `cluster up` gave
+/// it, else --token-file/LINERATE_TOKEN.
+fn host_token(file: &Path, host: &Host, fallback: &Option<PathBuf>) -> Result<String> {
+    if let Some(t) = &host.token_file {
+        return protocol::read_token_file(t)
+            .map_err(|e| Error::Failed(format!("host {}: {e}", host.name)));
+    }
+    let _ = file;
+    token(fallback).map_err(|_| {
+        usage(format!(
+            "host {}: no token: give it token_file in the hosts file, or pass --token-file/LINERATE_TOKEN",
+            host.name
+        ))
+    })
+}
+
+/// The agents a `--hosts` test uses: `--clients`/`--servers` name them
+/// (a server pick may name one data address), else the roles in the file.
+fn pick_endpoints(
+    c: &ConnectArgs,
+    file: &Path,
+    all: &[Host],
+) -> Result<(Vec<Endpoint>, Vec<Endpoint>)> {
+    let find = |name: &str| {
+        all.iter().find(|h| h.name == name).ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|h| h.name.as_str()).collect();
+            usage(format!(
+                "no host named {name} in {} (it lists: {})",
+                file.display(),
+                names.join(", ")
+            ))
+        })
+    };
+    let by_role = |r: Role| -> Vec<hosts::Pick> {
+        all.iter()
+            .filter(|h| h.role == r)
+            .map(|h| hosts::Pick {
+                host: h.name.clone(),
+                address: None,
+            })
+            .collect()
+    };
+    let picks = |text: &Option<String>, r: Role| -> Result<Vec<hosts::Pick>> {
+        match text {
+            Some(t) => hosts::parse_picks(t).map_err(usage),
+            None => Ok(by_role(r)),
+        }
+    };
+    let client_picks = picks(&c.clients, Role::Client)?;
+    let server_picks = picks(&c.servers, Role::Server)?;
+    if client_picks.is_empty() {
+        return Err(usage(
+            "no clients: pass --clients d1,d2 or give hosts role = \"client\"",
+        ));
+    }
+    if server_picks.is_empty() {
+        return Err(usage(
+            "no servers: pass --servers sut or give a host role = \"server\"",
+        ));
+    }
+    let mut clients: Vec<Endpoint> = Vec::new();
+    for p in &client_picks {
+        let h = find(&p.host)?;
+        if p.address.is_some() {
+            return Err(usage(format!(
+                "--clients {}: a client is named without an address",
+                p.host
+            )));
+        }
+        if clients.iter().any(|e| e.name == h.name) {
+            return Err(usage(format!("--clients names {} twice", h.name)));
+        }
+        clients.push(Endpoint {
+            name: h.name.clone(),
+            control: h.control(),
+            token: host_token(file, h, &c.token_file)?,
+            data: h.data.clone(),
+        });
+    }
+    // Server picks of one host merge: sut:A,sut:B is one agent on two addresses.
+    let mut servers: Vec<Endpoint> = Vec::new();
+    for p in &server_picks {
+        let h = find(&p.host)?;
+        if let Some(a) = p.address {
+            if !h.data.contains(&a) && a != h.address {
+                return Err(usage(format!(
+                    "--servers {}:{a}: {a} is not one of {}'s data addresses in the hosts file",
+                    h.name, h.name
+                )));
+            }
+        }
+        let addrs = match p.address {
+            Some(a) => vec![a],
+            None => h.data.clone(),
+        };
+        match servers.iter_mut().find(|e| e.name == h.name) {
+            Some(e) => {
+                for a in addrs {
+                    if !e.data.contains(&a) {
+                        e.data.push(a);
+                    }
+                }
+            }
+            None => servers.push(Endpoint {
+                name: h.name.clone(),
+                control: h.control(),
+                token: host_token(file, h, &c.token_file)?,
+                data: addrs,
+            }),
+        }
+    }
+    if let Some(both) = clients
+        .iter()
+        .find(|e| servers.iter().any(|s| s.name == e.name))
+    {
+        return Err(usage(format!(
+            "host {} is named as a client and as a server: one role per host in a test",
+            both.name
+        )));
+    }
+    Ok((clients, servers))
+}
+
+fn open_hosts(c: &ConnectArgs, file: &Path) -> Result<Target> {
+    if c.tls_cert.is_some() {
+        return Err(usage(
+            "--tls-cert/--tls-key set the local agent's identity; give them to `linerate serve` on the servers",
+        ));
+    }
+    if c.ipv6 {
+        return Err(usage(
+            "-6 picks the local agent's address; with --hosts, write IPv6 addresses in the hosts file",
+        ));
+    }
+    let all = load_hosts(file)?;
+    let (clients, servers) = pick_endpoints(c, file, &all)?;
+    let fleet = Fleet::connect(&clients, &servers)?;
+    let info = AgentInfo {
+        address: fleet.describe(),
+        local: false,
+        pid: None,
+    };
+    Ok(Target {
+        conn: Some(Driver::Many(fleet)),
+        info,
+        lab: None,
+        _local: Vec::new(),
+    })
+}
+
+/// A rack lab (several client or server namespaces): an agent in every
+/// namespace, each listening for this controller on loopback and running
+/// its flows in its namespace; clients c1..cN drive servers s1..sM.
+fn open_rack(st: LabState) -> Result<Target> {
+    let mut locals = Vec::new();
+    let mut endpoint = |name: String, ns: &str, data: Vec<std::net::IpAddr>| -> Result<Endpoint> {
+        let local = LocalAgent::spawn("127.0.0.1:0", &["--data-netns".into(), ns.to_string()])?;
+        let e = Endpoint {
+            name,
+            control: local.addr,
+            token: local.token.clone(),
+            data,
+        };
+        locals.push(local);
+        Ok(e)
+    };
+    let mut servers = Vec::new();
+    for (j, h) in st.server_hosts().iter().enumerate() {
+        let ip = h
+            .addr
+            .parse()
+            .map_err(|e| Error::Failed(format!("lab server address {}: {e}", h.addr)))?;
+        servers.push(endpoint(format!("s{}", j + 1), &h.ns, vec![ip])?);
+    }
+    let mut clients = Vec::new();
+    for (k, h) in st.client_hosts().iter().enumerate() {
+        clients.push(endpoint(format!("c{}", k + 1), &h.ns, Vec::new())?);
+    }
+    let fleet = Fleet::connect(&clients, &servers)?;
+    let info = AgentInfo {
+        address: format!("lab {}: {}", st.name, fleet.describe()),
+        local: true,
+        pid: None,
+    };
+    Ok(Target {
+        conn: Some(Driver::Many(fleet)),
+        info,
+        lab: Some(st),
+        _local: locals,
+    })
+}
+
+/// Checks that lab `name` is up and usable.
+fn load_lab(name: &str, ipv6: bool) -> Result<LabState> {
+    use crate::lab::state;
     if ipv6 {
         return Err(usage(
             "a lab has IPv4 addresses only (198.18.0.0/15): drop -6",
@@ -157,6 +397,5 @@ fn enter_lab(name: &str, ipv6: bool) -> Result<LabState> {
             "lab {name} is stale (its emulator is gone, so no traffic passes): linerate lab down {name}, then up again"
         )));
     }
-    netns::enter(&st.client_ns)?;
     Ok(st)
 }

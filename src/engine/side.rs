@@ -28,6 +28,10 @@ pub struct SideSetup {
     pub spec: TestSpec,
     /// Spread over the workers round robin, in this order.
     pub flows: Vec<Box<dyn Flow>>,
+    /// When the timeline begins (None: now). A many-host test gives every
+    /// host the same scheduled instant, so that interval edges line up even
+    /// when a host's thread woke a little late (warm-up absorbs it).
+    pub t0: Option<Instant>,
 }
 
 struct Pending {
@@ -144,7 +148,7 @@ impl Side {
         let finite = spec.is_finite() && !setup.agent;
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = channel();
-        let t0 = Instant::now();
+        let t0 = setup.t0.unwrap_or_else(Instant::now).min(Instant::now());
         let mut handles = Vec::new();
         for (i, flows) in per_worker.into_iter().enumerate() {
             let ws = WorkerSetup {

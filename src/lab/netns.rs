@@ -19,6 +19,18 @@ pub fn exists(name: &str) -> bool {
     std::path::Path::new(&path(name)).exists()
 }
 
+/// The names of every named namespace (`ip netns list`), sorted.
+pub fn list() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(NETNS_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 fn open(name: &str) -> Result<File, String> {
     File::open(path(name)).map_err(|e| {
         format!("network namespace {name}: {e} (is the lab up? see `linerate lab status`)")

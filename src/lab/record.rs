@@ -23,7 +23,28 @@ pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<E
             after.dirs[1].since(&before.dirs[1]),
         ],
         cpu_pct: calibrate::cpu_pct(Some(before), Some(after), elapsed_s),
+        emulators: 1,
     })
+}
+
+/// The counters over a test of every emulator of the lab, summed (a rack
+/// has one per client link; see [`EmulatorDelta::sum`]). None unless every
+/// emulator has a snapshot on both sides from the same process: a partial
+/// sum would pass for the whole lab's.
+pub fn lab_delta(
+    before: &[Option<Stats>],
+    after: &[Option<Stats>],
+    elapsed_s: f64,
+) -> Option<EmulatorDelta> {
+    if before.len() != after.len() {
+        return None;
+    }
+    let deltas = before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| emulator_delta(b.as_ref()?, a.as_ref()?, elapsed_s))
+        .collect::<Option<Vec<_>>>()?;
+    EmulatorDelta::sum(&deltas)
 }
 
 /// Runs `test` on lab `st`: calibrates the round trip first, snapshots the
@@ -37,17 +58,14 @@ pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecor
         calibration.warnings = calibration.judge();
     }
     let tcp = tcp_settings(st);
-    let before = st.emulator_stats();
+    let before = st.all_emulator_stats();
     let t0 = Instant::now();
     let out = test();
     let elapsed = t0.elapsed().as_secs_f64();
     // Counters are written every 100 ms: wait for a snapshot after the test.
     std::thread::sleep(std::time::Duration::from_millis(150));
-    let after = st.emulator_stats();
-    let emulator = match (&before, &after) {
-        (Some(b), Some(a)) => emulator_delta(b, a, elapsed),
-        _ => None,
-    };
+    let after = st.all_emulator_stats();
+    let emulator = lab_delta(&before, &after, elapsed);
     let mut rec = LabRecord {
         name: st.name.clone(),
         backend: st.backend.clone(),
@@ -60,8 +78,12 @@ pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecor
         warnings: Vec::new(),
     };
     if st.emulator.is_some() && !st.emulator_alive() {
-        rec.warnings
-            .push("the emulator died during the test: traffic stopped (lab down, then up)".into());
+        let what = if st.link_emulators.is_empty() {
+            "the emulator died during the test: traffic stopped"
+        } else {
+            "an emulator of the rack died during the test: traffic on its client link stopped"
+        };
+        rec.warnings.push(format!("{what} (lab down, then up)"));
     }
     let judged = rec.judge(&st.spec);
     let died = std::mem::take(&mut rec.warnings);
@@ -84,4 +106,57 @@ fn tcp_settings(st: &LabState) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::lab::DirStats;
+
+    fn stats(pid: u32, packets: u64, max_queue: u64, cpu_s: f64) -> Stats {
+        let d = DirStats {
+            packets,
+            bytes: packets * 1500,
+            max_queue_bytes: max_queue,
+            ..Default::default()
+        };
+        Stats {
+            pid,
+            dirs: [d.clone(), d],
+            cpu_s,
+            uptime_s: 10.0,
+            realtime: false,
+        }
+    }
+
+    #[test]
+    fn a_racks_emulators_are_summed() {
+        let before = [Some(stats(1, 100, 0, 1.0)), Some(stats(2, 10, 0, 2.0))];
+        let after = [
+            Some(stats(1, 300, 5000, 1.5)),
+            Some(stats(2, 60, 9000, 2.25)),
+        ];
+        let d = lab_delta(&before, &after, 1.0).unwrap();
+        assert_eq!(d.emulators, 2);
+        assert_eq!(d.dirs[0].packets, 200 + 50);
+        assert_eq!(d.dirs[1].bytes, 250 * 1500);
+        // High-water marks: the larger, not the sum.
+        assert_eq!(d.dirs[0].max_queue_bytes, 9000);
+        // CPU: 50% + 25% of a core.
+        assert!((d.cpu_pct.unwrap() - 75.0).abs() < 1e-6, "{:?}", d.cpu_pct);
+        // One link alone is the plain delta.
+        let one = lab_delta(&before[..1], &after[..1], 1.0).unwrap();
+        assert_eq!((one.emulators, one.dirs[0].packets), (1, 200));
+    }
+
+    #[test]
+    fn a_partial_or_restarted_set_of_emulators_gives_no_counters() {
+        let before = [Some(stats(1, 100, 0, 1.0)), None];
+        let after = [Some(stats(1, 300, 0, 1.5)), Some(stats(2, 60, 0, 2.0))];
+        assert_eq!(lab_delta(&before, &after, 1.0), None);
+        let restarted = [Some(stats(3, 300, 0, 1.5)), Some(stats(2, 60, 0, 2.0))];
+        let before = [Some(stats(1, 100, 0, 1.0)), Some(stats(2, 10, 0, 1.0))];
+        assert_eq!(lab_delta(&before, &restarted, 1.0), None);
+        assert_eq!(lab_delta(&[], &[], 1.0), None);
+    }
 }

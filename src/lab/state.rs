@@ -10,11 +10,100 @@ use crate::model::lab::LabSpec;
 
 pub const STATE_DIR: &str = "/run/linerate/labs";
 
-/// Addresses inside the lab (RFC 2544 benchmarking range).
+/// Addresses inside the lab (RFC 2544 benchmarking range): client 0 and
+/// server 0, as [`client_addr`]`(0)` and [`server_addr`]`(0)` give them.
 pub const CLIENT_ADDR: &str = "198.18.0.1";
 pub const ROUTER_CLIENT_ADDR: &str = "198.18.0.254";
 pub const SERVER_ADDR: &str = "198.18.1.1";
 pub const ROUTER_SERVER_ADDR: &str = "198.18.1.254";
+
+/// Client `k` of a rack lives in 198.18.{2k}.0/24 (client .1, router .254),
+/// server `j` in 198.18.{2j+1}.0/24: client 0 and server 0 are the
+/// addresses of a one-client lab.
+pub fn client_addr(k: usize) -> String {
+    format!("198.18.{}.1", 2 * k)
+}
+
+/// The router's end of client `k`'s link (device `c{k}`).
+pub fn router_client_addr(k: usize) -> String {
+    format!("198.18.{}.254", 2 * k)
+}
+
+pub fn server_addr(j: usize) -> String {
+    format!("198.18.{}.1", 2 * j + 1)
+}
+
+/// The router's end of server `j`'s link (device `s{j}`).
+pub fn router_server_addr(j: usize) -> String {
+    format!("198.18.{}.254", 2 * j + 1)
+}
+
+/// Namespace of client `k` of lab `lab`: `lr-LAB-c`, then `lr-LAB-c2`, `-c3`...
+pub fn client_ns(lab: &str, k: usize) -> String {
+    host_ns(lab, 'c', k)
+}
+
+/// Namespace of server `j`: `lr-LAB-s`, then `lr-LAB-s2`, `-s3`...
+pub fn server_ns(lab: &str, j: usize) -> String {
+    host_ns(lab, 's', j)
+}
+
+pub fn router_ns(lab: &str) -> String {
+    format!("lr-{lab}-r")
+}
+
+fn host_ns(lab: &str, role: char, i: usize) -> String {
+    if i == 0 {
+        format!("lr-{lab}-{role}")
+    } else {
+        format!("lr-{lab}-{role}{}", i + 1)
+    }
+}
+
+/// Whether namespace `ns` is one lab `lab` makes (router, any client or
+/// server). Lab names may hold '-', but the role suffix never does, so
+/// `lr-wan-c2` belongs to lab `wan` and `lr-wan-c2-c` to lab `wan-c2`.
+pub fn is_lab_namespace(lab: &str, ns: &str) -> bool {
+    let Some(role) = ns
+        .strip_prefix("lr-")
+        .and_then(|r| r.strip_prefix(lab))
+        .and_then(|r| r.strip_prefix('-'))
+    else {
+        return false;
+    };
+    match role.as_bytes() {
+        [b'r'] => true,
+        [b'c' | b's', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// Where emulator `link` (client link `c{link}`) writes its counters:
+/// `NAME.emulator.json` for link 0 (as a one-client lab always had), then
+/// `NAME.emulator1.json`, ...
+pub fn emulator_stats_path(lab: &str, link: usize) -> PathBuf {
+    PathBuf::from(STATE_DIR).join(format!("{lab}.{}.json", emulator_file(link)))
+}
+
+/// The emulator's log: `NAME.emulator.log`, `NAME.emulator1.log`, ...
+pub fn emulator_log_path(lab: &str, link: usize) -> PathBuf {
+    PathBuf::from(STATE_DIR).join(format!("{lab}.{}.log", emulator_file(link)))
+}
+
+fn emulator_file(link: usize) -> String {
+    if link == 0 {
+        "emulator".into()
+    } else {
+        format!("emulator{link}")
+    }
+}
+
+/// One client or server of a lab: its namespace and its address there.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LabHost {
+    pub ns: String,
+    pub addr: String,
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct EmulatorState {
@@ -41,6 +130,17 @@ pub struct LabState {
     pub server_addr: String,
     /// None with netem (the kernel does the work).
     pub emulator: Option<EmulatorState>,
+    /// Every client, client 0 (`client_ns`, `client_addr`) first. Empty in
+    /// state files written before racks: use [`LabState::client_hosts`].
+    #[serde(default)]
+    pub clients: Vec<LabHost>,
+    /// Every server, server 0 first (as `clients`).
+    #[serde(default)]
+    pub servers: Vec<LabHost>,
+    /// The emulators of client links 1.. (link 0's is `emulator`): one per
+    /// client link, each on its own NFQUEUE pair (2k, 2k+1).
+    #[serde(default)]
+    pub link_emulators: Vec<EmulatorState>,
     /// A lab made for one study or test: removed when that process is gone.
     pub owner_pid: Option<u32>,
     pub owner_start_ticks: Option<u64>,
@@ -125,10 +225,50 @@ pub fn alive(pid: u32, ticks: u64) -> bool {
 }
 
 impl LabState {
-    pub fn emulator_alive(&self) -> bool {
+    /// Every client (namespace and address), client 0 first; a lab from
+    /// before racks has the one pair.
+    pub fn client_hosts(&self) -> Vec<LabHost> {
+        if self.clients.is_empty() {
+            vec![LabHost {
+                ns: self.client_ns.clone(),
+                addr: self.client_addr.clone(),
+            }]
+        } else {
+            self.clients.clone()
+        }
+    }
+
+    /// Every server, server 0 first (as [`LabState::client_hosts`]).
+    pub fn server_hosts(&self) -> Vec<LabHost> {
+        if self.servers.is_empty() {
+            vec![LabHost {
+                ns: self.server_ns.clone(),
+                addr: self.server_addr.clone(),
+            }]
+        } else {
+            self.servers.clone()
+        }
+    }
+
+    /// Every namespace of the lab: the clients, the router, the servers.
+    pub fn namespaces_all(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.client_hosts().into_iter().map(|h| h.ns).collect();
+        v.push(self.router_ns.clone());
+        v.extend(self.server_hosts().into_iter().map(|h| h.ns));
+        v
+    }
+
+    /// Every emulator, link 0's first (empty with netem or none).
+    pub fn emulators(&self) -> Vec<&EmulatorState> {
         self.emulator
-            .as_ref()
-            .is_none_or(|e| alive(e.pid, e.start_ticks))
+            .iter()
+            .chain(self.link_emulators.iter())
+            .collect()
+    }
+
+    /// Every emulator of the lab is running.
+    pub fn emulator_alive(&self) -> bool {
+        self.emulators().iter().all(|e| alive(e.pid, e.start_ticks))
     }
 
     pub fn owner_alive(&self) -> bool {
@@ -143,14 +283,29 @@ impl LabState {
         !self.emulator_alive() || !self.owner_alive()
     }
 
+    /// Client 0, the router and server 0 (see [`LabState::namespaces_all`]).
     pub fn namespaces(&self) -> [&str; 3] {
         [&self.client_ns, &self.router_ns, &self.server_ns]
     }
 
-    /// The emulator's latest counters (None: netem, or not written yet).
+    /// Link 0's emulator's latest counters (None: netem, or not written yet).
     pub fn emulator_stats(&self) -> Option<emulator::Stats> {
-        let e = self.emulator.as_ref()?;
-        let t = std::fs::read_to_string(&e.stats).ok()?;
+        self.emulator.as_ref().and_then(EmulatorState::read_stats)
+    }
+
+    /// The latest counters of every emulator, link 0's first.
+    pub fn all_emulator_stats(&self) -> Vec<Option<emulator::Stats>> {
+        self.emulators()
+            .into_iter()
+            .map(EmulatorState::read_stats)
+            .collect()
+    }
+}
+
+impl EmulatorState {
+    /// Its latest counters (None: not written yet, or unreadable).
+    pub fn read_stats(&self) -> Option<emulator::Stats> {
+        let t = std::fs::read_to_string(&self.stats).ok()?;
         serde_json::from_str(&t).ok()
     }
 }
@@ -158,6 +313,133 @@ impl LabState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rack_names_and_addresses() {
+        assert_eq!(client_ns("wan", 0), "lr-wan-c");
+        assert_eq!(client_ns("wan", 1), "lr-wan-c2");
+        assert_eq!(client_ns("wan", 15), "lr-wan-c16");
+        assert_eq!(server_ns("wan", 0), "lr-wan-s");
+        assert_eq!(server_ns("wan", 7), "lr-wan-s8");
+        assert_eq!(router_ns("wan"), "lr-wan-r");
+        // Client 0 and server 0 keep the one-client lab's addresses.
+        assert_eq!(client_addr(0), CLIENT_ADDR);
+        assert_eq!(router_client_addr(0), ROUTER_CLIENT_ADDR);
+        assert_eq!(server_addr(0), SERVER_ADDR);
+        assert_eq!(router_server_addr(0), ROUTER_SERVER_ADDR);
+        assert_eq!(client_addr(3), "198.18.6.1");
+        assert_eq!(router_client_addr(15), "198.18.30.254");
+        assert_eq!(server_addr(7), "198.18.15.1");
+        assert_eq!(router_server_addr(2), "198.18.5.254");
+        // The longest name (24 characters) at the most clients stays a
+        // short file name under /run/netns.
+        let long = "a".repeat(24);
+        assert_eq!(client_ns(&long, 15).len(), 31);
+        assert_eq!(
+            emulator_stats_path("wan", 0),
+            PathBuf::from("/run/linerate/labs/wan.emulator.json")
+        );
+        assert_eq!(
+            emulator_log_path("wan", 3),
+            PathBuf::from("/run/linerate/labs/wan.emulator3.log")
+        );
+    }
+
+    #[test]
+    fn a_lab_owns_only_its_own_namespaces() {
+        for ns in [
+            "lr-wan-c",
+            "lr-wan-c2",
+            "lr-wan-c16",
+            "lr-wan-r",
+            "lr-wan-s",
+            "lr-wan-s8",
+        ] {
+            assert!(is_lab_namespace("wan", ns), "{ns}");
+        }
+        for ns in [
+            "lr-wan-c2-c",
+            "lr-wan-x-r",
+            "lr-wan-rr",
+            "lr-wan-cx",
+            "lr-wan",
+            "lr-wa-c",
+            "lr-wanx-c",
+            "lr-wan-",
+            "wan-c",
+        ] {
+            assert!(!is_lab_namespace("wan", ns), "{ns}");
+        }
+        assert!(is_lab_namespace("wan-c2", "lr-wan-c2-c"));
+    }
+
+    fn old_state() -> LabState {
+        // A state file written before racks: no clients, servers or link emulators.
+        let text = r#"{"name":"old","spec":{"links":[{"delay_s":0.0,"jitter_s":0.0,"rate_bps":null,"queue_bytes":null,"loss":0.0},{"delay_s":0.0,"jitter_s":0.0,"rate_bps":null,"queue_bytes":null,"loss":0.0}],"mtu":1500,"offloads":true,"cc":"cubic"},
+            "backend":"none","backend_note":"","client_ns":"lr-old-c","router_ns":"lr-old-r","server_ns":"lr-old-s",
+            "client_addr":"198.18.0.1","server_addr":"198.18.1.1","emulator":null,"owner_pid":null,"owner_start_ticks":null,
+            "created_at":"2026-01-01T00:00:00Z"}"#;
+        serde_json::from_str(text).expect("an old state file loads")
+    }
+
+    #[test]
+    fn an_old_state_file_is_a_one_client_lab() {
+        let s = old_state();
+        let h = |ns: &str, addr: &str| LabHost {
+            ns: ns.into(),
+            addr: addr.into(),
+        };
+        assert_eq!(s.client_hosts(), vec![h("lr-old-c", "198.18.0.1")]);
+        assert_eq!(s.server_hosts(), vec![h("lr-old-s", "198.18.1.1")]);
+        assert_eq!(s.namespaces_all(), ["lr-old-c", "lr-old-r", "lr-old-s"]);
+        assert!(s.emulators().is_empty());
+        assert!(s.emulator_alive());
+    }
+
+    #[test]
+    fn a_rack_lists_every_host_and_every_emulator_must_live() {
+        let mut s = old_state();
+        s.clients = (0..3)
+            .map(|k| LabHost {
+                ns: client_ns("old", k),
+                addr: client_addr(k),
+            })
+            .collect();
+        s.servers = (0..2)
+            .map(|j| LabHost {
+                ns: server_ns("old", j),
+                addr: server_addr(j),
+            })
+            .collect();
+        assert_eq!(
+            s.namespaces_all(),
+            [
+                "lr-old-c",
+                "lr-old-c2",
+                "lr-old-c3",
+                "lr-old-r",
+                "lr-old-s",
+                "lr-old-s2"
+            ]
+        );
+        assert_eq!(s.client_hosts()[2].addr, "198.18.4.1");
+        assert_eq!(s.server_hosts()[1].addr, "198.18.3.1");
+        let me = std::process::id();
+        let ticks = start_ticks(me).unwrap();
+        let emu = |pid, start_ticks| EmulatorState {
+            pid,
+            start_ticks,
+            stats: PathBuf::from("/nonexistent"),
+            config: crate::lab::topology::emulator_config("old", &s.spec, 0, None),
+        };
+        s.emulator = Some(emu(me, ticks));
+        s.link_emulators = vec![emu(me, ticks), emu(me, ticks)];
+        assert_eq!(s.emulators().len(), 3);
+        assert!(s.emulator_alive() && !s.is_stale());
+        // One dead emulator (a reused PID counts as dead) makes the lab stale.
+        s.link_emulators[1].start_ticks += 1;
+        assert!(!s.emulator_alive() && s.is_stale());
+    }
 
     #[test]
     fn own_process_is_alive_and_a_wrong_start_time_is_not() {

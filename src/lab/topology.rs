@@ -1,16 +1,25 @@
-//! Building and removing a lab: three namespaces (client, router, server),
-//! two veth links, addresses from 198.18.0.0/15, per-namespace TCP settings,
-//! and the emulator in the router. iproute2, iptables-legacy and ethtool do
-//! the plumbing: they are what a network engineer would type, and their
-//! errors are readable as they are.
+//! Building and removing a lab: client, router and server namespaces, one
+//! veth link (a port of the router) per client and per server, addresses
+//! from 198.18.0.0/15, per-namespace TCP settings, and the emulators in the
+//! router. iproute2, iptables-legacy and ethtool do the plumbing: they are
+//! what a network engineer would type, and their errors are readable as
+//! they are.
 //!
 //! ```text
-//!  client ns            router ns                       server ns
+//!  client ns              router ns                        server ns
 //!  lr0 198.18.0.1 ---- c0 198.18.0.254 | s0 198.18.1.254 ---- lr0 198.18.1.1
-//!                       NFQUEUE 0 (c->s)   NFQUEUE 1 (s->c)
+//!                       NFQUEUE 0 (in from c0)
+//!                       NFQUEUE 1 (out to c0)
 //! ```
+//!
+//! A rack (`--clients N --servers M`) has more ports: client k in
+//! `lr-NAME-c{k+1}` (`lr-NAME-c` for k = 0) on 198.18.{2k}.1 behind the
+//! router's `c{k}`, server j in `lr-NAME-s{j+1}` on 198.18.{2j+1}.1 behind
+//! `s{j}`. Every client link is emulated by an emulator of its own (queue
+//! 2k for what enters from `c{k}`, 2k+1 for what leaves towards it); the
+//! server links are not shaped, so N clients together can send N links'
+//! worth into one server.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,8 +27,113 @@ use super::emulator;
 use super::netns;
 use crate::model::lab::EmulatorCpu;
 
-use super::state::{self, EmulatorState, LabState};
+use super::state::{self, EmulatorState, LabHost, LabState};
 use crate::model::lab::LabSpec;
+
+/// A rack's limits: 16 clients (198.18.0-30), 8 servers (198.18.1-15).
+pub const MAX_CLIENTS: usize = 16;
+pub const MAX_SERVERS: usize = 8;
+
+/// How many clients and servers a lab has, each joined to the router by a
+/// link of its own. One and one is the plain lab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rack {
+    pub clients: usize,
+    pub servers: usize,
+}
+
+impl Default for Rack {
+    fn default() -> Self {
+        Rack {
+            clients: 1,
+            servers: 1,
+        }
+    }
+}
+
+impl Rack {
+    pub fn new(clients: usize, servers: usize) -> Result<Rack, String> {
+        if !(1..=MAX_CLIENTS).contains(&clients) {
+            return Err(format!(
+                "--clients {clients}: a lab has 1 to {MAX_CLIENTS} clients"
+            ));
+        }
+        if !(1..=MAX_SERVERS).contains(&servers) {
+            return Err(format!(
+                "--servers {servers}: a lab has 1 to {MAX_SERVERS} servers"
+            ));
+        }
+        Ok(Rack { clients, servers })
+    }
+
+    /// More than one client or server.
+    pub fn is_rack(&self) -> bool {
+        self.clients > 1 || self.servers > 1
+    }
+
+    /// The clients' namespaces and addresses, client 0 first.
+    pub fn client_hosts(&self, name: &str) -> Vec<LabHost> {
+        (0..self.clients)
+            .map(|k| LabHost {
+                ns: state::client_ns(name, k),
+                addr: state::client_addr(k),
+            })
+            .collect()
+    }
+
+    pub fn server_hosts(&self, name: &str) -> Vec<LabHost> {
+        (0..self.servers)
+            .map(|j| LabHost {
+                ns: state::server_ns(name, j),
+                addr: state::server_addr(j),
+            })
+            .collect()
+    }
+
+    /// The rack of a running lab.
+    pub fn of(st: &LabState) -> Rack {
+        Rack {
+            clients: st.client_hosts().len(),
+            servers: st.server_hosts().len(),
+        }
+    }
+
+    /// Every veth end of the lab: (namespace, device); the hosts' `lr0`
+    /// and the router's `c{k}` and `s{j}`.
+    fn veth_ends(&self, name: &str) -> Vec<(String, String)> {
+        let r = state::router_ns(name);
+        let mut v = Vec::new();
+        for (k, h) in self.client_hosts(name).into_iter().enumerate() {
+            v.push((h.ns, "lr0".to_string()));
+            v.push((r.clone(), format!("c{k}")));
+        }
+        for (j, h) in self.server_hosts(name).into_iter().enumerate() {
+            v.push((r.clone(), format!("s{j}")));
+            v.push((h.ns, "lr0".to_string()));
+        }
+        v
+    }
+}
+
+/// What a rack cannot do with this backend or placement, said before
+/// anything is built.
+pub fn check_rack(spec: &LabSpec, rack: Rack, backend: Backend) -> Result<(), String> {
+    if rack.is_rack() && backend == Backend::Netem {
+        return Err(
+            "--emulator netem shapes on the router's egress and cannot give each client link of a rack (--clients/--servers above 1) its own shaping: use --emulator nfqueue (or auto)"
+                .to_string(),
+        );
+    }
+    if rack.clients > 1 {
+        if let EmulatorCpu::Cpu(n) = spec.emulator_cpu {
+            return Err(format!(
+                "--emulator-cpu {n} places one emulator; a rack with {} clients runs one per client link, unplaced: use --emulator-cpu auto or off",
+                rack.clients
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// Receive and send buffer limits in the client and server namespaces:
 /// large enough for a 1 Gbit/s x 200 ms path (25 MB) so that only the
@@ -42,10 +156,6 @@ pub fn check_name(name: &str) -> Result<(), String> {
             "lab name '{name}' must be 1-24 characters of a-z, 0-9 and '-'"
         ))
     }
-}
-
-fn ns_names(name: &str) -> [String; 3] {
-    ["c", "r", "s"].map(|r| format!("lr-{name}-{r}"))
 }
 
 /// Runs a plumbing command; its stderr becomes the error.
@@ -112,10 +222,13 @@ pub enum Backend {
 pub fn up(
     name: &str,
     spec: &LabSpec,
+    rack: Rack,
     backend: Backend,
     owner: Option<u32>,
 ) -> Result<LabState, String> {
     check_name(name)?;
+    Rack::new(rack.clients, rack.servers)?;
+    check_rack(spec, rack, backend)?;
     sweep_stale();
     if let Some(s) = state::load(name)? {
         if !s.is_stale() {
@@ -127,7 +240,7 @@ pub fn up(
     }
     // Left over from a crash: a stale state file or bare namespaces.
     down(name)?;
-    let result = build(name, spec, backend, owner);
+    let result = build(name, spec, rack, backend, owner);
     if result.is_err() {
         let _ = down(name);
     }
@@ -137,34 +250,45 @@ pub fn up(
 fn build(
     name: &str,
     spec: &LabSpec,
+    rack: Rack,
     backend: Backend,
     owner: Option<u32>,
 ) -> Result<LabState, String> {
-    let [c, r, s] = ns_names(name);
-    for ns in [&c, &r, &s] {
+    let r = state::router_ns(name);
+    let clients = rack.client_hosts(name);
+    let servers = rack.server_hosts(name);
+    let hosts: Vec<&LabHost> = clients.iter().chain(servers.iter()).collect();
+    for ns in std::iter::once(&r).chain(hosts.iter().map(|h| &h.ns)) {
         sh("ip", &["netns", "add", ns])?;
         ip(ns, &["link", "set", "lo", "up"])?;
     }
-    ip(
-        &c,
-        &[
-            "link", "add", "lr0", "type", "veth", "peer", "name", "c0", "netns", &r,
-        ],
-    )?;
-    ip(
-        &s,
-        &[
-            "link", "add", "lr0", "type", "veth", "peer", "name", "s0", "netns", &r,
-        ],
-    )?;
+    // (namespace, device, address) of every veth end; each host's default
+    // route goes via its router end.
+    let mut ends: Vec<(String, String, String)> = Vec::new();
+    let mut routes: Vec<(String, String)> = Vec::new();
+    let ports = clients
+        .iter()
+        .enumerate()
+        .map(|(k, h)| (h, format!("c{k}"), state::router_client_addr(k)))
+        .chain(
+            servers
+                .iter()
+                .enumerate()
+                .map(|(j, h)| (h, format!("s{j}"), state::router_server_addr(j))),
+        );
+    for (h, dev, gw) in ports {
+        ip(
+            &h.ns,
+            &[
+                "link", "add", "lr0", "type", "veth", "peer", "name", &dev, "netns", &r,
+            ],
+        )?;
+        ends.push((h.ns.clone(), "lr0".into(), h.addr.clone()));
+        ends.push((r.clone(), dev, gw.clone()));
+        routes.push((h.ns.clone(), gw));
+    }
     let mtu = spec.mtu.to_string();
-    let links = [
-        (&c, "lr0", state::CLIENT_ADDR),
-        (&r, "c0", state::ROUTER_CLIENT_ADDR),
-        (&r, "s0", state::ROUTER_SERVER_ADDR),
-        (&s, "lr0", state::SERVER_ADDR),
-    ];
-    for (ns, dev, addr) in links {
+    for (ns, dev, addr) in &ends {
         ip(ns, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
         ip(ns, &["link", "set", "dev", dev, "mtu", &mtu, "up"])?;
         if !spec.offloads {
@@ -175,19 +299,14 @@ fn build(
             )?;
         }
     }
-    ip(
-        &c,
-        &["route", "add", "default", "via", state::ROUTER_CLIENT_ADDR],
-    )?;
-    ip(
-        &s,
-        &["route", "add", "default", "via", state::ROUTER_SERVER_ADDR],
-    )?;
+    for (ns, gw) in &routes {
+        ip(ns, &["route", "add", "default", "via", gw])?;
+    }
     netns::sysctls(&r, &[("net.ipv4.ip_forward", "1".into())])?;
     let host_changes = allow_congestion_control(&spec.cc)?;
-    for ns in [&c, &s] {
+    for h in &hosts {
         netns::sysctls(
-            ns,
+            &h.ns,
             &[
                 ("net.ipv4.tcp_congestion_control", spec.cc.clone()),
                 ("net.ipv4.tcp_no_metrics_save", "1".into()),
@@ -210,47 +329,61 @@ fn build(
     let netem = match backend {
         Backend::Netem => true,
         Backend::Nfqueue | Backend::None => false,
-        Backend::Auto => netem_available(&r),
+        // netem cannot shape a rack's client links one by one (check_rack).
+        Backend::Auto => !rack.is_rack() && netem_available(&r),
     };
-    let (backend_name, note, emulator) = if backend == Backend::None {
+    let (backend_name, note, mut emulators) = if backend == Backend::None {
         if spec.shapes() {
             return Err(
                 "--emulator none forwards plainly: drop --rtt/--delay/--rate/--loss/--jitter"
                     .into(),
             );
         }
-        ("none", "plain veth forwarding, asked for".to_string(), None)
+        (
+            "none",
+            "plain veth forwarding, asked for".to_string(),
+            Vec::new(),
+        )
     } else if netem {
         apply_netem(&r, spec)?;
-        ("netem", "the kernel has netem".to_string(), None)
+        ("netem", "the kernel has netem".to_string(), Vec::new())
     } else {
         let why = match backend {
             Backend::Nfqueue => "asked for",
+            _ if rack.is_rack() => "a rack shapes each client link on its own",
             _ => "netem is not in this kernel",
         };
-        let note = format!("{why}{}", place(&[&c, &r, &s], spec, false)?);
-        let e = start_emulator(name, &r, spec)?;
-        ("nfqueue", note, Some(e))
+        let (placed, cpu) = place(name, rack, spec, false)?;
+        let note = format!("{why}{placed}");
+        let e = start_emulators(name, &r, spec, rack.clients, cpu)?;
+        ("nfqueue", note, e)
     };
     let owner_start_ticks = owner.and_then(state::start_ticks);
+    let emulator = (!emulators.is_empty()).then(|| emulators.remove(0));
     let st = LabState {
         name: name.to_string(),
         spec: spec.clone(),
         backend: backend_name.to_string(),
         backend_note: note,
-        client_ns: c,
+        client_ns: clients[0].ns.clone(),
         router_ns: r,
-        server_ns: s,
-        client_addr: state::CLIENT_ADDR.into(),
-        server_addr: state::SERVER_ADDR.into(),
+        server_ns: servers[0].ns.clone(),
+        client_addr: clients[0].addr.clone(),
+        server_addr: servers[0].addr.clone(),
         emulator,
+        clients,
+        servers,
+        link_emulators: emulators,
         owner_pid: owner,
         owner_start_ticks,
         host_changes,
         calibration: None,
         created_at: crate::units::rfc3339_now(),
     };
-    state::save(&st)?;
+    if let Err(e) = state::save(&st) {
+        stop_emulators(&st.emulators());
+        return Err(e);
+    }
     Ok(st)
 }
 
@@ -311,16 +444,24 @@ fn apply_netem(router: &str, spec: &LabSpec) -> Result<(), String> {
     Ok(())
 }
 
-/// The emulator config for a lab spec (queues 0 and 1 in the router).
-pub fn emulator_config(name: &str, spec: &LabSpec) -> emulator::Config {
+/// The emulator config of client link `link` (router device `c{link}`):
+/// queue 2k for what enters from it (client->server), 2k+1 for what leaves
+/// towards it (server->client); pinned to `cpu` when placed.
+pub fn emulator_config(
+    name: &str,
+    spec: &LabSpec,
+    link: usize,
+    cpu: Option<usize>,
+) -> emulator::Config {
+    let q = 2 * link as u16;
     emulator::Config {
-        queues: [0, 1],
+        queues: [q, q + 1],
         shaping: [super::spec::shaping(spec, 0), super::spec::shaping(spec, 1)],
         per_packet: spec.per_packet || spec.has_loss(),
         mtu: spec.mtu,
-        stats: Some(PathBuf::from(state::STATE_DIR).join(format!("{name}.emulator.json"))),
+        stats: Some(state::emulator_stats_path(name, link)),
         seed: 0,
-        cpu: placement(spec).ok().flatten().map(|p| p.emulator),
+        cpu,
     }
 }
 
@@ -374,16 +515,34 @@ fn placement_among(
 }
 
 /// Applies the placement of `spec` to the lab's links and returns what to
-/// add to the backend note. Without a placement the links are left alone,
-/// or set back to unsteered when `reset` (a running lab being reshaped).
-fn place(names: &[&String; 3], spec: &LabSpec, reset: bool) -> Result<String, String> {
+/// add to the backend note and the emulator's CPU. Without a placement the
+/// links are left alone, or set back to unsteered when `reset` (a running
+/// lab being reshaped). A rack's emulators (two clients or more) are never
+/// placed and its links never steered: one CPU for N emulators would make
+/// it their bottleneck, and the rest of a two-CPU machine too few.
+fn place(
+    name: &str,
+    rack: Rack,
+    spec: &LabSpec,
+    reset: bool,
+) -> Result<(String, Option<usize>), String> {
+    if rack.clients > 1 {
+        return Ok((
+            format!(
+                "; {} emulators, one per client link, left unplaced: --emulator-cpu places a one-client lab's emulator only",
+                rack.clients
+            ),
+            None,
+        ));
+    }
+    let ends = rack.veth_ends(name);
     let Some(p) = placement(spec)? else {
         if reset {
-            steer(names, &[])?;
+            steer(&ends, &[])?;
         }
-        return Ok(String::new());
+        return Ok((String::new(), None));
     };
-    steer(names, &p.others)?;
+    steer(&ends, &p.others)?;
     let mut note = format!("; emulator on CPU {}", p.emulator);
     if !p.others.is_empty() {
         note.push_str(&format!(
@@ -391,7 +550,7 @@ fn place(names: &[&String; 3], spec: &LabSpec, reset: bool) -> Result<String, St
             crate::units::fmt_cpu_list(&p.others)
         ));
     }
-    Ok(note)
+    Ok((note, Some(p.emulator)))
 }
 
 /// An `rps_cpus` mask: hex in comma-separated 32-bit groups, most
@@ -410,17 +569,16 @@ fn rps_mask(cpus: &[usize]) -> String {
 }
 
 /// Steers the receive processing of the lab links to `cpus` (RPS on every
-/// receive queue of the four veth ends), so that a packet the emulator
-/// releases is forwarded and delivered on another CPU, not inside its
-/// verdict call.
-fn steer(names: &[&String; 3], cpus: &[usize]) -> Result<(), String> {
+/// receive queue of every veth end: four in a one-server lab), so that a
+/// packet the emulator releases is forwarded and delivered on another CPU,
+/// not inside its verdict call.
+fn steer(ends: &[(String, String)], cpus: &[usize]) -> Result<(), String> {
     let mask = if cpus.is_empty() {
         "0".to_string()
     } else {
         rps_mask(cpus)
     };
-    let [c, r, s] = names;
-    for (ns, dev) in [(c, "lr0"), (r, "c0"), (r, "s0"), (s, "lr0")] {
+    for (ns, dev) in ends {
         let script = format!(
             "for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo {mask} > \"$q\"; done"
         );
@@ -429,38 +587,76 @@ fn steer(names: &[&String; 3], cpus: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
-fn start_emulator(name: &str, router: &str, spec: &LabSpec) -> Result<EmulatorState, String> {
-    for (dev, q) in [("c0", "0"), ("s0", "1")] {
-        in_ns(
-            router,
-            "iptables-legacy",
-            &[
-                "-A",
-                "FORWARD",
-                "-i",
-                dev,
-                "-j",
-                "NFQUEUE",
-                "--queue-num",
-                q,
-            ],
-        )?;
+/// Hands each client link's traffic to its emulator's queues and starts
+/// the emulators, link 0's first. A packet enters FORWARD once, so the first
+/// matching rule decides: client->server by the port it came in on (`-i
+/// c{k}`, queue 2k), server->client by the port it leaves by (`-o c{k}`,
+/// queue 2k+1). (Client-to-client traffic in a rack meets its sender's
+/// link only.) If one fails to start, those already running are stopped.
+fn start_emulators(
+    name: &str,
+    router: &str,
+    spec: &LabSpec,
+    clients: usize,
+    cpu: Option<usize>,
+) -> Result<Vec<EmulatorState>, String> {
+    for k in 0..clients {
+        let dev = format!("c{k}");
+        for (dir, q) in [("-i", 2 * k), ("-o", 2 * k + 1)] {
+            in_ns(
+                router,
+                "iptables-legacy",
+                &[
+                    "-A",
+                    "FORWARD",
+                    dir,
+                    &dev,
+                    "-j",
+                    "NFQUEUE",
+                    "--queue-num",
+                    &q.to_string(),
+                ],
+            )?;
+        }
     }
-    spawn_emulator(name, router, emulator_config(name, spec))
+    spawn_emulators(name, router, spec, clients, cpu)
+}
+
+/// Starts one emulator per client link (the rules stay as they are).
+fn spawn_emulators(
+    name: &str,
+    router: &str,
+    spec: &LabSpec,
+    clients: usize,
+    cpu: Option<usize>,
+) -> Result<Vec<EmulatorState>, String> {
+    let mut started: Vec<EmulatorState> = Vec::new();
+    for k in 0..clients {
+        match spawn_emulator(router, emulator_config(name, spec, k, cpu)) {
+            Ok(e) => started.push(e),
+            Err(e) => {
+                stop_emulators(&started.iter().collect::<Vec<_>>());
+                let which = if clients > 1 {
+                    format!(" (client link c{k})")
+                } else {
+                    String::new()
+                };
+                return Err(format!("{e}{which}"));
+            }
+        }
+    }
+    Ok(started)
 }
 
 /// Starts `linerate lab emulate` in the router namespace, in its own session
 /// (it outlives `lab up`), and waits for its first counters: they are
 /// written once both queues are bound.
-pub fn spawn_emulator(
-    name: &str,
-    router: &str,
-    config: emulator::Config,
-) -> Result<EmulatorState, String> {
+pub fn spawn_emulator(router: &str, config: emulator::Config) -> Result<EmulatorState, String> {
     std::fs::create_dir_all(state::STATE_DIR).map_err(|e| format!("{}: {e}", state::STATE_DIR))?;
     let stats = config.stats.clone().expect("a stats path");
     let _ = std::fs::remove_file(&stats);
-    let log = PathBuf::from(state::STATE_DIR).join(format!("{name}.emulator.log"));
+    // NAME.emulator.json logs to NAME.emulator.log, NAME.emulator2.json to NAME.emulator2.log.
+    let log = stats.with_extension("log");
     let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find linerate: {e}"))?;
     let json = serde_json::to_string(&config).map_err(|e| e.to_string())?;
@@ -516,22 +712,32 @@ pub fn spawn_emulator(
 
 /// Stops an emulator we started (SIGTERM, then SIGKILL after 2 s).
 pub fn stop_emulator(e: &EmulatorState) {
-    if !state::alive(e.pid, e.start_ticks) {
-        return;
+    stop_emulators(&[e]);
+}
+
+/// Stops emulators we started, together: SIGTERM to each (each checked by
+/// PID and start time), then SIGKILL to any still running after 2 s.
+pub fn stop_emulators(all: &[&EmulatorState]) {
+    let running = || all.iter().filter(|e| state::alive(e.pid, e.start_ticks));
+    for e in running() {
+        // SAFETY: signals a PID we checked is the emulator we started.
+        unsafe { libc::kill(e.pid as i32, libc::SIGTERM) };
     }
-    // SAFETY: signals a PID we checked is the emulator we started.
-    unsafe { libc::kill(e.pid as i32, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(2);
-    while state::alive(e.pid, e.start_ticks) && Instant::now() < deadline {
-        reap(e.pid);
+    while running().next().is_some() && Instant::now() < deadline {
+        all.iter().for_each(|e| reap(e.pid));
         std::thread::sleep(Duration::from_millis(10));
     }
-    if state::alive(e.pid, e.start_ticks) {
+    let mut killed = false;
+    for e in running() {
         // SAFETY: as above.
         unsafe { libc::kill(e.pid as i32, libc::SIGKILL) };
+        killed = true;
+    }
+    if killed {
         std::thread::sleep(Duration::from_millis(20));
     }
-    reap(e.pid);
+    all.iter().for_each(|e| reap(e.pid));
 }
 
 /// Collects the exit status if the emulator is our child (the study's own lab).
@@ -541,8 +747,8 @@ fn reap(pid: u32) {
     unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
 }
 
-/// Changes the link of a running lab (a study's RTT axis): the emulator is
-/// restarted with the new spec; namespaces, addresses and rules stay.
+/// Changes the link of a running lab (a study's RTT axis): every emulator
+/// is restarted with the new spec; namespaces, addresses and rules stay.
 pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
     if spec.mtu != st.spec.mtu || spec.offloads != st.spec.offloads || spec.cc != st.spec.cc {
         return Err("only delay, jitter, rate, queue and loss change on a running lab".into());
@@ -551,15 +757,14 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
         "netem" => apply_netem(&st.router_ns, spec)?,
         "none" => return Err("a lab without an emulator cannot change its link".into()),
         _ => {
-            if let Some(e) = &st.emulator {
-                stop_emulator(e);
-            }
-            let names = [&st.client_ns, &st.router_ns, &st.server_ns];
-            let placed = place(&names, spec, true)?;
+            stop_emulators(&st.emulators());
+            let rack = Rack::of(st);
+            let (placed, cpu) = place(&st.name, rack, spec, true)?;
             let why = st.backend_note.split("; ").next().unwrap_or("").to_string();
             st.backend_note = format!("{why}{placed}");
-            let cfg = emulator_config(&st.name, spec);
-            st.emulator = Some(spawn_emulator(&st.name, &st.router_ns, cfg)?);
+            let mut e = spawn_emulators(&st.name, &st.router_ns, spec, rack.clients, cpu)?;
+            st.emulator = (!e.is_empty()).then(|| e.remove(0));
+            st.link_emulators = e;
         }
     }
     st.spec = spec.clone();
@@ -567,28 +772,41 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
     state::save(st)
 }
 
-/// Takes lab `name` down: the emulator, the namespaces (their links and
-/// iptables rules go with them) and the state files. Safe to repeat.
+/// Takes lab `name` down: every emulator, every namespace (their links and
+/// iptables rules go with them) and the state files. Namespaces are found
+/// by name too (`lr-NAME-r`, `lr-NAME-c*`, `lr-NAME-s*`), so a lab whose
+/// state file is gone, or a rack that failed halfway up, goes as well.
+/// Safe to repeat.
 pub fn down(name: &str) -> Result<bool, String> {
     check_name(name)?;
     let st = state::load(name).ok().flatten();
-    if let Some(e) = st.as_ref().and_then(|s| s.emulator.as_ref()) {
-        stop_emulator(e);
+    let mut namespaces = Vec::new();
+    if let Some(s) = &st {
+        stop_emulators(&s.emulators());
+        namespaces = s.namespaces_all();
+    }
+    for ns in netns::list() {
+        if state::is_lab_namespace(name, &ns) && !namespaces.contains(&ns) {
+            namespaces.push(ns);
+        }
     }
     let mut found = st.is_some();
-    for ns in ns_names(name) {
+    for ns in namespaces {
         if netns::exists(&ns) {
             found = true;
             sh("ip", &["netns", "del", &ns])?;
         }
     }
-    let dir = PathBuf::from(state::STATE_DIR);
-    for f in [
-        format!("{name}.json"),
-        format!("{name}.emulator.json"),
-        format!("{name}.emulator.log"),
-    ] {
-        let _ = std::fs::remove_file(dir.join(f));
+    // NAME.json and NAME.emulator*.json / .log (lab names hold no '.').
+    let prefix = format!("{name}.");
+    for e in std::fs::read_dir(state::STATE_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
     Ok(found)
 }
@@ -615,7 +833,13 @@ pub struct OwnedLab {
 
 impl OwnedLab {
     pub fn up(name: &str, spec: &LabSpec, backend: Backend) -> Result<OwnedLab, String> {
-        let state = up(name, spec, backend, Some(std::process::id()))?;
+        let state = up(
+            name,
+            spec,
+            Rack::default(),
+            backend,
+            Some(std::process::id()),
+        )?;
         Ok(OwnedLab { state })
     }
 }
@@ -655,6 +879,76 @@ mod tests {
         );
         let e = placement_among(EmulatorCpu::Cpu(7), true, &[0, 1]).unwrap_err();
         assert!(e.contains("CPUs 0-1"), "{e}");
+    }
+
+    #[test]
+    fn a_rack_has_1_to_16_clients_and_1_to_8_servers() {
+        assert_eq!(Rack::new(1, 1), Ok(Rack::default()));
+        assert!(!Rack::default().is_rack());
+        assert!(Rack::new(16, 8).unwrap().is_rack());
+        assert!(Rack::new(1, 2).unwrap().is_rack());
+        for (c, s, want) in [
+            (0, 1, "--clients 0: a lab has 1 to 16 clients"),
+            (17, 1, "--clients 17: a lab has 1 to 16 clients"),
+            (1, 0, "--servers 0: a lab has 1 to 8 servers"),
+            (4, 9, "--servers 9: a lab has 1 to 8 servers"),
+        ] {
+            assert_eq!(Rack::new(c, s).unwrap_err(), want);
+        }
+    }
+
+    #[test]
+    fn a_rack_has_a_port_per_host() {
+        let rack = Rack::new(3, 2).unwrap();
+        let c = rack.client_hosts("wan");
+        assert_eq!(c.len(), 3);
+        assert_eq!(
+            (c[0].ns.as_str(), c[0].addr.as_str()),
+            ("lr-wan-c", "198.18.0.1")
+        );
+        assert_eq!(
+            (c[2].ns.as_str(), c[2].addr.as_str()),
+            ("lr-wan-c3", "198.18.4.1")
+        );
+        let s = rack.server_hosts("wan");
+        assert_eq!(
+            (s[1].ns.as_str(), s[1].addr.as_str()),
+            ("lr-wan-s2", "198.18.3.1")
+        );
+        let ends = rack.veth_ends("wan");
+        let has = |ns: &str, dev: &str| ends.contains(&(ns.to_string(), dev.to_string()));
+        assert_eq!(ends.len(), 10);
+        assert!(has("lr-wan-r", "c2") && has("lr-wan-r", "s1") && has("lr-wan-c3", "lr0"));
+        // The one-client lab's four ends, as RPS steering always had them.
+        let one = Rack::default().veth_ends("wan");
+        assert_eq!(one.len(), 4);
+        // Link k's emulator owns queues 2k and 2k+1 and its own counters.
+        let spec = LabSpec::default();
+        let e = emulator_config("wan", &spec, 3, None);
+        assert_eq!(e.queues, [6, 7]);
+        assert_eq!(
+            e.stats.unwrap().to_string_lossy(),
+            "/run/linerate/labs/wan.emulator3.json"
+        );
+        assert_eq!(emulator_config("wan", &spec, 0, Some(1)).queues, [0, 1]);
+    }
+
+    #[test]
+    fn a_rack_refuses_netem_and_a_fixed_emulator_cpu() {
+        let spec = LabSpec::default();
+        let rack = Rack::new(4, 1).unwrap();
+        let e = check_rack(&spec, rack, Backend::Netem).unwrap_err();
+        assert!(e.contains("use --emulator nfqueue"), "{e}");
+        assert!(check_rack(&spec, Rack::new(1, 2).unwrap(), Backend::Netem).is_err());
+        assert!(check_rack(&spec, rack, Backend::Auto).is_ok());
+        assert!(check_rack(&spec, Rack::default(), Backend::Netem).is_ok());
+        let pinned = LabSpec {
+            emulator_cpu: EmulatorCpu::Cpu(1),
+            ..LabSpec::default()
+        };
+        let e = check_rack(&pinned, rack, Backend::Nfqueue).unwrap_err();
+        assert!(e.contains("--emulator-cpu 1"), "{e}");
+        assert!(check_rack(&pinned, Rack::new(1, 3).unwrap(), Backend::Nfqueue).is_ok());
     }
 
     #[test]

@@ -182,6 +182,43 @@ pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
     }
 }
 
+/// Several hosts' windows as one: process CPU adds up (cores, seconds),
+/// host percentages are weighted by each host's cores, so the result reads
+/// as if all their cores were one machine (the seeds' "client CPU" of many
+/// drivers). Hosts that share a machine (a lab on one box) count its cores
+/// once per host.
+pub fn merge_hosts(ws: &[&CpuWindow]) -> Option<CpuWindow> {
+    if ws.len() == 1 {
+        return Some(ws[0].clone());
+    }
+    let first = ws.first()?;
+    let cores: usize = ws.iter().map(|w| w.ncores).sum::<usize>().max(1);
+    let weighted = |f: fn(&CpuWindow) -> f64| {
+        ws.iter().map(|w| f(w) * w.ncores as f64).sum::<f64>() / cores as f64
+    };
+    let process_cores: f64 = ws.iter().map(|w| w.process_cores).sum();
+    Some(CpuWindow {
+        wall_s: ws.iter().map(|w| w.wall_s).fold(first.wall_s, f64::max),
+        ncores: cores,
+        host_util_pct: weighted(|w| w.host_util_pct),
+        user_pct: weighted(|w| w.user_pct),
+        system_pct: weighted(|w| w.system_pct),
+        irq_pct: weighted(|w| w.irq_pct),
+        softirq_pct: weighted(|w| w.softirq_pct),
+        iowait_pct: weighted(|w| w.iowait_pct),
+        steal_pct: weighted(|w| w.steal_pct),
+        per_core_util_pct: ws
+            .iter()
+            .flat_map(|w| w.per_core_util_pct.iter().copied())
+            .collect(),
+        process_util_pct: 100.0 * process_cores / cores as f64,
+        process_cores,
+        process_cpu_s: ws.iter().map(|w| w.process_cpu_s).sum(),
+        process_user_s: ws.iter().map(|w| w.process_user_s).sum(),
+        process_system_s: ws.iter().map(|w| w.process_system_s).sum(),
+    })
+}
+
 pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64) -> CpuCost {
     let kb = bytes as f64 / 1024.0;
     let proc_us = w.process_cpu_s * 1e6;
@@ -200,6 +237,37 @@ pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64) -> CpuCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_merge_as_one_machine() {
+        let a = CpuWindow {
+            wall_s: 2.0,
+            ncores: 2,
+            host_util_pct: 50.0,
+            process_cores: 0.5,
+            process_cpu_s: 1.0,
+            per_core_util_pct: vec![40.0, 60.0],
+            ..Default::default()
+        };
+        let b = CpuWindow {
+            wall_s: 2.1,
+            ncores: 6,
+            host_util_pct: 10.0,
+            process_cores: 1.5,
+            process_cpu_s: 3.0,
+            per_core_util_pct: vec![10.0; 6],
+            ..Default::default()
+        };
+        let m = merge_hosts(&[&a, &b]).unwrap();
+        assert_eq!(m.ncores, 8);
+        assert!((m.host_util_pct - 20.0).abs() < 1e-9);
+        assert!((m.process_cores - 2.0).abs() < 1e-9);
+        assert!((m.process_util_pct - 25.0).abs() < 1e-9);
+        assert_eq!(m.process_cpu_s, 4.0);
+        assert_eq!(m.wall_s, 2.1);
+        assert_eq!(m.per_core_util_pct.len(), 8);
+        assert!(merge_hosts(&[]).is_none());
+    }
     use std::time::Duration;
 
     const A: &str = "cpu  100 0 50 800 0 0 10 40 0 0\ncpu0 50 0 25 400 0 0 5 20 0 0\ncpu1 50 0 25 400 0 0 5 20 0 0\nintr 1\n";

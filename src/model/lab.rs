@@ -300,6 +300,29 @@ pub struct DirStats {
 }
 
 impl DirStats {
+    /// The counts of two emulators together; high-water marks (`max_*`)
+    /// take the larger.
+    pub fn plus(&self, o: &DirStats) -> DirStats {
+        DirStats {
+            packets: self.packets + o.packets,
+            bytes: self.bytes + o.bytes,
+            wire_bytes: self.wire_bytes + o.wire_bytes,
+            dropped_loss: self.dropped_loss + o.dropped_loss,
+            dropped_queue: self.dropped_queue + o.dropped_queue,
+            max_queue_bytes: self.max_queue_bytes.max(o.max_queue_bytes),
+            late: self.late + o.late,
+            segments: self.segments + o.segments,
+            released: self.released + o.released,
+            dropped_stop: self.dropped_stop + o.dropped_stop,
+            max_late_us: self.max_late_us.max(o.max_late_us),
+            verdict_errors: self.verdict_errors + o.verdict_errors,
+            kernel_queue_dropped: self.kernel_queue_dropped + o.kernel_queue_dropped,
+            kernel_user_dropped: self.kernel_user_dropped + o.kernel_user_dropped,
+            stamped: self.stamped + o.stamped,
+            max_arrival_lag_us: self.max_arrival_lag_us.max(o.max_arrival_lag_us),
+        }
+    }
+
     /// The counts since `before` (an earlier snapshot of the same process);
     /// high-water marks (`max_*`) keep this snapshot's value.
     pub fn since(&self, before: &DirStats) -> DirStats {
@@ -325,13 +348,54 @@ impl DirStats {
     }
 }
 
-/// The emulator's counters over one test (after minus before).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+/// The emulator's counters over one test (after minus before). A rack has
+/// one emulator per client link: its counters are summed over all of them
+/// (high-water marks: the largest), whichever clients the test used.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct EmulatorDelta {
     /// [client->server, server->client].
     pub dirs: [DirStats; 2],
-    /// Share of one core the emulator used during the test.
+    /// Share of one core the emulator used during the test (a rack's
+    /// emulators together: up to 100% per emulator).
     pub cpu_pct: Option<f64>,
+    /// How many emulators (client links) these counters sum: 1 but in a
+    /// rack (results from before racks have 1).
+    #[serde(default = "one")]
+    pub emulators: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for EmulatorDelta {
+    fn default() -> Self {
+        EmulatorDelta {
+            dirs: Default::default(),
+            cpu_pct: None,
+            emulators: 1,
+        }
+    }
+}
+
+impl EmulatorDelta {
+    /// The sum of several emulators' deltas (a rack's client links); None
+    /// when given none.
+    pub fn sum(all: &[EmulatorDelta]) -> Option<EmulatorDelta> {
+        let (first, rest) = all.split_first()?;
+        let mut out = first.clone();
+        for e in rest {
+            for d in 0..2 {
+                out.dirs[d] = out.dirs[d].plus(&e.dirs[d]);
+            }
+            out.cpu_pct = match (out.cpu_pct, e.cpu_pct) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            out.emulators += e.emulators;
+        }
+        Some(out)
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -375,8 +439,13 @@ impl LabRecord {
         }
         if let Some(c) = e.cpu_pct {
             if c > 80.0 {
+                let who = if e.emulators > 1 {
+                    format!("the lab's {} emulators together", e.emulators)
+                } else {
+                    "the emulator".to_string()
+                };
                 w.push(format!(
-                    "the emulator used {c:.0}% of a core during the test: it may be the bottleneck"
+                    "{who} used {c:.0}% of a core during the test: it may be the bottleneck"
                 ));
             }
         }
@@ -391,7 +460,11 @@ impl LabRecord {
         )];
         v.push(format!("calibration: {}", self.calibration.describe()));
         if let Some(e) = &self.emulator {
-            let mut s = String::from("emulator over the test:");
+            let mut s = if e.emulators > 1 {
+                format!("{} emulators over the test (summed):", e.emulators)
+            } else {
+                String::from("emulator over the test:")
+            };
             for (d, name) in [(0, "c->s"), (1, "s->c")] {
                 let x = &e.dirs[d];
                 s.push_str(&format!(

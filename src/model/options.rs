@@ -327,6 +327,9 @@ pub struct TestOptions {
     /// Studies with a [lab]: the lab's round trip for this test (swept per point).
     #[arg(skip)]
     pub rtt: Option<Secs>,
+    /// Studies across many hosts: use the first N client hosts (swept per point).
+    #[arg(skip)]
+    pub clients: Option<u32>,
     /// TCP_NODELAY on both ends.
     #[arg(long, action = clap::ArgAction::SetTrue)]
     pub nodelay: Option<bool>,
@@ -499,6 +502,7 @@ impl TestOptions {
             tls: self.tls_spec(workload)?,
             window: self.window.unwrap_or_default(),
             rtt_s: self.rtt.map(|s| s.0),
+            clients: self.clients,
             exec: program.then(|| ExecSpec {
                 command: self.command.clone().unwrap_or_default(),
                 server_command: self

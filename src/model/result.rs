@@ -104,8 +104,9 @@ pub struct Iteration {
     /// when the controller was the only client of one agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostRun>,
-    /// Many hosts: how far apart the hosts' windows opened, microseconds,
-    /// after clock correction (the latest start minus the earliest).
+    /// Many hosts: how far apart the hosts' timelines began, microseconds,
+    /// after clock correction (the latest minus the earliest): the
+    /// misalignment of interval edges that remained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_skew_us: Option<f64>,
 }
@@ -136,9 +137,13 @@ pub struct HostRun {
     /// Ids of the flows it ran.
     pub flows: Vec<u32>,
     pub clock: HostClock,
-    /// When its window opened after the earliest host's, microseconds
-    /// (controller clock, after correction).
+    /// When its timeline began after the earliest host's, microseconds
+    /// (controller clock, after correction): how well interval edges align.
     pub start_offset_us: f64,
+    /// How late its thread woke for the scheduled start, microseconds
+    /// (the warm-up absorbs it; the edges stay on the schedule).
+    #[serde(default)]
+    pub start_late_us: f64,
     pub window_s: f64,
     pub counters: Counters,
     /// Payload this host moved (received + sent) over its window, bits/s.

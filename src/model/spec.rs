@@ -238,6 +238,10 @@ pub struct TestSpec {
     /// reshapes its lab). None: whatever the network is.
     #[serde(default)]
     pub rtt_s: Option<f64>,
+    /// Many hosts: how many of the given client hosts this test uses (the
+    /// first N; studies sweep it). None: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<u32>,
     /// exec/scp: the program to run.
     #[serde(default)]
     pub exec: Option<super::exec::ExecSpec>,
@@ -276,6 +280,7 @@ impl Default for TestSpec {
             tls: None,
             window: WindowMode::Buffer,
             rtt_s: None,
+            clients: None,
             exec: None,
         }
     }

@@ -18,6 +18,11 @@ pub struct Network {
     pub agent: Option<String>,
     /// Token file for that agent (or LINERATE_TOKEN).
     pub token_file: Option<std::path::PathBuf>,
+    /// Many hosts: a hosts file, and which of its hosts are clients and
+    /// servers (as `--hosts`, `--clients`, `--servers`).
+    pub hosts: Option<std::path::PathBuf>,
+    pub clients: Option<String>,
+    pub servers: Option<String>,
 }
 
 /// A lab the study brings up for itself (root): the link of `linerate lab
@@ -330,9 +335,9 @@ impl Study {
         if let Some(l) = &raw.lab {
             l.build()
                 .map_err(|e| format!("{origin}: [lab] {}", e.replace("--", "")))?;
-            if raw.network.agent.is_some() {
+            if raw.network.agent.is_some() || raw.network.hosts.is_some() {
                 return Err(format!(
-                    "{origin}: [lab] and [network] agent exclude each other (a lab runs its own agent)"
+                    "{origin}: [lab] and [network] agent/hosts exclude each other (a lab runs its own agents)"
                 ));
             }
         }

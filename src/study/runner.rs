@@ -77,6 +77,14 @@ pub fn plan(points: &[sweep::Point], repeat: u32, seed: Option<u64>) -> Vec<RunR
 }
 
 fn network_name(c: &ConnectArgs, study: &Study) -> String {
+    if let Some(h) = &c.hosts {
+        return format!(
+            "hosts {} (clients {}, servers {})",
+            h.display(),
+            c.clients.as_deref().unwrap_or("by role"),
+            c.servers.as_deref().unwrap_or("by role")
+        );
+    }
     match (&c.agent, &study.lab) {
         (Some(a), _) => format!("agent {a}"),
         (None, Some(l)) => match l.build() {
@@ -211,13 +219,28 @@ fn prepare(study: &Study, opts: &RunOptions, connect: &ConnectArgs) -> Result<(P
 /// Runs what is left of the study; the folder is complete or partial after.
 pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let mut connect = opts.connect.clone();
-    if connect.agent.is_none() {
-        connect.agent = study.network.agent.clone();
+    if connect.agent.is_none() && connect.hosts.is_none() {
+        let n = &study.network;
+        connect.agent = n.agent.clone();
+        connect.hosts = n.hosts.clone();
+        if connect.hosts.is_some() {
+            connect.clients = connect.clients.or_else(|| n.clients.clone());
+            connect.servers = connect.servers.or_else(|| n.servers.clone());
+        }
         if connect.token_file.is_none() {
-            connect.token_file = study.network.token_file.clone();
+            connect.token_file = n.token_file.clone();
         }
     }
+
     let (dir, mut m) = prepare(study, opts, &connect)?;
+    if connect.hosts.is_none() {
+        if let Some(p) = m.points.iter().find(|p| p.spec.clients.is_some()) {
+            return Err(Error::Usage(format!(
+                "point {} sets clients, which needs many hosts: --hosts FILE or [network] hosts",
+                p.label()
+            )));
+        }
+    }
     if study.lab.is_none() {
         if let Some(p) = m.points.iter().find(|p| p.spec.rtt_s.is_some()) {
             return Err(Error::Failed(format!(

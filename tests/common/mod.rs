@@ -117,16 +117,30 @@ pub struct Agent {
 
 impl Agent {
     pub fn start(token: &str, extra: &[&str]) -> Agent {
+        Agent::start_with(&[], "127.0.0.1:0", token, extra)
+    }
+
+    /// An agent listening on `listen`, started through `prefix` (e.g.
+    /// `unshare --time --monotonic 5 --kill-child`), if any.
+    pub fn start_with(prefix: &[&str], listen: &str, token: &str, extra: &[&str]) -> Agent {
         let tf = token_file(&format!("tok-{}", rand_suffix()), token);
         let mut args = vec![
             "serve",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--token-file",
             tf.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let mut child = Command::new(bin())
+        let mut cmd = match prefix.split_first() {
+            Some((p, rest)) => {
+                let mut c = Command::new(p);
+                c.args(rest).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
+        let mut child = cmd
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -138,7 +152,8 @@ impl Agent {
             .read_line(&mut line)
             .unwrap();
         let addr = line.trim().rsplit(' ').next().unwrap().to_string();
-        assert!(addr.starts_with("127.0.0.1:"), "agent said {line:?}");
+        let ip = listen.rsplit_once(':').unwrap().0;
+        assert!(addr.starts_with(&format!("{ip}:")), "agent said {line:?}");
         let err = child.stderr.take().unwrap();
         let stderr = Some(std::thread::spawn(move || {
             let mut s = String::new();

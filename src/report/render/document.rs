@@ -93,6 +93,91 @@ fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
     rows
 }
 
+/// Many hosts: each host's own figures beside the aggregate, per point
+/// (means over the point's repetitions), with what each host is. None when
+/// no result ran on more than one pair of hosts.
+fn hosts_table(loaded: &Loaded) -> Option<Table> {
+    use crate::units::{fmt_bps, fmt_rate, fmt_us};
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<(usize, String, String), Vec<&crate::model::result::HostRun>> =
+        BTreeMap::new();
+    let mut labels: BTreeMap<usize, String> = BTreeMap::new();
+    for (run, r) in &loaded.results {
+        let Some(p) = loaded.manifest.point(&run.point) else {
+            continue;
+        };
+        for h in &r.hosts {
+            labels.insert(p.index, p.label());
+            by.entry((p.index, h.role.clone(), h.name.clone()))
+                .or_default()
+                .push(h);
+        }
+    }
+    if by.is_empty() {
+        return None;
+    }
+    let mut t = Table {
+        title: "Hosts: each host's share of the aggregate (means over repetitions)".into(),
+        headers: [
+            "point",
+            "host",
+            "role",
+            "machine",
+            "flows",
+            "throughput",
+            "trans/s",
+            "p50",
+            "host CPU",
+            "process cores",
+            "clock offset",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![],
+    };
+    // Servers first, then clients, in name order within a point.
+    let mut keys: Vec<&(usize, String, String)> = by.keys().collect();
+    keys.sort_by_key(|(i, role, name)| (*i, role != "server", name.clone()));
+    for key in keys {
+        let hs = &by[key];
+        let n = hs.len() as f64;
+        let mean =
+            |f: fn(&crate::model::result::HostRun) -> f64| hs.iter().map(|h| f(h)).sum::<f64>() / n;
+        let h = hs[hs.len() - 1];
+        t.rows.push(vec![
+            labels[&key.0].clone(),
+            h.name.clone(),
+            h.role.clone(),
+            format!(
+                "{} ({} CPUs, {})",
+                h.environment.hostname, h.environment.cpus, h.environment.kernel
+            ),
+            h.flows.len().to_string(),
+            fmt_bps(mean(|h| h.throughput_bps)),
+            if h.role == "client" && h.counters.transactions > 0 {
+                fmt_rate(mean(|h| h.transactions_per_s))
+            } else {
+                "-".into()
+            },
+            h.latency_us
+                .as_ref()
+                .map(|l| fmt_us(l.p50))
+                .unwrap_or_else(|| "-".into()),
+            h.cpu
+                .as_ref()
+                .map(|c| format!("{:.0}%", c.host_util_pct))
+                .unwrap_or_else(|| "-".into()),
+            format!("{:.2}", mean(|h| h.cost.process_cores)),
+            format!(
+                "{:+.1} µs ± {}",
+                h.clock.offset_ns as f64 / 1e3,
+                fmt_us(h.clock.uncertainty_ns as f64 / 1e3)
+            ),
+        ]);
+    }
+    Some(t)
+}
+
 pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     let study = &loaded.study;
     let m = &loaded.manifest;
@@ -239,7 +324,11 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
             m.status,
             m.created_at
         ),
-        tables: land.tables(study),
+        tables: {
+            let mut t = land.tables(study);
+            t.extend(hosts_table(loaded));
+            t
+        },
         figures,
         missing_figures,
         line_rate_note: land.line_rate_note.clone(),

@@ -1,0 +1,850 @@
+//! Many hosts in one test: agents as clients (load generators) and agents
+//! as servers, driven by one controller on one common window.
+//!
+//! An iteration: probe every agent's clock (the fastest of 16 round trips),
+//! set up the servers (listeners on their data addresses), hand each client
+//! its flows (round robin over clients and over server addresses), wait
+//! until every flow is open, then schedule one start instant in every
+//! agent's own clock. Each host measures its intervals on the same edges;
+//! the controller sums them interval by interval over the overlap of every
+//! host's window, merges the clients' latency histograms, and keeps each
+//! host's own figures beside the aggregate. A host that dies stops the
+//! others; what was measured is kept and the result names the host.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use super::clock::{self, ClockSync};
+use super::controller::{self, AgentConn, AgentSide, IterationRun, Live};
+use super::protocol::{HistText, Msg, TargetGroup};
+use crate::engine::side::SideReport;
+use crate::measure::cpu;
+use crate::measure::fold::combine;
+use crate::measure::histogram::{self, new_hist, Hist};
+use crate::model::flow::FlowReport;
+use crate::model::host::HostInfo;
+use crate::model::result::{FlowPlace, HostClock, HostRun, Pair};
+use crate::model::sample::{Counters, CpuWindow, IntervalSample, WorkerPlacement};
+use crate::model::spec::TestSpec;
+
+/// An agent to use, as the hosts file or a lab names it.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub name: String,
+    pub control: SocketAddr,
+    pub token: String,
+    /// Server: the data addresses (ports) to listen on, in order.
+    pub data: Vec<IpAddr>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Client,
+    Server,
+}
+
+impl Role {
+    fn word(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
+}
+
+struct Member {
+    name: String,
+    role: Role,
+    conn: AgentConn,
+    data: Vec<IpAddr>,
+    info: HostInfo,
+}
+
+impl Member {
+    fn label(&self) -> String {
+        format!("host {} ({})", self.name, self.conn.addr)
+    }
+}
+
+/// The agents of a many-host test, connected and authenticated.
+pub struct Fleet {
+    members: Vec<Member>,
+}
+
+/// One flow's place: its client, its server and the server address.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Place {
+    flow: u32,
+    client: usize,
+    server: usize,
+    addr: IpAddr,
+}
+
+/// Flow i goes to client i mod C and to server address i mod A (the server
+/// addresses of every server, in order): `--flows` is the total.
+fn plan(flows: u32, clients: usize, addrs: &[(usize, IpAddr)]) -> Vec<Place> {
+    (0..flows)
+        .map(|i| {
+            let (server, addr) = addrs[i as usize % addrs.len()];
+            Place {
+                flow: i,
+                client: i as usize % clients,
+                server,
+                addr,
+            }
+        })
+        .collect()
+}
+
+/// A server agent's answer to setup: its data listeners, its test cookie,
+/// and with TLS its certificate and that certificate's label.
+type Listening = (Vec<SocketAddr>, u64, Option<Vec<u8>>, Option<String>);
+
+/// What one member reported during an iteration.
+#[derive(Default)]
+struct Report {
+    clock: ClockSync,
+    t0_ns: Option<u64>,
+    late_ns: u64,
+    samples: BTreeMap<usize, (IntervalSample, Option<Hist>, Option<Hist>)>,
+    window_done: bool,
+    window_cpu: Option<CpuWindow>,
+    finished: bool,
+    flows: Vec<FlowReport>,
+    placement: Vec<WorkerPlacement>,
+    errors: Vec<String>,
+    hist: Option<(Hist, Hist)>,
+    complete: bool,
+    /// Why this member ended the iteration early.
+    failure: Option<String>,
+}
+
+fn decode(h: &Option<HistText>) -> (Option<Hist>, Option<Hist>) {
+    match h {
+        Some(t) => (
+            histogram::decode(&t.latency).ok(),
+            histogram::decode(&t.corrected).ok(),
+        ),
+        None => (None, None),
+    }
+}
+
+impl Report {
+    fn take(&mut self, m: Msg) {
+        match m {
+            Msg::Started { t0_ns, late_ns } => {
+                self.t0_ns = Some(t0_ns);
+                self.late_ns = late_ns;
+            }
+            Msg::Interval { sample, hist } => {
+                let (l, c) = decode(&hist);
+                self.samples.insert(sample.index, (*sample, l, c));
+            }
+            Msg::WindowDone { cpu, .. } => {
+                self.window_done = true;
+                self.window_cpu = cpu;
+            }
+            Msg::Final {
+                flows,
+                placement,
+                errors,
+                hist,
+                complete,
+                ..
+            } => {
+                self.flows = flows;
+                self.placement = placement;
+                self.errors = errors;
+                if let (Some(l), Some(c)) = decode(&hist) {
+                    self.hist = Some((l, c));
+                }
+                self.complete = complete;
+                self.finished = true;
+            }
+            Msg::Error { message, .. } => {
+                self.failure.get_or_insert(message);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Fleet {
+    /// Connects to every client and server agent; the first that cannot be
+    /// reached or authenticated ends it, named, before any traffic.
+    pub fn connect(clients: &[Endpoint], servers: &[Endpoint]) -> Result<Fleet, String> {
+        if clients.is_empty() || servers.is_empty() {
+            return Err("a many-host test needs at least one client and one server".into());
+        }
+        let mut members = Vec::new();
+        for (role, list) in [(Role::Server, servers), (Role::Client, clients)] {
+            for e in list {
+                let conn = controller::connect(e.control, &e.token)
+                    .map_err(|err| format!("host {}: {err}", e.name))?;
+                members.push(Member {
+                    name: e.name.clone(),
+                    role,
+                    conn,
+                    data: e.data.clone(),
+                    info: HostInfo::default(),
+                });
+            }
+        }
+        Ok(Fleet { members })
+    }
+
+    fn indices(&self, role: Role) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&i| self.members[i].role == role)
+            .collect()
+    }
+
+    /// Every server data address, in order: (member index, address).
+    fn server_addrs(&self) -> Vec<(usize, IpAddr)> {
+        self.indices(Role::Server)
+            .into_iter()
+            .flat_map(|i| self.members[i].data.iter().map(move |a| (i, *a)))
+            .collect()
+    }
+
+    fn plan(&self, spec: &TestSpec) -> Vec<Place> {
+        let clients = self.indices(Role::Client);
+        plan(spec.flows, clients.len(), &self.server_addrs())
+            .into_iter()
+            .map(|p| Place {
+                client: clients[p.client],
+                ..p
+            })
+            .collect()
+    }
+
+    /// Which client, server and address each flow of `spec` uses.
+    pub fn flow_map(&self, spec: &TestSpec) -> Vec<FlowPlace> {
+        let Ok(active) = self.active(spec) else {
+            return Vec::new();
+        };
+        let clients: Vec<usize> = self
+            .indices(Role::Client)
+            .into_iter()
+            .filter(|&i| active[i])
+            .collect();
+        let addrs: Vec<(usize, IpAddr)> = self
+            .server_addrs()
+            .into_iter()
+            .filter(|(i, _)| active[*i])
+            .collect();
+        if clients.is_empty() || addrs.is_empty() {
+            return Vec::new();
+        }
+        plan(spec.flows, clients.len(), &addrs)
+            .into_iter()
+            .map(|p| FlowPlace {
+                flow: p.flow,
+                client: self.members[clients[p.client]].name.clone(),
+                server: self.members[p.server].name.clone(),
+                address: p.addr.to_string(),
+            })
+            .collect()
+    }
+
+    /// The first client's and the first server's host descriptions.
+    pub fn environment(&self) -> Pair<HostInfo> {
+        let first = |r| {
+            self.members
+                .iter()
+                .find(|m| m.role == r)
+                .map(|m| m.info.clone())
+                .unwrap_or_default()
+        };
+        Pair {
+            client: first(Role::Client),
+            agent: first(Role::Server),
+        }
+    }
+
+    /// "d1, d2 -> sut" for the result's agent address.
+    pub fn describe(&self) -> String {
+        let names = |r| {
+            self.members
+                .iter()
+                .filter(|m| m.role == r)
+                .map(|m| m.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!("{} -> {}", names(Role::Client), names(Role::Server))
+    }
+
+    pub fn close(self) {
+        for m in self.members {
+            m.conn.bye();
+        }
+    }
+
+    /// Stops every member that is still there (best effort).
+    fn stop_all(&mut self, reports: &[Report]) {
+        for (m, r) in self.members.iter_mut().zip(reports) {
+            if r.failure.is_none() {
+                let _ = m.conn.send(&Msg::Stop);
+            }
+        }
+    }
+
+    /// Which members a test of `spec` uses: the first `spec.clients`
+    /// clients (all without it), and of those and of the servers only the
+    /// ones that get a flow (8 clients and 2 flows: d1 and d2 run them).
+    fn active(&self, spec: &TestSpec) -> Result<Vec<bool>, String> {
+        let clients = self.indices(Role::Client).len();
+        let want = spec.clients.map_or(clients, |n| n as usize);
+        if want == 0 || want > clients {
+            return Err(format!(
+                "the test asks for {want} client hosts; {clients} are given (--clients)"
+            ));
+        }
+        let flows = spec.flows as usize;
+        let mut client_rank = 0;
+        let mut first_addr = 0;
+        Ok(self
+            .members
+            .iter()
+            .map(|m| match m.role {
+                Role::Client => {
+                    client_rank += 1;
+                    client_rank <= want.min(flows)
+                }
+                Role::Server => {
+                    let uses = first_addr < flows;
+                    first_addr += m.data.len();
+                    uses
+                }
+            })
+            .collect())
+    }
+
+    /// Runs one iteration of `spec` on the members it uses (see `active`).
+    /// Errors before the window opens are returned as Err (naming the
+    /// host); after that, what was measured is kept and the error names
+    /// the host.
+    pub fn run_iteration(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+    ) -> Result<IterationRun, String> {
+        let active = self.active(spec)?;
+        // Park the members this test leaves out; put everyone back after.
+        let all: Vec<(usize, Member)> = std::mem::take(&mut self.members)
+            .into_iter()
+            .enumerate()
+            .collect();
+        let (used, parked): (Vec<_>, Vec<_>) = all.into_iter().partition(|(i, _)| active[*i]);
+        let order: Vec<usize> = used.iter().map(|(i, _)| *i).collect();
+        self.members = used.into_iter().map(|(_, m)| m).collect();
+        let r = self.run_members(spec, live);
+        let mut slots: Vec<Option<Member>> = (0..active.len()).map(|_| None).collect();
+        for (i, m) in order.into_iter().zip(std::mem::take(&mut self.members)) {
+            slots[i] = Some(m);
+        }
+        for (i, m) in parked {
+            slots[i] = Some(m);
+        }
+        self.members = slots.into_iter().flatten().collect();
+        r
+    }
+
+    fn run_members(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+    ) -> Result<IterationRun, String> {
+        let n = self.members.len();
+        let mut reports: Vec<Report> = (0..n).map(|_| Report::default()).collect();
+        for (m, r) in self.members.iter_mut().zip(reports.iter_mut()) {
+            let p = m.conn.probe().map_err(|e| format!("{}: {e}", m.label()))?;
+            r.clock = ClockSync {
+                offset_ns: p.offset_ns,
+                uncertainty_ns: p.uncertainty_ns,
+                rtt_ns: p.rtt_ns,
+                probes: controller::CLOCK_PROBES,
+            };
+        }
+        let plan = self.plan(spec);
+        let per_connection = spec.workload.per_connection();
+        let setup_wait = Duration::from_secs(30 + spec.flows as u64 / 100);
+        // Servers first: their listeners must exist before clients connect.
+        let mut ready: BTreeMap<usize, Listening> = BTreeMap::new();
+        for s in self.indices(Role::Server) {
+            let expect: Vec<u32> = if per_connection {
+                Vec::new()
+            } else {
+                plan.iter()
+                    .filter(|p| p.server == s)
+                    .map(|p| p.flow)
+                    .collect()
+            };
+            let m = &mut self.members[s];
+            m.conn
+                .send(&Msg::Setup {
+                    spec: Box::new(spec.clone()),
+                    listen: m.data.clone(),
+                    expect,
+                })
+                .map_err(|e| format!("{}: {e}", m.label()))?;
+        }
+        for s in self.indices(Role::Server) {
+            let m = &mut self.members[s];
+            match m
+                .conn
+                .expect("setting up the test", Duration::from_secs(30))
+                .map_err(|e| format!("{}: {e}", m.label()))?
+            {
+                Msg::Ready {
+                    data,
+                    cookie,
+                    host,
+                    tls_cert,
+                    tls_cert_label,
+                    ..
+                } => {
+                    m.info = *host;
+                    ready.insert(s, (data, cookie, tls_cert, tls_cert_label));
+                }
+                other => {
+                    return Err(format!("{}: expected ready, got {other:?}", m.label()));
+                }
+            }
+        }
+        for c in self.indices(Role::Client) {
+            let mut groups = Vec::new();
+            for (&s, (data, cookie, cert, label)) in &ready {
+                let targets: Vec<(u32, SocketAddr)> = plan
+                    .iter()
+                    .filter(|p| p.client == c && p.server == s)
+                    .map(|p| {
+                        let port = data
+                            .iter()
+                            .find(|a| a.ip() == p.addr)
+                            .map(|a| a.port())
+                            .unwrap_or(0);
+                        (p.flow, SocketAddr::new(p.addr, port))
+                    })
+                    .collect();
+                if !targets.is_empty() {
+                    groups.push(TargetGroup {
+                        cookie: *cookie,
+                        targets,
+                        tls_cert: cert.clone(),
+                        tls_cert_label: label.clone(),
+                    });
+                }
+            }
+            let m = &mut self.members[c];
+            m.conn
+                .send(&Msg::SetupClient {
+                    spec: Box::new(spec.clone()),
+                    groups,
+                })
+                .map_err(|e| format!("{}: {e}", m.label()))?;
+        }
+        for c in self.indices(Role::Client) {
+            let m = &mut self.members[c];
+            match m
+                .conn
+                .expect("opening its flows", setup_wait + Duration::from_secs(5))
+                .map_err(|e| format!("{}: {e}", m.label()))?
+            {
+                Msg::Connected { host } => m.info = *host,
+                other => {
+                    return Err(format!("{}: expected connected, got {other:?}", m.label()));
+                }
+            }
+        }
+        if !per_connection {
+            for s in self.indices(Role::Server) {
+                let m = &mut self.members[s];
+                match m
+                    .conn
+                    .expect("accepting the flows", setup_wait + Duration::from_secs(5))
+                    .map_err(|e| format!("{}: {e}", m.label()))?
+                {
+                    Msg::FlowsReady { .. } => {}
+                    other => {
+                        return Err(format!(
+                            "{}: expected flows_ready, got {other:?}",
+                            m.label()
+                        ));
+                    }
+                }
+            }
+        }
+        // One start instant, in each agent's own clock: far enough ahead
+        // that every Start arrives before it.
+        let slowest = reports.iter().map(|r| r.clock.rtt_ns).max().unwrap_or(0);
+        let margin = Duration::from_millis(50).max(Duration::from_nanos(slowest * 4));
+        let start = clock::mono_ns() + margin.as_nanos() as u64;
+        for (m, r) in self.members.iter_mut().zip(&reports) {
+            let at = r.clock.to_agent(start);
+            m.conn
+                .send(&Msg::Start { at_ns: Some(at) })
+                .map_err(|e| format!("{}: {e}", m.label()))?;
+        }
+
+        // The window: gather every member's messages until each is done.
+        let finite = spec.is_finite();
+        let deadline = Instant::now()
+            + margin
+            + Duration::from_secs_f64(spec.warmup_s + spec.duration_s + 30.0);
+        let mut next_live = 0usize;
+        let mut stop_sent = false;
+        loop {
+            let mut idle = true;
+            for (m, r) in self.members.iter().zip(reports.iter_mut()) {
+                if r.failure.is_some() {
+                    continue;
+                }
+                loop {
+                    match m.conn.poll() {
+                        Ok(Some(msg)) => {
+                            idle = false;
+                            r.take(msg);
+                        }
+                        Ok(None) => break,
+                        Err(()) => {
+                            r.failure = Some(format!(
+                                "{}: agent died mid-test (control connection lost after {} intervals)",
+                                m.label(),
+                                r.samples.len()
+                            ));
+                            break;
+                        }
+                    }
+                }
+            }
+            next_live = self.flush_live(&reports, next_live, live);
+            let failed = reports.iter().any(|r| r.failure.is_some());
+            let clients_done = self
+                .members
+                .iter()
+                .zip(&reports)
+                .filter(|(m, _)| m.role == Role::Client)
+                .all(|(_, r)| r.window_done);
+            let servers_done = self
+                .members
+                .iter()
+                .zip(&reports)
+                .filter(|(m, _)| m.role == Role::Server)
+                .all(|(_, r)| r.window_done);
+            if !stop_sent && (failed || (clients_done && (finite || servers_done))) {
+                self.stop_all(&reports);
+                stop_sent = true;
+            }
+            if stop_sent && reports.iter().all(|r| r.finished || r.failure.is_some()) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                if !stop_sent {
+                    self.stop_all(&reports);
+                }
+                // A last grace period for the final reports.
+                let grace = Instant::now() + Duration::from_secs(15);
+                while Instant::now() < grace
+                    && !reports.iter().all(|r| r.finished || r.failure.is_some())
+                {
+                    for (m, r) in self.members.iter().zip(reports.iter_mut()) {
+                        while let Ok(Some(msg)) = m.conn.poll() {
+                            r.take(msg);
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                for (m, r) in self.members.iter().zip(reports.iter_mut()) {
+                    if !r.finished && r.failure.is_none() {
+                        r.failure =
+                            Some(format!("{}: did not finish its window in time", m.label()));
+                    }
+                }
+                break;
+            }
+            if idle {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.flush_live(&reports, next_live, live);
+        Ok(self.fold(&plan, reports))
+    }
+
+    /// Interval indices every member has reported.
+    fn overlap(reports: &[Report]) -> Vec<usize> {
+        let mut sets = reports
+            .iter()
+            .map(|r| r.samples.keys().copied().collect::<BTreeSet<usize>>());
+        let Some(first) = sets.next() else {
+            return Vec::new();
+        };
+        sets.fold(first, |a, b| a.intersection(&b).copied().collect())
+            .into_iter()
+            .collect()
+    }
+
+    /// The sum over `role`'s members of interval `k`.
+    fn merged_interval(&self, reports: &[Report], role: Role, k: usize) -> IntervalSample {
+        let mut counters = Counters::default();
+        let mut lat = new_hist();
+        let mut cor = new_hist();
+        let mut cpus = Vec::new();
+        let mut edges: Option<(f64, f64)> = None;
+        for (m, r) in self.members.iter().zip(reports) {
+            if m.role != role {
+                continue;
+            }
+            let Some((s, l, c)) = r.samples.get(&k) else {
+                continue;
+            };
+            counters += s.counters;
+            if let Some(l) = l {
+                histogram::merge(&mut lat, l);
+            }
+            if let Some(c) = c {
+                histogram::merge(&mut cor, c);
+            }
+            if let Some(c) = &s.cpu {
+                cpus.push(c);
+            }
+            edges.get_or_insert((s.start_s, s.end_s));
+        }
+        let (start_s, end_s) = edges.unwrap_or_default();
+        IntervalSample {
+            index: k,
+            start_s,
+            end_s,
+            counters,
+            latency_us: histogram::summarize(&lat),
+            latency_corrected_us: histogram::summarize(&cor),
+            cpu: cpu::merge_hosts(&cpus),
+        }
+    }
+
+    /// Shows every interval all members have reported, once.
+    fn flush_live(&self, reports: &[Report], mut next: usize, live: &mut dyn Live) -> usize {
+        while reports.iter().all(|r| r.samples.contains_key(&next)) {
+            let c = self.merged_interval(reports, Role::Client, next);
+            let a = self.merged_interval(reports, Role::Server, next);
+            live.interval(&combine(&c, Some(&a)));
+            next += 1;
+        }
+        next
+    }
+
+    /// The aggregate of every host over the common window, and each host's own.
+    fn fold(&self, plan: &[Place], reports: Vec<Report>) -> IterationRun {
+        let common = Self::overlap(&reports);
+        let side = |role: Role| -> (Vec<IntervalSample>, Option<CpuWindow>) {
+            let samples = common
+                .iter()
+                .map(|&k| self.merged_interval(&reports, role, k))
+                .collect();
+            let cpus: Vec<&CpuWindow> = self
+                .members
+                .iter()
+                .zip(&reports)
+                .filter(|(m, _)| m.role == role)
+                .filter_map(|(_, r)| r.window_cpu.as_ref())
+                .collect();
+            (samples, cpu::merge_hosts(&cpus))
+        };
+        let (client_samples, client_cpu) = side(Role::Client);
+        let (agent_samples, agent_cpu) = side(Role::Server);
+        let window = |s: &[IntervalSample]| match (s.first(), s.last()) {
+            (Some(f), Some(l)) => l.end_s - f.start_s,
+            _ => 0.0,
+        };
+        let mut client = SideReport {
+            window_s: window(&client_samples),
+            samples: client_samples,
+            window_cpu: client_cpu,
+            complete: true,
+            ..Default::default()
+        };
+        let mut agent = AgentSide {
+            samples: agent_samples,
+            window_cpu: agent_cpu,
+            ..Default::default()
+        };
+        // The earliest window start, controller clock: skew is measured from it.
+        let starts: Vec<Option<u64>> = reports
+            .iter()
+            .map(|r| r.t0_ns.map(|t| r.clock.to_controller(t)))
+            .collect();
+        let earliest = starts.iter().flatten().min().copied();
+        let latest = starts.iter().flatten().max().copied();
+        let mut hosts = Vec::new();
+        for (i, (m, r)) in self.members.iter().zip(&reports).enumerate() {
+            let mine: Vec<&Place> = plan
+                .iter()
+                .filter(|p| match m.role {
+                    Role::Client => p.client == i,
+                    Role::Server => p.server == i,
+                })
+                .collect();
+            let mut addresses: Vec<String> = mine.iter().map(|p| p.addr.to_string()).collect();
+            addresses.dedup();
+            let addresses: Vec<String> = addresses
+                .into_iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let own: Vec<&IntervalSample> = common
+                .iter()
+                .filter_map(|k| r.samples.get(k).map(|(s, _, _)| s))
+                .collect();
+            let mut counters = Counters::default();
+            for s in &own {
+                counters += s.counters;
+            }
+            let window_s = match (own.first(), own.last()) {
+                (Some(f), Some(l)) => l.end_s - f.start_s,
+                _ => 0.0,
+            };
+            let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
+            let moved = counters.bytes_rx + counters.bytes_tx;
+            let prefix = |e: &String| format!("{}: {e}", m.name);
+            match m.role {
+                Role::Client => {
+                    if let Some((l, c)) = &r.hist {
+                        histogram::merge(&mut client.hist, l);
+                        histogram::merge(&mut client.hist_corrected, c);
+                    }
+                    client.flows.extend(r.flows.iter().cloned());
+                    client.placement.extend(r.placement.iter().cloned());
+                    client.errors.extend(r.errors.iter().map(prefix));
+                    client.complete &= r.complete;
+                }
+                Role::Server => {
+                    agent.flows.extend(r.flows.iter().cloned());
+                    agent.placement.extend(r.placement.iter().cloned());
+                    agent.errors.extend(r.errors.iter().map(prefix));
+                }
+            }
+            hosts.push(HostRun {
+                name: m.name.clone(),
+                role: m.role.word().into(),
+                control: m.conn.addr.to_string(),
+                addresses,
+                flows: mine.iter().map(|p| p.flow).collect(),
+                clock: HostClock {
+                    offset_ns: r.clock.offset_ns,
+                    uncertainty_ns: r.clock.uncertainty_ns,
+                    rtt_ns: r.clock.rtt_ns,
+                },
+                start_offset_us: match (starts[i], earliest) {
+                    (Some(s), Some(e)) => (s - e) as f64 / 1e3,
+                    _ => 0.0,
+                },
+                start_late_us: r.late_ns as f64 / 1e3,
+                window_s,
+                counters,
+                throughput_bps: 8.0 * per_s(moved as f64),
+                transactions_per_s: per_s(counters.transactions as f64),
+                latency_us: r.hist.as_ref().and_then(|(l, _)| histogram::summarize(l)),
+                cpu: r.window_cpu.clone(),
+                cost: r
+                    .window_cpu
+                    .as_ref()
+                    .map(|w| cpu::cost(w, moved, counters.transactions))
+                    .unwrap_or_default(),
+                placement: r.placement.clone(),
+                errors: r.errors.clone(),
+                environment: m.info.clone(),
+            });
+        }
+        client.flows.sort_by_key(|f| f.flow);
+        agent.flows.sort_by_key(|f| f.flow);
+        let error = reports.iter().find_map(|r| r.failure.clone()).map(|e| {
+            format!(
+                "{e}: results are partial ({} common intervals kept)",
+                common.len()
+            )
+        });
+        IterationRun {
+            client,
+            agent,
+            error,
+            hosts,
+            start_skew_us: earliest.zip(latest).map(|(e, l)| (l - e) as f64 / 1e3),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flows_go_round_robin_over_clients_and_addresses() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.1.1".parse().unwrap();
+        let p = plan(8, 4, &[(0, a), (0, b)]);
+        assert_eq!(p.len(), 8);
+        // Each client gets two flows, each address four.
+        for c in 0..4 {
+            assert_eq!(p.iter().filter(|x| x.client == c).count(), 2);
+        }
+        assert_eq!(p.iter().filter(|x| x.addr == a).count(), 4);
+        assert_eq!(p[5].client, 1);
+        assert_eq!(p[5].addr, b);
+        // 4 clients on 4 ports: client k always uses port k.
+        let ports: Vec<(usize, IpAddr)> = (0..4)
+            .map(|i| (0, format!("10.0.{i}.1").parse().unwrap()))
+            .collect();
+        for x in plan(16, 4, &ports) {
+            assert_eq!(ports[x.client].1, x.addr);
+        }
+    }
+
+    #[test]
+    fn fewer_flows_than_hosts_use_the_first_hosts() {
+        // 3 clients, servers with 2 and 1 addresses: 2 flows use d1, d2
+        // and the first server only.
+        let addrs: Vec<(usize, IpAddr)> = vec![
+            (0, "10.0.0.1".parse().unwrap()),
+            (0, "10.0.1.1".parse().unwrap()),
+            (1, "10.0.2.1".parse().unwrap()),
+        ];
+        let p = plan(2, 2, &addrs[..2]);
+        assert_eq!(p, plan(2, 3, &addrs)[..].to_vec());
+    }
+
+    #[test]
+    fn the_common_window_is_the_overlap() {
+        let mut a = Report::default();
+        let mut b = Report::default();
+        for k in 0..5 {
+            a.samples.insert(
+                k,
+                (
+                    IntervalSample {
+                        index: k,
+                        ..Default::default()
+                    },
+                    None,
+                    None,
+                ),
+            );
+        }
+        for k in 1..3 {
+            b.samples.insert(
+                k,
+                (
+                    IntervalSample {
+                        index: k,
+                        ..Default::default()
+                    },
+                    None,
+                    None,
+                ),
+            );
+        }
+        assert_eq!(Fleet::overlap(&[a, b]), vec![1, 2]);
+        assert!(Fleet::overlap(&[]).is_empty());
+    }
+}

@@ -1,0 +1,374 @@
+//! Many hosts on loopback: real agents on 127.0.0.x acting as clients and
+//! servers of one test, driven through a hosts file; clocks shifted with
+//! Linux time namespaces (root); a client host killed mid-test.
+
+mod common;
+use common::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const TOKEN: &str = "many-hosts-token";
+
+/// Agents named `sut` (server, data on 127.0.0.1 and 127.0.0.2), `d1`,
+/// `d2` (clients), each on its own loopback address, and their hosts file.
+struct Rig {
+    agents: Vec<(String, Agent)>,
+    file: PathBuf,
+}
+
+impl Rig {
+    /// `shift[i]`: a CLOCK_MONOTONIC offset in seconds for agent i (root).
+    fn start(tag: &str, shift: [i64; 3]) -> Rig {
+        let tok = token_file(&format!("{tag}-token"), TOKEN);
+        let plan = [
+            (
+                "sut",
+                "127.0.0.1",
+                "server",
+                "[\"127.0.0.1\", \"127.0.0.2\"]",
+            ),
+            ("d1", "127.0.0.3", "client", "[]"),
+            ("d2", "127.0.0.4", "client", "[]"),
+        ];
+        let mut agents = Vec::new();
+        let mut text = format!("[defaults]\ntoken_file = \"{}\"\n", tok.display());
+        for (i, (name, ip, role, data)) in plan.iter().enumerate() {
+            let s = shift[i].to_string();
+            let prefix: Vec<&str> = if shift[i] == 0 {
+                vec![]
+            } else {
+                vec![
+                    "unshare",
+                    "--time",
+                    "--monotonic",
+                    &s,
+                    "--boottime",
+                    &s,
+                    "--kill-child",
+                ]
+            };
+            let a = Agent::start_with(&prefix, &format!("{ip}:0"), TOKEN, &["--quiet"]);
+            let port = a.addr.rsplit(':').next().unwrap().to_string();
+            text += &format!(
+                "\n[[host]]\nname = \"{name}\"\naddress = \"{ip}\"\nport = {port}\nrole = \"{role}\"\ndata = {data}\n"
+            );
+            agents.push((name.to_string(), a));
+        }
+        let file = tmp(&format!("{tag}-hosts.toml"));
+        std::fs::write(&file, text).unwrap();
+        Rig { agents, file }
+    }
+
+    fn args(&self, workload: &str, extra: &str) -> String {
+        format!(
+            "{workload} --hosts {} {extra} --warmup 0.5",
+            self.file.display()
+        )
+    }
+}
+
+fn host<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    r["hosts"]
+        .as_array()
+        .expect("hosts array")
+        .iter()
+        .find(|h| h["name"] == name)
+        .unwrap_or_else(|| panic!("no host {name} in {}", r["hosts"]))
+}
+
+#[test]
+fn two_client_hosts_load_one_server_on_two_addresses() {
+    let rig = Rig::start("stream", [0; 3]);
+    let r = run_json(
+        "hosts-stream.json",
+        &rig.args("stream", "--flows 4 -d 2"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(r["summary"]["status"], "ok");
+    assert_eq!(r["agent"]["address"], "d1, d2 -> sut");
+    let it = &r["iterations"][0];
+    let total = u(&it["bytes"]);
+    assert!(total > 0);
+    // The server received every byte the aggregate counts; the clients
+    // sent them (socket buffers hold a little at the window's edges).
+    let sut = host(&r, "sut");
+    assert_eq!(u(&sut["counters"]["bytes_rx"]), total);
+    let sent: u64 = ["d1", "d2"]
+        .iter()
+        .map(|n| u(&host(&r, n)["counters"]["bytes_tx"]))
+        .sum();
+    let diff = (sent as f64 - total as f64).abs() / total as f64;
+    assert!(diff < 0.05, "clients sent {sent}, server got {total}");
+    // Flows alternate over clients and over the server's two addresses.
+    let map = r["flow_map"].as_array().unwrap();
+    assert_eq!(map.len(), 4);
+    for (i, p) in map.iter().enumerate() {
+        assert_eq!(u(&p["flow"]), i as u64);
+        assert_eq!(p["client"], if i % 2 == 0 { "d1" } else { "d2" });
+        assert_eq!(
+            p["address"],
+            if i % 2 == 0 { "127.0.0.1" } else { "127.0.0.2" }
+        );
+    }
+    assert_eq!(host(&r, "d1")["flows"], serde_json::json!([0, 2]));
+    assert_eq!(host(&r, "d2")["flows"], serde_json::json!([1, 3]));
+    // The server's accepted flows came in on both addresses.
+    let locals: std::collections::BTreeSet<String> = it["flows"]["agent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f["local"]
+                .as_str()
+                .unwrap()
+                .rsplit_once(':')
+                .unwrap()
+                .0
+                .to_string()
+        })
+        .collect();
+    assert_eq!(locals.len(), 2, "{locals:?}");
+    // Both clients measured their CPU; clocks were probed.
+    for n in ["sut", "d1", "d2"] {
+        let h = host(&r, n);
+        assert!(
+            h["cpu"]["process_cpu_s"].as_f64().unwrap() > 0.0,
+            "{n}: {h}"
+        );
+        assert!(u(&h["clock"]["rtt_ns"]) > 0);
+    }
+}
+
+#[test]
+fn rr_and_crr_transactions_per_host_sum_to_the_total() {
+    let rig = Rig::start("rr", [0; 3]);
+    for w in ["rr", "crr"] {
+        let r = run_json(
+            &format!("hosts-{w}.json"),
+            &rig.args(w, "--flows 4 -d 1.5"),
+            Duration::from_secs(60),
+        );
+        let it = &r["iterations"][0];
+        let total = u(&it["transactions"]);
+        assert!(total > 100, "{w}: {total} transactions");
+        let per_host: u64 = ["d1", "d2"]
+            .iter()
+            .map(|n| u(&host(&r, n)["counters"]["transactions"]))
+            .sum();
+        assert_eq!(per_host, total, "{w}");
+        for n in ["d1", "d2"] {
+            let h = host(&r, n);
+            assert!(u(&h["counters"]["transactions"]) > 0, "{w} {n}");
+            assert!(h["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{w} {n}");
+        }
+        // The merged latency counts every host's transactions.
+        let counted = u(&it["latency_us"]["count"]);
+        assert_eq!(counted, total, "{w}: histogram count");
+        let addrs: std::collections::BTreeSet<&str> = r["flow_map"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["address"].as_str().unwrap())
+            .collect();
+        assert_eq!(addrs.len(), 2, "{w}: connections went to both addresses");
+        if w == "crr" {
+            let conns = u(&it["counters"]["agent"]["connections"]);
+            assert!(
+                conns >= total,
+                "{w}: {conns} accepted for {total} transactions"
+            );
+        }
+    }
+}
+
+#[test]
+fn clocks_shifted_by_time_namespaces_still_share_one_window() {
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("skipped: time namespaces need root");
+        return;
+    }
+    // d1's monotonic clock runs 5 s ahead of the server's, d2's 11 s.
+    let rig = Rig::start("clock", [0, 5, 11]);
+    let r = run_json(
+        "hosts-clock.json",
+        &rig.args("rr", "--flows 2 -d 2 --interval 0.5"),
+        Duration::from_secs(60),
+    );
+    let offset = |n: &str| host(&r, n)["clock"]["offset_ns"].as_i64().unwrap();
+    let ms = |ns: i64| ns as f64 / 1e6;
+    assert!(ms(offset("sut")).abs() < 1.0, "sut {}", offset("sut"));
+    assert!(
+        (ms(offset("d1")) - 5000.0).abs() < 1.0,
+        "d1 offset {} ms",
+        ms(offset("d1"))
+    );
+    assert!(
+        (ms(offset("d2")) - 11000.0).abs() < 1.0,
+        "d2 offset {} ms",
+        ms(offset("d2"))
+    );
+    let it = &r["iterations"][0];
+    let skew = it["start_skew_us"].as_f64().unwrap();
+    assert!(skew < 1000.0, "interval edges {skew} µs apart");
+    // Every host reported the same four intervals, all in the window.
+    assert_eq!(it["intervals"].as_array().unwrap().len(), 4);
+    for n in ["d1", "d2"] {
+        assert!(u(&host(&r, n)["counters"]["transactions"]) > 0);
+    }
+}
+
+/// The effective user id, without a libc dependency in the tests.
+unsafe fn libc_geteuid() -> u32 {
+    extern "C" {
+        fn geteuid() -> u32;
+    }
+    geteuid()
+}
+
+#[test]
+fn a_client_host_killed_mid_test_leaves_a_partial_result_naming_it() {
+    let mut rig = Rig::start("kill", [0; 3]);
+    let out = tmp("hosts-kill.json");
+    let args = rig.args("stream", "--flows 2 -d 8");
+    let mut all: Vec<&str> = vec!["run"];
+    all.extend(args.split_whitespace());
+    all.extend(["-q", "--json", out.to_str().unwrap()]);
+    let child = spawn(&all);
+    std::thread::sleep(Duration::from_millis(3000));
+    rig.agents[2].1.kill();
+    let o = wait(child, Duration::from_secs(40));
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("host d2"), "{}", stderr(&o));
+    let r = json(&out);
+    assert_eq!(r["summary"]["status"], "partial");
+    let it = &r["iterations"][0];
+    assert!(it["error"].as_str().unwrap().contains("host d2"));
+    // What was measured before is kept.
+    assert!(!it["intervals"].as_array().unwrap().is_empty());
+    assert!(u(&it["bytes"]) > 0);
+}
+
+#[test]
+fn bad_host_lists_and_unreachable_hosts_get_one_line_errors() {
+    let rig = Rig::start("bad", [0; 3]);
+    let f = rig.file.display().to_string();
+    let o = run_str(
+        &format!("run stream --hosts {f} --clients d1,nope -d 1"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no host named nope"), "{}", stderr(&o));
+    let o = run_str(
+        &format!("run stream --hosts {f} --clients d1 --servers sut:127.0.0.9 -d 1"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("127.0.0.9"), "{}", stderr(&o));
+    let o = run_str("run stream --clients d1 -d 1", Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(2));
+    // An agent that is gone: named before any traffic starts.
+    let text = std::fs::read_to_string(&rig.file).unwrap();
+    let port = rig.agents[1].1.addr.rsplit(':').next().unwrap();
+    let dead = tmp("bad-dead.toml");
+    std::fs::write(&dead, text.replace(&format!("port = {port}"), "port = 9")).unwrap();
+    let o = run_str(
+        &format!("run stream --hosts {} -d 1", dead.display()),
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("host d1") && e.contains("127.0.0.3:9"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    let missing = run_str(
+        "run stream --hosts /nonexistent/hosts.toml -d 1",
+        Duration::from_secs(20),
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("cannot read hosts file"));
+}
+
+#[test]
+fn a_study_sweeps_the_number_of_client_hosts() {
+    let rig = Rig::start("study", [0; 3]);
+    let study = tmp("hosts-study.toml");
+    std::fs::write(
+        &study,
+        format!(
+            r#"title = "Aggregate throughput vs driver hosts"
+description = "Stream from 1 and 2 client hosts into one server."
+
+[network]
+hosts = "{}"
+
+[test]
+workload = "stream"
+duration = "1s"
+warmup = "0.5s"
+flows = 2
+
+[sweep]
+clients = [1, 2]
+
+[[plot]]
+title = "Aggregate throughput vs client hosts"
+x = "clients"
+y = "throughput_bps"
+"#,
+            rig.file.display()
+        ),
+    )
+    .unwrap();
+    let out = tmp("hosts-study-out");
+    let o = run(
+        &[
+            "study",
+            "run",
+            study.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The study writes its folder under --out.
+    let out = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .expect("a study folder")
+        .unwrap()
+        .path();
+    let mut seen = Vec::new();
+    for e in std::fs::read_dir(out.join("points")).unwrap() {
+        let r = json(&e.unwrap().path());
+        let clients = r["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["role"] == "client")
+            .count();
+        assert_eq!(Some(clients as u64), r["spec"]["clients"].as_u64());
+        assert!(f(&r["summary"]["throughput_bps"]) > 0.0);
+        seen.push(clients);
+    }
+    seen.sort();
+    assert_eq!(seen, vec![1, 2]);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("each host&#39;s share") || html.contains("each host's share"));
+    assert!(html.contains("d2"), "the report names the hosts");
+    // One flow over two clients: only the first client runs it.
+    let r = run_json(
+        "hosts-one-flow.json",
+        &rig.args("rr", "--flows 1 -d 1"),
+        Duration::from_secs(60),
+    );
+    let names: Vec<&str> = r["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["sut", "d1"]);
+}
