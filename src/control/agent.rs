@@ -81,10 +81,6 @@ macro_rules! log {
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let listener = bind(cfg.listen)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    if let Some(ns) = &cfg.data_netns {
-        // Sessions are threads of this one: they start in the namespace.
-        crate::lab::netns::enter(ns)?;
-    }
     println!("linerate agent listening on {addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -106,6 +102,10 @@ pub fn bind(listen: SocketAddr) -> Result<TcpListener, String> {
 /// Serves controllers on a bound listener until killed (or, with `once`,
 /// until the first controller leaves). Starts the process's first threads.
 pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
+    if let Some(ns) = &cfg.data_netns {
+        // Sessions are threads of this one: they start in the namespace.
+        crate::lab::netns::enter(ns)?;
+    }
     let shared = Arc::new(Shared {
         cfg,
         active: AtomicUsize::new(0),
