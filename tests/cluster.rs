@@ -318,6 +318,29 @@ fn cluster_up_status_down_over_openssh() {
     }
     assert_eq!(u(&rows[0]["pid"]) as u32, pid);
 
+    // A test across the hosts finds sut's token in the state file.
+    let o = site.linerate(&[
+        "run",
+        "rr",
+        "--hosts",
+        hosts_s,
+        "--clients",
+        "hand",
+        "--servers",
+        "sut",
+        "-d",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "-q",
+    ]);
+    assert!(
+        o.status.success(),
+        "run --hosts: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+
     // Second up: nothing copied, the running agent is left as it is.
     let ino = bin_meta.ino();
     let t = Instant::now();

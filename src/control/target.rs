@@ -188,17 +188,16 @@ pub fn load_hosts(file: &Path) -> Result<Vec<Host>> {
 }
 
 /// An agent's token: the host's `token_file`, else what `cluster up` gave
-/// it, else --token-file/LINERATE_TOKEN.
+/// it (its state file), else --token-file/LINERATE_TOKEN.
 fn host_token(file: &Path, host: &Host, fallback: &Option<PathBuf>) -> Result<String> {
-    if let Some(t) = &host.token_file {
-        return protocol::read_token_file(t)
-            .map_err(|e| Error::Failed(format!("host {}: {e}", host.name)));
+    if host.token_file.is_some() || super::cluster::token_for(file, host).is_some() {
+        return super::cluster::agent_token(file, host, None).map_err(Error::Failed);
     }
-    let _ = file;
     token(fallback).map_err(|_| {
         usage(format!(
-            "host {}: no token: give it token_file in the hosts file, or pass --token-file/LINERATE_TOKEN",
-            host.name
+            "host {}: no token: run `linerate cluster up {}`, give it token_file in the hosts file, or pass --token-file/LINERATE_TOKEN",
+            host.name,
+            file.display()
         ))
     })
 }
