@@ -434,6 +434,7 @@ fn run_test(
         let done = Msg::WindowDone {
             cpu,
             complete: !obs.gone,
+            kernel_udp: side.window_kernel_udp(),
         };
         let _ = write_msg(&mut obs.stream, &done);
     }
@@ -495,6 +496,9 @@ fn server_conns(
     };
     let cookie = random_u64();
     let mut conns = Conns::new(cookie, tls_role.clone());
+    if spec.workload.is_udp() {
+        return udp_server_conns(spec, &addrs, conns, stream, gone, expect);
+    }
     let mut listeners = Vec::new();
     let mut data = Vec::new();
     let per_connection = spec.workload.per_connection();
@@ -565,6 +569,59 @@ fn server_conns(
     Ok(conns)
 }
 
+/// The server half of a UDP test: a listener per data address, and a
+/// socket of its own for every flow that says hello.
+fn udp_server_conns(
+    spec: &TestSpec,
+    addrs: &[IpAddr],
+    mut conns: Conns,
+    stream: &mut TcpStream,
+    gone: &Arc<AtomicBool>,
+    expect: Vec<u32>,
+) -> Result<Conns, TestEnd> {
+    let listeners = match crate::engine::udp::listeners(addrs, spec) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = send_error(stream, ErrorCode::SetupFailed, &e);
+            return Err(TestEnd::Told(e));
+        }
+    };
+    let data: Vec<SocketAddr> = listeners
+        .iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    write_msg(
+        stream,
+        &Msg::Ready {
+            data_port: data[0].port(),
+            data,
+            cookie: conns.cookie,
+            host: Box::new(env::collect()),
+            tls_cert: None,
+            tls_cert_label: None,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let expect: BTreeSet<u32> = if expect.is_empty() {
+        (0..spec.flows).collect()
+    } else {
+        expect.into_iter().collect()
+    };
+    let timeout = Duration::from_secs(30 + expect.len() as u64 / 100);
+    match crate::engine::udp::accept_flows(&listeners, spec, conns.cookie, &expect, timeout, gone) {
+        Ok((flows, rejected)) => {
+            conns.udp = flows;
+            write_msg(stream, &Msg::FlowsReady { rejected }).map_err(|e| e.to_string())?;
+            Ok(conns)
+        }
+        Err(e) => {
+            let _ = send_error(stream, ErrorCode::SetupFailed, &e);
+            Err(TestEnd::Told(e))
+        }
+    }
+}
+
 /// The client half's connections, one set per server agent: the
 /// persistent flows opened to its listeners (and their TLS done), or the
 /// targets of per-transaction flows.
@@ -590,6 +647,9 @@ fn client_conns(
         let mut conns = Conns::new(g.cookie, tls_role.clone());
         if spec.workload.per_connection() {
             conns.connect_to = g.targets;
+        } else if spec.workload.is_udp() {
+            let timeout = Duration::from_secs(30 + g.targets.len() as u64 / 100);
+            conns.udp = crate::engine::udp::connect_flows(&g.targets, spec, g.cookie, timeout)?;
         } else {
             let timeout = Duration::from_secs(30 + g.targets.len() as u64 / 100);
             let flows = connect_flows(&g.targets, spec, g.cookie, timeout)?;

@@ -130,6 +130,7 @@ pub struct AgentSide {
     pub flows: Vec<FlowReport>,
     pub placement: Vec<WorkerPlacement>,
     pub errors: Vec<String>,
+    pub kernel_udp: Option<crate::model::sample::KernelUdp>,
 }
 
 pub struct IterationRun {
@@ -178,8 +179,11 @@ impl ControllerObserver<'_> {
     fn take(&mut self, m: Msg) {
         match m {
             Msg::Interval { sample, .. } => self.agent.samples.push(*sample),
-            Msg::WindowDone { cpu, .. } => {
+            Msg::WindowDone {
+                cpu, kernel_udp, ..
+            } => {
                 self.agent.window_cpu = cpu;
+                self.agent.kernel_udp = kernel_udp;
                 self.window_done = true;
             }
             Msg::Final {
@@ -370,6 +374,24 @@ impl AgentConn {
         let mut conns = Conns::new(cookie, tls_role.clone());
         if spec.workload.per_connection() {
             conns.connect_to = targets(data, spec.flows);
+        } else if spec.workload.is_udp() {
+            let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
+            conns.udp = crate::engine::udp::connect_flows(
+                &targets(data, spec.flows),
+                spec,
+                cookie,
+                timeout,
+            )
+            .map_err(|e| format!("agent at {}: {e}", self.addr))?;
+            match self.expect("receiving the UDP flows", timeout + Duration::from_secs(5))? {
+                Msg::FlowsReady { .. } => {}
+                other => {
+                    return Err(format!(
+                        "agent at {}: expected flows_ready, got {other:?}",
+                        self.addr
+                    ))
+                }
+            }
         } else {
             let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
             let flows = connect_flows(&targets(data, spec.flows), spec, cookie, timeout)?;

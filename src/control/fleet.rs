@@ -110,6 +110,7 @@ struct Report {
     samples: BTreeMap<usize, (IntervalSample, Option<Hist>, Option<Hist>)>,
     window_done: bool,
     window_cpu: Option<CpuWindow>,
+    kernel_udp: Option<crate::model::sample::KernelUdp>,
     finished: bool,
     flows: Vec<FlowReport>,
     placement: Vec<WorkerPlacement>,
@@ -141,9 +142,12 @@ impl Report {
                 let (l, c) = decode(&hist);
                 self.samples.insert(sample.index, (*sample, l, c));
             }
-            Msg::WindowDone { cpu, .. } => {
+            Msg::WindowDone {
+                cpu, kernel_udp, ..
+            } => {
                 self.window_done = true;
                 self.window_cpu = cpu;
+                self.kernel_udp = kernel_udp;
             }
             Msg::Final {
                 flows,
@@ -654,6 +658,18 @@ impl Fleet {
         };
         let (client_samples, client_cpu) = side(Role::Client);
         let (agent_samples, agent_cpu) = side(Role::Server);
+        let kernel = |role: Role| {
+            let mut sum: Option<crate::model::sample::KernelUdp> = None;
+            for (m, r) in self.members.iter().zip(&reports) {
+                if let (true, Some(k)) = (m.role == role, r.kernel_udp) {
+                    let s = sum.get_or_insert_with(Default::default);
+                    s.in_datagrams += k.in_datagrams;
+                    s.rcvbuf_errors += k.rcvbuf_errors;
+                    s.in_errors += k.in_errors;
+                }
+            }
+            sum
+        };
         let window = |s: &[IntervalSample]| match (s.first(), s.last()) {
             (Some(f), Some(l)) => l.end_s - f.start_s,
             _ => 0.0,
@@ -663,11 +679,13 @@ impl Fleet {
             samples: client_samples,
             window_cpu: client_cpu,
             complete: true,
+            kernel_udp: kernel(Role::Client),
             ..Default::default()
         };
         let mut agent = AgentSide {
             samples: agent_samples,
             window_cpu: agent_cpu,
+            kernel_udp: kernel(Role::Server),
             ..Default::default()
         };
         // The earliest window start, controller clock: skew is measured from it.

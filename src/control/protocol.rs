@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
 
-use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
+use crate::model::sample::{CpuWindow, IntervalSample, KernelUdp, WorkerPlacement};
 use crate::model::spec::TestSpec;
 
 pub const PROTOCOL: &str = "linerate-control";
@@ -138,6 +138,9 @@ pub enum Msg {
     WindowDone {
         cpu: Option<CpuWindow>,
         complete: bool,
+        /// UDP: the kernel's UDP counters over the agent's window.
+        #[serde(default)]
+        kernel_udp: Option<KernelUdp>,
     },
     Stop,
     Final {

@@ -146,6 +146,14 @@ pub fn run_test(
         let mut it = crate::measure::fold::iteration(index, client, agent_side, run.error.clone());
         it.hosts = run.hosts;
         it.start_skew_us = run.start_skew_us;
+        it.udp = crate::measure::fold::udp_figures(
+            spec,
+            &it,
+            Pair {
+                client: run.client.kernel_udp,
+                agent: run.agent.kernel_udp,
+            },
+        );
         on_iteration(&it);
         values.push(it.main_value(metric));
         let failed = run.error.is_some();

@@ -356,6 +356,7 @@ impl FlowBase {
             tls: self.tls.as_ref().map(|t| t.info()),
             observed_window: self.window.observed(),
             window_clamp_repairs: self.clamp.as_ref().map(|c| c.repairs),
+            udp: None,
         }
     }
 }

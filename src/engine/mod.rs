@@ -10,4 +10,5 @@ pub mod sockopt;
 pub mod tls;
 #[cfg(feature = "openssl")]
 pub mod tls_openssl;
+pub mod udp;
 pub mod worker;

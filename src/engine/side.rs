@@ -18,7 +18,7 @@ use crate::measure::histogram::{self, new_hist, Hist};
 use crate::measure::interval::Timeline;
 use crate::measure::placement::cpu_for_worker;
 use crate::model::flow::FlowReport;
-use crate::model::sample::{Counters, CpuWindow, IntervalSample, WorkerPlacement};
+use crate::model::sample::{Counters, CpuWindow, IntervalSample, KernelUdp, WorkerPlacement};
 use crate::model::spec::TestSpec;
 
 /// What a side starts with: its flows, built by the caller's workload from
@@ -72,6 +72,8 @@ pub struct SideReport {
     pub errors: Vec<String>,
     /// The window ran to its end (timed) or every flow finished (finite).
     pub complete: bool,
+    /// UDP: the kernel's UDP counters over the window (this namespace).
+    pub kernel_udp: Option<KernelUdp>,
 }
 
 impl Default for SideReport {
@@ -86,6 +88,7 @@ impl Default for SideReport {
             placement: Default::default(),
             errors: Default::default(),
             complete: Default::default(),
+            kernel_udp: None,
         }
     }
 }
@@ -104,6 +107,8 @@ pub struct Side {
     report: SideReport,
     total_hist: Hist,
     total_hist_corrected: Hist,
+    /// UDP: the kernel's counters at the window's first and latest edge.
+    udp_edges: Option<(Option<KernelUdp>, Option<KernelUdp>)>,
 }
 
 fn payload_len(spec: &TestSpec) -> usize {
@@ -171,8 +176,10 @@ impl Side {
             handles.push(h);
         }
         let mut cpu_edges = Vec::new();
+        let mut first_udp = None;
         if timeline.warmup.is_zero() {
             cpu_edges.push(cpu::snapshot());
+            first_udp = spec.workload.is_udp().then(crate::engine::udp::kernel_udp);
         }
         Ok(Side {
             rx,
@@ -187,7 +194,29 @@ impl Side {
             report: SideReport::default(),
             total_hist: new_hist(),
             total_hist_corrected: new_hist(),
+            udp_edges: spec.workload.is_udp().then_some((first_udp, None)),
         })
+    }
+
+    /// A CPU snapshot at an edge (and for UDP the kernel's counters).
+    fn push_edge(&mut self) {
+        self.cpu_edges.push(cpu::snapshot());
+        if let Some((first, last)) = &mut self.udp_edges {
+            let k = crate::engine::udp::kernel_udp();
+            if first.is_none() {
+                *first = Some(k);
+            } else {
+                *last = Some(k);
+            }
+        }
+    }
+
+    /// UDP: the kernel's counters over the edges passed so far.
+    pub fn window_kernel_udp(&self) -> Option<KernelUdp> {
+        match self.udp_edges {
+            Some((Some(a), Some(b))) => Some(b.since(&a)),
+            _ => None,
+        }
     }
 
     /// When this side's timeline began (warm-up start).
@@ -288,7 +317,7 @@ impl Side {
                 self.all_finished() && self.timeline.edge(k).is_none_or(|e| p.end < self.t0 + e);
             if self.cpu_edges.len() < k + 2 {
                 if partial_end || self.finite && self.all_finished() {
-                    self.cpu_edges.push(cpu::snapshot());
+                    self.push_edge();
                 } else {
                     return;
                 }
@@ -326,7 +355,7 @@ impl Side {
             let now = Instant::now();
             if let Some(e) = self.next_cpu_edge() {
                 if now >= e && self.cpu_edges.len() <= n.unwrap_or(usize::MAX) {
-                    self.cpu_edges.push(cpu::snapshot());
+                    self.push_edge();
                     continue;
                 }
             }
@@ -373,8 +402,10 @@ impl Side {
             let _ = h.join();
         }
         let window_cpu = self.window_cpu();
+        let kernel_udp = self.window_kernel_udp();
         let mut r = std::mem::take(&mut self.report);
         r.window_cpu = window_cpu;
+        r.kernel_udp = kernel_udp;
         if let (Some(first), Some(last)) = (r.samples.first(), r.samples.last()) {
             r.window_s = last.end_s - first.start_s;
         }

@@ -5,9 +5,11 @@
 use crate::measure::{cpu, stats};
 use crate::model::flow::FlowReport;
 use crate::model::result::{
-    CpuFields, Iteration, LatencyFields, Pair, Status, Summary, TestInterval,
+    CpuFields, Iteration, LatencyFields, Pair, Status, Summary, TestInterval, UdpFigures,
 };
-use crate::model::sample::{Counters, CpuWindow, IntervalSample, LatencySummary, WorkerPlacement};
+use crate::model::sample::{
+    Counters, CpuWindow, IntervalSample, KernelUdp, LatencySummary, WorkerPlacement,
+};
 use crate::model::spec::{MainMetric, TestSpec, Workload};
 
 pub fn combine(client: &IntervalSample, agent: Option<&IntervalSample>) -> TestInterval {
@@ -128,9 +130,113 @@ pub fn iteration(
             client: client.errors,
             agent: agent.errors,
         },
+        udp: None,
         hosts: Vec::new(),
         start_skew_us: None,
     }
+}
+
+/// A UDP iteration's figures from both ends' counters, flow reports and
+/// CPU; `kernel` is each end's kernel UDP counters over its window.
+pub fn udp_figures(
+    spec: &TestSpec,
+    it: &Iteration,
+    kernel: Pair<Option<KernelUdp>>,
+) -> Option<UdpFigures> {
+    if !spec.workload.is_udp() {
+        return None;
+    }
+    let (c, a) = (&it.counters.client, &it.counters.agent);
+    let secs = it.duration_s.max(1e-9);
+    let packets = c.packets_rx + a.packets_rx;
+    let sent = c.packets_tx + a.packets_tx;
+    let lost = c.lost() + a.lost();
+    let drops = c.rcv_drops + a.rcv_drops;
+    // Per datagram on the wire beyond its payload: UDP 8, IP 20 or 40,
+    // Ethernet framing 38 (preamble, header, FCS, gap).
+    let overhead = 8 + if spec.ipv6 { 40 } else { 20 } + crate::model::lab::FRAMING_BYTES;
+    let wire_bytes = c.bytes_rx + a.bytes_rx + packets * overhead;
+    let jitters: Vec<f64> = it
+        .flows
+        .client
+        .iter()
+        .chain(it.flows.agent.iter())
+        .filter_map(|f| f.udp.as_ref().and_then(|u| u.jitter_us))
+        .collect();
+    let deltas = c.transit_deltas + a.transit_deltas;
+    let per_packet = |w: &Option<CpuWindow>, n: u64| {
+        w.as_ref()
+            .filter(|_| n > 0)
+            .map(|w| w.process_cpu_s * 1e6 / n as f64)
+    };
+    Some(UdpFigures {
+        packets_per_s: packets as f64 / secs,
+        packets_sent_per_s: sent as f64 / secs,
+        packets,
+        packets_sent: sent,
+        wire_bps: 8.0 * wire_bytes as f64 / secs,
+        lost,
+        loss_pct: if packets + lost > 0 {
+            100.0 * lost as f64 / (packets + lost) as f64
+        } else {
+            0.0
+        },
+        receiver_drops: drops,
+        network_lost: lost.saturating_sub(drops),
+        reordered: c.late + a.late,
+        duplicates: c.duplicates + a.duplicates,
+        jitter_us: (!jitters.is_empty())
+            .then(|| jitters.iter().sum::<f64>() / jitters.len() as f64),
+        transit_delta_us: (deltas > 0)
+            .then(|| (c.transit_delta_ns + a.transit_delta_ns) as f64 / deltas as f64 / 1e3),
+        timeouts: c.timeouts + a.timeouts,
+        kernel_in_datagrams: kernel.agent.or(kernel.client).map(|k| k.in_datagrams),
+        kernel_rcvbuf_errors: kernel.agent.or(kernel.client).map(|k| k.rcvbuf_errors),
+        client_us_per_packet: per_packet(&it.cpu.client, c.packets_rx + c.packets_tx),
+        agent_us_per_packet: per_packet(&it.cpu.agent, a.packets_rx + a.packets_tx),
+    })
+}
+
+/// Means of the iterations' UDP figures (counts summed).
+fn mean_udp(its: &[Iteration]) -> Option<UdpFigures> {
+    let us: Vec<&UdpFigures> = its.iter().filter_map(|i| i.udp.as_ref()).collect();
+    if us.is_empty() {
+        return None;
+    }
+    let n = us.len() as f64;
+    let mean = |f: fn(&UdpFigures) -> f64| us.iter().map(|u| f(u)).sum::<f64>() / n;
+    let mean_opt = |f: fn(&UdpFigures) -> Option<f64>| {
+        let v: Vec<f64> = us.iter().filter_map(|u| f(u)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let sum = |f: fn(&UdpFigures) -> u64| us.iter().map(|u| f(u)).sum::<u64>();
+    let sum_opt = |f: fn(&UdpFigures) -> Option<u64>| us.iter().map(|u| f(u)).sum::<Option<u64>>();
+    let packets = sum(|u| u.packets);
+    let lost = sum(|u| u.lost);
+    Some(UdpFigures {
+        packets_per_s: mean(|u| u.packets_per_s),
+        packets_sent_per_s: mean(|u| u.packets_sent_per_s),
+        packets,
+        packets_sent: sum(|u| u.packets_sent),
+        wire_bps: mean(|u| u.wire_bps),
+        lost,
+        loss_pct: if packets + lost > 0 {
+            100.0 * lost as f64 / (packets + lost) as f64
+        } else {
+            0.0
+        },
+        receiver_drops: sum(|u| u.receiver_drops),
+        network_lost: sum(|u| u.network_lost),
+        reordered: sum(|u| u.reordered),
+        duplicates: sum(|u| u.duplicates),
+        jitter_us: mean_opt(|u| u.jitter_us),
+        transit_delta_us: mean_opt(|u| u.transit_delta_us),
+        timeouts: sum(|u| u.timeouts),
+        kernel_in_datagrams: sum_opt(|u| u.kernel_in_datagrams),
+        kernel_rcvbuf_errors: sum_opt(|u| u.kernel_rcvbuf_errors),
+        client_us_per_packet: mean_opt(|u| u.client_us_per_packet),
+        agent_us_per_packet: mean_opt(|u| u.agent_us_per_packet),
+    })
 }
 
 /// The summary over all iterations. Latency comes from the merged histogram
@@ -215,6 +321,7 @@ pub fn summarize(
             w.sort_unstable();
             w.get(w.len() / 2).map(|&v| v as u64)
         },
+        udp: mean_udp(its),
     }
 }
 

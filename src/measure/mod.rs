@@ -10,3 +10,4 @@ pub mod placement;
 pub mod sockdiag;
 pub mod stats;
 pub mod tcpinfo;
+pub mod udpseq;

@@ -30,6 +30,26 @@ pub struct FlowReport {
     /// `--window exact` receivers: times the kernel moved the clamp and it was set again.
     #[serde(default)]
     pub window_clamp_repairs: Option<u32>,
+    /// UDP flows: what this end sent and received over the whole test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpFlowStats>,
+}
+
+/// One UDP flow at one end, over the whole test (warm-up included).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UdpFlowStats {
+    pub packets_tx: u64,
+    pub packets_rx: u64,
+    /// Received: sequence gaps not filled later (receiver drops included).
+    pub lost: u64,
+    pub late: u64,
+    pub duplicates: u64,
+    /// Datagrams the kernel dropped at this socket (its buffer was full).
+    pub rcv_drops: u64,
+    /// RFC 3550 interarrival jitter at the end, µs (receivers).
+    pub jitter_us: Option<f64>,
+    /// udp-rr clients: requests that timed out.
+    pub timeouts: u64,
 }
 
 /// The window a sender saw: median and largest of its samples.

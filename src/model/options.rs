@@ -30,6 +30,21 @@ pub struct Secs(pub f64);
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Count(pub f64);
 
+/// udp-stream's default datagram: fits a 1500-byte MTU with IPv4 or IPv6
+/// headers (iperf3 -u picks about the same).
+pub const UDP_MESSAGE: usize = 1400;
+/// udp-rr's default request and response: the smallest round number that
+/// holds linerate's 32-byte header.
+pub const UDP_RR: u64 = 64;
+
+/// A rate: a count per second (`"10k"`, `100000`), or a bit rate with its
+/// unit (`"500mbit"`, `"1gbit"`; udp-stream).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rate {
+    PerSecond(f64),
+    Bits(f64),
+}
+
 /// A CPU list written as `"0-1"` or `[0, 1]`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Cpus(pub Vec<usize>);
@@ -120,6 +135,44 @@ impl<'de> Deserialize<'de> for Secs {
 impl Count {
     pub fn parse(s: &str) -> Result<Count, String> {
         units::parse_count(s).map(Count)
+    }
+}
+
+impl Rate {
+    pub fn parse(s: &str) -> Result<Rate, String> {
+        let t = s.trim().to_ascii_lowercase();
+        if t.ends_with("bit") || t.ends_with("bps") || t.ends_with("bit/s") {
+            units::parse_rate(&t).map(Rate::Bits)
+        } else {
+            units::parse_count(&t)
+                .map(Rate::PerSecond)
+                .map_err(|e| format!("{e}; a bit rate takes its unit: 500mbit"))
+        }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Rate::PerSecond(v) => s.serialize_f64(*v),
+            Rate::Bits(v) => s.serialize_str(&format!("{v}bit")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |f| {
+                if f.is_finite() && f > 0.0 {
+                    Ok(Rate::PerSecond(f))
+                } else {
+                    Err("a rate must be a positive number".into())
+                }
+            },
+            Rate::parse,
+        )
     }
 }
 
@@ -292,9 +345,18 @@ pub struct TestOptions {
     /// rr: requests in flight per flow (netperf -b + 1) [default: 1].
     #[arg(long)]
     pub outstanding: Option<u32>,
-    /// rr: open loop at this many transactions/s in total (latency also measured from the intended send time).
-    #[arg(long, value_parser = Count::parse, value_name = "RATE")]
-    pub rate: Option<Count>,
+    /// rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
+    #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
+    pub rate: Option<Rate>,
+    /// UDP: datagrams per sendmmsg/recvmmsg call [default: 32].
+    #[arg(long, value_name = "N")]
+    pub batch: Option<u32>,
+    /// udp-stream: send each batch as one GSO datagram (UDP_SEGMENT), split by the kernel.
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub gso: Option<bool>,
+    /// udp-rr: a request unanswered this long is counted lost [default: 1s].
+    #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
+    pub timeout: Option<Secs>,
     /// Number of flows (connections) [default: 1].
     #[arg(short = 'F', long)]
     pub flows: Option<u32>,
@@ -471,14 +533,40 @@ impl TestOptions {
             message: self
                 .message
                 .map(|s| s.0.min(u32::MAX as u64) as usize)
-                .unwrap_or(d.message),
-            request: self.request.map(|s| s.0).unwrap_or(d.request),
-            response: self.response.map(|s| s.0).unwrap_or(d.response),
+                .unwrap_or(if workload.is_udp() {
+                    UDP_MESSAGE
+                } else {
+                    d.message
+                }),
+            request: self.request.map(|s| s.0).unwrap_or(if workload.is_udp() {
+                UDP_RR
+            } else {
+                d.request
+            }),
+            response: self.response.map(|s| s.0).unwrap_or(if workload.is_udp() {
+                UDP_RR
+            } else {
+                d.response
+            }),
             bytes: self.bytes.map(|s| s.0),
             per,
             reply: self.reply.map(|s| s.0).unwrap_or(d.reply),
             outstanding: self.outstanding.unwrap_or(d.outstanding),
-            rate: self.rate.map(|r| r.0),
+            rate: match self.rate {
+                Some(Rate::PerSecond(r)) => Some(r),
+                _ => None,
+            },
+            rate_bps: match self.rate {
+                Some(Rate::Bits(b)) => Some(b),
+                _ => None,
+            },
+            batch: match self.batch {
+                Some(0) => return Err("--batch must be at least 1".into()),
+                Some(b) => b,
+                None => 0,
+            },
+            gso: self.gso.unwrap_or(false),
+            timeout_s: self.timeout.map(|s| s.0).unwrap_or(d.timeout_s),
             flows,
             workers,
             agent_workers: self.agent_workers.unwrap_or(workers),
@@ -593,16 +681,23 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         spec.direction != d.direction,
         format!("--direction {}", spec.direction.name()),
     );
+    let streams = matches!(spec.workload, Workload::Stream | Workload::UdpStream);
+    let udp = spec.workload.is_udp();
+    let (message, rr) = if udp {
+        (UDP_MESSAGE, UDP_RR)
+    } else {
+        (d.message, d.request)
+    };
     flag(
-        spec.workload == Workload::Stream && spec.bytes.is_none() && spec.message != d.message,
+        streams && spec.bytes.is_none() && spec.message != message,
         format!("--message {}", size(spec.message as u64)),
     );
     flag(
-        spec.workload != Workload::Stream && spec.request != d.request,
+        !streams && spec.request != rr,
         format!("--request {}", size(spec.request)),
     );
     flag(
-        spec.workload != Workload::Stream && spec.response != d.response,
+        !streams && spec.response != rr,
         format!("--response {}", size(spec.response)),
     );
     if let Some(b) = spec.bytes {
@@ -620,6 +715,15 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     if let Some(r) = spec.rate {
         flag(true, format!("--rate {r}"));
     }
+    if let Some(b) = spec.rate_bps {
+        flag(true, format!("--rate {b}bit"));
+    }
+    flag(spec.batch != 0, format!("--batch {}", spec.batch));
+    flag(spec.gso, "--gso".into());
+    flag(
+        spec.workload == Workload::UdpRr && spec.timeout_s != d.timeout_s,
+        format!("--timeout {}", spec.timeout_s),
+    );
     flag(spec.flows != d.flows, format!("--flows {}", spec.flows));
     flag(
         spec.workers != TestSpec::default_workers(spec.flows),

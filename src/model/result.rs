@@ -100,6 +100,9 @@ pub struct Iteration {
     pub flows: Pair<Vec<FlowReport>>,
     pub placement: Pair<Vec<WorkerPlacement>>,
     pub errors: Pair<Vec<String>>,
+    /// UDP workloads: packets, loss, drops and jitter over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpFigures>,
     /// Many hosts: each host's own figures over the common window (empty
     /// when the controller was the only client of one agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -109,6 +112,50 @@ pub struct Iteration {
     /// misalignment of interval edges that remained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_skew_us: Option<f64>,
+}
+
+/// What a UDP test measured over its window (both ends' receivers
+/// together; `sent` from both ends' senders).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UdpFigures {
+    /// Datagrams received (new, duplicates not counted) and sent, per second.
+    pub packets_per_s: f64,
+    pub packets_sent_per_s: f64,
+    pub packets: u64,
+    pub packets_sent: u64,
+    /// Bits/s on the wire for the received datagrams: UDP payload + 8 B UDP
+    /// + 20 B IPv4 (40 B IPv6) + 38 B of Ethernet framing per datagram.
+    pub wire_bps: f64,
+    /// Lost (sequence gaps not filled later), receiver drops included, and
+    /// as a percent of the datagrams expected (received + lost).
+    pub lost: u64,
+    pub loss_pct: f64,
+    /// Of the lost: dropped by the receiving kernel because the socket's
+    /// buffer was full (SO_RXQ_OVFL), not by the network.
+    pub receiver_drops: u64,
+    /// The rest: lost on the way.
+    pub network_lost: u64,
+    /// Arrived after a higher sequence number (reordered).
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// RFC 3550 interarrival jitter at the end of the test, mean over the
+    /// receiving flows, µs (from the flow reports).
+    pub jitter_us: Option<f64>,
+    /// Mean |D| over the window (transit-time change between consecutive
+    /// datagrams), µs.
+    pub transit_delta_us: Option<f64>,
+    /// udp-rr: requests that timed out.
+    pub timeouts: u64,
+    /// The kernel's UDP counters over the window at the receivers (this
+    /// host's namespace; on loopback both ends): InDatagrams and
+    /// RcvbufErrors deltas. None where not read (a remote agent's host).
+    #[serde(default)]
+    pub kernel_in_datagrams: Option<u64>,
+    #[serde(default)]
+    pub kernel_rcvbuf_errors: Option<u64>,
+    /// CPU µs per received datagram on each end.
+    pub client_us_per_packet: Option<f64>,
+    pub agent_us_per_packet: Option<f64>,
 }
 
 /// One host's clock against the controller's, as estimated before the
@@ -174,6 +221,7 @@ impl Iteration {
         match m {
             MainMetric::Throughput => self.throughput_bps,
             MainMetric::TransactionRate => self.transactions_per_s,
+            MainMetric::PacketRate => self.udp.as_ref().map_or(0.0, |u| u.packets_per_s),
         }
     }
 }
@@ -241,6 +289,9 @@ pub struct Summary {
     /// their writes were blocked; median over flows). None: never blocked.
     #[serde(default)]
     pub observed_window_bytes: Option<u64>,
+    /// UDP workloads: means over iterations (counts summed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpFigures>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -25,6 +25,32 @@ pub struct Counters {
     pub tls_handshakes: u64,
     #[serde(default)]
     pub tls_resumed: u64,
+    /// UDP: datagrams sent, and received new (duplicates not counted).
+    #[serde(default)]
+    pub packets_tx: u64,
+    #[serde(default)]
+    pub packets_rx: u64,
+    /// UDP receivers: sequence numbers skipped (lost for now), and later
+    /// arrivals that filled such a gap (reordered): loss = gaps - late.
+    #[serde(default)]
+    pub seq_gaps: u64,
+    #[serde(default)]
+    pub late: u64,
+    #[serde(default)]
+    pub duplicates: u64,
+    /// UDP receivers: datagrams the kernel dropped at this end's sockets
+    /// because their buffers were full (SO_RXQ_OVFL): receiver drops.
+    #[serde(default)]
+    pub rcv_drops: u64,
+    /// udp-rr: requests unanswered after the timeout.
+    #[serde(default)]
+    pub timeouts: u64,
+    /// UDP receivers: the sum and count of |D| (RFC 3550 transit-time
+    /// differences of consecutive packets), ns: their mean per interval.
+    #[serde(default)]
+    pub transit_delta_ns: u64,
+    #[serde(default)]
+    pub transit_deltas: u64,
 }
 
 impl AddAssign for Counters {
@@ -38,6 +64,15 @@ impl AddAssign for Counters {
         self.errors += o.errors;
         self.tls_handshakes += o.tls_handshakes;
         self.tls_resumed += o.tls_resumed;
+        self.packets_tx += o.packets_tx;
+        self.packets_rx += o.packets_rx;
+        self.seq_gaps += o.seq_gaps;
+        self.late += o.late;
+        self.duplicates += o.duplicates;
+        self.rcv_drops += o.rcv_drops;
+        self.timeouts += o.timeouts;
+        self.transit_delta_ns += o.transit_delta_ns;
+        self.transit_deltas += o.transit_deltas;
     }
 }
 
@@ -54,6 +89,42 @@ impl Sub for Counters {
             errors: self.errors - o.errors,
             tls_handshakes: self.tls_handshakes - o.tls_handshakes,
             tls_resumed: self.tls_resumed - o.tls_resumed,
+            packets_tx: self.packets_tx - o.packets_tx,
+            packets_rx: self.packets_rx - o.packets_rx,
+            seq_gaps: self.seq_gaps - o.seq_gaps,
+            late: self.late - o.late,
+            duplicates: self.duplicates - o.duplicates,
+            rcv_drops: self.rcv_drops - o.rcv_drops,
+            timeouts: self.timeouts - o.timeouts,
+            transit_delta_ns: self.transit_delta_ns - o.transit_delta_ns,
+            transit_deltas: self.transit_deltas - o.transit_deltas,
+        }
+    }
+}
+
+impl Counters {
+    /// UDP: datagrams lost on the way (gaps not filled later), receiver
+    /// drops included.
+    pub fn lost(&self) -> u64 {
+        self.seq_gaps.saturating_sub(self.late)
+    }
+}
+
+/// The kernel's UDP counters (/proc/net/snmp and snmp6 of one network
+/// namespace), or their change over a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelUdp {
+    pub in_datagrams: u64,
+    pub rcvbuf_errors: u64,
+    pub in_errors: u64,
+}
+
+impl KernelUdp {
+    pub fn since(&self, before: &KernelUdp) -> KernelUdp {
+        KernelUdp {
+            in_datagrams: self.in_datagrams.saturating_sub(before.in_datagrams),
+            rcvbuf_errors: self.rcvbuf_errors.saturating_sub(before.rcvbuf_errors),
+            in_errors: self.in_errors.saturating_sub(before.in_errors),
         }
     }
 }

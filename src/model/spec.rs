@@ -20,6 +20,16 @@ pub enum Workload {
     Exec,
     /// Real OpenSSH scp of `bytes` to linerate's own sshd in the server namespace.
     Scp,
+    /// UDP datagrams of `message` bytes, as fast as possible or paced
+    /// (`rate`): packets/s, loss, reordering, jitter (iperf3 -u, neper udp_stream).
+    #[serde(rename = "udp-stream")]
+    #[value(name = "udp-stream")]
+    UdpStream,
+    /// UDP request/response: transactions/s and latency, lost requests
+    /// counted after `timeout_s` (neper udp_rr, netperf UDP_RR).
+    #[serde(rename = "udp-rr")]
+    #[value(name = "udp-rr")]
+    UdpRr,
 }
 
 impl Workload {
@@ -31,7 +41,14 @@ impl Workload {
             Workload::TlsHandshake => "tls-handshake",
             Workload::Exec => "exec",
             Workload::Scp => "scp",
+            Workload::UdpStream => "udp-stream",
+            Workload::UdpRr => "udp-rr",
         }
+    }
+
+    /// Datagrams instead of a byte stream.
+    pub fn is_udp(self) -> bool {
+        matches!(self, Workload::UdpStream | Workload::UdpRr)
     }
 
     /// A program run in the lab (exec, scp), not flows on the engine.
@@ -242,6 +259,19 @@ pub struct TestSpec {
     /// first N; studies sweep it). None: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,
+    /// UDP: datagrams per sendmmsg/recvmmsg call (0: the default, 32).
+    #[serde(default)]
+    pub batch: u32,
+    /// UDP: one GSO send (UDP_SEGMENT) per batch instead of sendmmsg.
+    #[serde(default)]
+    pub gso: bool,
+    /// udp-stream: paced at this payload bit rate over all flows (`rate`
+    /// is then None); None: packets/s in `rate`, or unpaced.
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+    /// udp-rr: a request without a response after this long is lost.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
     /// exec/scp: the program to run.
     #[serde(default)]
     pub exec: Option<super::exec::ExecSpec>,
@@ -281,10 +311,26 @@ impl Default for TestSpec {
             window: WindowMode::Buffer,
             rtt_s: None,
             clients: None,
+            batch: 0,
+            gso: false,
+            rate_bps: None,
+            timeout_s: default_timeout(),
             exec: None,
         }
     }
 }
+
+fn default_timeout() -> f64 {
+    1.0
+}
+
+/// Bytes of linerate's header in every UDP datagram (magic, kind, cookie,
+/// flow, sequence number, send time): the smallest message.
+pub const UDP_HEADER: usize = 32;
+/// The largest UDP payload over IPv4.
+pub const UDP_MAX: usize = 65_507;
+/// Datagrams per sendmmsg/recvmmsg call when `batch` is 0.
+pub const UDP_BATCH: u32 = 32;
 
 impl TestSpec {
     /// Worker threads when none are asked for: one per flow up to the CPUs.
@@ -348,6 +394,61 @@ impl TestSpec {
         Ok(())
     }
 
+    /// Datagrams per sendmmsg/recvmmsg call.
+    pub fn udp_batch(&self) -> u32 {
+        if self.batch == 0 {
+            UDP_BATCH
+        } else {
+            self.batch
+        }
+    }
+
+    fn validate_udp(&self) -> Result<(), String> {
+        let size = |name: &str, v: u64| {
+            if (v as usize) < UDP_HEADER || v as usize > UDP_MAX {
+                Err(format!(
+                    "{name} {v}: a UDP message is {UDP_HEADER} to {UDP_MAX} bytes (linerate's header takes {UDP_HEADER})"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        match self.workload {
+            Workload::UdpStream => size("--message", self.message as u64)?,
+            _ => {
+                size("--request", self.request)?;
+                size("--response", self.response)?;
+            }
+        }
+        if self.batch > 1024 {
+            return Err("--batch is 1 to 1024 datagrams".into());
+        }
+        if self.gso && self.workload != Workload::UdpStream {
+            return Err("--gso applies to udp-stream".into());
+        }
+        if self.gso && self.message * self.batch.max(1) as usize > UDP_MAX {
+            return Err(format!(
+                "--gso sends --batch x --message in one datagram of at most {UDP_MAX} bytes: lower --batch"
+            ));
+        }
+        if self.rate.is_some() && self.rate_bps.is_some() {
+            return Err("--rate is packets/s or a bit rate, not both".into());
+        }
+        if self.rate_bps.is_some() && self.workload != Workload::UdpStream {
+            return Err("a bit rate applies to udp-stream (udp-rr takes transactions/s)".into());
+        }
+        if !(0.001..=60.0).contains(&self.timeout_s) {
+            return Err("--timeout is 1ms to 60s".into());
+        }
+        if self.tls.is_some() {
+            return Err("--tls applies to TCP workloads".into());
+        }
+        if self.bytes.is_some() || self.zerocopy || self.window == WindowMode::Exact {
+            return Err("--bytes, --zerocopy and --window exact apply to TCP workloads".into());
+        }
+        Ok(())
+    }
+
     /// A finite test ends when every flow is done, not after `duration_s`.
     pub fn is_finite(&self) -> bool {
         self.workload == Workload::Stream && self.bytes.is_some() && self.per == Per::Flow
@@ -382,6 +483,11 @@ impl TestSpec {
         }
         if self.workload.is_program() {
             return self.validate_exec();
+        }
+        if self.workload.is_udp() {
+            self.validate_udp()?;
+        } else if self.batch != 0 || self.gso || self.rate_bps.is_some() {
+            return Err("--batch, --gso and a bit rate apply to udp-stream and udp-rr".into());
         }
         if self.exec.is_some() {
             return Err("a command applies to the exec workload".into());
@@ -428,6 +534,8 @@ impl TestSpec {
 pub enum MainMetric {
     Throughput,
     TransactionRate,
+    /// Datagrams received per second (udp-stream).
+    PacketRate,
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub mod crr;
 pub mod rr;
 pub mod stream;
 pub mod tls_handshake;
+pub mod udp_rr;
+pub mod udp_stream;
 
 /// The connections control made for one side before the window opens.
 pub struct Conns {
@@ -35,6 +37,8 @@ pub struct Conns {
     pub connect_to: Vec<(u32, SocketAddr)>,
     /// Per-transaction agent: one listener per worker (SO_REUSEPORT).
     pub listeners: Vec<TcpListener>,
+    /// UDP flows: (flow id, a socket connected to the other end).
+    pub udp: Vec<(u32, std::net::UdpSocket)>,
 }
 
 impl Conns {
@@ -46,6 +50,7 @@ impl Conns {
             established: Vec::new(),
             connect_to: Vec::new(),
             listeners: Vec::new(),
+            udp: Vec::new(),
         }
     }
 }
@@ -89,6 +94,8 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &rr::Rr,
     &crr::Crr,
     &tls_handshake::TlsHandshake,
+    &udp_stream::UdpStream,
+    &udp_rr::UdpRr,
 ];
 
 /// The workload that runs `kind` (None: a program, not flows).
@@ -169,7 +176,14 @@ mod tests {
 
     #[test]
     fn every_flow_workload_is_registered_once() {
-        for k in [Kind::Stream, Kind::Rr, Kind::Crr, Kind::TlsHandshake] {
+        for k in [
+            Kind::Stream,
+            Kind::Rr,
+            Kind::Crr,
+            Kind::TlsHandshake,
+            Kind::UdpStream,
+            Kind::UdpRr,
+        ] {
             assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
         }
         assert!(get(Kind::Exec).is_none() && get(Kind::Scp).is_none());

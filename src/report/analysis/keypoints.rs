@@ -422,6 +422,7 @@ pub fn noise(l: &Landscape) -> Vec<KeyPoint> {
         let key = match crate::workload::main_metric(&r.point.spec) {
             crate::model::spec::MainMetric::Throughput => "throughput_bps",
             crate::model::spec::MainMetric::TransactionRate => "transactions_per_s",
+            crate::model::spec::MainMetric::PacketRate => "packets_per_s",
         };
         let Some(e) = r.value(key) else { continue };
         measured += 1;

@@ -67,6 +67,38 @@ pub fn describe(spec: &TestSpec) -> String {
             fmt_bytes(spec.request),
             fmt_bytes(spec.response)
         ),
+        Workload::UdpStream => {
+            let dir = match spec.direction {
+                Direction::Tx => "tx (client sends)",
+                Direction::Rx => "rx (agent sends)",
+                Direction::Bidir => "bidir",
+            };
+            let mut s = format!(
+                "udp-stream {dir}, {} B datagrams, batch {}{}",
+                spec.message,
+                spec.udp_batch(),
+                if spec.gso { " (GSO)" } else { "" }
+            );
+            if let Some(r) = spec.rate {
+                let _ = write!(s, ", paced at {} packets in total", fmt_rate(r));
+            }
+            if let Some(b) = spec.rate_bps {
+                let _ = write!(s, ", paced at {} of payload in total", fmt_bps(b));
+            }
+            s
+        }
+        Workload::UdpRr => {
+            let mut s = format!(
+                "udp-rr {}/{}, timeout {}",
+                fmt_bytes(spec.request),
+                fmt_bytes(spec.response),
+                fmt_us(spec.timeout_s * 1e6)
+            );
+            if spec.outstanding > 1 {
+                let _ = write!(s, ", {} outstanding", spec.outstanding);
+            }
+            s
+        }
     };
     let what = match &spec.tls {
         None => what,
@@ -125,6 +157,15 @@ pub fn interval_line(i: &TestInterval, show_tx: bool) -> String {
         fmt_bps(i.throughput_bps),
         if show_tx {
             fmt_rate(i.transactions_per_s)
+        } else if i.counters.client.packets_rx + i.counters.agent.packets_rx > 0 {
+            // udp-stream: received datagrams per second in this column.
+            let secs = (i.end_s - i.start_s).max(1e-9);
+            format!(
+                "{} pk",
+                fmt_rate(
+                    (i.counters.client.packets_rx + i.counters.agent.packets_rx) as f64 / secs
+                )
+            )
         } else {
             "-".into()
         },
@@ -239,7 +280,9 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         );
     }
     let exec = spec.workload.is_program();
-    let show_tx = !exec && (spec.workload != Workload::Stream || spec.bytes.is_some());
+    let show_tx = !exec
+        && spec.workload != Workload::UdpStream
+        && (spec.workload != Workload::Stream || spec.bytes.is_some());
     for it in &r.iterations {
         if r.iterations.len() > 1 {
             let _ = writeln!(o, "\niteration {}", it.index + 1);
@@ -266,6 +309,9 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
                 fmt_rate(it.transactions_per_s),
                 it.transactions
             );
+        }
+        if let Some(u) = &it.udp {
+            udp_lines(&mut o, u, spec);
         }
         if spec.workload.per_connection() {
             let c = &it.counters.client;
@@ -414,6 +460,72 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         let _ = writeln!(o, "  {:<12} {line}", "tls cost");
     }
     o
+}
+
+/// A UDP test's packets, loss (receiver drops apart), jitter, the kernel's
+/// own count, and CPU per packet.
+fn udp_lines(o: &mut String, u: &crate::model::result::UdpFigures, spec: &TestSpec) {
+    let size = if spec.workload == Workload::UdpStream {
+        format!("{} B", spec.message)
+    } else {
+        format!("{}/{} B", spec.request, spec.response)
+    };
+    let _ = writeln!(
+        o,
+        "  {:<12} {} received of {} sent ({size}; {} on the wire with UDP/IP{} and Ethernet framing)",
+        "packets",
+        fmt_rate(u.packets_per_s),
+        fmt_rate(u.packets_sent_per_s),
+        fmt_bps(u.wire_bps),
+        if spec.ipv6 { "v6" } else { "v4" },
+    );
+    let _ = writeln!(
+        o,
+        "  {:<12} {:.3}% ({} of {}): receiver drops {} (socket buffer full), network {}; reordered {}, duplicates {}{}",
+        "loss",
+        u.loss_pct,
+        u.lost,
+        u.packets + u.lost,
+        u.receiver_drops,
+        u.network_lost,
+        u.reordered,
+        u.duplicates,
+        if u.timeouts > 0 || spec.workload == Workload::UdpRr {
+            format!(", {} requests timed out", u.timeouts)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(j) = u.jitter_us {
+        let _ = writeln!(
+            o,
+            "  {:<12} {} (RFC 3550){}",
+            "jitter",
+            fmt_us(j),
+            u.transit_delta_us
+                .map(|d| format!(", mean |D| {} between consecutive datagrams", fmt_us(d)))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(k) = u.kernel_in_datagrams {
+        let _ = writeln!(
+            o,
+            "  {:<12} Udp InDatagrams +{k}, RcvbufErrors +{} (the receiving end's namespace, over its window)",
+            "kernel udp",
+            u.kernel_rcvbuf_errors.unwrap_or(0)
+        );
+    }
+    let per = |v: Option<f64>| {
+        v.map(|v| format!("{v:.3} µs"))
+            .unwrap_or_else(|| "-".into())
+    };
+    let _ = writeln!(
+        o,
+        "  {:<12} client {}, agent {} (process CPU per datagram sent or received)",
+        "cpu/packet",
+        per(u.client_us_per_packet),
+        per(u.agent_us_per_packet)
+    );
 }
 
 /// Many hosts: one row per host over the common window, its clock offset,

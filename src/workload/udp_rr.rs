@@ -1,0 +1,398 @@
+//! `udp-rr`: request/response over UDP (netperf UDP_RR, neper udp_rr). The
+//! client keeps `outstanding` requests in flight per flow; a response
+//! completes its request (latency from the send stamp into the same HDR
+//! histograms as `rr`); a request unanswered after `timeout_s` is counted
+//! as timed out and replaced, so a lossy path slows the test down but never
+//! hangs it. The agent answers each request with `response` bytes.
+
+use mio::net::UdpSocket;
+use mio::{Interest, Registry, Token};
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use super::{Conns, Supports, Workload};
+use crate::engine::flow::{Ctx, Flow, Status};
+use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
+use crate::measure::histogram::record_ns;
+use crate::model::flow::{FlowReport, UdpFlowStats};
+use crate::model::spec::{self, MainMetric, TestSpec};
+
+pub struct UdpRr;
+
+impl Workload for UdpRr {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::UdpRr
+    }
+
+    fn supports(&self) -> Supports {
+        Supports::default()
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::TransactionRate
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        Ok(conns
+            .udp
+            .into_iter()
+            .map(|(id, s)| {
+                Box::new(Requester::new(
+                    id,
+                    UdpSocket::from_std(s),
+                    conns.cookie,
+                    spec,
+                )) as Box<dyn Flow>
+            })
+            .collect())
+    }
+
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        Ok(conns
+            .udp
+            .into_iter()
+            .map(|(id, s)| {
+                Box::new(Responder::new(
+                    id,
+                    UdpSocket::from_std(s),
+                    conns.cookie,
+                    spec,
+                )) as Box<dyn Flow>
+            })
+            .collect())
+    }
+}
+
+/// Most datagrams taken per call before yielding to the other flows.
+const BUDGET_PACKETS: usize = 4096;
+
+pub struct Requester {
+    id: u32,
+    sock: UdpSocket,
+    cookie: u64,
+    outstanding: usize,
+    timeout: Duration,
+    /// Requests in flight: sequence number -> send time (ns).
+    inflight: BTreeMap<u64, u64>,
+    seq: u64,
+    tx: SendBatch,
+    rx: RecvBatch,
+    timer_at: Option<Instant>,
+    stats: UdpFlowStats,
+    transactions: u64,
+}
+
+impl Requester {
+    fn new(id: u32, sock: UdpSocket, cookie: u64, spec: &TestSpec) -> Self {
+        let outstanding = spec.outstanding as usize;
+        let head = Header {
+            kind: Kind::Request,
+            flow: id,
+            cookie,
+            seq: 0,
+            sent_ns: 0,
+        };
+        let payload: Vec<u8> = (0..spec.request).map(|i| (i % 251) as u8).collect();
+        Requester {
+            id,
+            sock,
+            cookie,
+            outstanding,
+            timeout: Duration::from_secs_f64(spec.timeout_s),
+            inflight: BTreeMap::new(),
+            seq: 0,
+            tx: SendBatch::new(outstanding, spec.request as usize, &payload, head),
+            rx: RecvBatch::new(
+                outstanding.min(spec.udp_batch() as usize).max(1),
+                spec.response as usize + 64,
+            ),
+            timer_at: None,
+            stats: UdpFlowStats::default(),
+            transactions: 0,
+        }
+    }
+
+    /// Sends requests until `outstanding` are in flight.
+    fn refill(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
+        let n = self.outstanding - self.inflight.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let now = mono_ns();
+        for i in 0..n {
+            Header::restamp(self.tx.slot_mut(i), self.seq + i as u64, now);
+        }
+        let sent = self.tx.send(self.sock.as_raw_fd(), n, None)?;
+        for i in 0..sent {
+            self.inflight.insert(self.seq + i as u64, now);
+        }
+        self.seq += sent as u64;
+        self.stats.packets_tx += sent as u64;
+        cx.counters.packets_tx += sent as u64;
+        cx.counters.bytes_tx += (sent * self.tx.slot) as u64;
+        if self.timer_at.is_none() && !self.inflight.is_empty() {
+            let at = cx.now + self.timeout;
+            self.timer_at = Some(at);
+            cx.schedule(at);
+        }
+        Ok(())
+    }
+
+    fn failed(&self, cx: &Ctx<'_>, e: io::Error) -> Status {
+        if cx.stopping {
+            return Status::Done;
+        }
+        Status::Failed(e)
+    }
+}
+
+impl Flow for Requester {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(
+            &mut self.sock,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, _writable: bool) -> Status {
+        let mut taken = 0;
+        if readable {
+            loop {
+                let n = match self.rx.recv(self.sock.as_raw_fd()) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) => return self.failed(cx, e),
+                };
+                let now = mono_ns();
+                for i in 0..n {
+                    let d = self.rx.datagram(i);
+                    let Some(h) = Header::read(d, self.cookie) else {
+                        continue;
+                    };
+                    if h.kind != Kind::Response || h.flow != self.id {
+                        continue;
+                    }
+                    // A response to a request that timed out is not counted.
+                    let Some(sent) = self.inflight.remove(&h.seq) else {
+                        self.stats.late += 1;
+                        cx.counters.late += 1;
+                        continue;
+                    };
+                    record_ns(cx.hist, now.saturating_sub(sent));
+                    cx.counters.transactions += 1;
+                    cx.counters.packets_rx += 1;
+                    cx.counters.bytes_rx += d.len() as u64;
+                    self.stats.packets_rx += 1;
+                    self.transactions += 1;
+                }
+                taken += n;
+                if let Err(e) = self.refill(cx) {
+                    return self.failed(cx, e);
+                }
+                if taken >= BUDGET_PACKETS {
+                    return Status::Busy;
+                }
+            }
+        }
+        match self.refill(cx) {
+            Ok(()) => Status::Open,
+            Err(e) => self.failed(cx, e),
+        }
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        self.timer_at = None;
+        let limit = self.timeout.as_nanos() as u64;
+        let now = mono_ns();
+        let expired: Vec<u64> = self
+            .inflight
+            .iter()
+            .filter(|(_, &sent)| now.saturating_sub(sent) >= limit)
+            .map(|(&seq, _)| seq)
+            .collect();
+        for seq in expired {
+            self.inflight.remove(&seq);
+            self.stats.timeouts += 1;
+            cx.counters.timeouts += 1;
+        }
+        if let Err(e) = self.refill(cx) {
+            return self.failed(cx, e);
+        }
+        // The next deadline: the oldest request still in flight.
+        if self.timer_at.is_none() {
+            if let Some(&oldest) = self.inflight.values().min() {
+                let left = (oldest + limit).saturating_sub(now);
+                let at = cx.now + Duration::from_nanos(left);
+                self.timer_at = Some(at);
+                cx.schedule(at);
+            }
+        }
+        Status::Open
+    }
+
+    fn report(&self) -> Option<FlowReport> {
+        Some(report(
+            self.id,
+            &self.sock,
+            self.stats.clone(),
+            self.transactions,
+            self.tx.slot,
+            self.rx.slot.saturating_sub(64),
+        ))
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+}
+
+fn report(
+    id: u32,
+    sock: &UdpSocket,
+    stats: UdpFlowStats,
+    transactions: u64,
+    tx_size: usize,
+    rx_size: usize,
+) -> FlowReport {
+    let (sndbuf, rcvbuf) = crate::measure::tcpinfo::granted_buffers(sock.as_raw_fd());
+    FlowReport {
+        flow: id,
+        local: sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        peer: sock.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+        bytes_tx: stats.packets_tx * tx_size as u64,
+        bytes_rx: stats.packets_rx * rx_size as u64,
+        transactions,
+        sndbuf,
+        rcvbuf,
+        udp: Some(stats),
+        ..Default::default()
+    }
+}
+
+/// The agent's end: answers every request, in batches.
+pub struct Responder {
+    id: u32,
+    sock: UdpSocket,
+    cookie: u64,
+    rx: RecvBatch,
+    tx: SendBatch,
+    stats: UdpFlowStats,
+    last_drops: u32,
+}
+
+impl Responder {
+    fn new(id: u32, sock: UdpSocket, cookie: u64, spec: &TestSpec) -> Self {
+        let batch = spec.udp_batch() as usize;
+        let head = Header {
+            kind: Kind::Response,
+            flow: id,
+            cookie,
+            seq: 0,
+            sent_ns: 0,
+        };
+        let payload: Vec<u8> = (0..spec.response).map(|i| (i % 251) as u8).collect();
+        Responder {
+            id,
+            sock,
+            cookie,
+            rx: RecvBatch::new(batch, spec.request as usize + 64),
+            tx: SendBatch::new(batch, spec.response as usize, &payload, head),
+            stats: UdpFlowStats::default(),
+            last_drops: 0,
+        }
+    }
+}
+
+impl Flow for Responder {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(&mut self.sock, token, Interest::READABLE)
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, _writable: bool) -> Status {
+        if !readable {
+            return Status::Open;
+        }
+        let fd = self.sock.as_raw_fd();
+        let mut taken = 0;
+        loop {
+            let n = match self.rx.recv(fd) {
+                Ok(0) => return Status::Open,
+                Ok(n) => n,
+                Err(e) if cx.stopping => {
+                    let _ = e;
+                    return Status::Done;
+                }
+                Err(e) => return Status::Failed(e),
+            };
+            let mut k = 0;
+            for i in 0..n {
+                let d = self.rx.datagram(i);
+                let Some(h) = Header::read(d, self.cookie) else {
+                    continue;
+                };
+                match h.kind {
+                    Kind::Request if h.flow == self.id => {
+                        cx.counters.packets_rx += 1;
+                        cx.counters.bytes_rx += d.len() as u64;
+                        self.stats.packets_rx += 1;
+                        // The response carries the request's number and stamp.
+                        Header::restamp(self.tx.slot_mut(k), h.seq, h.sent_ns);
+                        k += 1;
+                    }
+                    Kind::Hello => {
+                        let mut b = [0u8; crate::model::spec::UDP_HEADER];
+                        Header {
+                            kind: Kind::Ack,
+                            seq: 0,
+                            ..h
+                        }
+                        .write(&mut b);
+                        let _ = self.sock.send(&b);
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(d) = self.rx.drops {
+                let new = d.wrapping_sub(self.last_drops) as u64;
+                self.last_drops = d;
+                cx.counters.rcv_drops += new;
+                self.stats.rcv_drops += new;
+            }
+            if k > 0 {
+                // Responses the socket cannot take are lost: the client
+                // times their requests out.
+                let sent = match self.tx.send(fd, k, None) {
+                    Ok(s) => s,
+                    Err(_) if cx.stopping => return Status::Done,
+                    Err(e) => return Status::Failed(e),
+                };
+                cx.counters.packets_tx += sent as u64;
+                cx.counters.bytes_tx += (sent * self.tx.slot) as u64;
+                cx.counters.transactions += sent as u64;
+                self.stats.packets_tx += sent as u64;
+            }
+            taken += n;
+            if taken >= BUDGET_PACKETS {
+                return Status::Busy;
+            }
+        }
+    }
+
+    fn report(&self) -> Option<FlowReport> {
+        Some(report(
+            self.id,
+            &self.sock,
+            self.stats.clone(),
+            self.stats.packets_tx,
+            self.tx.slot,
+            self.rx.slot.saturating_sub(64),
+        ))
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,378 @@
+//! `udp-stream`: datagrams of `message` bytes one way (or both), as fast as
+//! the sender can (iperf3 -u -b 0, neper udp_stream) or paced (`--rate`
+//! packets/s or a payload bit rate, in total over the flows). Senders batch
+//! with sendmmsg (or one GSO datagram per batch with `--gso`); receivers
+//! with recvmmsg, counting each datagram's sequence number (loss, late
+//! fills, duplicates), its transit-time jitter (RFC 3550), and the kernel's
+//! count of datagrams dropped at the socket (receiver drops).
+//!
+//! Every datagram of a batch carries the same send stamp (one clock read
+//! per batch): jitter is measured between batches, not within one.
+
+use mio::net::UdpSocket;
+use mio::{Interest, Registry, Token};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use super::{Conns, Supports, Workload};
+use crate::engine::flow::{Ctx, Flow, Status, BUDGET};
+use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
+use crate::measure::udpseq::SeqTracker;
+use crate::model::flow::{FlowReport, UdpFlowStats};
+use crate::model::spec::{self, Direction, MainMetric, TestSpec, UDP_HEADER};
+
+pub struct UdpStream;
+
+impl Workload for UdpStream {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::UdpStream
+    }
+
+    fn supports(&self) -> Supports {
+        Supports {
+            rate: true,
+            ..Default::default()
+        }
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::PacketRate
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        Ok(flows(spec, conns, false))
+    }
+
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        Ok(flows(spec, conns, true))
+    }
+}
+
+fn flows(spec: &TestSpec, conns: Conns, agent: bool) -> Vec<Box<dyn Flow>> {
+    let client_sends = spec.direction != Direction::Rx;
+    let client_recvs = spec.direction != Direction::Tx;
+    let (send, recv) = if agent {
+        (client_recvs, client_sends)
+    } else {
+        (client_sends, client_recvs)
+    };
+    // Packets/s per flow when paced.
+    let total_pps = spec
+        .rate
+        .or_else(|| spec.rate_bps.map(|b| b / (8.0 * spec.message as f64)));
+    let per_flow = total_pps.map(|r| r / spec.flows as f64);
+    conns
+        .udp
+        .into_iter()
+        .map(|(id, s)| {
+            Box::new(UdpStreamFlow::new(
+                id,
+                UdpSocket::from_std(s),
+                conns.cookie,
+                spec,
+                send,
+                recv,
+                per_flow,
+            )) as Box<dyn Flow>
+        })
+        .collect()
+}
+
+/// Open-loop pacing: packet n leaves at start + n / pps.
+struct Pace {
+    interval_ns: f64,
+    start: Option<Instant>,
+    sent: u64,
+}
+
+pub struct UdpStreamFlow {
+    id: u32,
+    sock: UdpSocket,
+    cookie: u64,
+    send: bool,
+    recv: bool,
+    message: usize,
+    batch: usize,
+    gso: bool,
+    tx: SendBatch,
+    rx: RecvBatch,
+    seq: u64,
+    tracker: SeqTracker,
+    pace: Option<Pace>,
+    stats: UdpFlowStats,
+    last_drops: u32,
+    /// Waiting for the socket to take more (paced senders).
+    blocked: bool,
+}
+
+impl UdpStreamFlow {
+    fn new(
+        id: u32,
+        sock: UdpSocket,
+        cookie: u64,
+        spec: &TestSpec,
+        send: bool,
+        recv: bool,
+        pps: Option<f64>,
+    ) -> Self {
+        let batch = spec.udp_batch() as usize;
+        let head = Header {
+            kind: Kind::Data,
+            flow: id,
+            cookie,
+            seq: 0,
+            sent_ns: 0,
+        };
+        let payload: Vec<u8> = (0..spec.message).map(|i| (i % 251) as u8).collect();
+        UdpStreamFlow {
+            id,
+            sock,
+            cookie,
+            send,
+            recv,
+            message: spec.message,
+            batch,
+            gso: spec.gso,
+            tx: SendBatch::new(if send { batch } else { 1 }, spec.message, &payload, head),
+            // A receiver's slots hold any datagram; a pure sender reads only
+            // the odd control datagram.
+            rx: RecvBatch::new(
+                if recv { batch } else { 4 },
+                spec.message.max(UDP_HEADER) + 64,
+            ),
+            seq: 0,
+            tracker: SeqTracker::default(),
+            pace: pps.filter(|_| send).map(|p| Pace {
+                interval_ns: 1e9 / p,
+                start: None,
+                sent: 0,
+            }),
+            stats: UdpFlowStats::default(),
+            last_drops: 0,
+            blocked: false,
+        }
+    }
+
+    /// Sends up to `n` datagrams; returns how many went (fewer: the socket
+    /// is full).
+    fn send_some(&mut self, cx: &mut Ctx<'_>, n: usize) -> io::Result<usize> {
+        let now = mono_ns();
+        for i in 0..n {
+            Header::restamp(self.tx.slot_mut(i), self.seq + i as u64, now);
+        }
+        let fd = self.sock.as_raw_fd();
+        let sent = if self.gso && n > 1 {
+            self.tx.send_gso(fd, n)?
+        } else {
+            self.tx.send(fd, n, None)?
+        };
+        self.seq += sent as u64;
+        self.stats.packets_tx += sent as u64;
+        cx.counters.packets_tx += sent as u64;
+        cx.counters.bytes_tx += (sent * self.message) as u64;
+        Ok(sent)
+    }
+
+    /// As fast as the socket takes them, up to the budget.
+    fn blast(&mut self, cx: &mut Ctx<'_>) -> Status {
+        let mut moved = 0;
+        loop {
+            match self.send_some(cx, self.batch) {
+                Ok(0) => return Status::Open,
+                Ok(n) => moved += n * self.message,
+                Err(e) => return self.failed(cx, e),
+            }
+            if moved >= BUDGET {
+                return Status::Busy;
+            }
+        }
+    }
+
+    /// What is due by now, in batches; then a timer for the next packet.
+    fn paced(&mut self, cx: &mut Ctx<'_>) -> Status {
+        let now = cx.now;
+        let pace = self.pace.as_mut().expect("a paced flow");
+        let start = *pace.start.get_or_insert(now);
+        let due_total = ((now - start).as_nanos() as f64 / pace.interval_ns) as u64 + 1;
+        let mut due = due_total.saturating_sub(pace.sent);
+        let interval_ns = pace.interval_ns;
+        let mut moved = 0;
+        while due > 0 {
+            let n = (due as usize).min(self.batch);
+            match self.send_some(cx, n) {
+                Ok(sent) => {
+                    self.pace.as_mut().unwrap().sent += sent as u64;
+                    due -= sent as u64;
+                    moved += sent * self.message;
+                    if sent < n {
+                        // Full: the writable event resumes.
+                        self.blocked = true;
+                        return Status::Open;
+                    }
+                }
+                Err(e) => return self.failed(cx, e),
+            }
+            if moved >= BUDGET {
+                return Status::Busy;
+            }
+        }
+        self.blocked = false;
+        let sent = self.pace.as_ref().unwrap().sent;
+        let next = start + Duration::from_nanos((sent as f64 * interval_ns) as u64);
+        cx.schedule(next.max(now + Duration::from_micros(1)));
+        Status::Open
+    }
+
+    fn failed(&mut self, cx: &Ctx<'_>, e: io::Error) -> Status {
+        if cx.stopping {
+            // The peer closed its end after the window: expected.
+            return Status::Done;
+        }
+        Status::Failed(e)
+    }
+
+    /// Takes what arrived, up to the budget.
+    fn receive(&mut self, cx: &mut Ctx<'_>) -> Status {
+        let fd = self.sock.as_raw_fd();
+        let mut moved = 0;
+        loop {
+            let n = match self.rx.recv(fd) {
+                Ok(0) => return Status::Open,
+                Ok(n) => n,
+                Err(e) => return self.failed(cx, e),
+            };
+            let now = mono_ns();
+            for i in 0..n {
+                let d = self.rx.datagram(i);
+                let Some(h) = Header::read(d, self.cookie) else {
+                    continue;
+                };
+                match h.kind {
+                    Kind::Data if h.flow == self.id => {
+                        let a = self.tracker.arrive(h.seq, h.sent_ns, now);
+                        let c = &mut *cx.counters;
+                        if a.duplicate {
+                            c.duplicates += 1;
+                            self.stats.duplicates += 1;
+                            continue;
+                        }
+                        c.packets_rx += 1;
+                        c.bytes_rx += d.len() as u64;
+                        c.seq_gaps += a.gaps;
+                        c.late += a.late as u64;
+                        if a.transit_delta_ns > 0 || self.stats.packets_rx > 0 {
+                            c.transit_delta_ns += a.transit_delta_ns;
+                            c.transit_deltas += 1;
+                        }
+                        self.stats.packets_rx += 1;
+                        self.stats.lost += a.gaps;
+                        self.stats.late += a.late as u64;
+                        moved += d.len();
+                    }
+                    Kind::Hello => {
+                        // A client whose ack was lost asks again.
+                        let mut b = [0u8; UDP_HEADER];
+                        Header {
+                            kind: Kind::Ack,
+                            seq: 0,
+                            sent_ns: now,
+                            ..h
+                        }
+                        .write(&mut b);
+                        let _ = self.sock.send(&b);
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(d) = self.rx.drops {
+                let new = d.wrapping_sub(self.last_drops) as u64;
+                self.last_drops = d;
+                cx.counters.rcv_drops += new;
+                self.stats.rcv_drops += new;
+            }
+            if moved >= BUDGET {
+                return Status::Busy;
+            }
+        }
+    }
+}
+
+impl Flow for UdpStreamFlow {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(
+            &mut self.sock,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status {
+        let mut busy = false;
+        if readable {
+            match self.receive(cx) {
+                Status::Busy => busy = true,
+                Status::Open => {}
+                other => return other,
+            }
+        }
+        if self.send && writable {
+            let s = match &self.pace {
+                None => self.blast(cx),
+                // Paced: the first call starts the clock; later ones only
+                // resume a sender the socket had stopped.
+                Some(p) if p.start.is_none() || self.blocked => self.paced(cx),
+                Some(_) => Status::Open,
+            };
+            match s {
+                Status::Busy => busy = true,
+                Status::Open => {}
+                other => return other,
+            }
+        }
+        if busy {
+            Status::Busy
+        } else {
+            Status::Open
+        }
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        if self.pace.is_some() && !self.blocked {
+            return self.paced(cx);
+        }
+        Status::Open
+    }
+
+    fn report(&self) -> Option<FlowReport> {
+        let fd = self.sock.as_raw_fd();
+        let (sndbuf, rcvbuf) = crate::measure::tcpinfo::granted_buffers(fd);
+        let mut stats = self.stats.clone();
+        stats.lost = stats.lost.saturating_sub(stats.late);
+        stats.jitter_us = (self.recv && stats.packets_rx > 1).then(|| self.tracker.jitter_us());
+        Some(FlowReport {
+            flow: self.id,
+            local: self
+                .sock
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            peer: self
+                .sock
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            bytes_tx: stats.packets_tx * self.message as u64,
+            bytes_rx: stats.packets_rx * self.message as u64,
+            transactions: 0,
+            sndbuf,
+            rcvbuf,
+            udp: Some(stats),
+            ..Default::default()
+        })
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+}

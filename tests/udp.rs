@@ -1,0 +1,170 @@
+//! UDP on loopback with a real local agent: counts against the kernel's,
+//! receiver drops told apart from network loss, udp-rr, IPv6, bad input.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The kernel's UDP counters are the namespace's: tests that send take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn udp(r: &serde_json::Value) -> &serde_json::Value {
+    &r["iterations"][0]["udp"]
+}
+
+#[test]
+fn received_packets_agree_with_the_kernel() {
+    let _turn = alone();
+    // Paced well below what loopback takes: nothing is dropped, so every
+    // datagram the kernel delivered in the agent's window was counted.
+    let r = run_json(
+        "udp-kernel.json",
+        "udp-stream --message 64 --flows 2 --rate 40k -d 2 --warmup 0.5",
+        LIMIT,
+    );
+    let x = udp(&r);
+    let got = u(&x["packets"]);
+    let kernel = u(&x["kernel_in_datagrams"]);
+    assert!(got > 60_000, "{got} packets in 2 s at 40k/s");
+    // The kernel counts datagrams as they enter the socket, linerate as it
+    // reads them: they differ by what sat in the two sockets' buffers at
+    // the window's edges (a few hundred datagrams each at most).
+    let diff = got.abs_diff(kernel);
+    assert!(
+        diff <= 1200,
+        "linerate {got} vs kernel InDatagrams {kernel}"
+    );
+    assert_eq!(u(&x["lost"]), 0, "{x}");
+    assert_eq!(u(&x["receiver_drops"]), 0);
+    let rate = f(&x["packets_per_s"]);
+    assert!(
+        (rate / 40_000.0 - 1.0).abs() < 0.05,
+        "paced at 40k/s, got {rate}"
+    );
+    assert_eq!(r["summary"]["main_metric"], "packet_rate");
+    // Payload and wire rates: 64 B, plus 8 + 20 + 38 B per datagram.
+    let wire = f(&x["wire_bps"]);
+    let payload = f(&r["summary"]["throughput_bps"]);
+    assert!(
+        (wire / payload - 130.0 / 64.0).abs() < 0.02,
+        "{wire} vs {payload}"
+    );
+    for fl in r["iterations"][0]["flows"]["agent"].as_array().unwrap() {
+        assert!(fl["udp"]["jitter_us"].as_f64().is_some(), "{fl}");
+    }
+}
+
+#[test]
+fn a_tiny_receive_buffer_shows_receiver_drops_not_network_loss() {
+    let _turn = alone();
+    let r = run_json(
+        "udp-drops.json",
+        "udp-stream --message 64 --rcvbuf 4K -d 1.5 --warmup 0.5",
+        LIMIT,
+    );
+    let x = udp(&r);
+    let lost = u(&x["lost"]);
+    let drops = u(&x["receiver_drops"]);
+    assert!(
+        drops > 1000,
+        "an unpaced sender into 4 KiB must overflow: {x}"
+    );
+    // Loopback loses nothing on the way: what is lost was dropped at the
+    // receiving socket (window edges aside).
+    let network = u(&x["network_lost"]);
+    assert!(
+        network * 100 <= lost.max(1),
+        "network loss {network} of {lost} lost, drops {drops}"
+    );
+    assert!(u(&x["kernel_rcvbuf_errors"]) > 0);
+    let text = run_str(
+        "run udp-stream --message 64 --rcvbuf 4K -d 1 --warmup 0.3 -q",
+        LIMIT,
+    );
+    let out = stdout(&text);
+    assert!(out.contains("receiver drops"), "{out}");
+    assert!(out.contains("socket buffer full"), "{out}");
+}
+
+#[test]
+fn udp_rr_measures_transactions_and_latency() {
+    let _turn = alone();
+    let r = run_json(
+        "udp-rr.json",
+        "udp-rr --request 64 --response 200 --flows 2 --outstanding 2 -d 1.5 --warmup 0.5",
+        LIMIT,
+    );
+    let s = &r["summary"];
+    assert!(f(&s["transactions_per_s"]) > 1000.0, "{s}");
+    assert!(f(&s["latency_us"]["p50"]) > 0.0);
+    let x = udp(&r);
+    assert_eq!(u(&x["timeouts"]), 0, "loopback loses nothing: {x}");
+    // Every transaction is one request and one response received.
+    let it = &r["iterations"][0];
+    assert_eq!(
+        u(&it["counters"]["client"]["packets_rx"]),
+        u(&it["transactions"])
+    );
+}
+
+#[test]
+fn ipv6_works() {
+    let _turn = alone();
+    let r = run_json(
+        "udp-v6.json",
+        "udp-stream -6 --message 1400 --rate 200mbit -d 1 --warmup 0.3",
+        LIMIT,
+    );
+    let x = udp(&r);
+    assert!(u(&x["packets"]) > 10_000, "{x}");
+    let payload = f(&r["summary"]["throughput_bps"]);
+    assert!(
+        (payload / 200e6 - 1.0).abs() < 0.05,
+        "paced at 200 Mbit/s: {payload}"
+    );
+    let peer = r["iterations"][0]["flows"]["client"][0]["peer"]
+        .as_str()
+        .unwrap();
+    assert!(peer.starts_with("[::1]"), "{peer}");
+}
+
+#[test]
+fn defaults_fit_in_a_datagram() {
+    let _turn = alone();
+    let r = run_json("udp-defaults.json", "udp-stream -d 0.5 --warmup 0.2", LIMIT);
+    assert_eq!(u(&r["spec"]["message"]), 1400);
+    let r = run_json("udp-rr-defaults.json", "udp-rr -d 0.5 --warmup 0.2", LIMIT);
+    assert_eq!(u(&r["spec"]["request"]), 64);
+    assert_eq!(u(&r["spec"]["response"]), 64);
+}
+
+#[test]
+fn bad_udp_input_gets_one_line_errors() {
+    for (args, needle) in [
+        ("run udp-stream --message 16 -d 1", "UDP message is 32 to"),
+        ("run udp-stream --rate 0 -d 1", "positive"),
+        ("run udp-stream --batch 0 -d 1", "--batch"),
+        ("run udp-rr --gso -d 1", "--gso applies to udp-stream"),
+        ("run udp-rr --request 20 -d 1", "UDP message is 32 to"),
+        ("run udp-stream --tls -d 1", "TCP"),
+        ("run stream --batch 8 -d 1", "apply to udp-stream"),
+        (
+            "run udp-rr --rate 10mbit -d 1",
+            "bit rate applies to udp-stream",
+        ),
+    ] {
+        let o = run_str(args, LIMIT);
+        assert_no_panic(&o);
+        assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
+        let e = stderr(&o);
+        // One line says why (clap adds its usual "--help" hint below).
+        let first = e.lines().next().unwrap_or("");
+        assert!(first.contains(needle), "{args}: {e}");
+    }
+}
