@@ -198,7 +198,7 @@ mod tests {
         };
         assert_eq!(
             validate(&s).unwrap_err(),
-            "--rate (open loop) applies to rr"
+            "--rate (open loop) applies to rr, udp-stream"
         );
         let z = TestSpec {
             workload: Kind::Rr,
