@@ -850,3 +850,64 @@ fn a_killed_study_leaves_a_stale_lab_that_the_next_start_removes() {
         namespaces()
     );
 }
+
+#[test]
+fn udp_loss_through_the_emulator_is_counted_as_network_loss() {
+    let Some(_s) = measuring() else { return };
+    let (lab, _) = Lab::up(
+        "udploss",
+        "--rtt 2ms --rate 200mbit --loss 1% --no-calibrate",
+    );
+    // 20,000 datagrams/s for 2 s: at least 20,000 in the window.
+    let r = run_json(
+        &format!("{}-stream.json", lab.name),
+        &format!(
+            "udp-stream --lab {} --message 200 --rate 20k -d 2 --warmup 0.5",
+            lab.name
+        ),
+        Duration::from_secs(60),
+    );
+    let x = &r["iterations"][0]["udp"];
+    let lost = u(&x["lost"]) as f64;
+    let n = lost + u(&x["packets"]) as f64;
+    assert!(n >= 20_000.0, "too few datagrams to judge: {x}");
+    let p = 0.01;
+    let sigma = (n * p * (1.0 - p)).sqrt();
+    assert!(
+        (lost - n * p).abs() < 4.0 * sigma,
+        "{lost} lost of {n}, expected {} ± {}: {x}",
+        n * p,
+        4.0 * sigma
+    );
+    assert_eq!(u(&x["receiver_drops"]), 0, "{x}");
+    assert_eq!(u(&x["network_lost"]), u(&x["lost"]));
+    // udp-rr with 5% loss each way: lost requests and responses time out,
+    // are counted, and the test ends on time.
+    let (lab5, _) = Lab::up("udprr", "--rtt 2ms --loss 5% --no-calibrate");
+    let started = Instant::now();
+    let r = run_json(
+        &format!("{}-rr.json", lab5.name),
+        &format!(
+            "udp-rr --lab {} --flows 4 --timeout 50ms -d 2 --warmup 0.5",
+            lab5.name
+        ),
+        Duration::from_secs(60),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(r["summary"]["status"], "ok");
+    let it = &r["iterations"][0];
+    let tx = u(&it["transactions"]) as f64;
+    let timeouts = u(&it["udp"]["timeouts"]) as f64;
+    assert!(tx > 1000.0, "{tx} transactions");
+    // A transaction survives both ways with probability 0.95^2.
+    let share = timeouts / (tx + timeouts);
+    assert!(
+        (0.06..0.14).contains(&share),
+        "{timeouts} timed out of {} ({share:.3}); expected ~0.0975",
+        tx + timeouts
+    );
+}

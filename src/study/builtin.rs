@@ -19,6 +19,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../studies/connections.toml"),
     ),
     ("wan-window", include_str!("../../studies/wan-window.toml")),
+    (
+        "udp-small-packets",
+        include_str!("../../studies/udp-small-packets.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -67,6 +67,84 @@ fn plural(n: f64, one: &str, many: &str) -> String {
     }
 }
 
+/// Every point of the study is a UDP test: packets, not bytes, are its unit.
+fn all_udp(l: &Landscape) -> bool {
+    !l.rows.is_empty() && l.rows.iter().all(|r| r.point.spec.workload.is_udp())
+}
+
+/// Where UDP receivers start dropping: the first flow count (per group)
+/// at which more than 1% of the datagrams were dropped by the receiving
+/// sockets, with what the network lost beside it.
+pub fn udp_receiver_drops(l: &Landscape) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    let dim = if l.rows.iter().any(|r| r.point.param("flows").is_some()) {
+        "flows"
+    } else {
+        return out;
+    };
+    for (group, v) in curves(l, dim, "receiver_drop_pct") {
+        let Some(&(n, pct)) = v.iter().find(|(_, p)| *p > 1.0) else {
+            continue;
+        };
+        let before = v.iter().take_while(|(x, _)| *x < n).last();
+        out.push(KeyPoint {
+            rule: "udp_receiver_drops",
+            text: format!(
+                "Receiver drops start at {}{}: {pct:.1}% of the datagrams were dropped by the receiving sockets (their buffers were full){}.",
+                plural(n, "flow", "flows"),
+                suffix(&group),
+                match before {
+                    Some((b, bp)) => format!(", against {bp:.1}% with {}", plural(*b, "flow", "flows")),
+                    None => String::new(),
+                }
+            ),
+            advice: "The senders outrun the receivers: that is the receiving host's limit, not the network's. Raise --rcvbuf (net.core.rmem_max caps it), give the receiver more workers (--agent-workers) or pace the senders (--rate) to find the rate it sustains without drops.".into(),
+        });
+    }
+    out
+}
+
+/// What batching bought: packets/s and CPU per packet with the largest
+/// batch against the smallest, per group.
+pub fn udp_batching(l: &Landscape) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    let pps = curves(l, "batch", "packets_per_s");
+    let cost = curves(l, "batch", "client_us_per_packet");
+    for (group, v) in pps {
+        let (Some(first), Some(last)) = (v.first(), v.last()) else {
+            continue;
+        };
+        if v.len() < 2 || first.1 <= 0.0 {
+            continue;
+        }
+        let c = cost
+            .iter()
+            .find(|(g, _)| *g == group)
+            .and_then(|(_, c)| Some((c.first()?.1, c.last()?.1)));
+        out.push(KeyPoint {
+            rule: "udp_batching",
+            text: format!(
+                "Batches of {} datagrams per system call give {:.2}x the packets/s of batches of {}{} ({} vs {}){}.",
+                last.0,
+                last.1 / first.1,
+                first.0,
+                suffix(&group),
+                crate::units::fmt_rate(last.1),
+                crate::units::fmt_rate(first.1),
+                match c {
+                    Some((a, b)) if a > 0.0 => format!(
+                        ", at {:.2} instead of {:.2} µs of sender CPU per datagram",
+                        b, a
+                    ),
+                    _ => String::new(),
+                }
+            ),
+            advice: "sendmmsg/recvmmsg amortize a system call over the batch (--batch); the kernel's per-datagram work stays, so the gain is largest where the calls dominated.".into(),
+        });
+    }
+    out
+}
+
 /// The first stream count reaching the threshold fraction of line rate.
 pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
     let Some(rate) = l.line_rate_bps else {
@@ -129,7 +207,12 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
 /// Throughput that falls again as flows are added beyond a peak.
 pub fn scaling_peak(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
-    for (group, measured) in curves(l, "flows", "throughput_bps") {
+    let (metric, what): (&str, fn(f64) -> String) = if all_udp(l) {
+        ("packets_per_s", crate::units::fmt_rate)
+    } else {
+        ("throughput_bps", fmt_bps)
+    };
+    for (group, measured) in curves(l, "flows", metric) {
         if measured.len() < 3 {
             continue;
         }
@@ -139,13 +222,18 @@ pub fn scaling_peak(l: &Landscape) -> Vec<KeyPoint> {
             out.push(KeyPoint {
                 rule: "scaling_peak",
                 text: format!(
-                    "Throughput peaks at {}{} ({}); {} give {:.0}% less ({}).",
+                    "{} peaks at {}{} ({}); {} give {:.0}% less ({}).",
+                    if all_udp(l) {
+                        "The packet rate"
+                    } else {
+                        "Throughput"
+                    },
                     plural(peak_n, "flow", "flows"),
                     suffix(&group),
-                    fmt_bps(peak),
+                    what(peak),
                     plural(last_n, "flow", "flows"),
                     100.0 * (1.0 - last / peak),
-                    fmt_bps(last)
+                    what(last)
                 ),
                 advice: "Past the peak, flows compete for the same cores and caches; use about as many busy flows as cores, or spread them over more hosts.".into(),
             });
@@ -157,6 +245,10 @@ pub fn scaling_peak(l: &Landscape) -> Vec<KeyPoint> {
 /// CPU per KB that changes by more than 20% across the flow counts.
 pub fn service_demand_trend(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
+    if all_udp(l) {
+        // Datagrams, not bytes: the batching and drop rules speak of them.
+        return out;
+    }
     for key in ["client_us_per_kb", "agent_us_per_kb"] {
         for (group, v) in curves(l, "flows", key) {
             let (Some(first), Some(last)) = (v.first(), v.last()) else {
@@ -404,7 +496,7 @@ pub fn shared_host(l: &Landscape) -> Vec<KeyPoint> {
     vec![KeyPoint {
         rule: "shared_host",
         text: format!(
-            "Client and agent ran on the same host ({}, {} CPUs): each end's CPU competes with the other's, and the figures describe the host's TCP stack over loopback, not a network.",
+            "Client and agent ran on the same host ({}, {} CPUs): each end's CPU competes with the other's, and the figures describe the host's network stack over loopback, not a network.",
             if c.hostname.is_empty() { "this host" } else { &c.hostname },
             c.cpus
         ),
@@ -1096,6 +1188,8 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         model_mismatch,
         scp_login,
         scp_channel_window,
+        udp_receiver_drops,
+        udp_batching,
         tail_latency,
         noise,
         shared_host,
@@ -1199,6 +1293,57 @@ mod tests {
         );
         assert!(k[0].text.contains("4 streams (89%"), "{}", k[0].text);
         assert!(streams_to_line_rate(&land(streams(&[(1, 4e9), (2, 9e9)]), None)).is_empty());
+    }
+
+    fn udp_row(flows: &str, batch: &str, pps: f64, drops: f64, cost: f64) -> Row {
+        let mut r = row(
+            &[("flows", flows), ("batch", batch)],
+            &[
+                ("packets_per_s", &[pps]),
+                ("receiver_drop_pct", &[drops]),
+                ("client_us_per_packet", &[cost]),
+                ("throughput_bps", &[pps * 512.0]),
+            ],
+            2,
+        );
+        r.point.spec.workload = Workload::UdpStream;
+        r
+    }
+
+    #[test]
+    fn udp_drops_and_batching_speak_of_datagrams() {
+        let l = land(
+            vec![
+                udp_row("1", "1", 600e3, 0.2, 1.5),
+                udp_row("10", "1", 400e3, 50.0, 1.2),
+                udp_row("1", "32", 750e3, 0.1, 1.3),
+                udp_row("10", "32", 440e3, 60.0, 0.9),
+            ],
+            None,
+        );
+        let d = udp_receiver_drops(&l);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].text.contains("start at 10 flows"), "{}", d[0].text);
+        assert!(
+            d[0].text.contains("against 0.2% with 1 flow"),
+            "{}",
+            d[0].text
+        );
+        let b = udp_batching(&l);
+        assert_eq!(b.len(), 2, "{b:?}");
+        assert!(b[0].text.contains("1.25x the packets/s"), "{}", b[0].text);
+        assert!(b[0].text.contains("1.30 instead of 1.50"), "{}", b[0].text);
+        // No drops over 1%: no drop point.
+        let calm = land(
+            vec![
+                udp_row("1", "1", 1e5, 0.0, 1.0),
+                udp_row("10", "1", 2e5, 0.5, 1.0),
+            ],
+            None,
+        );
+        assert!(udp_receiver_drops(&calm).is_empty());
+        // Bytes-per-KB trends stay quiet for datagram studies.
+        assert!(service_demand_trend(&l).is_empty());
     }
 
     #[test]

@@ -134,6 +134,66 @@ pub const METRICS: &[Metric] = &[
         get: |r, it| is_transactional(r).then_some(it.transactions_per_s),
     },
     Metric {
+        key: "packets_per_s",
+        title: "Packets received",
+        unit: Unit::PerSecond,
+        higher_is_better: true,
+        get: |_, it| it.udp.as_ref().map(|u| u.packets_per_s),
+    },
+    Metric {
+        key: "packets_sent_per_s",
+        title: "Packets sent",
+        unit: Unit::PerSecond,
+        higher_is_better: true,
+        get: |_, it| it.udp.as_ref().map(|u| u.packets_sent_per_s),
+    },
+    Metric {
+        key: "wire_bps",
+        title: "Wire rate",
+        unit: Unit::BitsPerSecond,
+        higher_is_better: true,
+        get: |_, it| it.udp.as_ref().map(|u| u.wire_bps),
+    },
+    Metric {
+        key: "loss_pct",
+        title: "Loss",
+        unit: Unit::Percent,
+        higher_is_better: false,
+        get: |_, it| it.udp.as_ref().map(|u| u.loss_pct),
+    },
+    Metric {
+        key: "receiver_drop_pct",
+        title: "Receiver drops",
+        unit: Unit::Percent,
+        higher_is_better: false,
+        get: |_, it| {
+            it.udp
+                .as_ref()
+                .map(|u| 100.0 * u.receiver_drops as f64 / (u.packets + u.lost).max(1) as f64)
+        },
+    },
+    Metric {
+        key: "jitter_us",
+        title: "Jitter (RFC 3550)",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        get: |_, it| it.udp.as_ref().and_then(|u| u.jitter_us),
+    },
+    Metric {
+        key: "client_us_per_packet",
+        title: "Client CPU per packet",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        get: |_, it| it.udp.as_ref().and_then(|u| u.client_us_per_packet),
+    },
+    Metric {
+        key: "agent_us_per_packet",
+        title: "Agent CPU per packet",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        get: |_, it| it.udp.as_ref().and_then(|u| u.agent_us_per_packet),
+    },
+    Metric {
         key: "connections_per_s",
         title: "Connections",
         unit: Unit::PerSecond,
