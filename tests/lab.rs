@@ -882,13 +882,15 @@ fn udp_loss_through_the_emulator_is_counted_as_network_loss() {
     assert_eq!(u(&x["receiver_drops"]), 0, "{x}");
     assert_eq!(u(&x["network_lost"]), u(&x["lost"]));
     // udp-rr with 5% loss each way: lost requests and responses time out,
-    // are counted, and the test ends on time.
+    // are counted, and the test ends on time. Each loss stalls its flow for
+    // the 50 ms timeout (a cycle of ~7 ms on average), so 16 flows give
+    // about 4,500 transactions in 2 s.
     let (lab5, _) = Lab::up("udprr", "--rtt 2ms --loss 5% --no-calibrate");
     let started = Instant::now();
     let r = run_json(
         &format!("{}-rr.json", lab5.name),
         &format!(
-            "udp-rr --lab {} --flows 4 --timeout 50ms -d 2 --warmup 0.5",
+            "udp-rr --lab {} --flows 16 --timeout 50ms -d 2 --warmup 0.5",
             lab5.name
         ),
         Duration::from_secs(60),
