@@ -135,6 +135,27 @@ fn ipv6_works() {
 }
 
 #[test]
+fn gso_and_gro_split_and_count_every_datagram() {
+    let _turn = alone();
+    // The sender hands the kernel 32 datagrams at once; with GRO the
+    // receiver gets them coalesced and splits them itself: each is still
+    // counted by its own sequence number.
+    let r = run_json(
+        "udp-gro.json",
+        "udp-stream --message 100 --gso --gro --rate 100k -d 1.5 --warmup 0.5",
+        LIMIT,
+    );
+    let x = udp(&r);
+    let rate = f(&x["packets_per_s"]);
+    assert!((rate / 100e3 - 1.0).abs() < 0.05, "paced at 100k/s: {x}");
+    assert_eq!(u(&x["lost"]), 0, "{x}");
+    assert_eq!(u(&x["duplicates"]), 0, "{x}");
+    // The kernel delivered super-datagrams: far fewer than linerate counted.
+    assert!(u(&x["kernel_in_datagrams"]) * 4 < u(&x["packets"]), "{x}");
+    assert_eq!(r["spec"]["gro"], true);
+}
+
+#[test]
 fn defaults_fit_in_a_datagram() {
     let _turn = alone();
     let r = run_json("udp-defaults.json", "udp-stream -d 0.5 --warmup 0.2", LIMIT);
@@ -150,7 +171,10 @@ fn bad_udp_input_gets_one_line_errors() {
         ("run udp-stream --message 16 -d 1", "UDP message is 32 to"),
         ("run udp-stream --rate 0 -d 1", "positive"),
         ("run udp-stream --batch 0 -d 1", "--batch"),
-        ("run udp-rr --gso -d 1", "--gso applies to udp-stream"),
+        (
+            "run udp-rr --gso -d 1",
+            "--gso and --gro apply to udp-stream",
+        ),
         ("run udp-rr --request 20 -d 1", "UDP message is 32 to"),
         ("run udp-stream --tls -d 1", "TCP"),
         ("run stream --batch 8 -d 1", "apply to udp-stream"),

@@ -149,6 +149,10 @@ pub fn socket(family: &SocketAddr, spec: &TestSpec, reuseport: bool) -> io::Resu
         s.set_recv_buffer_size(b)?;
     }
     setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
+    if spec.gro {
+        setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
+            .map_err(|e| io::Error::new(e.kind(), format!("UDP_GRO: {e} (--gro)")))?;
+    }
     if spec.spin {
         let _ = setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_BUSY_POLL, 50);
     }
@@ -271,6 +275,9 @@ pub struct RecvBatch {
     pub buf: Vec<u8>,
     pub slot: usize,
     pub lens: Vec<usize>,
+    /// With UDP_GRO: the size of the datagrams the kernel coalesced into
+    /// message i (0: one datagram).
+    pub segs: Vec<usize>,
     /// The kernel's count of datagrams this socket dropped (buffer full).
     pub drops: Option<u32>,
     iov: Vec<libc::iovec>,
@@ -281,7 +288,8 @@ pub struct RecvBatch {
 // SAFETY: as SendBatch: pointers rebuilt before every use, into owned buffers.
 unsafe impl Send for RecvBatch {}
 
-const CONTROL_WORDS: usize = 4;
+/// Room for SO_RXQ_OVFL and UDP_GRO: two CMSG_SPACE(4) = 2 x 24 bytes.
+const CONTROL_WORDS: usize = 8;
 
 impl RecvBatch {
     pub fn new(n: usize, slot: usize) -> RecvBatch {
@@ -289,6 +297,7 @@ impl RecvBatch {
             buf: vec![0u8; n * slot],
             slot,
             lens: vec![0; n],
+            segs: vec![0; n],
             drops: None,
             iov: Vec::with_capacity(n),
             msgs: Vec::with_capacity(n),
@@ -298,6 +307,17 @@ impl RecvBatch {
 
     pub fn datagram(&self, i: usize) -> &[u8] {
         &self.buf[i * self.slot..i * self.slot + self.lens[i]]
+    }
+
+    /// The datagrams in message i: one, or with UDP_GRO the coalesced ones.
+    pub fn datagrams(&self, i: usize) -> std::slice::Chunks<'_, u8> {
+        let d = self.datagram(i);
+        let seg = if self.segs[i] > 0 {
+            self.segs[i]
+        } else {
+            d.len().max(1)
+        };
+        d.chunks(seg)
     }
 
     /// Receives what is queued, up to the batch; 0 when nothing is.
@@ -343,6 +363,7 @@ impl RecvBatch {
         let got = rc as usize;
         for i in 0..got {
             self.lens[i] = self.msgs[i].msg_len as usize;
+            self.segs[i] = 0;
             let h = &self.msgs[i].msg_hdr;
             // SAFETY: walking the control messages the kernel wrote.
             unsafe {
@@ -351,6 +372,10 @@ impl RecvBatch {
                     if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
                         self.drops =
                             Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32));
+                    } else if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                        let seg =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::c_int);
+                        self.segs[i] = seg.max(0) as usize;
                     }
                     c = libc::CMSG_NXTHDR(h, c);
                 }
@@ -680,6 +705,57 @@ mod tests {
             got + drops,
             sent,
             "received {got} + dropped {drops} of {sent}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod gro_tests {
+    use super::*;
+
+    #[test]
+    fn gso_batches_arrive_coalesced_with_their_segment_size() {
+        let spec = TestSpec {
+            gro: true,
+            ..Default::default()
+        };
+        let a: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let rx: UdpSocket = {
+            let s = socket(&a, &spec, false).unwrap();
+            s.bind(&a.into()).unwrap();
+            s.into()
+        };
+        let to = rx.local_addr().unwrap();
+        let tx: UdpSocket = {
+            let s = socket(&to, &TestSpec::default(), false).unwrap();
+            s.connect(&to.into()).unwrap();
+            s.into()
+        };
+        let head = Header {
+            kind: Kind::Data,
+            flow: 3,
+            cookie: 9,
+            seq: 0,
+            sent_ns: 0,
+        };
+        let mut sb = SendBatch::new(16, 64, b"p", head);
+        for i in 0..16 {
+            Header::restamp(sb.slot_mut(i), i as u64, 1);
+        }
+        assert_eq!(sb.send_gso(tx.as_raw_fd(), 16).unwrap(), 16);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut rb = RecvBatch::new(4, 65_536);
+        let n = rb.recv(rx.as_raw_fd()).unwrap();
+        let seqs: Vec<u64> = (0..n)
+            .flat_map(|i| rb.datagrams(i).collect::<Vec<_>>())
+            .map(|d| Header::read(d, 9).unwrap().seq)
+            .collect();
+        assert_eq!(
+            seqs,
+            (0..16).collect::<Vec<u64>>(),
+            "lens {:?} segs {:?}",
+            &rb.lens[..n],
+            &rb.segs[..n]
         );
     }
 }

@@ -354,6 +354,9 @@ pub struct TestOptions {
     /// udp-stream: send each batch as one GSO datagram (UDP_SEGMENT), split by the kernel.
     #[arg(long, action = clap::ArgAction::SetTrue)]
     pub gso: Option<bool>,
+    /// udp-stream: receive datagrams coalesced by the kernel (UDP_GRO), split by linerate.
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub gro: Option<bool>,
     /// udp-rr: a request unanswered this long is counted lost [default: 1s].
     #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
     pub timeout: Option<Secs>,
@@ -566,6 +569,7 @@ impl TestOptions {
                 None => 0,
             },
             gso: self.gso.unwrap_or(false),
+            gro: self.gro.unwrap_or(false),
             timeout_s: self.timeout.map(|s| s.0).unwrap_or(d.timeout_s),
             flows,
             workers,
@@ -720,6 +724,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     }
     flag(spec.batch != 0, format!("--batch {}", spec.batch));
     flag(spec.gso, "--gso".into());
+    flag(spec.gro, "--gro".into());
     flag(
         spec.workload == Workload::UdpRr && spec.timeout_s != d.timeout_s,
         format!("--timeout {}", spec.timeout_s),

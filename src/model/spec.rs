@@ -265,6 +265,10 @@ pub struct TestSpec {
     /// UDP: one GSO send (UDP_SEGMENT) per batch instead of sendmmsg.
     #[serde(default)]
     pub gso: bool,
+    /// udp-stream receivers: let the kernel coalesce datagrams (UDP_GRO)
+    /// and split them in linerate.
+    #[serde(default)]
+    pub gro: bool,
     /// udp-stream: paced at this payload bit rate over all flows (`rate`
     /// is then None); None: packets/s in `rate`, or unpaced.
     #[serde(default)]
@@ -313,6 +317,7 @@ impl Default for TestSpec {
             clients: None,
             batch: 0,
             gso: false,
+            gro: false,
             rate_bps: None,
             timeout_s: default_timeout(),
             exec: None,
@@ -423,8 +428,8 @@ impl TestSpec {
         if self.batch > 1024 {
             return Err("--batch is 1 to 1024 datagrams".into());
         }
-        if self.gso && self.workload != Workload::UdpStream {
-            return Err("--gso applies to udp-stream".into());
+        if (self.gso || self.gro) && self.workload != Workload::UdpStream {
+            return Err("--gso and --gro apply to udp-stream".into());
         }
         if self.gso && self.message * self.batch.max(1) as usize > UDP_MAX {
             return Err(format!(
@@ -486,8 +491,10 @@ impl TestSpec {
         }
         if self.workload.is_udp() {
             self.validate_udp()?;
-        } else if self.batch != 0 || self.gso || self.rate_bps.is_some() {
-            return Err("--batch, --gso and a bit rate apply to udp-stream and udp-rr".into());
+        } else if self.batch != 0 || self.gso || self.gro || self.rate_bps.is_some() {
+            return Err(
+                "--batch, --gso, --gro and a bit rate apply to udp-stream and udp-rr".into(),
+            );
         }
         if self.exec.is_some() {
             return Err("a command applies to the exec workload".into());

@@ -135,12 +135,14 @@ impl UdpStreamFlow {
             batch,
             gso: spec.gso,
             tx: SendBatch::new(if send { batch } else { 1 }, spec.message, &payload, head),
-            // A receiver's slots hold any datagram; a pure sender reads only
-            // the odd control datagram.
-            rx: RecvBatch::new(
-                if recv { batch } else { 4 },
-                spec.message.max(UDP_HEADER) + 64,
-            ),
+            // A receiver's slots hold any datagram (with GRO, a coalesced
+            // 64 KiB of them, in fewer slots); a pure sender reads only the
+            // odd control datagram.
+            rx: match (recv, spec.gro) {
+                (true, true) => RecvBatch::new(batch.min(8), 65_536),
+                (true, false) => RecvBatch::new(batch, spec.message.max(UDP_HEADER) + 64),
+                (false, _) => RecvBatch::new(4, spec.message.max(UDP_HEADER) + 64),
+            },
             seq: 0,
             tracker: SeqTracker::default(),
             pace: pps.filter(|_| send).map(|p| Pace {
@@ -232,60 +234,76 @@ impl UdpStreamFlow {
         Status::Failed(e)
     }
 
+    /// Counts one datagram; returns the payload bytes it brought.
+    fn take(&mut self, cx: &mut Ctx<'_>, d: &[u8], now: u64) -> usize {
+        let Some(h) = Header::read(d, self.cookie) else {
+            return 0;
+        };
+        match h.kind {
+            Kind::Data if h.flow == self.id => {
+                let a = self.tracker.arrive(h.seq, h.sent_ns, now);
+                let c = &mut *cx.counters;
+                if a.duplicate {
+                    c.duplicates += 1;
+                    self.stats.duplicates += 1;
+                    return 0;
+                }
+                c.packets_rx += 1;
+                c.bytes_rx += d.len() as u64;
+                c.seq_gaps += a.gaps;
+                c.late += a.late as u64;
+                if self.stats.packets_rx > 0 {
+                    c.transit_delta_ns += a.transit_delta_ns;
+                    c.transit_deltas += 1;
+                }
+                self.stats.packets_rx += 1;
+                self.stats.lost += a.gaps;
+                self.stats.late += a.late as u64;
+                d.len()
+            }
+            Kind::Hello => {
+                // A client whose ack was lost asks again.
+                let mut b = [0u8; UDP_HEADER];
+                Header {
+                    kind: Kind::Ack,
+                    seq: 0,
+                    sent_ns: now,
+                    ..h
+                }
+                .write(&mut b);
+                let _ = self.sock.send(&b);
+                0
+            }
+            _ => 0,
+        }
+    }
+
     /// Takes what arrived, up to the budget.
     fn receive(&mut self, cx: &mut Ctx<'_>) -> Status {
+        // The batch is set aside while its datagrams are counted (an empty
+        // one takes its place: no allocation).
+        let mut rx = std::mem::replace(&mut self.rx, RecvBatch::new(0, 0));
+        let status = self.receive_into(cx, &mut rx);
+        self.rx = rx;
+        status
+    }
+
+    fn receive_into(&mut self, cx: &mut Ctx<'_>, rx: &mut RecvBatch) -> Status {
         let fd = self.sock.as_raw_fd();
         let mut moved = 0;
         loop {
-            let n = match self.rx.recv(fd) {
+            let n = match rx.recv(fd) {
                 Ok(0) => return Status::Open,
                 Ok(n) => n,
                 Err(e) => return self.failed(cx, e),
             };
             let now = mono_ns();
             for i in 0..n {
-                let d = self.rx.datagram(i);
-                let Some(h) = Header::read(d, self.cookie) else {
-                    continue;
-                };
-                match h.kind {
-                    Kind::Data if h.flow == self.id => {
-                        let a = self.tracker.arrive(h.seq, h.sent_ns, now);
-                        let c = &mut *cx.counters;
-                        if a.duplicate {
-                            c.duplicates += 1;
-                            self.stats.duplicates += 1;
-                            continue;
-                        }
-                        c.packets_rx += 1;
-                        c.bytes_rx += d.len() as u64;
-                        c.seq_gaps += a.gaps;
-                        c.late += a.late as u64;
-                        if a.transit_delta_ns > 0 || self.stats.packets_rx > 0 {
-                            c.transit_delta_ns += a.transit_delta_ns;
-                            c.transit_deltas += 1;
-                        }
-                        self.stats.packets_rx += 1;
-                        self.stats.lost += a.gaps;
-                        self.stats.late += a.late as u64;
-                        moved += d.len();
-                    }
-                    Kind::Hello => {
-                        // A client whose ack was lost asks again.
-                        let mut b = [0u8; UDP_HEADER];
-                        Header {
-                            kind: Kind::Ack,
-                            seq: 0,
-                            sent_ns: now,
-                            ..h
-                        }
-                        .write(&mut b);
-                        let _ = self.sock.send(&b);
-                    }
-                    _ => {}
+                for d in rx.datagrams(i) {
+                    moved += self.take(cx, d, now);
                 }
             }
-            if let Some(d) = self.rx.drops {
+            if let Some(d) = rx.drops {
                 let new = d.wrapping_sub(self.last_drops) as u64;
                 self.last_drops = d;
                 cx.counters.rcv_drops += new;
