@@ -704,13 +704,7 @@ impl Fleet {
                     Role::Server => p.server == i,
                 })
                 .collect();
-            let mut addresses: Vec<String> = mine.iter().map(|p| p.addr.to_string()).collect();
-            addresses.dedup();
-            let addresses: Vec<String> = addresses
-                .into_iter()
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let addresses: BTreeSet<String> = mine.iter().map(|p| p.addr.to_string()).collect();
             let own: Vec<&IntervalSample> = common
                 .iter()
                 .filter_map(|k| r.samples.get(k).map(|(s, _, _)| s))
@@ -747,7 +741,7 @@ impl Fleet {
                 name: m.name.clone(),
                 role: m.role.word().into(),
                 control: m.conn.addr.to_string(),
-                addresses,
+                addresses: addresses.into_iter().collect(),
                 flows: mine.iter().map(|p| p.flow).collect(),
                 clock: HostClock {
                     offset_ns: r.clock.offset_ns,

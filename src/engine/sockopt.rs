@@ -34,19 +34,28 @@ pub fn apply(sock: &SockRef<'_>, spec: &TestSpec, agent: bool) -> io::Result<()>
         // Busy-poll the device queue for up to 50 µs in reads and polls
         // where the kernel lets us (above net.core.busy_read it needs
         // CAP_NET_ADMIN); the worker spins in epoll either way.
-        let us: libc::c_int = 50;
-        // SAFETY: an int option of the right size.
-        unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_BUSY_POLL,
-                &us as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        let _ = set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_BUSY_POLL, 50);
     }
     Ok(())
+}
+
+/// Sets an int socket option.
+pub fn set_int(fd: i32, level: i32, name: i32, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: an int option of the right size on a socket the caller owns.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &v as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 pub fn set_congestion(fd: i32, cc: &str) -> io::Result<()> {
@@ -103,20 +112,7 @@ pub fn window_clamp(fd: i32) -> Option<u32> {
 
 pub fn set_window_clamp(fd: i32, w: u32) -> io::Result<()> {
     let v = w.min(i32::MAX as u32) as libc::c_int;
-    // SAFETY: an int option of the right size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_WINDOW_CLAMP,
-            &v as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, v)
 }
 
 /// A non-blocking TCP socket for `addr`'s family with the spec's options.

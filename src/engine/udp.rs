@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::sockopt::set_int;
 use crate::model::sample::KernelUdp;
 use crate::model::spec::{TestSpec, UDP_HEADER};
 
@@ -98,35 +99,8 @@ impl Header {
     }
 }
 
-/// This host's CLOCK_MONOTONIC, ns: what send stamps and latencies use.
-#[inline]
-pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn setsockopt_int(fd: i32, level: i32, name: i32, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: an int option of the right size on a socket we own.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &v as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
+/// Send stamps and latencies use this host's CLOCK_MONOTONIC.
+pub use crate::measure::interval::mono_ns;
 
 /// A UDP socket with the spec's buffers, the receive-drop counter on, and
 /// SO_REUSEPORT when it shares an agent's port.
@@ -148,13 +122,13 @@ pub fn socket(family: &SocketAddr, spec: &TestSpec, reuseport: bool) -> io::Resu
     if let Some(b) = spec.rcvbuf {
         s.set_recv_buffer_size(b)?;
     }
-    setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
+    set_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
     if spec.gro {
-        setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
+        set_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
             .map_err(|e| io::Error::new(e.kind(), format!("UDP_GRO: {e} (--gro)")))?;
     }
     if spec.spin {
-        let _ = setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_BUSY_POLL, 50);
+        let _ = set_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_BUSY_POLL, 50);
     }
     Ok(s)
 }
@@ -621,6 +595,19 @@ pub fn kernel_udp() -> KernelUdp {
 mod tests {
     use super::*;
 
+    /// A receiving socket with `spec`'s options on loopback, and a sender
+    /// connected to it.
+    pub(super) fn pair(spec: &TestSpec) -> (UdpSocket, UdpSocket) {
+        let a: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let s = socket(&a, spec, false).unwrap();
+        s.bind(&a.into()).unwrap();
+        let rx: UdpSocket = s.into();
+        let to = rx.local_addr().unwrap();
+        let s = socket(&to, &TestSpec::default(), false).unwrap();
+        s.connect(&to.into()).unwrap();
+        (rx, s.into())
+    }
+
     #[test]
     fn headers_roundtrip_and_refuse_others() {
         let h = Header {
@@ -648,18 +635,7 @@ mod tests {
             rcvbuf: Some(4096),
             ..Default::default()
         };
-        let rx: UdpSocket = {
-            let a: SocketAddr = "127.0.0.1:0".parse().unwrap();
-            let s = socket(&a, &spec, false).unwrap();
-            s.bind(&a.into()).unwrap();
-            s.into()
-        };
-        let to = rx.local_addr().unwrap();
-        let tx: UdpSocket = {
-            let s = socket(&to, &TestSpec::default(), false).unwrap();
-            s.connect(&to.into()).unwrap();
-            s.into()
-        };
+        let (rx, tx) = pair(&spec);
         let head = Header {
             kind: Kind::Data,
             flow: 1,
@@ -719,18 +695,7 @@ mod gro_tests {
             gro: true,
             ..Default::default()
         };
-        let a: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let rx: UdpSocket = {
-            let s = socket(&a, &spec, false).unwrap();
-            s.bind(&a.into()).unwrap();
-            s.into()
-        };
-        let to = rx.local_addr().unwrap();
-        let tx: UdpSocket = {
-            let s = socket(&to, &TestSpec::default(), false).unwrap();
-            s.connect(&to.into()).unwrap();
-            s.into()
-        };
+        let (rx, tx) = super::tests::pair(&spec);
         let head = Header {
             kind: Kind::Data,
             flow: 3,

@@ -9,6 +9,19 @@
 
 use std::time::Duration;
 
+/// This host's CLOCK_MONOTONIC in nanoseconds (what `Instant` reads): UDP
+/// send stamps, and the clock agents' offsets are measured against.
+#[inline]
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The edges of the warm-up and the measurement intervals, relative to t0.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timeline {

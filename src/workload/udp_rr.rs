@@ -7,7 +7,6 @@
 
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
-use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -74,8 +73,10 @@ pub struct Requester {
     cookie: u64,
     outstanding: usize,
     timeout: Duration,
-    /// Requests in flight: sequence number -> send time (ns).
-    inflight: BTreeMap<u64, u64>,
+    /// Requests in flight: (sequence number, send time in ns), at most
+    /// `outstanding` of them, oldest first (a short list: no allocation
+    /// per transaction, as a map would make).
+    inflight: Vec<(u64, u64)>,
     seq: u64,
     tx: SendBatch,
     rx: RecvBatch,
@@ -101,7 +102,7 @@ impl Requester {
             cookie,
             outstanding,
             timeout: Duration::from_secs_f64(spec.timeout_s),
-            inflight: BTreeMap::new(),
+            inflight: Vec::with_capacity(outstanding),
             seq: 0,
             tx: SendBatch::new(outstanding, spec.request as usize, &payload, head),
             rx: RecvBatch::new(
@@ -126,7 +127,7 @@ impl Requester {
         }
         let sent = self.tx.send(self.sock.as_raw_fd(), n, None)?;
         for i in 0..sent {
-            self.inflight.insert(self.seq + i as u64, now);
+            self.inflight.push((self.seq + i as u64, now));
         }
         self.seq += sent as u64;
         self.stats.packets_tx += sent as u64;
@@ -176,11 +177,12 @@ impl Flow for Requester {
                         continue;
                     }
                     // A response to a request that timed out is not counted.
-                    let Some(sent) = self.inflight.remove(&h.seq) else {
+                    let Some(at) = self.inflight.iter().position(|&(s, _)| s == h.seq) else {
                         self.stats.late += 1;
                         cx.counters.late += 1;
                         continue;
                     };
+                    let (_, sent) = self.inflight.remove(at);
                     record_ns(cx.hist, now.saturating_sub(sent));
                     cx.counters.transactions += 1;
                     cx.counters.packets_rx += 1;
@@ -207,23 +209,18 @@ impl Flow for Requester {
         self.timer_at = None;
         let limit = self.timeout.as_nanos() as u64;
         let now = mono_ns();
-        let expired: Vec<u64> = self
-            .inflight
-            .iter()
-            .filter(|(_, &sent)| now.saturating_sub(sent) >= limit)
-            .map(|(&seq, _)| seq)
-            .collect();
-        for seq in expired {
-            self.inflight.remove(&seq);
-            self.stats.timeouts += 1;
-            cx.counters.timeouts += 1;
-        }
+        let before = self.inflight.len();
+        self.inflight
+            .retain(|&(_, sent)| now.saturating_sub(sent) < limit);
+        let expired = (before - self.inflight.len()) as u64;
+        self.stats.timeouts += expired;
+        cx.counters.timeouts += expired;
         if let Err(e) = self.refill(cx) {
             return self.failed(cx, e);
         }
         // The next deadline: the oldest request still in flight.
         if self.timer_at.is_none() {
-            if let Some(&oldest) = self.inflight.values().min() {
+            if let Some(&(_, oldest)) = self.inflight.first() {
                 let left = (oldest + limit).saturating_sub(now);
                 let at = cx.now + Duration::from_nanos(left);
                 self.timer_at = Some(at);
