@@ -163,11 +163,8 @@ fn rr_outstanding_keeps_several_in_flight() {
     let f0 = &it["flows"]["client"][0];
     let (t, rx) = (u(&f0["transactions"]), u(&f0["bytes_rx"]));
     assert!(rx >= t && rx <= t + 4);
-    // With 4 in flight, requests sent run ahead of responses by up to 4; at
-    // the very end the agent may close while the client's refills fail, so
-    // ask for 2 or more (1 outstanding could never show more than 1).
     assert!(
-        u(&f0["bytes_tx"]) >= t + 2,
+        u(&f0["bytes_tx"]) >= t + 3,
         "4 outstanding: requests sent run ahead of responses"
     );
 }

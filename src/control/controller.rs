@@ -444,10 +444,13 @@ impl AgentConn {
             std::thread::sleep(Duration::from_millis(5));
             obs.pump();
         }
+        // The client's flows stop (and report) before the agent is told to
+        // close its end: else a flow could see the agent's close first and
+        // end its last exchange mid-way, which its report would show.
+        let client = side.finish(&mut obs);
         if !stop_sent && !obs.dead {
             let _ = write_msg(&mut self.writer, &Msg::Stop);
         }
-        let client = side.finish(&mut obs);
         if !obs.dead {
             let deadline = Instant::now() + Duration::from_secs(15);
             while obs.agent.flows.is_empty()
