@@ -868,8 +868,10 @@ fn udp_loss_through_the_emulator_is_counted_as_network_loss() {
         Duration::from_secs(60),
     );
     let x = &r["iterations"][0]["udp"];
-    let lost = u(&x["lost"]) as f64;
-    let n = lost + u(&x["packets"]) as f64;
+    // The emulator's loss is network loss; a busy receiver may also drop
+    // a few at its socket, counted apart (and by the kernel).
+    let lost = u(&x["network_lost"]) as f64;
+    let n = u(&x["lost"]) as f64 + u(&x["packets"]) as f64;
     assert!(n >= 20_000.0, "too few datagrams to judge: {x}");
     let p = 0.01;
     let sigma = (n * p * (1.0 - p)).sqrt();
@@ -879,8 +881,11 @@ fn udp_loss_through_the_emulator_is_counted_as_network_loss() {
         n * p,
         4.0 * sigma
     );
-    assert_eq!(u(&x["receiver_drops"]), 0, "{x}");
-    assert_eq!(u(&x["network_lost"]), u(&x["lost"]));
+    assert!(u(&x["receiver_drops"]) as f64 <= 0.005 * n, "{x}");
+    assert_eq!(
+        u(&x["network_lost"]) + u(&x["receiver_drops"]),
+        u(&x["lost"])
+    );
     // udp-rr with 5% loss each way: lost requests and responses time out,
     // are counted, and the test ends on time. Each loss stalls its flow for
     // the 50 ms timeout (a cycle of ~7 ms on average), so 16 flows give
