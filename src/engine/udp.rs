@@ -12,6 +12,9 @@
 //! buffer and its own drop counter (receiver drops are per flow, and the
 //! agent never looks an address up per datagram). The cost is a socket per
 //! flow (10,000 flows: 10,000 descriptors on each end, as with TCP).
+//! Measured against one shared socket that finds the flow in the header
+//! (bench/udp_demux.sh, RESULTS.md): as fast at 1 flow, 4-7% faster and
+//! with less receiver CPU per packet at 100 and 1,000 flows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
