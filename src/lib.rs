@@ -8,6 +8,7 @@ pub mod cli;
 pub mod control;
 pub mod engine;
 pub mod error;
+pub mod kv;
 pub mod lab;
 pub mod measure;
 pub mod model;
