@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the peers Debian does not package, netperf (with --enable-demo and
-# --enable-burst: TCP_RR -b, interim results) and neper, from their public
-# sources into a scratch folder, and prints where the binaries are.
+# --enable-burst: TCP_RR -b, interim results), neper and memtier_benchmark
+# (without TLS), from their public sources into a scratch folder, and
+# prints where the binaries are.
 #
 # Usage: bench/peers.sh [DIR]     (default /tmp/linerate-peers)
 # Sources: $NETPERF_SRC and $NEPER_SRC (a git repository: a URL or a local
@@ -21,11 +22,16 @@ pick() { # the first existing local mirror, else the URL
 }
 NETPERF_SRC=${NETPERF_SRC:-$(pick /work/.mirror/HewlettPackard+netperf/repo https://github.com/HewlettPackard/netperf)}
 NEPER_SRC=${NEPER_SRC:-$(pick /work/.mirror/google+neper/repo https://github.com/google/neper)}
+MEMTIER_SRC=${MEMTIER_SRC:-$(pick /work/.mirror/RedisLabs+memtier_benchmark/repo https://github.com/RedisLabs/memtier_benchmark)}
 
 need=()
-for pkg_cmd in autoconf:autoconf automake:automake texinfo:makeinfo make:make gcc:gcc; do
+for pkg_cmd in autoconf:autoconf automake:automake texinfo:makeinfo make:make gcc:gcc g++:g++ \
+               pkg-config:pkg-config libtool:libtoolize; do
   command -v "${pkg_cmd##*:}" >/dev/null 2>&1 || need+=("${pkg_cmd%%:*}")
 done
+# memtier_benchmark's libraries.
+[ -f /usr/include/event2/event.h ] || need+=(libevent-dev)
+[ -f /usr/include/zlib.h ] || need+=(zlib1g-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq >/dev/null
@@ -53,7 +59,19 @@ if [ ! -x "$DIR/neper/tcp_rr" ]; then
   (cd "$DIR/neper" && make -j"$(nproc)" >/dev/null 2>&1)
 fi
 
+if [ ! -x "$DIR/memtier/memtier_benchmark" ]; then
+  rm -rf "$DIR/memtier"
+  git clone -q "$MEMTIER_SRC" "$DIR/memtier"
+  (
+    cd "$DIR/memtier"
+    autoreconf -ivf >/dev/null 2>&1
+    ./configure --disable-tls >/dev/null
+    make -j"$(nproc)" >/dev/null 2>&1
+  )
+fi
+
 if [ -n "$env_only" ]; then
+  echo "MEMTIER=$DIR/memtier/memtier_benchmark"
   echo "NETPERF=$DIR/netperf/src/netperf"
   echo "NETSERVER=$DIR/netperf/src/netserver"
   echo "NEPER=$DIR/neper"
@@ -61,4 +79,5 @@ else
   echo "netperf   $DIR/netperf/src/netperf ($(cd "$DIR/netperf" && git log -1 --format=%h))"
   echo "netserver $DIR/netperf/src/netserver"
   echo "neper     $DIR/neper/{tcp_stream,tcp_rr,tcp_crr} ($(cd "$DIR/neper" && git log -1 --format=%h))"
+  echo "memtier   $DIR/memtier/memtier_benchmark ($(cd "$DIR/memtier" && git log -1 --format=%h))"
 fi

@@ -9,8 +9,10 @@ need=()
 # and pkg-config build the openssl TLS backend (--all-features); openssl is
 # the peer in bench/tls.sh. The lab (tests/lab.rs) needs iptables (its
 # iptables-legacy NFQUEUE target), ethtool, and OpenSSH server and client
-# for the scp workload.
+# for the scp workload. memcached is the server of the memcache workload
+# (tests/memcache.rs).
 for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium \
+               memcached:memcached \
                pkg-config:pkg-config openssl:openssl iptables:iptables-legacy \
                ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}

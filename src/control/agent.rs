@@ -17,15 +17,16 @@ use super::protocol::{
     TargetGroup,
 };
 use crate::engine::setup::{accept_flows, connect_flows};
-use crate::engine::side::{Observer, Side, SideSetup};
+use crate::engine::side::{Observer, ServiceProbe, Side, SideSetup};
 use crate::engine::sockopt;
 use crate::engine::tls;
+use crate::kv::service::Service;
 use crate::measure::histogram::{self, Hist};
 use crate::measure::host as env;
 use crate::workload::Conns;
 
 use crate::model::sample::IntervalSample;
-use crate::model::spec::TestSpec;
+use crate::model::spec::{TestSpec, Workload};
 
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -361,7 +362,15 @@ fn run_test(
             ),
         );
     }
+    // memcache: the memcached this agent starts and watches (stopped when
+    // this function returns, however it returns).
+    let mut service: Option<Service> = None;
     let conns = match role {
+        Role::Server { listen, .. } if spec.workload == Workload::Memcache => {
+            let (c, svc) = kv_server(&spec, listen, stream)?;
+            service = svc;
+            vec![c]
+        }
         Role::Server { listen, expect } => {
             vec![server_conns(&spec, listen, expect, stream, gone)?]
         }
@@ -408,6 +417,11 @@ fn run_test(
         spec: spec.clone(),
         flows,
         t0: when,
+        service: service.as_ref().map(|s| ServiceProbe {
+            name: s.name.clone(),
+            pid: Some(s.pid()),
+            stats: Some(s.addr),
+        }),
     };
     let mut side = Side::start(setup)?;
     let t0 = side.t0();
@@ -427,14 +441,28 @@ fn run_test(
         gone: false,
         limit,
         hists: client.then(BTreeMap::new),
+        service: service.as_mut(),
+        service_died: None,
     };
     let complete = side.collect(&mut obs);
-    let cpu = side.window_cpu();
+    // A memcache test against a server nobody here started has no server
+    // process to measure: the agent's idle threads are not its CPU.
+    let no_server = spec.workload == Workload::Memcache && !client && obs.service.is_none();
+    let cpu = if no_server { None } else { side.window_cpu() };
+    if let Some(why) = obs.service_died.take() {
+        // Said first, so the controller keeps what was measured as partial.
+        let _ = send_error(
+            &mut obs.stream,
+            ErrorCode::Internal,
+            &format!("{why} mid-test"),
+        );
+    }
     if !obs.gone {
         let done = Msg::WindowDone {
             cpu,
             complete: !obs.gone,
             kernel_udp: side.window_kernel_udp(),
+            service: side.window_service(),
         };
         let _ = write_msg(&mut obs.stream, &done);
     }
@@ -631,7 +659,15 @@ fn client_conns(
     stream: &mut TcpStream,
 ) -> Result<Vec<Conns>, TestEnd> {
     let mut all = Vec::new();
+    let mut prefill = None;
     for g in groups {
+        if spec.workload == Workload::Memcache {
+            let timeout = Duration::from_secs(60 + g.targets.len() as u64 / 100);
+            let (conns, p) = crate::workload::memcache::open(&g.targets, spec, timeout, g.prefill)?;
+            prefill = prefill.or(p);
+            all.push(conns);
+            continue;
+        }
         let tls_role = match &spec.tls {
             None => None,
             Some(t) => {
@@ -661,10 +697,54 @@ fn client_conns(
         stream,
         &Msg::Connected {
             host: Box::new(env::collect()),
+            prefill,
         },
     )
     .map_err(|e| e.to_string())?;
     Ok(all)
+}
+
+/// The server half of a memcache test: memcached started on the first data
+/// address (`--service`), or nothing at all (`--target`: the clients load a
+/// server this agent does not own). No flows arrive here.
+fn kv_server(
+    spec: &TestSpec,
+    listen: Vec<IpAddr>,
+    stream: &mut TcpStream,
+) -> Result<(Conns, Option<Service>), TestEnd> {
+    let kv = spec
+        .kv
+        .as_ref()
+        .ok_or("memcache without its key-value mix")?;
+    let ip = match listen.first() {
+        Some(ip) => *ip,
+        None => stream.local_addr().map_err(|e| e.to_string())?.ip(),
+    };
+    let svc = match &kv.service {
+        Some(cmd) => match Service::start(cmd, ip) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                let _ = send_error(stream, ErrorCode::SetupFailed, &e);
+                return Err(TestEnd::Told(e));
+            }
+        },
+        None => None,
+    };
+    let data: Vec<SocketAddr> = svc.iter().map(|s| s.addr).collect();
+    let cookie = random_u64();
+    write_msg(
+        stream,
+        &Msg::Ready {
+            data_port: data.first().map_or(0, |a| a.port()),
+            data,
+            cookie,
+            host: Box::new(env::collect()),
+            tls_cert: None,
+            tls_cert_label: None,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((Conns::new(cookie, None), svc))
 }
 
 struct AgentObserver<'a> {
@@ -675,6 +755,9 @@ struct AgentObserver<'a> {
     limit: Instant,
     /// A client side: each interval's histograms, sent with it.
     hists: Option<BTreeMap<usize, HistText>>,
+    /// memcache: the server this agent started, watched while it runs.
+    service: Option<&'a mut Service>,
+    service_died: Option<String>,
 }
 
 impl Observer for AgentObserver<'_> {
@@ -707,6 +790,14 @@ impl Observer for AgentObserver<'_> {
     }
 
     fn should_stop(&mut self) -> bool {
+        if let Some(svc) = self.service.as_deref_mut() {
+            if self.service_died.is_none() {
+                self.service_died = svc.exited();
+            }
+        }
+        if self.service_died.is_some() {
+            return true;
+        }
         loop {
             match self.rx.try_recv() {
                 Ok(Some(Msg::Stop)) => self.stop = true,

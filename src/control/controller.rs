@@ -131,6 +131,8 @@ pub struct AgentSide {
     pub placement: Vec<WorkerPlacement>,
     pub errors: Vec<String>,
     pub kernel_udp: Option<crate::model::sample::KernelUdp>,
+    /// memcache: memcached's own counts (the agent started it).
+    pub service: Option<crate::model::sample::ServiceWindow>,
 }
 
 pub struct IterationRun {
@@ -141,6 +143,8 @@ pub struct IterationRun {
     /// Many hosts: each host's own figures (empty for one agent).
     pub hosts: Vec<crate::model::result::HostRun>,
     pub start_skew_us: Option<f64>,
+    /// memcache: the prefill before the window.
+    pub prefill: Option<crate::model::sample::KvPrefill>,
 }
 
 /// Receives live combined intervals (progress line, --json-stream).
@@ -180,10 +184,14 @@ impl ControllerObserver<'_> {
         match m {
             Msg::Interval { sample, .. } => self.agent.samples.push(*sample),
             Msg::WindowDone {
-                cpu, kernel_udp, ..
+                cpu,
+                kernel_udp,
+                service,
+                ..
             } => {
                 self.agent.window_cpu = cpu;
                 self.agent.kernel_udp = kernel_udp;
+                self.agent.service = service;
                 self.window_done = true;
             }
             Msg::Final {
@@ -356,7 +364,10 @@ impl AgentConn {
                     ))
                 }
             };
-        let data = SocketAddr::new(self.addr.ip(), port);
+        let data = match spec.kv.as_ref().and_then(|k| k.target.as_deref()) {
+            Some(t) => crate::kv::resolve_target(t)?,
+            None => SocketAddr::new(self.addr.ip(), port),
+        };
         let tls_role = match &spec.tls {
             None => None,
             Some(t) => {
@@ -372,7 +383,14 @@ impl AgentConn {
         };
         let workload = crate::workload::of(spec)?;
         let mut conns = Conns::new(cookie, tls_role.clone());
-        if spec.workload.per_connection() {
+        let mut prefill = None;
+        if spec.workload == crate::model::spec::Workload::Memcache {
+            let timeout = Duration::from_secs(60 + spec.flows as u64 / 100);
+            let (c, p) =
+                crate::workload::memcache::open(&targets(data, spec.flows), spec, timeout, true)?;
+            conns = c;
+            prefill = p;
+        } else if spec.workload.per_connection() {
             conns.connect_to = targets(data, spec.flows);
         } else if spec.workload.is_udp() {
             let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
@@ -412,6 +430,14 @@ impl AgentConn {
             spec: spec.clone(),
             flows: workload.client_flows(spec, conns)?,
             t0: None,
+            // --target: memcached's own counts, read from this side.
+            service: spec.kv.as_ref().and_then(|k| k.target.as_ref()).map(|_| {
+                crate::engine::side::ServiceProbe {
+                    name: crate::kv::service::version(data).unwrap_or_else(|_| "memcached".into()),
+                    pid: None,
+                    stats: Some(data),
+                }
+            }),
         };
         let mut side = Side::start(setup)?;
         self.send(&Msg::Start { at_ns: None })?;
@@ -479,6 +505,8 @@ impl AgentConn {
                 "agent at {} did not finish its window in time: results are partial",
                 self.addr
             ))
+        } else if let Some(e) = kv_failure(spec, &client) {
+            Some(e)
         } else if !client.complete && spec.is_finite() {
             Some(format!(
                 "transfer did not complete within {:.0} s (--duration is the time limit with --bytes)",
@@ -493,10 +521,25 @@ impl AgentConn {
             error,
             hosts: Vec::new(),
             start_skew_us: None,
+            prefill,
         })
     }
 
     pub fn bye(mut self) {
         let _ = write_msg(&mut self.writer, &Msg::Bye);
     }
+}
+
+/// memcache: connections that failed mid-test are the server's failure
+/// (a flow never fails on its own): the result is partial, with the cause.
+pub fn kv_failure(spec: &TestSpec, client: &SideReport) -> Option<String> {
+    if spec.workload != crate::model::spec::Workload::Memcache || client.errors.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} of {} connections to memcached failed mid-test: {}",
+        client.errors.len(),
+        spec.flows,
+        client.errors[0]
+    ))
 }

@@ -25,7 +25,7 @@ use crate::measure::histogram::{self, new_hist, Hist};
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
 use crate::model::result::{FlowPlace, HostClock, HostRun, Pair};
-use crate::model::sample::{Counters, CpuWindow, IntervalSample, WorkerPlacement};
+use crate::model::sample::{Counters, CpuWindow, IntervalSample, KvPrefill, WorkerPlacement};
 use crate::model::spec::TestSpec;
 
 /// An agent to use, as the hosts file or a lab names it.
@@ -111,6 +111,7 @@ struct Report {
     window_done: bool,
     window_cpu: Option<CpuWindow>,
     kernel_udp: Option<crate::model::sample::KernelUdp>,
+    service: Option<crate::model::sample::ServiceWindow>,
     finished: bool,
     flows: Vec<FlowReport>,
     placement: Vec<WorkerPlacement>,
@@ -143,11 +144,15 @@ impl Report {
                 self.samples.insert(sample.index, (*sample, l, c));
             }
             Msg::WindowDone {
-                cpu, kernel_udp, ..
+                cpu,
+                kernel_udp,
+                service,
+                ..
             } => {
                 self.window_done = true;
                 self.window_cpu = cpu;
                 self.kernel_udp = kernel_udp;
+                self.service = service;
             }
             Msg::Final {
                 flows,
@@ -374,6 +379,7 @@ impl Fleet {
         }
         let plan = self.plan(spec);
         let per_connection = spec.workload.per_connection();
+        let mut prefills: Option<KvPrefill> = None;
         let setup_wait = Duration::from_secs(30 + spec.flows as u64 / 100);
         // Servers first: their listeners must exist before clients connect.
         let mut ready: BTreeMap<usize, Listening> = BTreeMap::new();
@@ -418,6 +424,11 @@ impl Fleet {
                 }
             }
         }
+        let kv = spec.workload == crate::model::spec::Workload::Memcache;
+        let kv_target = match spec.kv.as_ref().and_then(|k| k.target.as_deref()) {
+            Some(t) => Some(crate::kv::resolve_target(t)?),
+            None => None,
+        };
         for c in self.indices(Role::Client) {
             let mut groups = Vec::new();
             for (&s, (data, cookie, cert, label)) in &ready {
@@ -425,20 +436,30 @@ impl Fleet {
                     .iter()
                     .filter(|p| p.client == c && p.server == s)
                     .map(|p| {
-                        let port = data
-                            .iter()
-                            .find(|a| a.ip() == p.addr)
-                            .map(|a| a.port())
-                            .unwrap_or(0);
-                        (p.flow, SocketAddr::new(p.addr, port))
+                        let at = data.iter().find(|a| a.ip() == p.addr).copied();
+                        let to = match (kv_target, at) {
+                            // memcache: the one memcached of that server (or --target).
+                            (Some(t), _) => t,
+                            (None, None) if kv => {
+                                data.first().copied().unwrap_or(SocketAddr::new(p.addr, 0))
+                            }
+                            (None, at) => at.unwrap_or(SocketAddr::new(p.addr, 0)),
+                        };
+                        (p.flow, to)
                     })
                     .collect();
+                // The client of that server's lowest flow fills it.
+                let first = plan.iter().filter(|p| p.server == s).map(|p| p.flow).min();
+                let prefill = kv
+                    && targets.iter().any(|(f, _)| Some(*f) == first)
+                    && (kv_target.is_none() || s == *ready.keys().next().unwrap_or(&s));
                 if !targets.is_empty() {
                     groups.push(TargetGroup {
                         cookie: *cookie,
                         targets,
                         tls_cert: cert.clone(),
                         tls_cert_label: label.clone(),
+                        prefill,
                     });
                 }
             }
@@ -457,13 +478,23 @@ impl Fleet {
                 .expect("opening its flows", setup_wait + Duration::from_secs(5))
                 .map_err(|e| format!("{}: {e}", m.label()))?
             {
-                Msg::Connected { host } => m.info = *host,
+                Msg::Connected { host, prefill } => {
+                    m.info = *host;
+                    if let Some(p) = prefill {
+                        let t = prefills.get_or_insert_with(KvPrefill::default);
+                        t.keys += p.keys;
+                        t.bytes += p.bytes;
+                        t.errors += p.errors;
+                        t.connections += p.connections;
+                        t.seconds = t.seconds.max(p.seconds);
+                    }
+                }
                 other => {
                     return Err(format!("{}: expected connected, got {other:?}", m.label()));
                 }
             }
         }
-        if !per_connection {
+        if !per_connection && !kv {
             for s in self.indices(Role::Server) {
                 let m = &mut self.members[s];
                 match m
@@ -574,7 +605,12 @@ impl Fleet {
             }
         }
         self.flush_live(&reports, next_live, live);
-        Ok(self.fold(&plan, reports))
+        let mut run = self.fold(&plan, reports);
+        run.prefill = prefills;
+        if run.error.is_none() {
+            run.error = controller::kv_failure(spec, &run.client);
+        }
+        Ok(run)
     }
 
     /// Interval indices every member has reported.
@@ -682,10 +718,27 @@ impl Fleet {
             kernel_udp: kernel(Role::Client),
             ..Default::default()
         };
+        // memcache: every server's memcached counts, added up.
+        let mut service: Option<crate::model::sample::ServiceWindow> = None;
+        for (m, r) in self.members.iter().zip(&reports) {
+            if let (Role::Server, Some(w)) = (m.role, &r.service) {
+                let sum = service.get_or_insert_with(|| crate::model::sample::ServiceWindow {
+                    name: w.name.clone(),
+                    ..Default::default()
+                });
+                for (k, v) in &w.delta {
+                    *sum.delta.entry(k.clone()).or_default() += v;
+                }
+                for (k, v) in &w.end {
+                    *sum.end.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
         let mut agent = AgentSide {
             samples: agent_samples,
             window_cpu: agent_cpu,
             kernel_udp: kernel(Role::Server),
+            service,
             ..Default::default()
         };
         // The earliest window start, controller clock: skew is measured from it.
@@ -783,6 +836,7 @@ impl Fleet {
             error,
             hosts,
             start_skew_us: earliest.zip(latest).map(|(e, l)| (l - e) as f64 / 1e3),
+            prefill: None,
         }
     }
 }

@@ -18,13 +18,17 @@ use std::sync::Arc;
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
 
-use crate::model::sample::{CpuWindow, IntervalSample, KernelUdp, WorkerPlacement};
+use crate::model::sample::{
+    CpuWindow, IntervalSample, KernelUdp, KvPrefill, ServiceWindow, WorkerPlacement,
+};
 use crate::model::spec::TestSpec;
 
 pub const PROTOCOL: &str = "linerate-control";
 /// Bumped on any incompatible change of the messages below. v3: clock
 /// probes, scheduled starts, agents as clients, several data addresses.
-pub const VERSION: u32 = 3;
+/// v4: the memcache workload (agents start memcached, report its stats;
+/// clients prefill it).
+pub const VERSION: u32 = 4;
 /// Frames larger than this are refused (a result with 10k flows is ~5 MB).
 pub const MAX_FRAME: usize = 64 << 20;
 
@@ -91,9 +95,12 @@ pub enum Msg {
         spec: Box<TestSpec>,
         groups: Vec<TargetGroup>,
     },
-    /// The client agent's persistent flows are open (and TLS done).
+    /// The client agent's persistent flows are open (and TLS done; for
+    /// memcache, the key space prefilled if this agent has flow 0).
     Connected {
         host: Box<HostInfo>,
+        #[serde(default)]
+        prefill: Option<KvPrefill>,
     },
     Ready {
         /// The first data address's port (one address: the only one).
@@ -141,6 +148,9 @@ pub enum Msg {
         /// UDP: the kernel's UDP counters over the agent's window.
         #[serde(default)]
         kernel_udp: Option<KernelUdp>,
+        /// memcache: memcached's own counts over the agent's window.
+        #[serde(default)]
+        service: Option<ServiceWindow>,
     },
     Stop,
     Final {
@@ -172,6 +182,10 @@ pub struct TargetGroup {
     pub tls_cert: Option<Vec<u8>>,
     #[serde(default)]
     pub tls_cert_label: Option<String>,
+    /// memcache: this client sets every key on that server before the
+    /// window (one client per server does).
+    #[serde(default)]
+    pub prefill: bool,
 }
 
 /// Latency histograms as text (see `measure::histogram::encode`).

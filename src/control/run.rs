@@ -101,6 +101,7 @@ pub fn run_test(
     let mut values = Vec::new();
     let mut hist = new_hist();
     let mut hist_c = new_hist();
+    let mut kv_hists = crate::measure::fold::KvHists::default();
     for index in 0..conf.max.max(1) {
         let run = match conn.run_iteration(spec, live) {
             Ok(r) => r,
@@ -154,6 +155,13 @@ pub fn run_test(
                 agent: run.agent.kernel_udp,
             },
         );
+        it.kv = crate::measure::fold::kv_figures(
+            spec,
+            &mut it,
+            run.prefill.clone(),
+            run.agent.service.clone().or(run.client.service.clone()),
+            &mut kv_hists,
+        );
         on_iteration(&it);
         values.push(it.main_value(metric));
         let failed = run.error.is_some();
@@ -162,13 +170,14 @@ pub fn run_test(
             break;
         }
     }
-    let summary = crate::measure::fold::summarize(
+    let summary = crate::measure::fold::summarize_with(
         spec,
         &iterations,
         histogram::summarize(&hist),
         histogram::summarize(&hist_c),
         conf.level_pct,
         metric,
+        Some(&kv_hists),
     );
     Ok(TestResult {
         schema: result::SCHEMA.into(),

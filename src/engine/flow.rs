@@ -57,6 +57,10 @@ pub struct Ctx<'a> {
     /// The measurement window is over: flows may keep running but are not
     /// counted, and errors are expected (the peer is closing).
     pub stopping: bool,
+    /// Inside the window (warm-up over, not stopping): for figures a flow
+    /// keeps itself (memcache's per-operation histograms), as the worker's
+    /// counters only count inside it.
+    pub counting: bool,
     /// For a call on an epoll event: whether the peer's FIN had arrived when
     /// the event was taken (EPOLLRDHUP). None (a timer, a re-run) means
     /// unknown. A flow waiting only for EOF may sleep on Some(false): the
@@ -357,6 +361,7 @@ impl FlowBase {
             observed_window: self.window.observed(),
             window_clamp_repairs: self.clamp.as_ref().map(|c| c.repairs),
             udp: None,
+            kv: None,
         }
     }
 }

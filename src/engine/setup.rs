@@ -32,6 +32,25 @@ pub fn connect_flows(
     cookie: u64,
     timeout: Duration,
 ) -> Result<Vec<(u32, TcpStream)>, String> {
+    connect(targets, spec, Some(cookie), timeout)
+}
+
+/// Opens the flows of `targets` to a server that is not a linerate agent
+/// (memcached): no header, the first byte is the server's protocol.
+pub fn connect_plain(
+    targets: &[(u32, SocketAddr)],
+    spec: &TestSpec,
+    timeout: Duration,
+) -> Result<Vec<(u32, TcpStream)>, String> {
+    connect(targets, spec, None, timeout)
+}
+
+fn connect(
+    targets: &[(u32, SocketAddr)],
+    spec: &TestSpec,
+    cookie: Option<u64>,
+    timeout: Duration,
+) -> Result<Vec<(u32, TcpStream)>, String> {
     let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
     let mut events = Events::with_capacity(1024);
     let mut pending: HashMap<u32, (TcpStream, SocketAddr)> = HashMap::new();
@@ -92,10 +111,12 @@ pub fn connect_flows(
             let _ = poll.registry().deregister(&mut s);
             sockopt::clamp_window(s.as_raw_fd(), spec, false).map_err(|e| fail(id, addr, &e))?;
             // A fresh socket's send buffer always holds 16 bytes.
-            match s.write(&encode_header(cookie, id)) {
-                Ok(HEADER_LEN) => {}
-                Ok(_) => return Err(fail(id, addr, &"short write of the data header")),
-                Err(e) => return Err(fail(id, addr, &e)),
+            if let Some(cookie) = cookie {
+                match s.write(&encode_header(cookie, id)) {
+                    Ok(HEADER_LEN) => {}
+                    Ok(_) => return Err(fail(id, addr, &"short write of the data header")),
+                    Err(e) => return Err(fail(id, addr, &e)),
+                }
             }
             done.push((id, s));
         }

@@ -18,7 +18,9 @@ use crate::measure::histogram::{self, new_hist, Hist};
 use crate::measure::interval::Timeline;
 use crate::measure::placement::cpu_for_worker;
 use crate::model::flow::FlowReport;
-use crate::model::sample::{Counters, CpuWindow, IntervalSample, KernelUdp, WorkerPlacement};
+use crate::model::sample::{
+    Counters, CpuWindow, IntervalSample, KernelUdp, ServiceWindow, WorkerPlacement,
+};
 use crate::model::spec::TestSpec;
 
 /// What a side starts with: its flows, built by the caller's workload from
@@ -32,7 +34,22 @@ pub struct SideSetup {
     /// host the same scheduled instant, so that interval edges line up even
     /// when a host's thread woke a little late (warm-up absorbs it).
     pub t0: Option<Instant>,
+    /// A server process this side watches (memcached).
+    pub service: Option<ServiceProbe>,
 }
+
+/// A server process a side watches over its window: its CPU becomes the
+/// side's process CPU (the agent's own threads are idle), and its `stats`
+/// are read at the window's edges.
+#[derive(Clone, Debug, Default)]
+pub struct ServiceProbe {
+    /// "memcached 1.6.38".
+    pub name: String,
+    pub pid: Option<u32>,
+    pub stats: Option<std::net::SocketAddr>,
+}
+
+type Stats = BTreeMap<String, String>;
 
 struct Pending {
     workers: usize,
@@ -74,6 +91,8 @@ pub struct SideReport {
     pub complete: bool,
     /// UDP: the kernel's UDP counters over the window (this namespace).
     pub kernel_udp: Option<KernelUdp>,
+    /// The watched server's own counts over the window.
+    pub service: Option<ServiceWindow>,
 }
 
 impl Default for SideReport {
@@ -89,6 +108,7 @@ impl Default for SideReport {
             errors: Default::default(),
             complete: Default::default(),
             kernel_udp: None,
+            service: None,
         }
     }
 }
@@ -109,6 +129,9 @@ pub struct Side {
     total_hist_corrected: Hist,
     /// UDP: the kernel's counters at the window's first and latest edge.
     udp_edges: Option<(Option<KernelUdp>, Option<KernelUdp>)>,
+    service: Option<ServiceProbe>,
+    /// The service's stats at the window's first and latest edge.
+    stats_edges: (Option<Stats>, Option<Stats>),
 }
 
 fn payload_len(spec: &TestSpec) -> usize {
@@ -175,11 +198,14 @@ impl Side {
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
             handles.push(h);
         }
+        let service = setup.service.take();
         let mut cpu_edges = Vec::new();
         let mut first_udp = None;
+        let mut first_stats = None;
         if timeline.warmup.is_zero() {
-            cpu_edges.push(cpu::snapshot());
+            cpu_edges.push(cpu::snapshot_of(service.as_ref().and_then(|s| s.pid), None));
             first_udp = spec.workload.is_udp().then(crate::engine::udp::kernel_udp);
+            first_stats = read_stats(&service);
         }
         Ok(Side {
             rx,
@@ -195,12 +221,24 @@ impl Side {
             total_hist: new_hist(),
             total_hist_corrected: new_hist(),
             udp_edges: spec.workload.is_udp().then_some((first_udp, None)),
+            service,
+            stats_edges: (first_stats, None),
         })
     }
 
-    /// A CPU snapshot at an edge (and for UDP the kernel's counters).
+    /// A CPU snapshot at an edge (and for UDP the kernel's counters, for a
+    /// watched service its stats).
     fn push_edge(&mut self) {
-        self.cpu_edges.push(cpu::snapshot());
+        let pid = self.service.as_ref().and_then(|s| s.pid);
+        let edge = cpu::snapshot_of(pid, self.cpu_edges.last());
+        self.cpu_edges.push(edge);
+        if let Some(st) = read_stats(&self.service) {
+            if self.stats_edges.0.is_none() {
+                self.stats_edges.0 = Some(st);
+            } else {
+                self.stats_edges.1 = Some(st);
+            }
+        }
         if let Some((first, last)) = &mut self.udp_edges {
             let k = crate::engine::udp::kernel_udp();
             if first.is_none() {
@@ -215,6 +253,15 @@ impl Side {
     pub fn window_kernel_udp(&self) -> Option<KernelUdp> {
         match self.udp_edges {
             Some((Some(a), Some(b))) => Some(b.since(&a)),
+            _ => None,
+        }
+    }
+
+    /// The watched service's counts over the edges passed so far.
+    pub fn window_service(&self) -> Option<ServiceWindow> {
+        let svc = self.service.as_ref()?;
+        match &self.stats_edges {
+            (Some(a), Some(b)) => Some(crate::kv::service::window(&svc.name, svc.pid, a, b)),
             _ => None,
         }
     }
@@ -403,9 +450,11 @@ impl Side {
         }
         let window_cpu = self.window_cpu();
         let kernel_udp = self.window_kernel_udp();
+        let service = self.window_service();
         let mut r = std::mem::take(&mut self.report);
         r.window_cpu = window_cpu;
         r.kernel_udp = kernel_udp;
+        r.service = service;
         if let (Some(first), Some(last)) = (r.samples.first(), r.samples.last()) {
             r.window_s = last.end_s - first.start_s;
         }
@@ -415,4 +464,10 @@ impl Side {
         r.placement.sort_by_key(|p| p.worker);
         r
     }
+}
+
+/// The service's stats now (None: no service to ask, or it did not answer:
+/// the edge keeps the previous reading).
+fn read_stats(service: &Option<ServiceProbe>) -> Option<Stats> {
+    crate::kv::service::stats(service.as_ref()?.stats?).ok()
 }

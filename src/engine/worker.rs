@@ -272,6 +272,7 @@ impl Worker {
             timers: &mut self.timers,
             spawned,
             stopping,
+            counting: self.window_started && !stopping,
             peer_closed: match call {
                 Call::Ready { peer_closed, .. } => peer_closed,
                 Call::Timer => None,

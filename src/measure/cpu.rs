@@ -137,6 +137,43 @@ pub fn snapshot() -> CpuSnapshot {
     }
 }
 
+/// A snapshot whose process is `pid` (a server the agent started, such as
+/// memcached) instead of this one; a process that is gone keeps the time
+/// `before` it had (it used no more).
+pub fn snapshot_of(pid: Option<u32>, before: Option<&CpuSnapshot>) -> CpuSnapshot {
+    match pid {
+        None => snapshot(),
+        Some(p) => CpuSnapshot {
+            at: Instant::now(),
+            host: read_host(),
+            proc_: pid_cpu(p)
+                .or_else(|| before.map(|b| b.proc_))
+                .unwrap_or_default(),
+        },
+    }
+}
+
+/// Another process's user and system time, from /proc/PID/stat (fields
+/// 14 and 15, in clock ticks, after the parenthesised command name).
+pub fn pid_cpu(pid: u32) -> Option<ProcCpu> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_pid_stat(&text)
+}
+
+fn parse_pid_stat(text: &str) -> Option<ProcCpu> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): utime is field 14, stime 15.
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(ProcCpu {
+        user_us: utime * 1_000_000 / hz,
+        system_us: stime * 1_000_000 / hz,
+    })
+}
+
 pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
     let wall = b.at.saturating_duration_since(a.at).as_secs_f64();
     let d = b.host.all.minus(&a.host.all);
@@ -237,6 +274,17 @@ pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64) -> CpuCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_process_cpu_from_its_stat_line() {
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        let line = "42 (mem cached) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 4 0 1 1 1";
+        let p = parse_pid_stat(line).unwrap();
+        assert_eq!(p.user_us, 250 * 1_000_000 / hz);
+        assert_eq!(p.system_us, 50 * 1_000_000 / hz);
+        assert!(pid_cpu(std::process::id()).is_some());
+        assert!(parse_pid_stat("garbage").is_none());
+    }
 
     #[test]
     fn hosts_merge_as_one_machine() {

@@ -33,6 +33,35 @@ pub struct FlowReport {
     /// UDP flows: what this end sent and received over the whole test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpFlowStats>,
+    /// memcache clients: this flow's operations over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvFlowStats>,
+}
+
+/// One memcache connection over the window: its operations, and the
+/// latency of its gets and of its sets kept apart (HDR, hex V2), so that
+/// the controller merges them over flows and hosts exactly. The result
+/// keeps the merged summaries; per-flow histograms are dropped after.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct KvFlowStats {
+    pub gets: u64,
+    pub sets: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub bad_values: u64,
+    pub errors: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub get_latency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_latency: Option<String>,
+    /// Open loop: from each request's intended send time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub get_corrected: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_corrected: Option<String>,
+    /// The first value that failed verification or error reply, as seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_problem: Option<String>,
 }
 
 /// One UDP flow at one end, over the whole test (warm-up included).

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use super::exec::ExecSpec;
 use super::sample::Confidence;
 use super::spec::{
-    CertKind, CloseMode, Direction, Per, TestSpec, TlsBackend, TlsSpec, WindowMode, Workload,
+    CertKind, CloseMode, Direction, KvDialect, KvSpec, Per, TestSpec, TlsBackend, TlsSpec,
+    WindowMode, Workload,
 };
 use crate::units;
 
@@ -43,6 +44,39 @@ pub const UDP_RR: u64 = 64;
 pub enum Rate {
     PerSecond(f64),
     Bits(f64),
+}
+
+/// memcache's operation mix `GETS:SETS` (`"9:1"`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GetSet(pub u32, pub u32);
+
+impl GetSet {
+    pub fn parse(s: &str) -> Result<GetSet, String> {
+        let bad = || format!("'{s}' is not GETS:SETS (example: 9:1 = 90% gets, 10% sets)");
+        let (a, b) = s.split_once(':').ok_or_else(bad)?;
+        let g = a.trim().parse().map_err(|_| bad())?;
+        let w = b.trim().parse().map_err(|_| bad())?;
+        if g == 0 && w == 0 {
+            return Err(format!("'{s}' asks for no operation (example: 9:1)"));
+        }
+        Ok(GetSet(g, w))
+    }
+}
+
+impl Serialize for GetSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}:{}", self.0, self.1))
+    }
+}
+
+impl<'de> Deserialize<'de> for GetSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |_| Err("a get-set mix is text: \"9:1\"".into()),
+            GetSet::parse,
+        )
+    }
 }
 
 /// A CPU list written as `"0-1"` or `[0, 1]`.
@@ -360,6 +394,33 @@ pub struct TestOptions {
     /// udp-rr: a request unanswered this long is counted lost [default: 1s].
     #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
     pub timeout: Option<Secs>,
+    /// memcache: the memcached the agent starts on its host, with its arguments ("memcached -t 4 -m 1024"); linerate adds -l and -p [default: memcached].
+    #[arg(long, value_name = "COMMAND")]
+    pub service: Option<String>,
+    /// memcache: load an existing memcached at HOST:PORT instead (its CPU is not measured).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "service")]
+    pub target: Option<String>,
+    /// memcache: keys in the key space, all set before the window [default: 10k].
+    #[arg(long, value_parser = Count::parse, value_name = "N")]
+    pub keys: Option<Count>,
+    /// memcache: bytes per key [default: 16].
+    #[arg(long, value_name = "BYTES")]
+    pub key_size: Option<u32>,
+    /// memcache: zipf key popularity with this exponent (e.g. 0.99) [default: uniform].
+    #[arg(long, value_name = "S")]
+    pub zipf: Option<f64>,
+    /// memcache: value sizes: 1K, a range 1K-2K, or a weighted mix 4-100:1,1K-2K:1,5K-20K:1 [default: 1K].
+    #[arg(long, value_name = "SIZES")]
+    pub values: Option<String>,
+    /// memcache: gets and sets in this ratio [default: 9:1].
+    #[arg(long, value_parser = GetSet::parse, value_name = "GETS:SETS")]
+    pub get_set: Option<GetSet>,
+    /// memcache: keys per get command (multi-get) [default: 1].
+    #[arg(long, value_name = "K")]
+    pub multiget: Option<u32>,
+    /// memcache: text (get/set) or meta (mg/ms) commands [default: text].
+    #[arg(long, value_enum)]
+    pub protocol: Option<KvDialect>,
     /// Number of flows (connections) [default: 1].
     #[arg(short = 'F', long)]
     pub flows: Option<u32>,
@@ -603,9 +664,54 @@ impl TestOptions {
                     .map(|c| vec!["sh".into(), "-c".into(), c.clone()]),
                 sshd: self.sshd.unwrap_or(false) || workload == Workload::Scp,
             }),
+            kv: self.kv_spec(workload)?,
         };
         spec.validate()?;
         Ok(spec)
+    }
+
+    fn kv_spec(&self, workload: Workload) -> Result<Option<KvSpec>, String> {
+        if workload != Workload::Memcache {
+            let set = [
+                (self.service.is_some(), "--service"),
+                (self.target.is_some(), "--target"),
+                (self.keys.is_some(), "--keys"),
+                (self.key_size.is_some(), "--key-size"),
+                (self.zipf.is_some(), "--zipf"),
+                (self.values.is_some(), "--values"),
+                (self.get_set.is_some(), "--get-set"),
+                (self.multiget.is_some(), "--multiget"),
+                (self.protocol.is_some(), "--protocol"),
+            ];
+            if let Some((_, name)) = set.iter().find(|(on, _)| *on) {
+                return Err(format!("{name} applies to memcache"));
+            }
+            return Ok(None);
+        }
+        let d = KvSpec::default();
+        let keys = match self.keys {
+            Some(Count(k)) if k < 1.0 || k.fract() != 0.0 || k > 1e9 => {
+                return Err(format!("--keys {k}: a whole number from 1 to 1G"))
+            }
+            Some(Count(k)) => k as u64,
+            None => d.keys,
+        };
+        let GetSet(gets, sets) = self.get_set.unwrap_or(GetSet(d.gets, d.sets));
+        Ok(Some(KvSpec {
+            service: match (&self.service, &self.target) {
+                (None, Some(_)) => None,
+                (s, _) => Some(s.clone().unwrap_or_else(|| d.service.clone().unwrap())),
+            },
+            target: self.target.clone(),
+            keys,
+            key_size: self.key_size.map(|k| k as usize).unwrap_or(d.key_size),
+            zipf: self.zipf,
+            values: self.values.clone().unwrap_or(d.values),
+            gets,
+            sets,
+            multiget: self.multiget.unwrap_or(d.multiget),
+            dialect: self.protocol.unwrap_or_default(),
+        }))
     }
 
     fn tls_spec(&self, workload: Workload) -> Result<Option<TlsSpec>, String> {
@@ -801,6 +907,38 @@ pub fn to_command_line(spec: &TestSpec) -> String {
             flag(true, format!("--tls-ca {c}"));
         }
     }
+    if let Some(kv) = &spec.kv {
+        let dk = KvSpec::default();
+        if let Some(sv) = kv
+            .service
+            .as_ref()
+            .filter(|s| Some(*s) != dk.service.as_ref())
+        {
+            let q = if sv.contains(' ') { "'" } else { "" };
+            flag(true, format!("--service {q}{sv}{q}"));
+        }
+        if let Some(t) = &kv.target {
+            flag(true, format!("--target {t}"));
+        }
+        flag(kv.keys != dk.keys, format!("--keys {}", kv.keys));
+        flag(
+            kv.key_size != dk.key_size,
+            format!("--key-size {}", kv.key_size),
+        );
+        if let Some(z) = kv.zipf {
+            flag(true, format!("--zipf {z}"));
+        }
+        flag(kv.values != dk.values, format!("--values {}", kv.values));
+        flag(
+            (kv.gets, kv.sets) != (dk.gets, dk.sets),
+            format!("--get-set {}:{}", kv.gets, kv.sets),
+        );
+        flag(
+            kv.multiget != dk.multiget,
+            format!("--multiget {}", kv.multiget),
+        );
+        flag(kv.dialect == KvDialect::Meta, "--protocol meta".into());
+    }
     if let (Some(e), Workload::Exec) = (&spec.exec, spec.workload) {
         flag(e.sshd, "--sshd".into());
         if let Some(c) = &e.server_command {
@@ -854,6 +992,33 @@ mod tests {
     fn the_command_line_builds_the_same_spec_back() {
         let specs = [
             TestSpec::default(),
+            TestSpec {
+                workload: Workload::Memcache,
+                flows: 8,
+                outstanding: 4,
+                rate: Some(5000.0),
+                kv: Some(KvSpec {
+                    keys: 100_000,
+                    key_size: 32,
+                    zipf: Some(0.99),
+                    values: "4-100:1,1K-2K:1".into(),
+                    gets: 4,
+                    sets: 1,
+                    multiget: 10,
+                    dialect: KvDialect::Meta,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            TestSpec {
+                workload: Workload::Memcache,
+                kv: Some(KvSpec {
+                    service: None,
+                    target: Some("127.0.0.1:11211".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
             TestSpec {
                 workload: Workload::Rr,
                 request: 200,

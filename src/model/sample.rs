@@ -51,6 +51,22 @@ pub struct Counters {
     pub transit_delta_ns: u64,
     #[serde(default)]
     pub transit_deltas: u64,
+    /// memcache: keys asked for by gets and sets done (memcached's cmd_get
+    /// and cmd_set), gets that found their key and that did not, values
+    /// that were not what was set (wrong length or content), and error
+    /// replies (ERROR, CLIENT_ERROR, SERVER_ERROR).
+    #[serde(default)]
+    pub kv_gets: u64,
+    #[serde(default)]
+    pub kv_sets: u64,
+    #[serde(default)]
+    pub kv_hits: u64,
+    #[serde(default)]
+    pub kv_misses: u64,
+    #[serde(default)]
+    pub kv_bad_values: u64,
+    #[serde(default)]
+    pub kv_errors: u64,
 }
 
 impl AddAssign for Counters {
@@ -73,6 +89,12 @@ impl AddAssign for Counters {
         self.timeouts += o.timeouts;
         self.transit_delta_ns += o.transit_delta_ns;
         self.transit_deltas += o.transit_deltas;
+        self.kv_gets += o.kv_gets;
+        self.kv_sets += o.kv_sets;
+        self.kv_hits += o.kv_hits;
+        self.kv_misses += o.kv_misses;
+        self.kv_bad_values += o.kv_bad_values;
+        self.kv_errors += o.kv_errors;
     }
 }
 
@@ -98,6 +120,12 @@ impl Sub for Counters {
             timeouts: self.timeouts - o.timeouts,
             transit_delta_ns: self.transit_delta_ns - o.transit_delta_ns,
             transit_deltas: self.transit_deltas - o.transit_deltas,
+            kv_gets: self.kv_gets - o.kv_gets,
+            kv_sets: self.kv_sets - o.kv_sets,
+            kv_hits: self.kv_hits - o.kv_hits,
+            kv_misses: self.kv_misses - o.kv_misses,
+            kv_bad_values: self.kv_bad_values - o.kv_bad_values,
+            kv_errors: self.kv_errors - o.kv_errors,
         }
     }
 }
@@ -181,6 +209,38 @@ pub struct CpuWindow {
     pub process_cpu_s: f64,
     pub process_user_s: f64,
     pub process_system_s: f64,
+}
+
+/// memcache: the prefill that set every key before the window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct KvPrefill {
+    pub keys: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Connections it used.
+    pub connections: u32,
+    /// Sets answered with an error (SERVER_ERROR out of memory, ...).
+    #[serde(default)]
+    pub errors: u64,
+}
+
+/// A server process the agent ran for the test (memcached): what it
+/// counted over the window, from its own `stats`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ServiceWindow {
+    /// "memcached 1.6.38".
+    pub name: String,
+    /// Its process, when the agent started it (its CPU is the agent's
+    /// process CPU); None for a `--target` nobody here started.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Running counts over the window (end - start): cmd_get, cmd_set,
+    /// get_hits, get_misses, evictions, bytes_read, ...
+    #[serde(default)]
+    pub delta: std::collections::BTreeMap<String, i64>,
+    /// Levels at the window's end: curr_items, bytes, curr_connections, ...
+    #[serde(default)]
+    pub end: std::collections::BTreeMap<String, i64>,
 }
 
 /// Service demand: CPU microseconds per KiB moved and per transaction, from

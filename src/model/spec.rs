@@ -30,6 +30,10 @@ pub enum Workload {
     #[serde(rename = "udp-rr")]
     #[value(name = "udp-rr")]
     UdpRr,
+    /// A get/set mix against a real memcached the agent starts (`--service`)
+    /// or one that runs already (`--target`): operations/s, hit ratio,
+    /// latency per operation type (memtier_benchmark, memaslap).
+    Memcache,
 }
 
 impl Workload {
@@ -43,6 +47,7 @@ impl Workload {
             Workload::Scp => "scp",
             Workload::UdpStream => "udp-stream",
             Workload::UdpRr => "udp-rr",
+            Workload::Memcache => "memcache",
         }
     }
 
@@ -279,6 +284,85 @@ pub struct TestSpec {
     /// exec/scp: the program to run.
     #[serde(default)]
     pub exec: Option<super::exec::ExecSpec>,
+    /// memcache: the server and the key-value mix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvSpec>,
+}
+
+/// Which memcached commands carry the load.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum KvDialect {
+    /// get / set (the classic text protocol).
+    #[default]
+    Text,
+    /// mg / ms (meta commands, memcached >= 1.6).
+    Meta,
+}
+
+/// A memcache test: where memcached is, and what the clients ask of it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct KvSpec {
+    /// The memcached command line the agent starts on its host, e.g.
+    /// "memcached -t 4 -m 1024" (linerate adds the address and port).
+    /// None: `target`.
+    pub service: Option<String>,
+    /// An existing memcached, host:port (no server process to measure).
+    pub target: Option<String>,
+    /// Keys in the key space, each set before the window.
+    pub keys: u64,
+    /// Bytes per key.
+    pub key_size: usize,
+    /// Key popularity: zipf with this exponent (None: uniform).
+    pub zipf: Option<f64>,
+    /// Value sizes: "1K", "1K-2K", or a weighted mix "4-100,1K-2K,5K-20K".
+    pub values: String,
+    /// Gets and sets in this ratio (9:1 = 90% gets).
+    pub gets: u32,
+    pub sets: u32,
+    /// Keys per get command (multi-get).
+    pub multiget: u32,
+    pub dialect: KvDialect,
+}
+
+impl Default for KvSpec {
+    fn default() -> Self {
+        KvSpec {
+            service: Some("memcached".into()),
+            target: None,
+            keys: 10_000,
+            key_size: 16,
+            zipf: None,
+            values: "1K".into(),
+            gets: 9,
+            sets: 1,
+            multiget: 1,
+            dialect: KvDialect::Text,
+        }
+    }
+}
+
+impl KvSpec {
+    /// Checks what a flag alone cannot (the value sizes parse, the mix has
+    /// an operation, keys fit memcached's 250-byte limit).
+    pub fn validate(&self) -> Result<(), String> {
+        crate::kv::keyspace::ValueSizes::parse(&self.values)
+            .map_err(|e| format!("--values {e}"))?;
+        crate::kv::keyspace::KeySpace::new(self.keys, self.key_size, self.zipf)
+            .map_err(|e| format!("--keys/--key-size/--zipf: {e}"))?;
+        if self.gets == 0 && self.sets == 0 {
+            return Err("--get-set 0:0 asks for no operation: use e.g. 9:1".into());
+        }
+        if !(1..=100).contains(&self.multiget) {
+            return Err("--multiget is 1 to 100 keys per get".into());
+        }
+        match (&self.service, &self.target) {
+            (Some(_), Some(_)) => Err("--service and --target exclude each other".into()),
+            (None, None) => Err("memcache needs --service memcached or --target HOST:PORT".into()),
+            (Some(s), None) => crate::kv::service::check_command(s).map(|_| ()),
+            (None, Some(_)) => Ok(()),
+        }
+    }
 }
 
 impl Default for TestSpec {
@@ -321,6 +405,7 @@ impl Default for TestSpec {
             rate_bps: None,
             timeout_s: default_timeout(),
             exec: None,
+            kv: None,
         }
     }
 }
@@ -498,6 +583,21 @@ impl TestSpec {
         }
         if self.exec.is_some() {
             return Err("a command applies to the exec workload".into());
+        }
+        match (&self.kv, self.workload) {
+            (Some(kv), Workload::Memcache) => kv.validate()?,
+            (None, Workload::Memcache) => return Err("memcache needs its key-value mix".into()),
+            (Some(_), _) => {
+                return Err(
+                    "--service, --target, --keys, --values, --get-set apply to memcache".into(),
+                )
+            }
+            (None, _) => {}
+        }
+        if self.workload == Workload::Memcache && self.tls.is_some() {
+            return Err(
+                "--tls: memcached's TLS is not supported by linerate's memcache load".into(),
+            );
         }
         if self.window == WindowMode::Exact && self.rcvbuf.is_none() {
             return Err("--window exact needs --rcvbuf (the window)".into());

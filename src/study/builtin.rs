@@ -23,6 +23,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "udp-small-packets",
         include_str!("../../studies/udp-small-packets.toml"),
     ),
+    ("memcached", include_str!("../../studies/memcached.toml")),
 ];
 
 pub fn names() -> Vec<&'static str> {

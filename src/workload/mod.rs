@@ -19,6 +19,7 @@ use crate::engine::tls::{Role, TlsConn};
 use crate::model::spec::{self, MainMetric, TestSpec};
 
 pub mod crr;
+pub mod memcache;
 pub mod rr;
 pub mod stream;
 pub mod tls_handshake;
@@ -96,6 +97,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &tls_handshake::TlsHandshake,
     &udp_stream::UdpStream,
     &udp_rr::UdpRr,
+    &memcache::Memcache,
 ];
 
 /// The workload that runs `kind` (None: a program, not flows).
@@ -183,6 +185,7 @@ mod tests {
             Kind::TlsHandshake,
             Kind::UdpStream,
             Kind::UdpRr,
+            Kind::Memcache,
         ] {
             assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
         }
@@ -198,7 +201,7 @@ mod tests {
         };
         assert_eq!(
             validate(&s).unwrap_err(),
-            "--rate (open loop) applies to rr, udp-stream"
+            "--rate (open loop) applies to rr, udp-stream, memcache"
         );
         let z = TestSpec {
             workload: Kind::Rr,

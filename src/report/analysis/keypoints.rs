@@ -207,6 +207,10 @@ pub fn streams_to_line_rate(l: &Landscape) -> Vec<KeyPoint> {
 /// Throughput that falls again as flows are added beyond a peak.
 pub fn scaling_peak(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
+    // memcache: operations, not bytes, and its own rule (kv_saturation).
+    if all_kv(l) {
+        return out;
+    }
     let (metric, what): (&str, fn(f64) -> String) = if all_udp(l) {
         ("packets_per_s", crate::units::fmt_rate)
     } else {
@@ -236,6 +240,121 @@ pub fn scaling_peak(l: &Landscape) -> Vec<KeyPoint> {
                     what(last)
                 ),
                 advice: "Past the peak, flows compete for the same cores and caches; use about as many busy flows as cores, or spread them over more hosts.".into(),
+            });
+        }
+    }
+    out
+}
+
+/// Every point is a memcache test.
+fn all_kv(l: &Landscape) -> bool {
+    !l.rows.is_empty()
+        && l.rows
+            .iter()
+            .all(|r| r.point.spec.workload == Workload::Memcache)
+}
+
+/// memcache: where more connections stop buying operations (the server
+/// saturates), per group, and what the extra connections cost in latency.
+pub fn kv_saturation(l: &Landscape) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    if !all_kv(l) {
+        return out;
+    }
+    let p99 = curves(l, "flows", "get_p99_us");
+    for (group, v) in curves(l, "flows", "ops_per_s") {
+        if v.len() < 3 {
+            continue;
+        }
+        // The first step where doubling (or more) the connections adds
+        // less than 10% of operations.
+        let Some(i) =
+            (1..v.len()).find(|&i| v[i].0 >= 2.0 * v[i - 1].0 && v[i].1 < 1.1 * v[i - 1].1)
+        else {
+            continue;
+        };
+        let (n0, r0) = v[i - 1];
+        let (last_n, last) = *v.last().expect("3 or more");
+        let lat = p99.iter().find(|(g, _)| *g == group).and_then(|(_, c)| {
+            let a = c.iter().find(|p| p.0 == n0)?.1;
+            let b = c.iter().find(|p| p.0 == last_n)?.1;
+            Some((a, b))
+        });
+        out.push(KeyPoint {
+            rule: "kv_saturation",
+            text: format!(
+                "memcached saturates at {}{}: {} operations; {} give {:+.0}% ({}){}.",
+                plural(n0, "connection", "connections"),
+                suffix(&group),
+                crate::units::fmt_rate(r0),
+                plural(last_n, "connection", "connections"),
+                100.0 * (last / r0 - 1.0),
+                crate::units::fmt_rate(last),
+                match lat {
+                    Some((a, b)) if b > a => format!(
+                        " while the get p99 grows from {} to {}",
+                        fmt_us(a),
+                        fmt_us(b)
+                    ),
+                    _ => String::new(),
+                }
+            ),
+            advice: "Past this point requests queue in memcached's worker threads: raise its threads (--service 'memcached -t N'), or compare its CPU per operation with the client's to see which end is the limit.".into(),
+        });
+    }
+    out
+}
+
+/// memcache: the server's CPU per operation and the hit ratio, per group at
+/// the most connections measured; a hit ratio below 99% is named (the key
+/// space does not fit memcached's memory, or sets fail).
+pub fn kv_cost(l: &Landscape) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    if !all_kv(l) {
+        return out;
+    }
+    let hits = curves(l, "flows", "hit_ratio_pct");
+    let client = curves(l, "flows", "client_us_per_op");
+    let mut parts = Vec::new();
+    let mut at = 0.0;
+    for (group, v) in curves(l, "flows", "server_us_per_op") {
+        let Some(&(n, us)) = v.last() else { continue };
+        at = n;
+        let c = client
+            .iter()
+            .find(|(g, _)| *g == group)
+            .and_then(|(_, c)| c.iter().find(|p| p.0 == n).map(|p| p.1));
+        parts.push(format!(
+            "{us:.2} µs{}{}",
+            c.map(|c| format!(" (client {c:.2})")).unwrap_or_default(),
+            if group.is_empty() {
+                String::new()
+            } else {
+                format!(" with {group}")
+            }
+        ));
+    }
+    if !parts.is_empty() {
+        out.push(KeyPoint {
+            rule: "kv_cost",
+            text: format!(
+                "memcached's CPU per operation at {}: {}.",
+                plural(at, "connection", "connections"),
+                parts.join(", ")
+            ),
+            advice: "CPU per operation is the server's cost that scales out: a core's 1,000,000 µs divided by it is the operations/s one memcached thread can serve; large values cost more in copies and syscalls.".into(),
+        });
+    }
+    for (group, v) in hits {
+        if let Some(&(n, h)) = v.iter().find(|p| p.1 < 99.0) {
+            out.push(KeyPoint {
+                rule: "kv_hit_ratio",
+                text: format!(
+                    "The hit ratio is {h:.1}% at {}{}: gets miss keys the prefill had set.",
+                    plural(n, "connection", "connections"),
+                    suffix(&group)
+                ),
+                advice: "Evictions: memcached's memory (-m) is smaller than keys x value size; raise -m or lower --keys so that hits measure a cache that holds its data.".into(),
             });
         }
     }
@@ -588,7 +707,8 @@ pub fn transaction_cost(l: &Landscape) -> Vec<KeyPoint> {
             .iter()
             .all(|x| x.spec.is_finite() || x.exec.is_some())
     });
-    if single_transfers {
+    // memcache has its own rule on CPU per operation (kv_cost).
+    if single_transfers || all_kv(l) {
         return out;
     }
     for (side, key) in [("client", "client_us_per_tx"), ("agent", "agent_us_per_tx")] {
@@ -1190,6 +1310,8 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         scp_channel_window,
         udp_receiver_drops,
         udp_batching,
+        kv_saturation,
+        kv_cost,
         tail_latency,
         noise,
         shared_host,
@@ -1344,6 +1466,82 @@ mod tests {
         assert!(udp_receiver_drops(&calm).is_empty());
         // Bytes-per-KB trends stay quiet for datagram studies.
         assert!(service_demand_trend(&l).is_empty());
+    }
+
+    fn kv_row(flows: &str, ops: f64, p99: f64, server: f64, hit: f64) -> Row {
+        let mut r = row(
+            &[("flows", flows), ("values", "1K")],
+            &[
+                ("ops_per_s", &[ops]),
+                ("get_p99_us", &[p99]),
+                ("server_us_per_op", &[server]),
+                ("client_us_per_op", &[server / 2.0]),
+                ("hit_ratio_pct", &[hit]),
+                ("throughput_bps", &[ops * 8e3]),
+                ("client_us_per_tx", &[1.0 + ops / 1e5]),
+            ],
+            2,
+        );
+        r.point.spec.workload = Workload::Memcache;
+        r
+    }
+
+    #[test]
+    fn memcached_saturation_cost_and_hit_ratio() {
+        let l = land(
+            vec![
+                kv_row("1", 50e3, 100.0, 8.0, 100.0),
+                kv_row("4", 200e3, 120.0, 3.0, 100.0),
+                kv_row("16", 210e3, 400.0, 2.5, 100.0),
+                kv_row("64", 190e3, 1500.0, 2.6, 100.0),
+            ],
+            None,
+        );
+        let s = kv_saturation(&l);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(
+            s[0].text.contains("saturates at 4 connections"),
+            "{}",
+            s[0].text
+        );
+        assert!(s[0].text.contains("give -5%"), "{}", s[0].text);
+        assert!(
+            s[0].text.contains("from 120.0 µs to 1.50 ms"),
+            "{}",
+            s[0].text
+        );
+        let c = kv_cost(&l);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(
+            c[0].text
+                .contains("at 64 connections: 2.60 µs (client 1.30)"),
+            "{}",
+            c[0].text
+        );
+        // Byte-stream and per-transaction rules stay quiet for memcache.
+        assert!(scaling_peak(&l).is_empty());
+        assert!(transaction_cost(&l).is_empty());
+        // Still growing at every step: no saturation; evictions named.
+        let grow = land(
+            vec![
+                kv_row("1", 50e3, 100.0, 8.0, 100.0),
+                kv_row("4", 150e3, 110.0, 3.0, 98.0),
+                kv_row("16", 400e3, 130.0, 2.5, 97.0),
+            ],
+            None,
+        );
+        assert!(kv_saturation(&grow).is_empty());
+        let h: Vec<_> = kv_cost(&grow)
+            .into_iter()
+            .filter(|k| k.rule == "kv_hit_ratio")
+            .collect();
+        assert_eq!(h.len(), 1);
+        assert!(
+            h[0].text.contains("98.0% at 4 connections"),
+            "{}",
+            h[0].text
+        );
+        assert!(kv_cost(&l).iter().all(|k| k.rule != "kv_hit_ratio"));
     }
 
     #[test]

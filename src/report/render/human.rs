@@ -99,6 +99,37 @@ pub fn describe(spec: &TestSpec) -> String {
             }
             s
         }
+        Workload::Memcache => {
+            let kv = spec.kv.clone().unwrap_or_default();
+            let server = match (&kv.service, &kv.target) {
+                (_, Some(t)) => format!("memcached at {t}"),
+                (Some(s), None) => format!("`{s}` on the agent"),
+                (None, None) => "memcached".into(),
+            };
+            let mut s = format!(
+                "memcache {}:{} get:set, {} keys of {} B ({}), values {}, {} commands against {server}",
+                kv.gets,
+                kv.sets,
+                kv.keys,
+                kv.key_size,
+                kv.zipf.map(|z| format!("zipf {z}")).unwrap_or_else(|| "uniform".into()),
+                kv.values,
+                match kv.dialect {
+                    crate::model::spec::KvDialect::Text => "get/set",
+                    crate::model::spec::KvDialect::Meta => "mg/ms",
+                },
+            );
+            if kv.multiget > 1 {
+                let _ = write!(s, ", {} keys per get", kv.multiget);
+            }
+            if spec.outstanding > 1 {
+                let _ = write!(s, ", {} outstanding", spec.outstanding);
+            }
+            if let Some(r) = spec.rate {
+                let _ = write!(s, ", open loop at {} ops/s total", fmt_rate(r));
+            }
+            s
+        }
     };
     let what = match &spec.tls {
         None => what,
@@ -313,6 +344,9 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         if let Some(u) = &it.udp {
             udp_lines(&mut o, u, spec);
         }
+        if let Some(k) = &it.kv {
+            kv_lines(&mut o, k);
+        }
         if spec.workload.per_connection() {
             let c = &it.counters.client;
             let _ = writeln!(
@@ -526,6 +560,94 @@ fn udp_lines(o: &mut String, u: &crate::model::result::UdpFigures, spec: &TestSp
         per(u.client_us_per_packet),
         per(u.agent_us_per_packet)
     );
+}
+
+fn kv_lines(o: &mut String, k: &crate::model::result::KvFigures) {
+    let _ = writeln!(
+        o,
+        "  {:<12} {} operations: gets {} (keys), sets {}; hit ratio {}",
+        "memcache",
+        fmt_rate(k.ops_per_s),
+        fmt_rate(k.gets_per_s),
+        fmt_rate(k.sets_per_s),
+        k.hit_ratio
+            .map(|h| format!("{:.4} ({} hits, {} misses)", h, k.hits, k.misses))
+            .unwrap_or_else(|| "- (no gets)".into())
+    );
+    let lat = |name: &str, l: &Option<crate::model::sample::LatencySummary>, o: &mut String| {
+        if let Some(l) = l {
+            let _ = writeln!(
+                o,
+                "  {:<12} p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} requests)",
+                name,
+                fmt_us(l.p50),
+                fmt_us(l.p90),
+                fmt_us(l.p99),
+                fmt_us(l.p999),
+                fmt_us(l.max),
+                l.count
+            );
+        }
+    };
+    lat("get latency", &k.get_latency_us, o);
+    lat("set latency", &k.set_latency_us, o);
+    lat("get (CO)", &k.get_corrected_us, o);
+    lat("set (CO)", &k.set_corrected_us, o);
+    let _ = writeln!(
+        o,
+        "  {:<12} {} bad values, {} error replies{}",
+        "checked",
+        k.bad_values,
+        k.errors,
+        k.first_problem
+            .as_ref()
+            .map(|p| format!(" (first: {p})"))
+            .unwrap_or_default()
+    );
+    let per = |v: Option<f64>| {
+        v.map(|v| format!("{v:.2} µs"))
+            .unwrap_or_else(|| "-".into())
+    };
+    let _ = writeln!(
+        o,
+        "  {:<12} client {}, memcached {} (process CPU per operation)",
+        "cpu/op",
+        per(k.client_us_per_op),
+        per(k.server_us_per_op)
+    );
+    if let Some(p) = &k.prefill {
+        let _ = writeln!(
+            o,
+            "  {:<12} {} keys ({}) set in {:.2} s over {} connections{}",
+            "prefill",
+            p.keys,
+            fmt_bytes(p.bytes),
+            p.seconds,
+            p.connections,
+            if p.errors > 0 {
+                format!(", {} sets refused", p.errors)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(s) = &k.server {
+        let d = |n: &str| s.delta.get(n).copied().unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "  {:<12} {}: cmd_get +{}, cmd_set +{}, get_hits +{}, get_misses +{}, evictions +{}; {} items, {} in use of {}",
+            "server",
+            s.name,
+            d("cmd_get"),
+            d("cmd_set"),
+            d("get_hits"),
+            d("get_misses"),
+            d("evictions"),
+            s.end.get("curr_items").copied().unwrap_or(0),
+            fmt_bytes(s.end.get("bytes").copied().unwrap_or(0).max(0) as u64),
+            fmt_bytes(s.end.get("limit_maxbytes").copied().unwrap_or(0).max(0) as u64),
+        );
+    }
 }
 
 /// Many hosts: one row per host over the common window, its clock offset,

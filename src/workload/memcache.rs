@@ -1,0 +1,674 @@
+//! `memcache`: a get/set mix against a real memcached (memtier_benchmark,
+//! memaslap), written and parsed by linerate inside the epoll engine.
+//!
+//! Each flow is one connection to memcached keeping `outstanding` requests
+//! in flight (memcached answers a connection's requests in order, so the
+//! oldest request in flight owns the next reply). A get asks for
+//! `multiget` keys; a set writes a value whose length and content follow
+//! from its key and a version carried in memcached's client flags, so every
+//! get verifies what it got: a wrong length or byte is a bad value,
+//! counted, never silently accepted. Open loop (`--rate`) takes latency
+//! from the intended send time too, as rr does.
+//!
+//! Before the window, `prefill` sets every key once (so a get's hit means
+//! something); the test's result says how long that took.
+
+use mio::{Registry, Token};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Conns, Supports, Workload};
+use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
+use crate::kv::keyspace::{self, KeySpace, ValueSizes};
+use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
+use crate::measure::histogram::{self, new_hist, record_ns, Hist};
+use crate::model::flow::{FlowReport, KvFlowStats};
+use crate::model::sample::KvPrefill;
+use crate::model::spec::{self, KvDialect, KvSpec, MainMetric, TestSpec};
+
+pub struct Memcache;
+
+impl Workload for Memcache {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::Memcache
+    }
+
+    fn supports(&self) -> Supports {
+        Supports {
+            rate: true,
+            ..Default::default()
+        }
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::TransactionRate
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        let mix = Arc::new(Mix::new(spec)?);
+        let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
+        Ok(conns
+            .established
+            .into_iter()
+            .map(|(id, stream, _)| {
+                Box::new(KvFlow::new(
+                    FlowBase::new(id, stream),
+                    mix.clone(),
+                    spec.outstanding as usize,
+                    per_flow_rate,
+                )) as Box<dyn Flow>
+            })
+            .collect())
+    }
+
+    fn agent_flows(&self, _spec: &TestSpec, _conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        // memcached is the server: the agent runs no flows of its own.
+        Ok(Vec::new())
+    }
+}
+
+fn dialect(d: KvDialect) -> Dialect {
+    match d {
+        KvDialect::Text => Dialect::Text,
+        KvDialect::Meta => Dialect::Meta,
+    }
+}
+
+/// What every flow of a test shares: the key space, the value sizes and
+/// the operation mix.
+pub struct Mix {
+    keys: KeySpace,
+    sizes: ValueSizes,
+    dialect: Dialect,
+    /// A request is a get with probability gets / (gets + sets).
+    get_share: f64,
+    multiget: usize,
+}
+
+impl Mix {
+    pub fn new(spec: &TestSpec) -> Result<Mix, String> {
+        let kv = spec
+            .kv
+            .as_ref()
+            .ok_or("memcache without its key-value mix")?;
+        Mix::of(kv)
+    }
+
+    pub fn of(kv: &KvSpec) -> Result<Mix, String> {
+        Ok(Mix {
+            keys: KeySpace::new(kv.keys, kv.key_size, kv.zipf)?,
+            sizes: ValueSizes::parse(&kv.values)?,
+            dialect: dialect(kv.dialect),
+            get_share: kv.gets as f64 / (kv.gets + kv.sets) as f64,
+            multiget: kv.multiget.max(1) as usize,
+        })
+    }
+}
+
+/// A request in flight: what it asked, when it was sent and when it was due.
+struct Pending {
+    /// Gets: the key indices still expected (text: until END; meta: one).
+    get: Option<Vec<u64>>,
+    /// Values this get received so far.
+    hits: usize,
+    sent: Instant,
+    intended: Instant,
+}
+
+pub struct KvFlow {
+    base: FlowBase,
+    mix: Arc<Mix>,
+    outstanding: usize,
+    rng: SmallRng,
+    /// This flow's next set version (its id in the top bits: versions of
+    /// different flows never collide, so a value always names its writer).
+    version: u32,
+    out: Vec<u8>,
+    out_pos: usize,
+    inbuf: Vec<u8>,
+    in_flight: VecDeque<Pending>,
+    key: Vec<u8>,
+    /// Open loop: seconds between requests; start and requests started.
+    period: Option<f64>,
+    start: Option<Instant>,
+    started: u64,
+    timer_armed: bool,
+    stats: KvFlowStats,
+    get_hist: Hist,
+    set_hist: Hist,
+    get_corr: Hist,
+    set_corr: Hist,
+}
+
+impl KvFlow {
+    pub fn new(base: FlowBase, mix: Arc<Mix>, outstanding: usize, rate: Option<f64>) -> Self {
+        let seed =
+            (base.id as u64) << 32 ^ std::process::id() as u64 ^ crate::engine::udp::mono_ns();
+        KvFlow {
+            version: (base.id & 0xfff) << 20,
+            base,
+            mix,
+            outstanding: outstanding.max(1),
+            rng: SmallRng::seed_from_u64(seed),
+            out: Vec::with_capacity(64 << 10),
+            out_pos: 0,
+            inbuf: Vec::with_capacity(64 << 10),
+            in_flight: VecDeque::new(),
+            key: Vec::with_capacity(256),
+            period: rate.map(|r| 1.0 / r),
+            start: None,
+            started: 0,
+            timer_armed: false,
+            stats: KvFlowStats::default(),
+            get_hist: new_hist(),
+            set_hist: new_hist(),
+            get_corr: new_hist(),
+            set_corr: new_hist(),
+        }
+    }
+
+    /// Queues one request (get or set by the mix), due at `intended`.
+    fn queue(&mut self, now: Instant, intended: Instant) {
+        let mix = self.mix.clone();
+        let d = mix.dialect;
+        if self.rng.random::<f64>() < mix.get_share {
+            let idx: Vec<u64> = (0..mix.multiget)
+                .map(|_| mix.keys.pick(&mut self.rng))
+                .collect();
+            let mut names: Vec<Vec<u8>> = Vec::with_capacity(idx.len());
+            for &i in &idx {
+                mix.keys.key(i, &mut self.key);
+                names.push(self.key.clone());
+            }
+            let refs: Vec<&[u8]> = names.iter().map(|n| n.as_slice()).collect();
+            protocol::encode_get(d, &refs, &mut self.out);
+            match d {
+                // One command, one END for all the keys.
+                Dialect::Text => self.in_flight.push_back(Pending {
+                    get: Some(idx),
+                    hits: 0,
+                    sent: now,
+                    intended,
+                }),
+                // One mg per key, each answered on its own.
+                Dialect::Meta => {
+                    for i in idx {
+                        self.in_flight.push_back(Pending {
+                            get: Some(vec![i]),
+                            hits: 0,
+                            sent: now,
+                            intended,
+                        });
+                    }
+                }
+            }
+        } else {
+            let i = mix.keys.pick(&mut self.rng);
+            self.version = (self.version & 0xfff0_0000) | ((self.version + 1) & 0x000f_ffff);
+            let v = self.version;
+            let len = mix.sizes.size_for(i, v);
+            let w = keyspace::word(i, v);
+            mix.keys.key(i, &mut self.key);
+            protocol::encode_set(
+                d,
+                &self.key,
+                v,
+                len,
+                |b| keyspace::fill(b, w),
+                &mut self.out,
+            );
+            self.in_flight.push_back(Pending {
+                get: None,
+                hits: 0,
+                sent: now,
+                intended,
+            });
+        }
+        self.started += 1;
+    }
+
+    /// Requests (closed loop) up to `outstanding`, or (open loop) those
+    /// due by now; then writes what is queued. Busy if the budget ran out.
+    fn pump(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
+        let now = cx.now;
+        match self.period {
+            None => {
+                while self.requests_in_flight() < self.outstanding {
+                    self.queue(now, now);
+                }
+            }
+            Some(p) => {
+                let start = *self.start.get_or_insert(now);
+                loop {
+                    let due = start + Duration::from_secs_f64(self.started as f64 * p);
+                    if due > now || self.requests_in_flight() >= self.outstanding {
+                        if due > now && !self.timer_armed {
+                            cx.schedule(due);
+                            self.timer_armed = true;
+                        }
+                        break;
+                    }
+                    self.queue(now, due);
+                }
+            }
+        }
+        self.flush(cx)
+    }
+
+    /// Requests, not mg commands: a meta multi-get counts once.
+    fn requests_in_flight(&self) -> usize {
+        match self.mix.dialect {
+            Dialect::Meta if self.mix.multiget > 1 => {
+                self.in_flight.len().div_ceil(self.mix.multiget)
+            }
+            _ => self.in_flight.len(),
+        }
+    }
+
+    fn flush(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
+        let mut moved = 0;
+        while self.out_pos < self.out.len() {
+            if moved >= BUDGET {
+                return Ok(Status::Busy);
+            }
+            match self.base.send(&self.out[self.out_pos..])? {
+                Io::Moved(n) => {
+                    self.out_pos += n;
+                    moved += n;
+                    self.base.bytes_tx += n as u64;
+                    cx.counters.bytes_tx += n as u64;
+                }
+                Io::Blocked => return Ok(Status::Open),
+                Io::Eof => return Err(closed()),
+            }
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        Ok(Status::Open)
+    }
+
+    /// Reads what arrived and settles the replies it completes.
+    fn receive(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
+        let mut moved = 0;
+        loop {
+            if moved >= BUDGET {
+                return Ok(Status::Busy);
+            }
+            match self.base.recv(cx.buf)? {
+                Io::Moved(n) => {
+                    moved += n;
+                    self.base.bytes_rx += n as u64;
+                    cx.counters.bytes_rx += n as u64;
+                    self.inbuf.extend_from_slice(&cx.buf[..n]);
+                    cx.now = Instant::now();
+                    self.settle(cx)?;
+                }
+                Io::Blocked => return Ok(Status::Open),
+                Io::Eof => return Err(closed()),
+            }
+        }
+    }
+
+    fn settle(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
+        let mut at = 0;
+        let d = self.mix.dialect;
+        loop {
+            let buf = std::mem::take(&mut self.inbuf);
+            let parsed = protocol::parse(d, &buf[at..]);
+            let step = match parsed {
+                Ok(Some((reply, used))) => {
+                    let r = self.on_reply(cx, reply);
+                    at += used;
+                    Some(r)
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    self.inbuf = buf;
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("memcached: {e}"),
+                    ));
+                }
+            };
+            self.inbuf = buf;
+            match step {
+                Some(r) => r?,
+                None => break,
+            }
+        }
+        self.inbuf.drain(..at);
+        Ok(())
+    }
+
+    fn on_reply(&mut self, cx: &mut Ctx<'_>, reply: Reply<'_>) -> io::Result<()> {
+        let Some(head) = self.in_flight.front_mut() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "memcached answered a request that was not asked",
+            ));
+        };
+        let counting = cx.counting;
+        match reply {
+            Reply::Value { key, flags, data } => {
+                let Some(expect) = head.get.as_ref() else {
+                    return Err(unexpected("a value", "a set"));
+                };
+                let idx = self.mix.keys.index_of(key);
+                let ok = idx.is_some_and(|i| {
+                    expect.contains(&i) && keyspace::verify(&self.mix.sizes, data, i, flags)
+                });
+                head.hits += 1;
+                if counting {
+                    cx.counters.kv_hits += 1;
+                    self.stats.hits += 1;
+                    if !ok {
+                        cx.counters.kv_bad_values += 1;
+                        self.stats.bad_values += 1;
+                        if self.stats.first_problem.is_none() {
+                            self.stats.first_problem = Some(format!(
+                                "key {} came back with {} bytes under version {flags}, not what was set",
+                                String::from_utf8_lossy(key),
+                                data.len()
+                            ));
+                        }
+                    }
+                }
+                // Meta: one mg, one reply: the request is done.
+                if self.mix.dialect == Dialect::Meta {
+                    self.complete(cx);
+                }
+            }
+            Reply::End | Reply::Miss => {
+                if head.get.is_none() {
+                    return Err(unexpected("END", "a set"));
+                }
+                self.complete(cx);
+            }
+            Reply::Stored | Reply::NotStored | Reply::Exists | Reply::NotFound => {
+                if head.get.is_some() {
+                    return Err(unexpected("a store reply", "a get"));
+                }
+                self.complete(cx);
+            }
+            Reply::Error { kind, message } => {
+                if counting {
+                    cx.counters.kv_errors += 1;
+                    self.stats.errors += 1;
+                    if self.stats.first_problem.is_none() {
+                        let word = match kind {
+                            ErrorKind::Error => "ERROR",
+                            ErrorKind::Client => "CLIENT_ERROR",
+                            ErrorKind::Server => "SERVER_ERROR",
+                        };
+                        self.stats.first_problem = Some(format!(
+                            "{word} {}",
+                            String::from_utf8_lossy(message).trim()
+                        ));
+                    }
+                }
+                // An error ends the request it answers (a text multi-get
+                // sends no END after it).
+                self.complete(cx);
+            }
+        }
+        Ok(())
+    }
+
+    /// The oldest request is answered: count it, record its latency.
+    fn complete(&mut self, cx: &mut Ctx<'_>) {
+        let Some(p) = self.in_flight.pop_front() else {
+            return;
+        };
+        let now = cx.now;
+        let lat = now.saturating_duration_since(p.sent).as_nanos() as u64;
+        let corr = now.saturating_duration_since(p.intended).as_nanos() as u64;
+        self.base.transactions += 1;
+        if !cx.counting {
+            return;
+        }
+        record_ns(cx.hist, lat);
+        if self.period.is_some() {
+            record_ns(cx.hist_corrected, corr);
+        }
+        match p.get {
+            Some(keys) => {
+                let n = keys.len() as u64;
+                let misses = n.saturating_sub(p.hits as u64);
+                cx.counters.kv_gets += n;
+                cx.counters.kv_misses += misses;
+                cx.counters.transactions += n;
+                self.stats.gets += n;
+                self.stats.misses += misses;
+                record_ns(&mut self.get_hist, lat);
+                if self.period.is_some() {
+                    record_ns(&mut self.get_corr, corr);
+                }
+            }
+            None => {
+                cx.counters.kv_sets += 1;
+                cx.counters.transactions += 1;
+                self.stats.sets += 1;
+                record_ns(&mut self.set_hist, lat);
+                if self.period.is_some() {
+                    record_ns(&mut self.set_corr, corr);
+                }
+            }
+        }
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "memcached closed the connection",
+    )
+}
+
+fn unexpected(got: &str, want: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("memcached sent {got} where the reply to {want} was due"),
+    )
+}
+
+impl Flow for KvFlow {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        self.base.register(registry, token)
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status {
+        let r = (|| {
+            let _ = writable;
+            let mut busy = false;
+            if readable {
+                if let Status::Busy = self.receive(cx)? {
+                    busy = true;
+                }
+            }
+            // Replies free room for requests; a writable socket takes the
+            // rest of what is queued.
+            if let Status::Busy = self.pump(cx)? {
+                busy = true;
+            }
+            Ok(if busy { Status::Busy } else { Status::Open })
+        })();
+        r.unwrap_or_else(Status::Failed)
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        self.timer_armed = false;
+        self.pump(cx).unwrap_or_else(Status::Failed)
+    }
+
+    fn report(&self) -> Option<FlowReport> {
+        let enc = |h: &Hist| (!h.is_empty()).then(|| histogram::encode(h));
+        let mut r = self.base.report();
+        r.kv = Some(KvFlowStats {
+            get_latency: enc(&self.get_hist),
+            set_latency: enc(&self.set_hist),
+            get_corrected: enc(&self.get_corr),
+            set_corrected: enc(&self.set_corr),
+            ..self.stats.clone()
+        });
+        Some(r)
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+}
+
+/// The client side's connections to one memcached: one per flow, no
+/// header (memcached's protocol from the first byte). With `fill`, the key
+/// space is set first (one client per server is asked to).
+pub fn open(
+    targets: &[(u32, SocketAddr)],
+    spec: &TestSpec,
+    timeout: Duration,
+    fill: bool,
+) -> Result<(Conns, Option<KvPrefill>), String> {
+    let kv = spec
+        .kv
+        .as_ref()
+        .ok_or("memcache without its key-value mix")?;
+    let prefill = match targets.first() {
+        Some((_, addr)) if fill => Some(prefill(*addr, kv, spec.flows.min(8), timeout)?),
+        _ => None,
+    };
+    let flows = crate::engine::setup::connect_plain(targets, spec, timeout)?;
+    let mut conns = Conns::new(0, None);
+    conns.established = flows.into_iter().map(|(id, s)| (id, s, None)).collect();
+    Ok((conns, prefill))
+}
+
+/// Sets every key once, version 0, from `conns` blocking connections in
+/// parallel (each a share of the keys, pipelined 256 sets at a time).
+pub fn prefill(
+    addr: SocketAddr,
+    kv: &KvSpec,
+    conns: u32,
+    timeout: Duration,
+) -> Result<KvPrefill, String> {
+    let mix = Arc::new(Mix::of(kv)?);
+    let n = conns.max(1) as u64;
+    let t0 = Instant::now();
+    let deadline = t0 + timeout;
+    let handles: Vec<_> = (0..n)
+        .map(|k| {
+            let mix = mix.clone();
+            std::thread::spawn(move || prefill_share(addr, &mix, k, n, deadline))
+        })
+        .collect();
+    let mut total = KvPrefill {
+        connections: n as u32,
+        ..Default::default()
+    };
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok((keys, bytes, errors))) => {
+                total.keys += keys;
+                total.bytes += bytes;
+                total.errors += errors;
+            }
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert("a prefill thread panicked".to_string());
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(format!("prefilling memcached at {addr}: {e}"));
+    }
+    total.seconds = t0.elapsed().as_secs_f64();
+    Ok(total)
+}
+
+/// Keys k, k+n, k+2n, ...: (keys set, value bytes, error replies).
+fn prefill_share(
+    addr: SocketAddr,
+    mix: &Mix,
+    k: u64,
+    n: u64,
+    deadline: Instant,
+) -> Result<(u64, u64, u64), String> {
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let mut s = StdStream::connect_timeout(&addr, left()).map_err(|e| e.to_string())?;
+    let _ = s.set_nodelay(true);
+    let mut out = Vec::with_capacity(1 << 20);
+    let mut inbuf: Vec<u8> = Vec::with_capacity(64 << 10);
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut key = Vec::new();
+    let (mut keys, mut bytes, mut errors) = (0u64, 0u64, 0u64);
+    let mut i = k;
+    while i < mix.keys.len() {
+        out.clear();
+        let mut batch = 0;
+        while i < mix.keys.len() && batch < 256 && out.len() < (1 << 20) {
+            let len = mix.sizes.size_for(i, 0);
+            let w = keyspace::word(i, 0);
+            mix.keys.key(i, &mut key);
+            protocol::encode_set(
+                mix.dialect,
+                &key,
+                0,
+                len,
+                |b| keyspace::fill(b, w),
+                &mut out,
+            );
+            bytes += len as u64;
+            batch += 1;
+            i += n;
+        }
+        s.set_write_timeout(Some(left()))
+            .map_err(|e| e.to_string())?;
+        s.write_all(&out)
+            .map_err(|e| format!("{e} (timeout or memcached gone)"))?;
+        let mut got = 0;
+        while got < batch {
+            let mut at = 0;
+            while let Some((reply, used)) =
+                protocol::parse(mix.dialect, &inbuf[at..]).map_err(|e| e.to_string())?
+            {
+                at += used;
+                got += 1;
+                match reply {
+                    Reply::Stored => keys += 1,
+                    Reply::Error { .. } | Reply::NotStored => errors += 1,
+                    other => return Err(format!("unexpected reply to a set: {other:?}")),
+                }
+                if got == batch {
+                    break;
+                }
+            }
+            inbuf.drain(..at);
+            if got == batch {
+                break;
+            }
+            s.set_read_timeout(Some(left()))
+                .map_err(|e| e.to_string())?;
+            let r = s
+                .read(&mut chunk)
+                .map_err(|e| format!("{e} (timeout or memcached gone)"))?;
+            if r == 0 {
+                return Err("memcached closed the connection".into());
+            }
+            inbuf.extend_from_slice(&chunk[..r]);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("not done within the time limit ({keys} keys set)"));
+        }
+    }
+    Ok((keys, bytes, errors))
+}
