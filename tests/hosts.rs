@@ -398,3 +398,31 @@ fn udp_runs_across_client_hosts_too() {
         );
     }
 }
+
+#[test]
+fn two_client_hosts_load_the_memcached_of_a_server_host() {
+    // The server agent starts memcached on its first data address; each
+    // client host opens its flows to it; one of them prefills the keys.
+    let rig = Rig::start("memcache", [0; 3]);
+    let r = run_json(
+        "hosts-memcache.json",
+        &rig.args("memcache", "--flows 4 --keys 1000 --values 100-200 -d 1.5"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(r["summary"]["status"], "ok");
+    let k = &r["iterations"][0]["kv"];
+    assert_eq!(u(&k["prefill"]["keys"]), 1000, "{k}");
+    assert_eq!(f(&k["hit_ratio"]), 1.0, "{k}");
+    assert_eq!(u(&k["bad_values"]), 0);
+    let gets = u(&k["gets"]);
+    let theirs = k["server"]["delta"]["cmd_get"].as_i64().unwrap() as u64;
+    assert!(
+        gets > 1000 && gets.abs_diff(theirs) <= 50 + gets / 50,
+        "{gets} vs {theirs}"
+    );
+    // Both client hosts carried operations, to the one memcached.
+    for n in ["d1", "d2"] {
+        assert!(u(&host(&r, n)["counters"]["kv_gets"]) > 0, "{n}");
+    }
+    assert!(f(&k["server_us_per_op"]) > 0.0, "{k}");
+}

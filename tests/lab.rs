@@ -918,3 +918,28 @@ fn udp_loss_through_the_emulator_is_counted_as_network_loss() {
         tx + timeouts
     );
 }
+
+#[test]
+fn memcache_crosses_the_lab_to_a_memcached_in_the_server_namespace() {
+    let Some(_s) = measuring() else { return };
+    // The server namespace's agent starts memcached on its data address;
+    // the client's requests cross the emulator: each takes a round trip.
+    let (lab, _) = Lab::up("kv", "--rtt 10ms --rate 100mbit --no-calibrate");
+    let r = run_json(
+        &format!("{}-kv.json", lab.name),
+        &format!(
+            "memcache --lab {} --flows 2 --keys 500 --values 100-200 -d 2 --warmup 0.5",
+            lab.name
+        ),
+        Duration::from_secs(60),
+    );
+    assert_eq!(r["summary"]["status"], "ok");
+    let k = &r["iterations"][0]["kv"];
+    assert_eq!(f(&k["hit_ratio"]), 1.0, "{k}");
+    let p50 = k["get_latency_us"]["p50"].as_f64().unwrap();
+    assert!((9_500.0..15_000.0).contains(&p50), "get p50 {p50} µs over a 10 ms RTT");
+    // Two connections, one request each in flight: at most 2 per RTT.
+    let ops = f(&k["ops_per_s"]);
+    assert!((120.0..=205.0).contains(&ops), "{ops} ops/s");
+    assert!(k["server"]["delta"]["cmd_get"].as_i64().unwrap() > 0, "{k}");
+}

@@ -13,6 +13,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("error", 0),
     ("model", 1),
     ("measure", 2),
+    ("kv", 2),
     ("engine", 3),
     ("workload", 4),
     ("lab", 5),

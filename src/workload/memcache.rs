@@ -49,6 +49,20 @@ impl Workload for Memcache {
         MainMetric::TransactionRate
     }
 
+    fn validate(&self, spec: &TestSpec) -> Result<(), String> {
+        let kv = spec
+            .kv
+            .as_ref()
+            .ok_or("memcache without its key-value mix")?;
+        ValueSizes::parse(&kv.values).map_err(|e| format!("--values {e}"))?;
+        KeySpace::new(kv.keys, kv.key_size, kv.zipf)
+            .map_err(|e| format!("--keys/--key-size/--zipf: {e}"))?;
+        if let Some(s) = &kv.service {
+            crate::kv::service::check_command(s)?;
+        }
+        Ok(())
+    }
+
     fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
         let mix = Arc::new(Mix::new(spec)?);
         let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
