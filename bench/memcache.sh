@@ -70,7 +70,7 @@ for r in $(seq 1 "$ROUNDS"); do
   run "lr.$r" "$LR" run memcache --target "127.0.0.1:$PORT" --flows "$CONNS" -T 2 --keys 100000 \
     --values 1K-2K -d "$SECS" --warmup 1 -q --json "$out/lr.$r.json"
   run "ms.$r" memcaslap -s "127.0.0.1:$PORT" -T 2 -c "$CONNS" -t "${SECS}s" -F "$out/memaslap.cfg" \
-    -w $((100000 / CONNS))
+    -w "$(( (100000 / CONNS + 1023) / 1024 ))k"
   run "mt.$r" "$MEMTIER" -s 127.0.0.1 -p "$PORT" -P memcache_text -t 2 -c "$per_conn" --ratio=1:9 \
     --key-prefix=mt --key-pattern=R:R --key-minimum=1 --key-maximum=100000 --data-size-range=1024-2048 \
     --test-time="$SECS" --hide-histogram --json-out-file="$out/mt.$r.json"
