@@ -937,7 +937,10 @@ fn memcache_crosses_the_lab_to_a_memcached_in_the_server_namespace() {
     let k = &r["iterations"][0]["kv"];
     assert_eq!(f(&k["hit_ratio"]), 1.0, "{k}");
     let p50 = k["get_latency_us"]["p50"].as_f64().unwrap();
-    assert!((9_500.0..15_000.0).contains(&p50), "get p50 {p50} µs over a 10 ms RTT");
+    assert!(
+        (9_500.0..15_000.0).contains(&p50),
+        "get p50 {p50} µs over a 10 ms RTT"
+    );
     // Two connections, one request each in flight: at most 2 per RTT.
     let ops = f(&k["ops_per_s"]);
     assert!((120.0..=205.0).contains(&ops), "{ops} ops/s");

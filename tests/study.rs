@@ -397,6 +397,56 @@ fn compare_finds_a_known_difference_and_gates_on_it() {
     );
     let o = run(&["compare", a, b, "--fail-if", "speed<-5%"], LIMIT);
     assert_eq!(o.status.code(), Some(2));
+
+    // The same two folders as one report of two environments.
+    let merged = out_dir("envs").join("slow-vs-fast");
+    let m = merged.to_str().unwrap();
+    ok(&run(
+        &["report", a, b, "--label", "slow,fast", "--out", m],
+        LIMIT,
+    ));
+    let md = std::fs::read_to_string(merged.join("report.md")).unwrap();
+    assert!(
+        md.contains("Overview: each environment against slow"),
+        "{md}"
+    );
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| fast / slow | rr 1/1 |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    let ratio: f64 = row
+        .split('|')
+        .nth(3)
+        .unwrap()
+        .trim()
+        .split('x')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((ratio - 2.0).abs() < 0.2, "{row}");
+    assert!(
+        row.contains('±'),
+        "three iterations a side give an interval: {row}"
+    );
+    // A series per environment, and key points that name them.
+    let svg = std::fs::read_to_string(merged.join("plots/plot-1.svg")).unwrap();
+    assert!(svg.contains("env=slow") && svg.contains("env=fast"));
+    assert!(
+        md.contains("fast is 10") && md.contains("faster than slow"),
+        "{md}"
+    );
+    assert!(md.contains("Settings every environment shares"), "{md}");
+    let csv = std::fs::read_to_string(merged.join("landscape.csv")).unwrap();
+    assert!(
+        csv.lines().next().unwrap().starts_with("point,env,"),
+        "{csv}"
+    );
+    // Drawn again from its sources; bad labels are named.
+    ok(&run(&["report", m], LIMIT));
+    let o = run(&["report", a, b, "--label", "one"], LIMIT);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 folders"), "{}", stderr(&o));
 }
 
 #[test]

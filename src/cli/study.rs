@@ -77,8 +77,17 @@ pub struct StudyRunArgs {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// A study results folder (results/<study>-<time>).
-    pub dir: PathBuf,
+    /// A study results folder (results/<study>-<time>); several folders
+    /// (the same study in other environments) make one report with a
+    /// series per environment and an overview of ratios against the first.
+    #[arg(required = true, num_args = 1.., value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Several folders: their names in the report, comma separated (default: the folder names).
+    #[arg(long, value_name = "A,B,...")]
+    pub label: Option<String>,
+    /// Several folders: where the merged report goes (default: a new folder beside the first).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -191,9 +200,51 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
 }
 
 pub fn report(a: ReportArgs) -> Result<()> {
-    let html = document::write_all(&a.dir).map_err(Error::Failed)?;
+    if a.dirs.len() == 1 {
+        if a.label.is_some() || a.out.is_some() {
+            return Err(usage(
+                "--label and --out apply to several folders (one report of several environments)",
+            ));
+        }
+        let html = document::write_all(&a.dirs[0]).map_err(Error::Failed)?;
+        println!("{}", html.display());
+        return Ok(());
+    }
+    let labels = crate::report::analysis::environments::labels(&a.dirs, a.label.as_deref())
+        .map_err(usage)?;
+    for d in &a.dirs {
+        if !d.join("manifest.json").exists() {
+            return Err(usage(format!(
+                "{} is not a study results folder (no manifest.json)",
+                d.display()
+            )));
+        }
+    }
+    let out = match &a.out {
+        Some(o) => o.clone(),
+        None => {
+            let first = folder::load(&a.dirs[0]).map_err(Error::Failed)?;
+            let parent = a.dirs[0].parent().unwrap_or(std::path::Path::new("."));
+            folder::new_dir(parent, &format!("{}-environments", first.study.name))
+                .map_err(Error::Failed)?
+        }
+    };
+    if a.dirs.iter().any(|d| same_dir(d, &out)) {
+        return Err(usage(format!(
+            "--out {} is one of the folders reported: pick a new folder",
+            out.display()
+        )));
+    }
+    let html = document::write_environments(&a.dirs, &labels, &out).map_err(Error::Failed)?;
     println!("{}", html.display());
     Ok(())
+}
+
+fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }
 
 pub fn compare(a: CompareArgs) -> Result<()> {

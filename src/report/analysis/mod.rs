@@ -2,6 +2,7 @@
 //! that bound it (line rate, window/RTT), key points, and comparisons.
 pub mod check;
 pub mod compare;
+pub mod environments;
 pub mod keypoints;
 pub mod landscape;
 pub mod metrics;

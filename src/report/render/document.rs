@@ -28,7 +28,8 @@ pub struct Report {
     /// Charts that could not be drawn (no data yet), with the reason.
     pub missing_figures: Vec<String>,
     pub line_rate_note: Option<String>,
-    pub config: Table,
+    /// The hosts' settings (several environments: those that differ, then those they share).
+    pub config: Vec<Table>,
     pub description: String,
     /// Facts about the run: network, repetitions, order, overrides.
     pub details: Vec<(String, String)>,
@@ -37,7 +38,8 @@ pub struct Report {
     pub key_points: Vec<KeyPoint>,
 }
 
-fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
+/// The Configuration Summary's rows: (setting, client, agent).
+pub fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
     let mut rows = vec![
         ("host".to_string(), c.hostname.clone(), a.hostname.clone()),
         ("operating system".into(), c.os.clone(), a.os.clone()),
@@ -332,7 +334,7 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         figures,
         missing_figures,
         line_rate_note: land.line_rate_note.clone(),
-        config,
+        config: vec![config],
         description: study.description.clone(),
         details,
         commands,
@@ -341,24 +343,135 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
 }
 
 /// Writes report.html, report.md, landscape.csv and plots/*.svg into the
-/// folder; returns the HTML report's path.
+/// folder; returns the HTML report's path. A folder written by
+/// `write_environments` is drawn again from its sources.
 pub fn write_all(dir: &Path) -> Result<PathBuf, String> {
+    if let Some((dirs, labels)) = read_sources(dir)? {
+        return write_environments(&dirs, &labels, dir);
+    }
     let loaded = folder::load(dir)?;
     crate::report::analysis::check::study(&loaded.study)?;
     let land = landscape::build(&loaded);
     let report = build(&loaded, &land);
+    write_report(dir, &land, &report)
+}
+
+fn write_report(dir: &Path, land: &Landscape, report: &Report) -> Result<PathBuf, String> {
     let plots = dir.join("plots");
     std::fs::create_dir_all(&plots)
         .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
     for f in &report.figures {
         folder::write_atomic(&plots.join(&f.file), f.svg.as_bytes())?;
     }
-    folder::write_atomic(
-        &dir.join("landscape.csv"),
-        csv::landscape(&land)?.as_bytes(),
-    )?;
-    folder::write_atomic(&dir.join("report.md"), markdown::render(&report).as_bytes())?;
+    folder::write_atomic(&dir.join("landscape.csv"), csv::landscape(land)?.as_bytes())?;
+    folder::write_atomic(&dir.join("report.md"), markdown::render(report).as_bytes())?;
     let html_path = dir.join("report.html");
-    folder::write_atomic(&html_path, html::render(&report).as_bytes())?;
+    folder::write_atomic(&html_path, html::render(report).as_bytes())?;
     Ok(html_path)
+}
+
+/// Where a merged report's environments come from.
+const SOURCES: &str = "environments.json";
+
+/// (folders, labels) of a merged report.
+type Sources = (Vec<PathBuf>, Vec<String>);
+
+fn read_sources(dir: &Path) -> Result<Option<Sources>, String> {
+    let path = dir.join(SOURCES);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a linerate environments file: {e}", path.display()))?;
+    let list = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let dirs: Vec<PathBuf> = list("folders").into_iter().map(PathBuf::from).collect();
+    let labels = list("labels");
+    if dirs.is_empty() || dirs.len() != labels.len() {
+        return Err(format!(
+            "{}: folders and labels do not match",
+            path.display()
+        ));
+    }
+    Ok(Some((dirs, labels)))
+}
+
+/// Several results folders as one report in `out`: a series per
+/// environment in every plot, a row per environment in every table, an
+/// overview of ratios against the first, the hosts' settings that differ
+/// first, and key points that name the environments.
+pub fn write_environments(
+    dirs: &[PathBuf],
+    labels: &[String],
+    out: &Path,
+) -> Result<PathBuf, String> {
+    use crate::report::analysis::environments;
+    let loaded: Vec<Loaded> = dirs
+        .iter()
+        .map(|d| folder::load(d))
+        .collect::<Result<_, _>>()?;
+    let hosts: Vec<_> = loaded
+        .iter()
+        .zip(labels)
+        .map(|(l, label)| {
+            (
+                label.clone(),
+                l.results
+                    .first()
+                    .map(|(_, r)| (r.environment.client.clone(), r.environment.agent.clone())),
+            )
+        })
+        .collect();
+    let mut keys: Vec<String> = Vec::new();
+    for t in &loaded[0].study.tables {
+        keys.extend(t.columns.iter().cloned());
+    }
+    if keys.is_empty() {
+        keys = crate::report::analysis::compare::DEFAULT_METRICS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    }
+    let merged = environments::merge(loaded, labels, out.to_path_buf())?;
+    crate::report::analysis::check::study(&merged.study)?;
+    let mut land = landscape::build(&merged);
+    land.dims.insert(0, environments::ENV.into());
+    let mut report = build(&merged, &land);
+    report.config = environments::config(&hosts);
+    if let Some(t) = environments::overview(&land, labels, &keys) {
+        report.tables.insert(0, t);
+    }
+    report.subtitle = format!(
+        "{} environments ({}) · {}",
+        labels.len(),
+        labels.join(", "),
+        report.subtitle
+    );
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let abs = |d: &PathBuf| {
+        std::fs::canonicalize(d)
+            .unwrap_or_else(|_| d.clone())
+            .display()
+            .to_string()
+    };
+    let sources = serde_json::json!({
+        "folders": dirs.iter().map(abs).collect::<Vec<_>>(),
+        "labels": labels,
+    });
+    folder::write_atomic(
+        &out.join(SOURCES),
+        serde_json::to_string_pretty(&sources)
+            .map_err(|e| e.to_string())?
+            .as_bytes(),
+    )?;
+    write_report(out, &land, &report)
 }

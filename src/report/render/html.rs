@@ -96,7 +96,9 @@ pub fn render(r: &Report) -> String {
         o,
         "<section id=\"configuration\"><h2>Configuration Summary</h2>"
     );
-    table(&mut o, &r.config, "kv");
+    for t in &r.config {
+        table(&mut o, t, "kv");
+    }
     let _ = writeln!(o, "</section>");
 
     let _ = writeln!(

@@ -62,7 +62,9 @@ pub fn render(r: &Report) -> String {
         "Values are means over every iteration of every run; ± is the half-width of the 95% confidence interval.\n"
     );
     let _ = writeln!(o, "## Configuration Summary\n");
-    table(&mut o, &r.config);
+    for t in &r.config {
+        table(&mut o, t);
+    }
     let _ = writeln!(o, "## Benchmark Description\n\n{}\n", r.description);
     for (k, v) in &r.details {
         let _ = writeln!(o, "- **{k}**: {}", cell(v));
