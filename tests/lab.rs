@@ -946,3 +946,103 @@ fn memcache_crosses_the_lab_to_a_memcached_in_the_server_namespace() {
     assert!((120.0..=205.0).contains(&ops), "{ops} ops/s");
     assert!(k["server"]["delta"]["cmd_get"].as_i64().unwrap() > 0, "{k}");
 }
+
+const SETTINGS: &str = r#"
+title = "lab settings as axes"
+description = "rr through a lab: two MTUs x two tcp_rmem."
+overview = "lab.mtu"
+[lab]
+rtt = "1ms"
+[test]
+workload = "rr"
+duration = "0.5s"
+warmup = "0.2s"
+[sweep]
+lab.mtu = [1500, 9000]
+sysctl."net.ipv4.tcp_rmem" = ["4096 131072 6291456", "4096 65536 1048576"]
+[[table]]
+columns = ["transactions_per_s", "client_us_per_tx"]
+"#;
+
+#[test]
+fn a_study_sweeps_the_labs_mtu_and_sysctls_per_point() {
+    let Some(_s) = measuring() else { return };
+    let file = tmp("settings.toml");
+    std::fs::write(&file, SETTINGS).unwrap();
+    let out = tmp("settings-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Grouped by lab settings: one reshape from 1500 to 9000, not three.
+    assert_eq!(stderr(&o).matches("lab now").count(), 1, "{}", stderr(&o));
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for mtu in [1500u64, 9000] {
+        for rmem in ["4096 131072 6291456", "4096 65536 1048576"] {
+            let p = dir.join(format!(
+                "points/lab.mtu-{mtu}_sysctl.net.ipv4.tcp-rmem-{}.r1.json",
+                rmem.replace(' ', "-")
+            ));
+            let r = json(&p);
+            assert_eq!(r["summary"]["status"], "ok");
+            // The link's MTU is what TCP saw; the sysctl is the server's.
+            let mss = u(&r["iterations"][0]["flows"]["client"][0]["tcp_info"]["snd_mss"]);
+            assert_eq!(mss, mtu - 52, "{}", p.display());
+            assert_eq!(
+                r["environment"]["agent"]["sysctls"]["net.ipv4.tcp_rmem"],
+                rmem
+            );
+            assert_eq!(u(&r["lab"]["spec"]["mtu"]), mtu);
+        }
+    }
+    // The host's own value is untouched; the overview compares the MTUs.
+    let host = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").unwrap();
+    assert!(!host
+        .split_whitespace()
+        .eq("4096 65536 1048576".split_whitespace()));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("Overview: each lab.mtu against lab.mtu=1500"),
+        "{md}"
+    );
+    // A sysctl a namespace does not have is named, and nothing runs.
+    let bad = tmp("settings-bad.toml");
+    std::fs::write(
+        &bad,
+        SETTINGS.replace("net.ipv4.tcp_rmem", "net.core.netdev_max_backlog"),
+    )
+    .unwrap();
+    let o = run(
+        &[
+            "study",
+            "run",
+            bad.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_no_panic(&o);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("net.core.netdev_max_backlog"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!namespaces().contains("lr-st-"), "{}", namespaces());
+}

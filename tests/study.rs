@@ -491,7 +491,14 @@ fn builtin_studies_are_listed_and_run() {
     let o = run_str("study list", LIMIT);
     ok(&o);
     let list = stdout(&o);
-    for name in ["quick", "streams-to-line-rate", "awm", "connections"] {
+    for name in [
+        "quick",
+        "streams-to-line-rate",
+        "awm",
+        "awm-mtu",
+        "connections",
+        "memcached",
+    ] {
         assert!(list.contains(name), "{list}");
     }
     let o = run_str("study show awm", LIMIT);

@@ -128,6 +128,28 @@ fn parse_queue(s: &str) -> Result<Queue, String> {
 pub const DEFAULT_QUEUE_S: f64 = 0.1;
 
 impl LabOptions {
+    /// These options with a study point's own lab settings over them.
+    pub fn with_point(&self, p: &crate::model::lab::LabPoint) -> LabOptions {
+        let mut o = self.clone();
+        if p.mtu.is_some() {
+            o.mtu = p.mtu;
+        }
+        if p.offloads.is_some() {
+            o.offloads = p.offloads;
+        }
+        for (to, from) in [
+            (&mut o.rate, &p.rate),
+            (&mut o.loss, &p.loss),
+            (&mut o.queue, &p.queue),
+            (&mut o.cc, &p.cc),
+        ] {
+            if from.is_some() {
+                *to = from.clone();
+            }
+        }
+        o
+    }
+
     pub fn build(&self) -> Result<LabSpec, String> {
         let mut spec = LabSpec::default();
         if self.rtt.is_some() && self.delay.is_some() {

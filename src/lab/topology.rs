@@ -747,24 +747,68 @@ fn reap(pid: u32) {
     unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
 }
 
-/// Changes the link of a running lab (a study's RTT axis): every emulator
-/// is restarted with the new spec; namespaces, addresses and rules stay.
+/// Changes a running lab (a study's per-point axes): the links' MTU and
+/// offloads and the hosts' congestion control in place; delay, jitter,
+/// rate, queue and loss by restarting every emulator with the new spec.
+/// Namespaces, addresses and rules stay.
 pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
-    if spec.mtu != st.spec.mtu || spec.offloads != st.spec.offloads || spec.cc != st.spec.cc {
-        return Err("only delay, jitter, rate, queue and loss change on a running lab".into());
+    let rack = Rack::of(st);
+    // Every lab link end: each host's lr0 and its router port.
+    let mut ends: Vec<(String, String)> = Vec::new();
+    let hosts: Vec<String> = st
+        .client_hosts()
+        .into_iter()
+        .chain(st.server_hosts())
+        .map(|h| h.ns)
+        .collect();
+    for (k, h) in st.client_hosts().iter().enumerate() {
+        ends.push((h.ns.clone(), "lr0".into()));
+        ends.push((st.router_ns.clone(), format!("c{k}")));
     }
-    match st.backend.as_str() {
-        "netem" => apply_netem(&st.router_ns, spec)?,
-        "none" => return Err("a lab without an emulator cannot change its link".into()),
-        _ => {
-            stop_emulators(&st.emulators());
-            let rack = Rack::of(st);
-            let (placed, cpu) = place(&st.name, rack, spec, true)?;
-            let why = st.backend_note.split("; ").next().unwrap_or("").to_string();
-            st.backend_note = format!("{why}{placed}");
-            let mut e = spawn_emulators(&st.name, &st.router_ns, spec, rack.clients, cpu)?;
-            st.emulator = (!e.is_empty()).then(|| e.remove(0));
-            st.link_emulators = e;
+    for (j, h) in st.server_hosts().iter().enumerate() {
+        ends.push((h.ns.clone(), "lr0".into()));
+        ends.push((st.router_ns.clone(), format!("s{j}")));
+    }
+    if spec.mtu != st.spec.mtu {
+        let mtu = spec.mtu.to_string();
+        for (ns, dev) in &ends {
+            ip(ns, &["link", "set", "dev", dev, "mtu", &mtu])?;
+        }
+    }
+    if spec.offloads != st.spec.offloads {
+        let on = if spec.offloads { "on" } else { "off" };
+        for (ns, dev) in &ends {
+            in_ns(ns, "ethtool", &["-K", dev, "tso", on, "gso", on, "gro", on])?;
+        }
+    }
+    if spec.cc != st.spec.cc {
+        let _ = allow_congestion_control(&spec.cc)?;
+        for ns in &hosts {
+            netns::sysctls(ns, &[("net.ipv4.tcp_congestion_control", spec.cc.clone())])?;
+        }
+    }
+    let link_changed = spec.links != st.spec.links
+        || spec.per_packet != st.spec.per_packet
+        || spec.emulator_cpu != st.spec.emulator_cpu
+        // The emulator's batching follows the MTU and offloads too.
+        || spec.mtu != st.spec.mtu
+        || spec.offloads != st.spec.offloads;
+    if link_changed {
+        match st.backend.as_str() {
+            "netem" => apply_netem(&st.router_ns, spec)?,
+            "none" if spec.links != st.spec.links => {
+                return Err("a lab without an emulator cannot change its link".into())
+            }
+            "none" => {}
+            _ => {
+                stop_emulators(&st.emulators());
+                let (placed, cpu) = place(&st.name, rack, spec, true)?;
+                let why = st.backend_note.split("; ").next().unwrap_or("").to_string();
+                st.backend_note = format!("{why}{placed}");
+                let mut e = spawn_emulators(&st.name, &st.router_ns, spec, rack.clients, cpu)?;
+                st.emulator = (!e.is_empty()).then(|| e.remove(0));
+                st.link_emulators = e;
+            }
         }
     }
     st.spec = spec.clone();

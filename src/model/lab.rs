@@ -9,6 +9,62 @@ use crate::units;
 /// preamble and SFD 8, header 14, FCS 4, inter-frame gap 12.
 pub const FRAMING_BYTES: u64 = 38;
 
+/// A study point's own lab settings (`lab.mtu`, `lab.rate` ... as sweep
+/// axes): over the study's `[lab]`, written as `lab up` takes them. The
+/// runner reshapes its lab to them before the point and calibrates again.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LabPoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offloads: Option<bool>,
+    /// Wire rate, as `lab up --rate` takes it ("1gbit").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    /// "0.5%" or "0.005".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<String>,
+    /// Bytes ("4M") or time at the rate ("100ms").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Congestion control of the lab's hosts (their namespaces' default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<String>,
+}
+
+impl LabPoint {
+    pub fn is_empty(&self) -> bool {
+        *self == LabPoint::default()
+    }
+
+    /// "mtu 8992, rate 1gbit" for command lines and reports.
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(m) = self.mtu {
+            v.push(format!("--mtu {m}"));
+        }
+        if let Some(o) = self.offloads {
+            v.push(format!("--offloads {}", if o { "on" } else { "off" }));
+        }
+        for (k, x) in [
+            ("rate", &self.rate),
+            ("loss", &self.loss),
+            ("queue", &self.queue),
+            ("cc", &self.cc),
+        ] {
+            if let Some(x) = x {
+                v.push(format!("--{k} {x}"));
+            }
+        }
+        v.join(" ")
+    }
+}
+
+/// Keys a study may sweep under `lab.` and under `sysctl.` (any sysctl
+/// under net., set in the lab's host namespaces).
+pub const LAB_AXES: &[&str] = &["mtu", "offloads", "rate", "loss", "queue", "cc"];
+
 /// One direction of the emulated link.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct LinkSpec {

@@ -456,6 +456,14 @@ pub struct TestOptions {
     /// Studies across many hosts: use the first N client hosts (swept per point).
     #[arg(skip)]
     pub clients: Option<u32>,
+    /// Studies with a [lab]: the lab's settings for this point (swept as
+    /// `lab.mtu`, `lab.offloads`, `lab.rate`, `lab.loss`, `lab.queue`, `lab.cc`).
+    #[arg(skip)]
+    pub lab: Option<crate::model::lab::LabPoint>,
+    /// Studies with a [lab]: sysctls set in the lab's namespaces for this
+    /// point (swept as `sysctl."net.ipv4.tcp_rmem"`).
+    #[arg(skip)]
+    pub sysctl: Option<BTreeMap<String, String>>,
     /// TCP_NODELAY on both ends.
     #[arg(long, action = clap::ArgAction::SetTrue)]
     pub nodelay: Option<bool>,
@@ -530,33 +538,93 @@ pub struct TestOptions {
     pub command: Option<Vec<String>>,
 }
 
-/// The keys a study's sweep axis may name: every option but `label`.
+/// The keys a study's sweep axis may name: every option but `label` (and
+/// the tables `lab` and `sysctl`, whose members are axes: `lab.mtu`, and
+/// `sysctl.NAME` for any net.* sysctl).
 pub fn axis_keys() -> Vec<String> {
     let v = serde_json::to_value(TestOptions::default()).expect("options serialize");
-    v.as_object()
-        .map(|o| o.keys().filter(|k| *k != "label").cloned().collect())
-        .unwrap_or_default()
+    let mut keys: Vec<String> = v
+        .as_object()
+        .map(|o| {
+            o.keys()
+                .filter(|k| !matches!(k.as_str(), "label" | "lab" | "sysctl"))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    keys.extend(
+        crate::model::lab::LAB_AXES
+            .iter()
+            .map(|k| format!("lab.{k}")),
+    );
+    keys
+}
+
+/// Whether `key` may be a sweep axis.
+pub fn is_axis(key: &str) -> bool {
+    key.strip_prefix("sysctl.").is_some_and(|k| !k.is_empty())
+        || axis_keys().iter().any(|k| k == key)
 }
 
 impl TestOptions {
     /// Later layers win: `base.overlay(case).overlay(point)`.
     pub fn overlay(&self, top: &TestOptions) -> TestOptions {
-        // Through JSON objects: a key set in `top` replaces the base's.
+        // Through JSON objects: a key set in `top` replaces the base's; the
+        // tables `lab` and `sysctl` merge key by key.
         let mut a = serde_json::to_value(self).expect("options serialize");
         let b = serde_json::to_value(top).expect("options serialize");
         if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {
             for (k, v) in b {
-                if !v.is_null() {
-                    a.insert(k.clone(), v.clone());
+                if v.is_null() {
+                    continue;
+                }
+                match (a.get_mut(k), v) {
+                    (Some(serde_json::Value::Object(x)), serde_json::Value::Object(y))
+                        if k == "lab" || k == "sysctl" =>
+                    {
+                        for (kk, vv) in y {
+                            if !vv.is_null() {
+                                x.insert(kk.clone(), vv.clone());
+                            }
+                        }
+                    }
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
                 }
             }
         }
         serde_json::from_value(a).expect("an overlay of valid options is valid")
     }
 
-    /// Keys set from TOML values, as a sweep point does.
+    /// Keys set from TOML values, as a sweep point does (`lab.mtu` and
+    /// `sysctl.NAME` go into their tables).
     pub fn from_pairs(pairs: &BTreeMap<String, toml::Value>) -> Result<TestOptions, String> {
-        let table: toml::Table = pairs.clone().into_iter().collect();
+        let mut table = toml::Table::new();
+        for (k, v) in pairs {
+            let (outer, inner) = match (k.strip_prefix("lab."), k.strip_prefix("sysctl.")) {
+                (Some(i), _) => ("lab", i),
+                (_, Some(i)) => ("sysctl", i),
+                _ => {
+                    table.insert(k.clone(), v.clone());
+                    continue;
+                }
+            };
+            // A sysctl's value is text ("4096 131072 6291456"); numbers too.
+            let v = match (outer, v) {
+                ("sysctl", toml::Value::Integer(i)) => toml::Value::String(i.to_string()),
+                ("lab", toml::Value::Integer(i)) if inner != "mtu" => {
+                    toml::Value::String(i.to_string())
+                }
+                _ => v.clone(),
+            };
+            let entry = table
+                .entry(outer.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(t) = entry {
+                t.insert(inner.to_string(), v);
+            }
+        }
         table
             .try_into()
             .map_err(|e: toml::de::Error| e.message().trim().to_string())
@@ -665,6 +733,8 @@ impl TestOptions {
                 sshd: self.sshd.unwrap_or(false) || workload == Workload::Scp,
             }),
             kv: self.kv_spec(workload)?,
+            lab: self.lab.clone().filter(|l| !l.is_empty()),
+            sysctl: self.sysctl.clone().unwrap_or_default(),
         };
         spec.validate()?;
         Ok(spec)
@@ -779,7 +849,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     let size = |b: u64| units::fmt_size_arg(b);
     let mut a = vec!["linerate run".to_string(), spec.workload.name().to_string()];
     let program = spec.workload.is_program();
-    if spec.rtt_s.is_some() || program {
+    if spec.rtt_s.is_some() || spec.lab.is_some() || !spec.sysctl.is_empty() || program {
         a.push("--lab LAB".into());
     }
     let mut flag = |cond: bool, s: String| {
@@ -951,10 +1021,27 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         a.extend(e.command.iter().cloned());
     }
     let mut line = a.join(" ");
-    if let Some(r) = spec.rtt_s {
+    let lab = spec.lab.as_ref().map(|l| l.describe()).unwrap_or_default();
+    if spec.rtt_s.is_some() || !lab.is_empty() {
+        let mut up = String::new();
+        if let Some(r) = spec.rtt_s {
+            up.push_str(&format!(" --rtt {}ms", r * 1e3));
+        }
+        if !lab.is_empty() {
+            up.push(' ');
+            up.push_str(&lab);
+        }
+        line.push_str(&format!("   (LAB: linerate lab up LAB{up} ...)"));
+    }
+    if !spec.sysctl.is_empty() {
+        let s: Vec<String> = spec
+            .sysctl
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
         line.push_str(&format!(
-            "   (LAB: linerate lab up LAB --rtt {}ms ...)",
-            r * 1e3
+            "   (in the lab's namespaces: sysctl {})",
+            s.join(" ")
         ));
     }
     line

@@ -287,6 +287,14 @@ pub struct TestSpec {
     /// memcache: the server and the key-value mix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvSpec>,
+    /// Studies with a lab: this point's lab settings over the study's
+    /// `[lab]` (the runner reshapes the lab to them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<super::lab::LabPoint>,
+    /// Studies with a lab: sysctls set in the lab's client and server
+    /// namespaces for this point (restored for points that do not set them).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sysctl: std::collections::BTreeMap<String, String>,
 }
 
 /// Which memcached commands carry the load.
@@ -401,6 +409,8 @@ impl Default for TestSpec {
             timeout_s: default_timeout(),
             exec: None,
             kv: None,
+            lab: None,
+            sysctl: Default::default(),
         }
     }
 }
@@ -596,6 +606,18 @@ impl TestSpec {
         }
         if self.window == WindowMode::Exact && self.rcvbuf.is_none() {
             return Err("--window exact needs --rcvbuf (the window)".into());
+        }
+        for k in self.sysctl.keys() {
+            let ok = k.starts_with("net.")
+                && k.len() < 100
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                && !k.contains("..");
+            if !ok {
+                return Err(format!(
+                    "sysctl.\"{k}\": only net.* sysctls are set in a lab's namespaces"
+                ));
+            }
         }
         if self.rtt_s.is_some_and(|r| !(0.0..=20.0).contains(&r)) {
             return Err("rtt must be between 0 and 20 s".into());

@@ -14,6 +14,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../studies/streams-to-line-rate.toml"),
     ),
     ("awm", include_str!("../../studies/awm.toml")),
+    ("awm-mtu", include_str!("../../studies/awm-mtu.toml")),
     (
         "connections",
         include_str!("../../studies/connections.toml"),

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;
 
-use crate::model::options::{axis_keys, TestOptions};
+use crate::model::options::{axis_keys, is_axis, TestOptions};
 use crate::units;
 
 /// Where the study's tests run.
@@ -137,6 +137,9 @@ struct Raw {
     plot: Vec<Spanned<PlotSpec>>,
     #[serde(default)]
     table: Vec<Spanned<TableSpec>>,
+    /// An axis whose values are compared as environments: the report adds
+    /// a table of ratios against its first value (the IBM overview).
+    overview: Option<String>,
 }
 
 /// One sweep axis: a test key and its values in the order written.
@@ -165,6 +168,8 @@ pub struct Study {
     pub model: Models,
     pub plots: Vec<PlotSpec>,
     pub tables: Vec<TableSpec>,
+    /// An axis compared as environments: ratios against its first value.
+    pub overview: Option<String>,
     /// The file's text, stored with the results so a report never depends
     /// on the file still being where it was.
     pub source: String,
@@ -188,8 +193,22 @@ impl Study {
         // Spans of the sweep table's values: toml::Table keeps none, so
         // re-read the sweep with spans for error lines.
         let spans: SweepSpans = toml::from_str(text).unwrap_or_default();
+        // `lab.mtu = [...]` and `sysctl."net.x" = [...]` arrive as tables:
+        // their members are the axes.
+        let mut flat: Vec<(String, toml::Value, String)> = Vec::new();
         for (key, value) in &raw.sweep {
-            let offset = spans.sweep.get(key).map(|s| s.span().start).unwrap_or(0);
+            match (key.as_str(), value) {
+                ("lab" | "sysctl", toml::Value::Table(t)) => {
+                    for (k, v) in t {
+                        flat.push((format!("{key}.{k}"), v.clone(), key.clone()));
+                    }
+                }
+                _ => flat.push((key.clone(), value.clone(), key.clone())),
+            }
+        }
+        for (key, value, outer) in &flat {
+            let (key, value) = (key, value);
+            let offset = spans.sweep.get(outer).map(|s| s.span().start).unwrap_or(0);
             if key == "mode" {
                 mode = value
                     .clone()
@@ -200,11 +219,11 @@ impl Study {
             let keys = axis_keys();
             // The old names of `workers` still read (serde aliases).
             let alias = matches!(key.as_str(), "threads" | "agent_threads");
-            if !alias && !keys.contains(key) {
+            if !alias && !is_axis(key) {
                 return Err(at(
                     offset,
                     &format!(
-                        "unknown sweep axis `{key}`; axes are test keys: {}",
+                        "unknown sweep axis `{key}`; axes are test keys: {}, and sysctl.NAME",
                         keys.join(", ")
                     ),
                 ));
@@ -344,6 +363,19 @@ impl Study {
         if raw.repeat == Some(0) {
             return Err(format!("{origin}: repeat must be at least 1"));
         }
+        if let Some(o) = &raw.overview {
+            let known =
+                axes.iter().any(|a: &Axis| &a.key == o) || (o == "case" && !raw.case.is_empty());
+            if !known {
+                return Err(format!(
+                    "{origin}: overview `{o}` is not a sweep axis of this study (axes: {})",
+                    axes.iter()
+                        .map(|a| a.key.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
         let study = Study {
             name: raw.name.unwrap_or_else(|| default_name.to_string()),
             title: raw.title,
@@ -356,6 +388,7 @@ impl Study {
             axes,
             repeat: raw.repeat.unwrap_or(1),
             shuffle: raw.shuffle,
+            overview: raw.overview,
             model: raw.model,
             plots: raw
                 .plot

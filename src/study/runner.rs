@@ -13,7 +13,6 @@ use crate::engine::signals;
 use crate::error::{Error, Result};
 use crate::lab::calibrate;
 use crate::lab::topology::{self, Backend, OwnedLab};
-use crate::model::lab::LabSpec;
 use crate::model::options::TestOptions;
 use crate::model::result::Status;
 use crate::study::file::Study;
@@ -99,7 +98,11 @@ fn network_name(c: &ConnectArgs, study: &Study) -> String {
 /// point's `rtt`: reshaped (and calibrated again) when the round trip changes.
 struct StudyLab {
     lab: OwnedLab,
-    base: LabSpec,
+    /// The study's `[lab]`, which a point's own settings go over.
+    cfg: crate::study::file::LabConfig,
+    /// Sysctls a point changed: their values before the first change, put
+    /// back for a point that does not set them.
+    saved: std::collections::BTreeMap<String, Vec<(String, String)>>,
     quiet: bool,
 }
 
@@ -125,7 +128,12 @@ impl StudyLab {
                 lab.state.backend
             );
         }
-        let mut l = StudyLab { lab, base, quiet };
+        let mut l = StudyLab {
+            lab,
+            cfg: cfg.clone(),
+            saved: Default::default(),
+            quiet,
+        };
         let c = l.calibrate().map_err(Error::Failed)?;
         if !quiet {
             eprintln!("lab calibration: {}", c.describe());
@@ -142,22 +150,85 @@ impl StudyLab {
         Ok(c)
     }
 
-    /// Makes the lab's round trip the point's (split evenly), then checks it.
-    fn follow(&mut self, rtt_s: Option<f64>) -> Result<(), String> {
-        let Some(rtt) = rtt_s else { return Ok(()) };
-        if (self.lab.state.spec.rtt_s() - rtt).abs() < 1e-9 {
-            return Ok(());
+    /// Makes the lab the point's: its round trip (split evenly) and its own
+    /// lab settings over the study's `[lab]`, calibrated again when the
+    /// link changed; then its sysctls in the hosts' namespaces.
+    fn follow(&mut self, spec: &crate::model::spec::TestSpec) -> Result<(), String> {
+        let mut want = match &spec.lab {
+            Some(p) => self.cfg.with_point(p).build()?,
+            None => self.cfg.build()?,
+        };
+        if let Some(rtt) = spec.rtt_s {
+            for l in want.links.iter_mut() {
+                l.delay_s = rtt / 2.0;
+            }
+        } else {
+            // A point without rtt keeps the lab's current round trip.
+            for (l, now) in want.links.iter_mut().zip(&self.lab.state.spec.links) {
+                if self.cfg.rtt.is_none() && self.cfg.delay.is_none() {
+                    l.delay_s = now.delay_s;
+                }
+            }
         }
-        let mut spec = self.base.clone();
-        for l in spec.links.iter_mut() {
-            l.delay_s = rtt / 2.0;
+        if want != self.lab.state.spec {
+            topology::reshape(&mut self.lab.state, &want)?;
+            let c = self.calibrate()?;
+            if !self.quiet {
+                eprintln!("lab now {}: {}", want.describe(), c.describe());
+                for w in &c.warnings {
+                    eprintln!("lab warning: {w}");
+                }
+            }
         }
-        topology::reshape(&mut self.lab.state, &spec)?;
-        let c = self.calibrate()?;
-        if !self.quiet {
-            eprintln!("lab rtt now {:.0} ms: {}", rtt * 1e3, c.describe());
-            for w in &c.warnings {
-                eprintln!("lab warning: {w}");
+        self.sysctls(&spec.sysctl)
+    }
+
+    /// Sets the point's sysctls in every client and server namespace, and
+    /// puts back those an earlier point changed and this one does not set.
+    /// A sysctl that is not per namespace (the host's would change) is
+    /// refused and put back.
+    fn sysctls(&mut self, want: &std::collections::BTreeMap<String, String>) -> Result<(), String> {
+        use crate::lab::netns;
+        let st = &self.lab.state;
+        let hosts: Vec<String> = st
+            .client_hosts()
+            .into_iter()
+            .chain(st.server_hosts())
+            .map(|h| h.ns)
+            .collect();
+        let restore: Vec<String> = self
+            .saved
+            .keys()
+            .filter(|k| !want.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in restore {
+            for (ns, v) in self.saved.remove(&k).unwrap_or_default() {
+                netns::sysctls(&ns, &[(k.as_str(), v)])?;
+            }
+        }
+        for (k, v) in want {
+            // The router's namespace is not set: if its value moves too,
+            // the sysctl is the host's, not the namespace's.
+            let router = st.router_ns.clone();
+            let host_before = netns::sysctl(&router, k)
+                .map_err(|e| format!("sysctl {k}: {e} (is it a sysctl of this kernel?)"))?;
+            if !self.saved.contains_key(k) {
+                let mut old = Vec::new();
+                for ns in &hosts {
+                    old.push((ns.clone(), netns::sysctl(ns, k)?));
+                }
+                self.saved.insert(k.clone(), old);
+            }
+            for ns in &hosts {
+                netns::sysctls(ns, &[(k.as_str(), v.clone())])?;
+            }
+            let host_after = netns::sysctl(&router, k)?;
+            if host_after != host_before {
+                netns::sysctls(&router, &[(k.as_str(), host_before.clone())])?;
+                return Err(format!(
+                    "sysctl {k} is not per network namespace: setting it in the lab changed the host's (put back to \"{host_before}\"); refused"
+                ));
             }
         }
         Ok(())
@@ -245,6 +316,16 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         if let Some(p) = m.points.iter().find(|p| p.spec.rtt_s.is_some()) {
             return Err(Error::Failed(format!(
                 "point {} sets rtt, which needs a [lab] in the study",
+                p.label()
+            )));
+        }
+        if let Some(p) = m
+            .points
+            .iter()
+            .find(|p| p.spec.lab.is_some() || !p.spec.sysctl.is_empty())
+        {
+            return Err(Error::Usage(format!(
+                "point {} sets lab.* or sysctl.*, which need a [lab] in the study (on real hosts, settings are not swept)",
                 p.label()
             )));
         }
@@ -347,7 +428,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         let r = match &mut lab {
             None => run_point(&mut target, None, &p),
             Some(l) => l
-                .follow(point.spec.rtt_s)
+                .follow(&point.spec)
                 .map_err(Error::Failed)
                 .and_then(|_| run_point(&mut target, Some(&l.lab.state), &p)),
         };

@@ -159,6 +159,27 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
             });
         }
     }
+    // Points that reshape a lab run grouped by their lab settings (each
+    // change restarts emulators and calibrates again), in study order
+    // within a group.
+    if points
+        .iter()
+        .any(|p| p.spec.lab.is_some() || !p.spec.sysctl.is_empty())
+    {
+        let key =
+            |p: &Point| serde_json::to_string(&(&p.spec.lab, &p.spec.sysctl)).unwrap_or_default();
+        let mut order: Vec<String> = Vec::new();
+        for p in &points {
+            let k = key(p);
+            if !order.contains(&k) {
+                order.push(k);
+            }
+        }
+        points.sort_by_key(|p| order.iter().position(|k| *k == key(p)));
+        for (i, p) in points.iter_mut().enumerate() {
+            p.index = i;
+        }
+    }
     let mut ids: Vec<&str> = points.iter().map(|p| p.id.as_str()).collect();
     ids.sort_unstable();
     if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {

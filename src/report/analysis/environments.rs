@@ -119,7 +119,14 @@ pub fn merge(all: Vec<Loaded>, labels: &[String], out: PathBuf) -> Result<Loaded
 
 /// Ratios of each environment's metrics to the first's, per point matched
 /// by its other parameters; "1.12x ± 0.04" with repetitions on both sides.
-pub fn overview(land: &Landscape, labels: &[String], metric_keys: &[String]) -> Option<Table> {
+/// `dim` names the environment: `env` for merged folders, or a study's
+/// own axis (`lab.mtu`: jumbo frames against the default).
+pub fn overview(
+    land: &Landscape,
+    dim: &str,
+    labels: &[String],
+    metric_keys: &[String],
+) -> Option<Table> {
     let base = labels.first()?;
     let ms: Vec<&'static metrics::Metric> = metric_keys
         .iter()
@@ -130,7 +137,11 @@ pub fn overview(land: &Landscape, labels: &[String], metric_keys: &[String]) -> 
         return None;
     }
     let mut t = Table {
-        title: format!("Overview: each environment against {base} (ratio of means)"),
+        title: if dim == ENV {
+            format!("Overview: each environment against {base} (ratio of means)")
+        } else {
+            format!("Overview: each {dim} against {dim}={base} (ratio of means)")
+        },
         headers: ["environment", "point"]
             .into_iter()
             .map(String::from)
@@ -138,23 +149,31 @@ pub fn overview(land: &Landscape, labels: &[String], metric_keys: &[String]) -> 
             .collect(),
         rows: vec![],
     };
+    let name = |v: &str| {
+        if dim == ENV {
+            v.to_string()
+        } else {
+            format!("{dim}={v}")
+        }
+    };
     for other in &labels[1..] {
         let mut logs: Vec<Vec<f64>> = vec![Vec::new(); ms.len()];
+        let first_row = t.rows.len();
         for b in land
             .rows
             .iter()
-            .filter(|r| r.point.param(ENV) == Some(other))
+            .filter(|r| r.point.param(dim) == Some(other))
         {
-            let key = b.point.label_except(ENV);
+            let key = b.point.label_except(dim);
             let Some(a) = land
                 .rows
                 .iter()
-                .find(|r| r.point.param(ENV) == Some(base) && r.point.label_except(ENV) == key)
+                .find(|r| r.point.param(dim) == Some(base) && r.point.label_except(dim) == key)
             else {
                 continue;
             };
             let mut row = vec![
-                format!("{other} / {base}"),
+                format!("{} / {}", name(other), name(base)),
                 if key.is_empty() { "test".into() } else { key },
             ];
             for (i, m) in ms.iter().enumerate() {
@@ -174,8 +193,11 @@ pub fn overview(land: &Landscape, labels: &[String], metric_keys: &[String]) -> 
             }
             t.rows.push(row);
         }
-        if t.rows.len() > 1 {
-            let mut row = vec![format!("{other} / {base}"), "geometric mean".into()];
+        if t.rows.len() > first_row + 1 {
+            let mut row = vec![
+                format!("{} / {}", name(other), name(base)),
+                "geometric mean".into(),
+            ];
             for l in &logs {
                 row.push(if l.is_empty() {
                     "-".into()

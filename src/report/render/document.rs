@@ -180,6 +180,25 @@ fn hosts_table(loaded: &Loaded) -> Option<Table> {
     Some(t)
 }
 
+/// A study's `overview` axis: its values compared as environments.
+fn axis_overview(study: &crate::study::file::Study, land: &Landscape) -> Option<Table> {
+    let dim = study.overview.as_deref()?;
+    let mut values: Vec<String> = Vec::new();
+    for r in &land.rows {
+        if let Some(v) = r.point.param(dim) {
+            if !values.iter().any(|x| x == v) {
+                values.push(v.to_string());
+            }
+        }
+    }
+    let keys: Vec<String> = study
+        .tables
+        .iter()
+        .flat_map(|t| t.columns.clone())
+        .collect();
+    crate::report::analysis::environments::overview(land, dim, &values, &keys)
+}
+
 pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     let study = &loaded.study;
     let m = &loaded.manifest;
@@ -329,6 +348,9 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         tables: {
             let mut t = land.tables(study);
             t.extend(hosts_table(loaded));
+            if let Some(o) = axis_overview(study, land) {
+                t.insert(0, o);
+            }
             t
         },
         figures,
@@ -447,7 +469,7 @@ pub fn write_environments(
     land.dims.insert(0, environments::ENV.into());
     let mut report = build(&merged, &land);
     report.config = environments::config(&hosts);
-    if let Some(t) = environments::overview(&land, labels, &keys) {
+    if let Some(t) = environments::overview(&land, environments::ENV, labels, &keys) {
         report.tables.insert(0, t);
     }
     report.subtitle = format!(
