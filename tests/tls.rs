@@ -319,8 +319,65 @@ fn crypto_reports_speeds_and_what_the_cpu_offers() {
     assert!(speeds.len() >= 15);
     assert!(speeds.iter().all(|x| f(&x["bytes_per_s"]) > 0.0));
     assert!(!r["verdict"].as_str().unwrap().is_empty());
+    // The handshake's server cost: RSA-2048/4096 and ECDSA P-256 signatures.
+    let signs: Vec<&str> = r["signs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(signs, ["rsa-2048", "rsa-4096", "ecdsa-p256"]);
+    assert!(speeds
+        .iter()
+        .any(|x| x["cipher"] == "aes256-cbc-hmac-sha256"));
     let o = run_str("crypto --each 20s", LIMIT);
     assert_eq!(o.status.code(), Some(2));
+
+    // The same table with the CPU's crypto extensions masked.
+    let off = tmp("crypto-off.json");
+    let o = run(
+        &[
+            "crypto",
+            "--hw",
+            "off",
+            "--each",
+            "20ms",
+            "--json",
+            off.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = json(&off);
+    assert_eq!(m["hw_masked"], true);
+    assert!(m["verdict"].as_str().unwrap().contains("masked"), "{m}");
+    let at16k = |r: &serde_json::Value, c: &str| {
+        r["speeds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| {
+                x["cipher"] == c
+                    && x["record_bytes"] == 16384
+                    && x["library"].as_str().unwrap().starts_with("aws-lc")
+            })
+            .map(|x| f(&x["bytes_per_s"]))
+            .unwrap()
+    };
+    let has_aes = r["cpu_flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x == "aes");
+    if has_aes {
+        // Software AES-GCM is many times slower than AES-NI's.
+        let (on, off) = (at16k(&r, "aes256-gcm"), at16k(&m, "aes256-gcm"));
+        assert!(
+            on > 4.0 * off,
+            "AES-256-GCM {on} with the hardware, {off} without"
+        );
+    }
+    assert!(run_str("crypto --hw maybe", LIMIT).status.code() == Some(2));
 }
 
 /// A CA and a leaf for `bench.test` signed by it, as PEM files:

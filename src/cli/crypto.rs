@@ -17,13 +17,50 @@ pub struct CryptoArgs {
     /// Also write the measurements as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Use the CPU's crypto extensions (on), or mask AES-NI, PCLMULQDQ, SHA, VAES and VPCLMULQDQ from the crypto libraries (off: software crypto, the seeds' "crypto hardware off").
+    #[arg(long, value_parser = crate::model::options::Switch::parse, value_name = "on|off", default_value = "on")]
+    pub hw: crate::model::options::Switch,
+}
+
+/// Runs this same command again with the crypto extensions masked: the
+/// libraries read OPENSSL_ia32cap once, when they first look at the CPU, so
+/// the mask must be in the environment before the process starts.
+fn rerun_masked() -> Result<()> {
+    use crate::error::Error;
+    let exe =
+        std::env::current_exe().map_err(|e| Error::Failed(format!("cannot find linerate: {e}")))?;
+    let status = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env("OPENSSL_ia32cap", crate::measure::crypto::HW_OFF_MASK)
+        .status()
+        .map_err(|e| Error::Failed(format!("cannot run linerate again with the mask: {e}")))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(2) => Err(usage("the masked run refused its arguments")),
+        _ => Err(Error::Failed(format!("the masked run ended with {status}"))),
+    }
 }
 
 pub fn crypto(a: CryptoArgs) -> Result<()> {
     if a.each > Duration::from_secs(10) {
         return Err(usage("--each is capped at 10 s"));
     }
+    let masked = crate::measure::crypto::hw_masked();
+    if !a.hw.0 && !masked {
+        return rerun_masked();
+    }
+    if a.hw.0 && std::env::var_os("OPENSSL_ia32cap").is_some() {
+        return Err(usage(
+            "--hw on, but OPENSSL_ia32cap is set in the environment: unset it to measure with the hardware",
+        ));
+    }
     let r = crate::measure::crypto::report(a.each);
+    if r.hw_masked {
+        println!(
+            "crypto hardware masked: OPENSSL_ia32cap={}",
+            crate::measure::crypto::HW_OFF_MASK
+        );
+    }
     println!("cpu      {}", r.cpu_model);
     println!(
         "features {}",
@@ -59,6 +96,14 @@ pub fn crypto(a: CryptoArgs) -> Result<()> {
             print!(" {v:>9}");
         }
         println!();
+    }
+    println!("\none core, signatures per second (a TLS server signs once per full handshake):");
+    for g in &r.signs {
+        println!(
+            "{:<38} {:>9.0}",
+            format!("{} {}", g.library, g.algorithm),
+            g.signs_per_s
+        );
     }
     println!("\n{}", r.verdict);
     if let Some(p) = &a.json {

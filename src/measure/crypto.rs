@@ -22,14 +22,41 @@ pub struct Speed {
     pub bytes_per_s: f64,
 }
 
+/// Signatures per second on one core: the handshake's server cost.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SignSpeed {
+    pub library: String,
+    /// "rsa-2048", "rsa-4096" (PKCS#1 v1.5, SHA-256), "ecdsa-p256" (SHA-256).
+    pub algorithm: String,
+    pub signs_per_s: f64,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CryptoReport {
     pub cpu_model: String,
     /// The CPU's crypto-relevant features (aes, vaes, pclmulqdq, vpclmulqdq, sha_ni, avx2, avx512f).
     pub cpu_flags: Vec<String>,
+    /// The crypto libraries ran with the CPU's AES, carry-less multiply and
+    /// SHA extensions masked (`OPENSSL_ia32cap`).
+    #[serde(default)]
+    pub hw_masked: bool,
     pub speeds: Vec<Speed>,
-    /// A plain sentence on whether the TLS backend uses the hardware.
+    #[serde(default)]
+    pub signs: Vec<SignSpeed>,
+    /// A plain sentence on whether the TLS backend uses the hardware,
+    /// from what it measurably does.
     pub verdict: String,
+}
+
+/// What hides the CPU's crypto extensions from aws-lc and OpenSSL (both
+/// read it once, when they first look at the CPU): AES-NI and PCLMULQDQ
+/// (CPUID.1:ECX bits 25 and 1), and SHA, VAES and VPCLMULQDQ (CPUID.7:EBX
+/// bit 29, ECX bits 9 and 10).
+pub const HW_OFF_MASK: &str = "~0x0200000200000000:~0x0000060020000000";
+
+/// Whether this process's crypto libraries run with the hardware masked.
+pub fn hw_masked() -> bool {
+    std::env::var("OPENSSL_ia32cap").is_ok_and(|v| v == HW_OFF_MASK)
 }
 
 /// Seals records of `size` bytes for about `budget`, returns bytes/s.
@@ -66,6 +93,86 @@ pub fn aws_lc_library() -> String {
     )
 }
 
+/// TLS 1.2's AES256-SHA256 suite per record: AES-256-CBC encryption of the
+/// record, then HMAC-SHA256 over it (MAC-then-encrypt computes the MAC
+/// first; the work is the same), bytes/s.
+fn cbc_hmac_rate(size: usize, budget: Duration) -> f64 {
+    use aws_lc_rs::cipher::{PaddedBlockEncryptingKey, UnboundCipherKey, AES_256};
+    use aws_lc_rs::hmac;
+    let Ok(key) = UnboundCipherKey::new(&AES_256, &[0x42u8; 32]) else {
+        return 0.0;
+    };
+    let Ok(enc) = PaddedBlockEncryptingKey::cbc_pkcs7(key) else {
+        return 0.0;
+    };
+    let mac = hmac::Key::new(hmac::HMAC_SHA256, &[0x24u8; 32]);
+    let mut buf: Vec<u8> = Vec::with_capacity(size + 32);
+    let start = Instant::now();
+    let mut n: u64 = 0;
+    loop {
+        buf.clear();
+        buf.resize(size, 0x5a);
+        let tag = hmac::sign(&mac, &buf);
+        if enc.encrypt(&mut buf).is_err() {
+            return 0.0;
+        }
+        let _ = std::hint::black_box((tag, buf.len()));
+        n += 1;
+        if n.is_multiple_of(16) && start.elapsed() >= budget {
+            break;
+        }
+    }
+    n as f64 * size as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Signatures/s of RSA-2048, RSA-4096 (PKCS#1 v1.5 SHA-256) and ECDSA P-256
+/// (SHA-256) with aws-lc: what a TLS server spends per full handshake.
+/// Key generation (RSA-4096: about a second) is not timed.
+pub fn sign_rates(budget: Duration) -> Vec<SignSpeed> {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::rsa::{KeyPair, KeySize};
+    use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, RSA_PKCS1_SHA256};
+    let rng = SystemRandom::new();
+    let msg = [0x5au8; 128];
+    let lib = aws_lc_library();
+    let time = |f: &mut dyn FnMut() -> bool| {
+        let start = Instant::now();
+        let mut n: u64 = 0;
+        while f() {
+            n += 1;
+            if start.elapsed() >= budget {
+                break;
+            }
+        }
+        n as f64 / start.elapsed().as_secs_f64()
+    };
+    let mut out = Vec::new();
+    for (name, size) in [
+        ("rsa-2048", KeySize::Rsa2048),
+        ("rsa-4096", KeySize::Rsa4096),
+    ] {
+        let Ok(key) = KeyPair::generate(size) else {
+            continue;
+        };
+        let mut sig = vec![0u8; key.public_modulus_len()];
+        let rate = time(&mut || key.sign(&RSA_PKCS1_SHA256, &rng, &msg, &mut sig).is_ok());
+        out.push(SignSpeed {
+            library: lib.clone(),
+            algorithm: name.into(),
+            signs_per_s: rate,
+        });
+    }
+    if let Ok(key) = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING) {
+        let rate = time(&mut || key.sign(&rng, &msg).is_ok());
+        out.push(SignSpeed {
+            library: lib,
+            algorithm: "ecdsa-p256".into(),
+            signs_per_s: rate,
+        });
+    }
+    out
+}
+
 /// Measures every cipher and record size, `budget` each, on this thread.
 pub fn measure(budget: Duration) -> Vec<Speed> {
     let lib = aws_lc_library();
@@ -84,40 +191,85 @@ pub fn measure(budget: Duration) -> Vec<Speed> {
             });
         }
     }
+    for &size in RECORD_SIZES {
+        out.push(Speed {
+            library: lib.clone(),
+            cipher: "aes256-cbc-hmac-sha256".into(),
+            record_bytes: size,
+            bytes_per_s: cbc_hmac_rate(size, budget),
+        });
+    }
     #[cfg(feature = "openssl")]
     out.extend(openssl_speeds(budget));
     out
 }
 
-/// What the CPU offers and what that means for the TLS backend.
+/// aws-lc's AES-256-GCM and ChaCha20-Poly1305 at 16 KiB records, measured
+/// once per process (20 ms): what the host-info sentence is drawn from.
+pub fn quick_speeds() -> Vec<Speed> {
+    static ONCE: std::sync::OnceLock<Vec<Speed>> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let b = Duration::from_millis(10);
+        [
+            ("aes256-gcm", &AES_256_GCM),
+            ("chacha20-poly1305", &CHACHA20_POLY1305),
+        ]
+        .into_iter()
+        .map(|(name, alg)| Speed {
+            library: aws_lc_library(),
+            cipher: name.into(),
+            record_bytes: 16384,
+            bytes_per_s: seal_rate(alg, 16384, b),
+        })
+        .collect()
+    })
+    .clone()
+}
+
+/// Whether aws-lc seals AES-GCM in hardware, judged from its speed: with
+/// AES-NI and PCLMULQDQ it is well above 1 GB/s per core and faster than
+/// ChaCha20-Poly1305; in software it is a small fraction of ChaCha's.
+fn hardware_aes(aes: f64, chacha: f64) -> bool {
+    aes > 1e9 && aes > chacha
+}
+
+/// What the library measurably does with the CPU (aws-lc's AES-256-GCM and
+/// ChaCha20-Poly1305 at 16 KiB in `speeds`), beside what the CPU offers.
 pub fn verdict(flags: &[String], speeds: &[Speed]) -> String {
     let has = |f: &str| flags.iter().any(|x| x == f);
-    let aes16k = speeds
-        .iter()
-        .filter(|s| {
-            s.cipher == "aes256-gcm" && s.record_bytes == 16384 && s.library.starts_with("aws-lc")
-        })
-        .map(|s| s.bytes_per_s)
-        .next();
-    let measured = aes16k
-        .map(|v| {
-            format!(
-                " (measured: AES-256-GCM {:.1} GB/s per core at 16 KiB)",
-                v / 1e9
-            )
-        })
-        .unwrap_or_default();
-    if has("vaes") && has("vpclmulqdq") {
-        format!(
-            "The CPU has AES-NI with VAES and VPCLMULQDQ{}: aws-lc (rustls' provider) uses its vector AES-GCM path{measured}; AES-GCM is the fastest choice here.",
+    let at16k = |c: &str| {
+        speeds
+            .iter()
+            .find(|s| s.cipher == c && s.record_bytes == 16384 && s.library.starts_with("aws-lc"))
+            .map(|s| s.bytes_per_s)
+    };
+    let (Some(aes), Some(chacha)) = (at16k("aes256-gcm"), at16k("chacha20-poly1305")) else {
+        return "aws-lc's AES-GCM speed was not measured".into();
+    };
+    let figures = format!(
+        "AES-256-GCM {:.2} GB/s per core at 16 KiB, ChaCha20-Poly1305 {:.2} GB/s",
+        aes / 1e9,
+        chacha / 1e9
+    );
+    if hw_masked() {
+        return format!(
+            "The CPU's crypto extensions are masked for this run (OPENSSL_ia32cap={HW_OFF_MASK}): aws-lc runs in software, {figures}."
+        );
+    }
+    match (hardware_aes(aes, chacha), has("aes")) {
+        (true, _) if has("vaes") && has("vpclmulqdq") && aes > 4e9 => format!(
+            "aws-lc (rustls' provider) uses the CPU's vector AES-GCM (VAES, VPCLMULQDQ{}): {figures}; AES-GCM is the fastest choice here.",
             if has("avx512f") { " on AVX-512" } else { "" }
-        )
-    } else if has("aes") && has("pclmulqdq") {
-        format!("The CPU has AES-NI and PCLMULQDQ: aws-lc uses hardware AES-GCM{measured}.")
-    } else {
-        format!(
-            "The CPU has no AES instructions: AES-GCM runs in software{measured}; chacha20-poly1305 is usually faster here (--cipher chacha20-poly1305)."
-        )
+        ),
+        (true, _) => format!(
+            "aws-lc uses the CPU's AES-NI and PCLMULQDQ for AES-GCM: {figures}."
+        ),
+        (false, true) => format!(
+            "The CPU has AES-NI, but aws-lc does not use it here: {figures} (is OPENSSL_ia32cap set, or the hypervisor hiding it?)."
+        ),
+        (false, false) => format!(
+            "The CPU has no AES instructions: AES-GCM runs in software, {figures}; chacha20-poly1305 is faster here (--cipher chacha20-poly1305)."
+        ),
     }
 }
 
@@ -128,6 +280,8 @@ pub fn report(budget: Duration) -> CryptoReport {
         verdict: verdict(&host.cpu_flags, &speeds),
         cpu_model: host.cpu_model,
         cpu_flags: host.cpu_flags,
+        hw_masked: hw_masked(),
+        signs: sign_rates(budget),
         speeds,
     }
 }
@@ -228,11 +382,44 @@ mod tests {
         assert!(big > small, "16 KiB {big} vs 64 B {small}");
     }
 
+    fn speeds(aes: f64, chacha: f64) -> Vec<Speed> {
+        [("aes256-gcm", aes), ("chacha20-poly1305", chacha)]
+            .into_iter()
+            .map(|(c, v)| Speed {
+                library: "aws-lc-rs 1".into(),
+                cipher: c.into(),
+                record_bytes: 16384,
+                bytes_per_s: v,
+            })
+            .collect()
+    }
+
     #[test]
-    fn the_verdict_follows_the_flags() {
-        let v = |f: &[&str]| verdict(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[]);
-        assert!(v(&["aes", "pclmulqdq", "vaes", "vpclmulqdq", "avx512f"]).contains("VAES"));
-        assert!(v(&["aes", "pclmulqdq"]).contains("hardware AES-GCM"));
-        assert!(v(&[]).contains("chacha20-poly1305 is usually faster"));
+    fn the_verdict_follows_what_the_library_does() {
+        let all: Vec<String> = ["aes", "pclmulqdq", "vaes", "vpclmulqdq", "avx512f"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // Fast AES-GCM on a VAES CPU: the vector path.
+        assert!(verdict(&all, &speeds(18e9, 2e9)).contains("vector AES-GCM"));
+        // The same CPU, AES-GCM slower than ChaCha: the hardware is not used,
+        // whatever the flags say.
+        let v = verdict(&all, &speeds(0.13e9, 1.2e9));
+        assert!(v.contains("does not use it"), "{v}");
+        assert!(verdict(&all[..2], &speeds(4e9, 2e9)).contains("AES-NI and PCLMULQDQ"));
+        assert!(verdict(&[], &speeds(0.2e9, 1e9)).contains("no AES instructions"));
+        assert!(verdict(&all, &[]).contains("not measured"));
+    }
+
+    #[test]
+    fn cbc_hmac_and_signatures_are_measured() {
+        let b = Duration::from_millis(20);
+        assert!(cbc_hmac_rate(16384, b) > 1e6);
+        let s = sign_rates(b);
+        let names: Vec<&str> = s.iter().map(|x| x.algorithm.as_str()).collect();
+        assert_eq!(names, ["rsa-2048", "rsa-4096", "ecdsa-p256"]);
+        // RSA-4096 signs several times slower than RSA-2048; ECDSA faster.
+        assert!(s[0].signs_per_s > 2.0 * s[1].signs_per_s, "{s:?}");
+        assert!(s[2].signs_per_s > s[0].signs_per_s, "{s:?}");
     }
 }
