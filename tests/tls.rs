@@ -493,3 +493,110 @@ fn certificates_given_as_files_are_served_and_verified() {
     let o = run(&["run", "stream", "--tls-cert", leaf], LIMIT);
     assert_eq!(o.status.code(), Some(2), "--tls-cert needs --tls-key");
 }
+
+#[test]
+fn crypto_hardware_off_masks_both_ends_and_is_recorded() {
+    let on = run_json("hw-on.json", "stream --tls -d 1 --warmup 0.3 --no-baseline");
+    let off = run_json(
+        "hw-off.json",
+        "stream --tls --crypto-hw off -d 1 --warmup 0.3 --no-baseline",
+    );
+    assert_eq!(off["spec"]["crypto_hw"], false);
+    assert!(on["spec"].get("crypto_hw").is_none(), "on is the default");
+    for side in ["client", "agent"] {
+        let c = off["environment"][side]["crypto"].as_str().unwrap();
+        assert!(c.contains("masked"), "{side}: {c}");
+        let c = on["environment"][side]["crypto"].as_str().unwrap();
+        assert!(!c.contains("masked"), "{side}: {c}");
+    }
+    let has_aes = on["environment"]["client"]["cpu_flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x == "aes");
+    if has_aes {
+        let per_kb = |r: &serde_json::Value| f(&r["summary"]["cpu"]["client"]["us_per_kb"]);
+        assert!(
+            per_kb(&off) > 3.0 * per_kb(&on),
+            "software AES-GCM costs more CPU per KB: {} vs {}",
+            per_kb(&off),
+            per_kb(&on)
+        );
+    }
+    // An agent that runs with the hardware refuses a masked test, named.
+    let agent = Agent::start("hw-token", &[]);
+    let tf = token_file("hw-tok", "hw-token");
+    let o = run(
+        &remote(
+            &agent.addr,
+            &tf,
+            &["stream", "--tls", "--crypto-hw", "off", "-d", "1"],
+        ),
+        LIMIT,
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("serve --crypto-hw off"),
+        "{}",
+        stderr(&o)
+    );
+    // Clear text has no crypto to mask.
+    let o = run_str("run stream --crypto-hw off -d 1", LIMIT);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn a_study_runs_its_crypto_hardware_off_points_masked() {
+    let file = tmp("hw-study.toml");
+    std::fs::write(
+        &file,
+        r#"
+title = "hw"
+description = "clear, TLS, TLS without crypto hardware"
+[test]
+workload = "stream"
+duration = "0.4s"
+warmup = "0.1s"
+[sweep]
+mode = "zip"
+tls = [false, true, true]
+crypto_hw = [true, true, false]
+"#,
+    )
+    .unwrap();
+    let out = tmp("hw-study-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["status"], "complete");
+    for (file, masked) in [
+        ("tls-false_crypto-hw-true", false),
+        ("tls-true_crypto-hw-true", false),
+        ("tls-true_crypto-hw-false", true),
+    ] {
+        let r = json(&dir.join(format!("points/{file}.r1.json")));
+        for side in ["client", "agent"] {
+            let c = r["environment"][side]["crypto"].as_str().unwrap();
+            assert_eq!(c.contains("masked"), masked, "{file} {side}: {c}");
+        }
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("Crypto hardware saves the client"), "{md}");
+}

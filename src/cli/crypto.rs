@@ -22,32 +22,13 @@ pub struct CryptoArgs {
     pub hw: crate::model::options::Switch,
 }
 
-/// Runs this same command again with the crypto extensions masked: the
-/// libraries read OPENSSL_ia32cap once, when they first look at the CPU, so
-/// the mask must be in the environment before the process starts.
-fn rerun_masked() -> Result<()> {
-    use crate::error::Error;
-    let exe =
-        std::env::current_exe().map_err(|e| Error::Failed(format!("cannot find linerate: {e}")))?;
-    let status = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env("OPENSSL_ia32cap", crate::measure::crypto::HW_OFF_MASK)
-        .status()
-        .map_err(|e| Error::Failed(format!("cannot run linerate again with the mask: {e}")))?;
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(2) => Err(usage("the masked run refused its arguments")),
-        _ => Err(Error::Failed(format!("the masked run ended with {status}"))),
-    }
-}
-
 pub fn crypto(a: CryptoArgs) -> Result<()> {
     if a.each > Duration::from_secs(10) {
         return Err(usage("--each is capped at 10 s"));
     }
     let masked = crate::measure::crypto::hw_masked();
     if !a.hw.0 && !masked {
-        return rerun_masked();
+        return super::rerun_masked();
     }
     if a.hw.0 && std::env::var_os("OPENSSL_ia32cap").is_some() {
         return Err(usage(

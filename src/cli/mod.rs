@@ -100,6 +100,8 @@ pub fn main() -> i32 {
     };
     match outcome {
         Ok(()) => 0,
+        // The masked run said why already (`rerun_masked`).
+        Err(e) if e.to_string().is_empty() => exit_code(&e),
         Err(e) => {
             let hint = if matches!(e, Error::Usage(_)) {
                 " (see linerate --help)"
@@ -109,5 +111,28 @@ pub fn main() -> i32 {
             eprintln!("linerate: {e}{hint}");
             exit_code(&e)
         }
+    }
+}
+
+/// Runs this same command again with the CPU's crypto extensions masked
+/// (`--hw off`, `--crypto-hw off`): aws-lc and OpenSSL read OPENSSL_ia32cap
+/// once, when they first look at the CPU, so the mask must be in the
+/// environment before the process starts. A local agent inherits it.
+pub fn rerun_masked() -> crate::error::Result<()> {
+    use crate::error::Error;
+    let exe =
+        std::env::current_exe().map_err(|e| Error::Failed(format!("cannot find linerate: {e}")))?;
+    let status = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env("OPENSSL_ia32cap", crate::measure::crypto::HW_OFF_MASK)
+        .status()
+        .map_err(|e| Error::Failed(format!("cannot run linerate again with the mask: {e}")))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        // The child said why on stderr; pass its exit code on.
+        Some(2) => Err(Error::Usage(String::new())),
+        Some(3) => Err(Error::Partial(String::new())),
+        Some(4) => Err(Error::Threshold(String::new())),
+        _ => Err(Error::Failed(String::new())),
     }
 }

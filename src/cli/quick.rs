@@ -48,6 +48,7 @@ pub fn run(args: QuickArgs) -> Result<()> {
     );
     println!("cpu = process CPU of each end as % of all cores; µs/KB and µs/tx = that CPU per KiB moved and per transaction\n");
     let opts = runner::RunOptions {
+        crypto_pass: None,
         repeat: None,
         shuffle: false,
         resume: None,

@@ -61,6 +61,15 @@ impl RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let spec = args.spec()?;
+    let masked = crate::measure::crypto::hw_masked();
+    if !spec.crypto_hw && !masked {
+        return super::rerun_masked();
+    }
+    if spec.crypto_hw && masked {
+        return Err(usage(
+            "OPENSSL_ia32cap masks the crypto extensions in this environment, but the test asks for them (--crypto-hw on): unset it",
+        ));
+    }
     let program = spec.workload.is_program();
     let mut target = target::open(&args.connect, !program)?;
     let lab = target.lab.clone();

@@ -50,6 +50,9 @@ pub struct ServeArgs {
     /// Log nothing but errors.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Serve TLS tests with the CPU's crypto extensions masked from the crypto libraries (for `run --crypto-hw off`).
+    #[arg(long, value_parser = crate::model::options::Switch::parse, value_name = "on|off", default_value = "on")]
+    pub crypto_hw: crate::model::options::Switch,
     /// Enter this network namespace (/run/netns/NAME) before listening: a lab's server side.
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
@@ -65,6 +68,10 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
+    // First, before stdin is read: the masked agent is this one run again.
+    if !args.crypto_hw.0 && !crate::measure::crypto::hw_masked() {
+        return super::rerun_masked();
+    }
     let token = if args.token_stdin {
         token_from_stdin()?
     } else {

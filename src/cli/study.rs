@@ -73,6 +73,10 @@ pub struct StudyRunArgs {
     /// No progress lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Internal: run only the TLS points with crypto hardware on (with the
+    /// clear ones) or off (a study with both runs itself again, masked).
+    #[arg(long, hide = true, value_parser = crate::model::options::Switch::parse)]
+    pub crypto_pass: Option<crate::model::options::Switch>,
 }
 
 #[derive(Args, Debug)]
@@ -182,11 +186,63 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
         overrides: a.overrides(),
         connect: a.connect.clone(),
         quiet: a.quiet,
+        crypto_pass: None,
     };
     if a.repeat == Some(0) {
         return Err(usage("--repeat must be at least 1"));
     }
+    // Crypto hardware is the process's (the libraries read the mask once):
+    // TLS points with it off run in this study run again with the mask,
+    // on the same folder, after the others.
+    let points = crate::study::sweep::expand(&study, &opts.overrides).map_err(Error::Usage)?;
+    let off = points
+        .iter()
+        .any(|p| p.spec.tls.is_some() && !p.spec.crypto_hw);
+    let masked = crate::measure::crypto::hw_masked();
+    let mut opts = opts;
+    opts.crypto_pass = Some(a.crypto_pass.map_or(!masked, |s| s.0));
+    if masked && a.crypto_pass.is_none() {
+        return Err(usage(
+            "OPENSSL_ia32cap is set: unset it (a study masks the crypto extensions itself for its crypto_hw = false points)",
+        ));
+    }
     let outcome = runner::run(&study, &opts)?;
+    let outcome = if off && opts.crypto_pass == Some(true) && outcome.stopped.is_none() {
+        // The masked pass: this command again on the same folder.
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::Failed(format!("cannot find linerate: {e}")))?;
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "study".into(),
+            "run".into(),
+            a.study.clone().into(),
+            "--resume".into(),
+            outcome.dir.clone().into(),
+            "--crypto-pass".into(),
+            "off".into(),
+            "--no-report".into(),
+        ];
+        if a.quiet {
+            args.push("-q".into());
+        }
+        args.extend(a.connect.to_args());
+        if !a.quiet {
+            eprintln!("crypto hardware off: the study's masked points (OPENSSL_ia32cap)");
+        }
+        let status = std::process::Command::new(exe)
+            .args(&args)
+            .env("OPENSSL_ia32cap", crate::measure::crypto::HW_OFF_MASK)
+            .status()
+            .map_err(|e| Error::Failed(format!("cannot run the masked pass: {e}")))?;
+        let mut o = outcome;
+        if !status.success() {
+            o.stopped = Some(format!(
+                "the pass with crypto hardware off ended with {status}"
+            ));
+        }
+        o
+    } else {
+        outcome
+    };
     if !a.no_report {
         let html = document::write_all(&outcome.dir).map_err(Error::Failed)?;
         if !a.quiet {

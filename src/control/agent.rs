@@ -315,6 +315,20 @@ fn run_test(
         Ok(w) => w,
         Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
     };
+    // Crypto hardware is the process's (the libraries read the mask once):
+    // a test asks for what this agent runs with, or is refused.
+    let masked = crate::measure::crypto::hw_masked();
+    if spec.tls.is_some() && spec.crypto_hw == masked {
+        return refuse(
+            stream,
+            ErrorCode::BadRequest,
+            if masked {
+                "this agent runs with the crypto extensions masked (serve --crypto-hw off); the test wants them on".into()
+            } else {
+                "this agent uses the CPU's crypto extensions; for --crypto-hw off start it with `linerate serve --crypto-hw off`".into()
+            },
+        );
+    }
     let client = matches!(role, Role::Client { .. });
     let (flows_here, workers) = match &role {
         Role::Server { expect, .. } if !expect.is_empty() => {

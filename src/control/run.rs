@@ -209,6 +209,8 @@ pub fn clear_baseline(
 ) -> Result<crate::model::result::Summary, String> {
     let mut clear = spec.clone();
     clear.tls = None;
+    // Clear text uses no crypto: the mask is not its setting.
+    clear.crypto_hw = true;
     if clear.workload == crate::model::spec::Workload::TlsHandshake {
         clear.workload = crate::model::spec::Workload::Crr;
     }

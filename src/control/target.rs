@@ -48,6 +48,32 @@ pub struct ConnectArgs {
     pub tls_key: Option<PathBuf>,
 }
 
+impl ConnectArgs {
+    /// These flags as a command line gives them (for a process that runs
+    /// part of a study again, such as its masked crypto pass).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = Vec::new();
+        let mut put = |flag: &str, val: Option<std::ffi::OsString>| {
+            if let Some(x) = val {
+                v.push(flag.into());
+                v.push(x);
+            }
+        };
+        put("--agent", self.agent.clone().map(Into::into));
+        put("--token-file", self.token_file.clone().map(Into::into));
+        put("--lab", self.lab.clone().map(Into::into));
+        put("--hosts", self.hosts.clone().map(Into::into));
+        put("--clients", self.clients.clone().map(Into::into));
+        put("--servers", self.servers.clone().map(Into::into));
+        put("--tls-cert", self.tls_cert.clone().map(Into::into));
+        put("--tls-key", self.tls_key.clone().map(Into::into));
+        if self.ipv6 {
+            v.push("-6".into());
+        }
+        v
+    }
+}
+
 /// An agent to talk to (a remote one, or a local child process), and the
 /// lab this process entered, if any.
 pub struct Target {

@@ -512,6 +512,9 @@ pub struct TestOptions {
     /// TLS session resumption: on or off (tls-handshake: measure resumed handshakes) [default: off].
     #[arg(long, value_parser = Switch::parse, value_name = "on|off")]
     pub resume: Option<Switch>,
+    /// TLS: use the CPU's crypto extensions (on), or mask AES-NI, PCLMULQDQ, SHA, VAES and VPCLMULQDQ from both ends' crypto libraries (off) [default: on].
+    #[arg(long, value_parser = Switch::parse, value_name = "on|off")]
+    pub crypto_hw: Option<Switch>,
     /// openssl TLS 1.2 CBC suites: encrypt-then-MAC on or off.
     #[arg(long, value_parser = Switch::parse, value_name = "on|off")]
     pub etm: Option<Switch>,
@@ -735,6 +738,7 @@ impl TestOptions {
             kv: self.kv_spec(workload)?,
             lab: self.lab.clone().filter(|l| !l.is_empty()),
             sysctl: self.sysctl.clone().unwrap_or_default(),
+            crypto_hw: self.crypto_hw.is_none_or(|s| s.0),
         };
         spec.validate()?;
         Ok(spec)
@@ -1009,6 +1013,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         );
         flag(kv.dialect == KvDialect::Meta, "--protocol meta".into());
     }
+    flag(!spec.crypto_hw, "--crypto-hw off".into());
     if let (Some(e), Workload::Exec) = (&spec.exec, spec.workload) {
         flag(e.sshd, "--sshd".into());
         if let Some(c) = &e.server_command {

@@ -295,6 +295,18 @@ pub struct TestSpec {
     /// namespaces for this point (restored for points that do not set them).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub sysctl: std::collections::BTreeMap<String, String>,
+    /// TLS with the CPU's crypto extensions (false: masked from both ends'
+    /// crypto libraries, `--crypto-hw off`).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub crypto_hw: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 /// Which memcached commands carry the load.
@@ -411,6 +423,7 @@ impl Default for TestSpec {
             kv: None,
             lab: None,
             sysctl: Default::default(),
+            crypto_hw: true,
         }
     }
 }
@@ -598,6 +611,9 @@ impl TestSpec {
                 )
             }
             (None, _) => {}
+        }
+        if !self.crypto_hw && self.tls.is_none() {
+            return Err("--crypto-hw off applies to TLS tests (--tls, tls-handshake)".into());
         }
         if self.workload == Workload::Memcache && self.tls.is_some() {
             return Err(

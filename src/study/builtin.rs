@@ -25,6 +25,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../studies/udp-small-packets.toml"),
     ),
     ("memcached", include_str!("../../studies/memcached.toml")),
+    (
+        "tls-crypto-hw",
+        include_str!("../../studies/tls-crypto-hw.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -31,6 +31,10 @@ pub struct RunOptions {
     pub overrides: TestOptions,
     pub connect: ConnectArgs,
     pub quiet: bool,
+    /// Only the points of one crypto pass: Some(true) the clear points and
+    /// the TLS points with crypto hardware, Some(false) the TLS points
+    /// without (run by a masked process). None: every point.
+    pub crypto_pass: Option<bool>,
 }
 
 pub struct Outcome {
@@ -339,10 +343,19 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             )));
         }
     }
+    let in_pass = |i: usize| {
+        let Some(pass) = opts.crypto_pass else {
+            return true;
+        };
+        m.point(&m.runs[i].point)
+            .is_none_or(|p| (p.spec.tls.is_none() || p.spec.crypto_hw) == pass)
+    };
     let todo: Vec<usize> = (0..m.runs.len())
         .filter(|&i| !(m.runs[i].status.is_ok() && dir.join(&m.runs[i].file).exists()))
+        .filter(|&i| in_pass(i))
         .collect();
-    let skipped = m.runs.len() - todo.len();
+    let stored = |i: usize| m.runs[i].status.is_ok() && dir.join(&m.runs[i].file).exists();
+    let skipped = (0..m.runs.len()).filter(|&i| stored(i)).count();
     if !opts.quiet {
         eprintln!(
             "study {}: {} points x {} = {} runs{} -> {}",

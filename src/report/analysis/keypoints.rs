@@ -361,6 +361,55 @@ pub fn kv_cost(l: &Landscape) -> Vec<KeyPoint> {
     out
 }
 
+/// TLS with and without crypto hardware (`crypto_hw` = true / false, the
+/// rest of the point the same): the CPU the hardware saves on each end, per
+/// KB for bulk transfer and per transaction for connections.
+pub fn crypto_hw_saving(l: &Landscape) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    for off in l
+        .rows
+        .iter()
+        .filter(|r| r.point.param("crypto_hw") == Some("false"))
+    {
+        let key = off.point.label_except("crypto_hw");
+        let Some(on) = l.rows.iter().find(|r| {
+            r.point.param("crypto_hw") == Some("true") && r.point.label_except("crypto_hw") == key
+        }) else {
+            continue;
+        };
+        let (per, unit) = if on.mean("client_us_per_kb").is_some() {
+            ("kb", "per KB")
+        } else {
+            ("tx", "per transaction")
+        };
+        let mut parts = Vec::new();
+        for side in ["client", "agent"] {
+            let k = format!("{side}_us_per_{per}");
+            if let (Some(a), Some(b)) = (on.mean(&k), off.mean(&k)) {
+                if b > 0.0 {
+                    parts.push(format!(
+                        "the {side} {:.0}% ({a:.3} instead of {b:.3} µs {unit}, {:.1}x)",
+                        100.0 * (1.0 - a / b),
+                        b / a.max(1e-12)
+                    ));
+                }
+            }
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        out.push(KeyPoint {
+            rule: "crypto_hw_saving",
+            text: format!(
+                "Crypto hardware saves {} at {key}.",
+                parts.join(" and ")
+            ),
+            advice: "Check that every host's TLS library uses the CPU's crypto extensions (the crypto line of the Configuration Summary; `linerate crypto`): without them, TLS costs this much more CPU.".into(),
+        });
+    }
+    out
+}
+
 type EnvPair = (String, f64, f64, Option<f64>, Option<f64>);
 
 /// Several environments (`report A B --label ...`): how each compares with
@@ -1430,6 +1479,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         udp_batching,
         kv_saturation,
         kv_cost,
+        crypto_hw_saving,
         tail_latency,
         noise,
         shared_host,
@@ -1602,6 +1652,32 @@ mod tests {
         );
         r.point.spec.workload = Workload::Memcache;
         r
+    }
+
+    #[test]
+    fn crypto_hardware_saving_pairs_on_and_off() {
+        let r = |hw: &str, client: f64, agent: f64| {
+            row(
+                &[("case", "stream"), ("crypto_hw", hw)],
+                &[
+                    ("client_us_per_kb", &[client]),
+                    ("agent_us_per_kb", &[agent]),
+                ],
+                1,
+            )
+        };
+        let l = land(vec![r("true", 0.4, 0.25), r("false", 4.0, 4.0)], None);
+        let k = crypto_hw_saving(&l);
+        assert_eq!(k.len(), 1, "{k:?}");
+        assert!(
+            k[0].text
+                .contains("the client 90% (0.400 instead of 4.000 µs per KB, 10.0x)"),
+            "{}",
+            k[0].text
+        );
+        assert!(k[0].text.contains("at stream"), "{}", k[0].text);
+        // Without an off point there is nothing to say.
+        assert!(crypto_hw_saving(&land(vec![r("true", 0.4, 0.25)], None)).is_empty());
     }
 
     #[test]
