@@ -93,7 +93,11 @@ pub fn collect() -> HostInfo {
             .to_string(),
         links: super::netdev::links(),
         tls_library: super::crypto::rustls_library(),
-        crypto: super::crypto::verdict(&flags_for_verdict, &super::crypto::quick_speeds()),
+        crypto: super::crypto::verdict_with(
+            &flags_for_verdict,
+            &super::crypto::quick_speeds(),
+            false,
+        ),
     }
 }
 
