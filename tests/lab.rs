@@ -1046,3 +1046,135 @@ fn a_study_sweeps_the_labs_mtu_and_sysctls_per_point() {
     );
     assert!(!namespaces().contains("lr-st-"), "{}", namespaces());
 }
+
+/// A network namespace of the test's own with loopback up, deleted when
+/// dropped (pass or fail).
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("lrt-{}-{tag}", std::process::id());
+        let ok = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let n = Netns(name);
+        n.exec(&["ip", "link", "set", "lo", "up"]);
+        n
+    }
+
+    fn exec(&self, cmd: &[&str]) -> String {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.0])
+            .args(cmd)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    fn rmem(&self) -> String {
+        self.exec(&["cat", "/proc/sys/net/ipv4/tcp_rmem"])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn an_agent_allowed_to_set_sysctls_puts_them_back_even_after_a_crash() {
+    let Some(_s) = measuring() else { return };
+    // A "real host" of the test's own: a namespace, its agent and its
+    // controller inside it, so the host's own sysctls are never touched.
+    let ns = Netns::new("sysctl");
+    let before = ns.rmem();
+    let token = "sysctl-token";
+    let tf = token_file("sysctl-tok", token);
+    let prefix = ["ip", "netns", "exec", ns.0.as_str()];
+    let mut agent = Agent::start_with(&prefix, "127.0.0.1:0", token, &["--allow-sysctl"]);
+    let first_addr = agent.addr.clone();
+    let study = |dur: &str| {
+        format!(
+            "title = \"sysctl\"\ndescription = \"rr with two tcp_rmem\"\n[network]\nagent = \"{}\"\ntoken_file = \"{}\"\n[test]\nworkload = \"rr\"\nduration = \"{dur}\"\nwarmup = \"0.1s\"\n[sweep]\nsysctl.\"net.ipv4.tcp_rmem\" = [\"4096 65536 1048576\", \"4096 87380 2097152\"]\n",
+            first_addr,
+            tf.display()
+        )
+    };
+    let file = tmp("sysctl-study.toml");
+    std::fs::write(&file, study("0.3s")).unwrap();
+    let out = tmp("sysctl-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let run_in_ns = |extra: &[&str]| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &ns.0, bin(), "study", "run"])
+            .arg(&file)
+            .args(["--out", out.to_str().unwrap(), "-q"])
+            .args(extra);
+        c
+    };
+    let o = run_in_ns(&[]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for v in ["4096 65536 1048576", "4096 87380 2097152"] {
+        let r = json(&dir.join(format!(
+            "points/sysctl.net.ipv4.tcp-rmem-{}.r1.json",
+            v.replace(' ', "-")
+        )));
+        assert_eq!(r["environment"]["agent"]["sysctls"]["net.ipv4.tcp_rmem"], v);
+        assert_eq!(r["spec"]["sysctl"]["net.ipv4.tcp_rmem"], v);
+    }
+    assert_eq!(ns.rmem(), before, "put back after each test");
+
+    // The agent dies mid-test: the value stays changed until its next start.
+    std::fs::write(&file, study("20s")).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    let mut running = run_in_ns(&[]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ns.rmem() == before {
+        assert!(Instant::now() < deadline, "the sysctl was never set");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    agent.kill();
+    let _ = running.wait();
+    assert_ne!(ns.rmem(), before, "a killed agent cannot put it back");
+    let again = Agent::start_with(&prefix, "127.0.0.1:0", token, &["--allow-sysctl"]);
+    assert_eq!(ns.rmem(), before, "the next agent replays the journal");
+    // Stopped with SIGTERM mid-test: it puts the value back as it goes.
+    std::fs::write(&file, study("20s").replace(&first_addr, &again.addr)).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    let mut running = run_in_ns(&[]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ns.rmem() == before {
+        assert!(Instant::now() < deadline, "the sysctl was never set");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a signal to the agent this test started, by its PID.
+    unsafe { libc::kill(again.child.id() as i32, libc::SIGTERM) };
+    let _ = running.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ns.rmem() != before {
+        assert!(Instant::now() < deadline, "SIGTERM left the sysctl changed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(again);
+
+    // Without --allow-sysctl, an agent refuses, and says how.
+    let plain = Agent::start_with(&prefix, "127.0.0.1:0", token, &[]);
+    std::fs::write(&file, study("0.3s").replace(&first_addr, &plain.addr)).unwrap();
+    let o = run_in_ns(&[]).output().unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(e.contains("--allow-sysctl"), "{e}");
+    assert_eq!(ns.rmem(), before);
+}

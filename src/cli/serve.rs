@@ -50,6 +50,9 @@ pub struct ServeArgs {
     /// Log nothing but errors.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Let tests set net.* sysctls on this host (root): the old values are journaled and put back after each test, on SIGINT/SIGTERM, or at the next start.
+    #[arg(long)]
+    pub allow_sysctl: bool,
     /// Serve TLS tests with the CPU's crypto extensions masked from the crypto libraries (for `run --crypto-hw off`).
     #[arg(long, value_parser = crate::model::options::Switch::parse, value_name = "on|off", default_value = "on")]
     pub crypto_hw: crate::model::options::Switch,
@@ -71,6 +74,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     // First, before stdin is read: the masked agent is this one run again.
     if !args.crypto_hw.0 && !crate::measure::crypto::hw_masked() {
         return super::rerun_masked();
+    }
+    // SAFETY: geteuid has no preconditions.
+    if args.allow_sysctl && unsafe { libc::geteuid() } != 0 {
+        return Err(usage("--allow-sysctl needs root (sysctls are the host's)"));
     }
     let token = if args.token_stdin {
         token_from_stdin()?
@@ -115,6 +122,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         once: args.once,
         data_netns: args.data_netns,
         quiet: args.quiet,
+        allow_sysctl: args.allow_sysctl,
     };
     agent::serve_on(listener, cfg).map_err(Error::Failed)
 }

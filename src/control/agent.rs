@@ -42,6 +42,9 @@ pub struct ServeConfig {
     /// controller's namespace on loopback).
     pub data_netns: Option<String>,
     pub quiet: bool,
+    /// Tests may set sysctls (net.*) on this host (root): journaled, put
+    /// back after the test, on SIGINT/SIGTERM, or at the next start.
+    pub allow_sysctl: bool,
 }
 
 struct Shared {
@@ -106,6 +109,28 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
     if let Some(ns) = &cfg.data_netns {
         // Sessions are threads of this one: they start in the namespace.
         crate::lab::netns::enter(ns)?;
+    }
+    if cfg.allow_sysctl {
+        // A journal left by an agent that died: its values go back first.
+        let restored = super::sysctl::replay()?;
+        if !restored.is_empty() && !cfg.quiet {
+            eprintln!(
+                "linerate agent: put back sysctls a previous agent left changed: {}",
+                restored.join(", ")
+            );
+        }
+        // Stopped with Ctrl-C or SIGTERM: a test's sysctls go back too.
+        crate::engine::signals::on_signals(&[libc::SIGINT, libc::SIGTERM], false);
+        std::thread::Builder::new()
+            .name("linerate-sysctl".into())
+            .spawn(|| loop {
+                if crate::engine::signals::raised().load(Ordering::SeqCst) {
+                    let _ = super::sysctl::replay();
+                    std::process::exit(0);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            })
+            .map_err(|e| format!("cannot start the sysctl watcher: {e}"))?;
     }
     let shared = Arc::new(Shared {
         cfg,
@@ -376,6 +401,22 @@ fn run_test(
             ),
         );
     }
+    // The test's sysctls on this host, journaled and put back when this
+    // function returns (or, if the agent dies, at its next start).
+    let _sysctls = if spec.sysctl.is_empty() {
+        None
+    } else if !sh.cfg.allow_sysctl {
+        return refuse(
+            stream,
+            ErrorCode::BadRequest,
+            "this agent does not change sysctls: start one with `sudo linerate serve --allow-sysctl` and give it with --agent".into(),
+        );
+    } else {
+        match super::sysctl::apply(&spec.sysctl) {
+            Ok(a) => Some(a),
+            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+        }
+    };
     // memcache: the memcached this agent starts and watches (stopped when
     // this function returns, however it returns).
     let mut service: Option<Service> = None;

@@ -12,6 +12,7 @@ pub mod point;
 pub mod progress;
 pub mod protocol;
 pub mod run;
+pub mod sysctl;
 pub mod target;
 
 use crate::model::spec::TestSpec;

@@ -179,6 +179,8 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         Some(st) => {
             extra.push("--netns".into());
             extra.push(st.server_ns.clone());
+            // A lab is root's; a study point's sysctls reach its namespace.
+            extra.push("--allow-sysctl".into());
             format!("{}:0", st.server_addr)
         }
         None if c.ipv6 => "[::1]:0".into(),
@@ -368,7 +370,14 @@ fn open_hosts(c: &ConnectArgs, file: &Path) -> Result<Target> {
 fn open_rack(st: LabState) -> Result<Target> {
     let mut locals = Vec::new();
     let mut endpoint = |name: String, ns: &str, data: Vec<std::net::IpAddr>| -> Result<Endpoint> {
-        let local = LocalAgent::spawn("127.0.0.1:0", &["--data-netns".into(), ns.to_string()])?;
+        let local = LocalAgent::spawn(
+            "127.0.0.1:0",
+            &[
+                "--data-netns".into(),
+                ns.to_string(),
+                "--allow-sysctl".into(),
+            ],
+        )?;
         let e = Endpoint {
             name,
             control: local.addr,

@@ -323,13 +323,9 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 p.label()
             )));
         }
-        if let Some(p) = m
-            .points
-            .iter()
-            .find(|p| p.spec.lab.is_some() || !p.spec.sysctl.is_empty())
-        {
+        if let Some(p) = m.points.iter().find(|p| p.spec.lab.is_some()) {
             return Err(Error::Usage(format!(
-                "point {} sets lab.* or sysctl.*, which need a [lab] in the study (on real hosts, settings are not swept)",
+                "point {} sets lab.*, which needs a [lab] in the study",
                 p.label()
             )));
         }
