@@ -733,12 +733,7 @@ fn a_study_brings_its_own_lab_follows_rtt_and_removes_it() {
     );
     assert_no_panic(&o);
     assert!(o.status.success(), "{}", stderr(&o));
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = first_dir(&out);
     for (case, rtt) in [
         ("linerate", 5.0),
         ("linerate", 15.0),
@@ -985,12 +980,7 @@ fn a_study_sweeps_the_labs_mtu_and_sysctls_per_point() {
     assert!(o.status.success(), "{}", stderr(&o));
     // Grouped by lab settings: one reshape from 1500 to 9000, not three.
     assert_eq!(stderr(&o).matches("lab now").count(), 1, "{}", stderr(&o));
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = first_dir(&out);
     for mtu in [1500u64, 9000] {
         for rmem in ["4096 131072 6291456", "4096 65536 1048576"] {
             let p = dir.join(format!(
@@ -1120,12 +1110,7 @@ fn an_agent_allowed_to_set_sysctls_puts_them_back_even_after_a_crash() {
     };
     let o = run_in_ns(&[]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = first_dir(&out);
     for v in ["4096 65536 1048576", "4096 87380 2097152"] {
         let r = json(&dir.join(format!(
             "points/sysctl.net.ipv4.tcp-rmem-{}.r1.json",

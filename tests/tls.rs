@@ -370,10 +370,10 @@ fn crypto_reports_speeds_and_what_the_cpu_offers() {
         .iter()
         .any(|x| x == "aes");
     if has_aes {
-        // Software AES-GCM is many times slower than AES-NI's.
+        // Software AES-GCM: at least 10x slower than AES-NI's (here 64x).
         let (on, off) = (at16k(&r, "aes256-gcm"), at16k(&m, "aes256-gcm"));
         assert!(
-            on > 4.0 * off,
+            on > 10.0 * off,
             "AES-256-GCM {on} with the hardware, {off} without"
         );
     }
@@ -578,12 +578,7 @@ crypto_hw = [true, true, false]
         LIMIT,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = first_dir(&out);
     let m = json(&dir.join("manifest.json"));
     assert_eq!(m["status"], "complete");
     for (file, masked) in [

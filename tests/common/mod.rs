@@ -195,6 +195,16 @@ fn rand_suffix() -> String {
         .collect()
 }
 
+/// The first folder under `out` (a study's results folder).
+pub fn first_dir(out: &Path) -> PathBuf {
+    std::fs::read_dir(out)
+        .unwrap_or_else(|e| panic!("{}: {e}", out.display()))
+        .next()
+        .expect("a results folder")
+        .unwrap()
+        .path()
+}
+
 pub fn json(path: &PathBuf) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
