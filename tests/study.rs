@@ -337,7 +337,7 @@ label = "rr 1/1"
 #[test]
 fn compare_finds_a_known_difference_and_gates_on_it() {
     let mut dirs = Vec::new();
-    for rate in ["1000", "2000"] {
+    for rate in ["1000", "2000", "3000"] {
         let out = out_dir(&format!("cmp{rate}"));
         let file = write_study(&format!("open{rate}"), &OPEN_LOOP.replace("RATE", rate));
         ok(&run_study(file.to_str().unwrap(), &out, "", LIMIT));
@@ -448,6 +448,88 @@ fn compare_finds_a_known_difference_and_gates_on_it() {
     );
     // Drawn again from its sources; bad labels are named.
     ok(&run(&["report", m], LIMIT));
+
+    // Three folders: three series, and every ratio is that of the folders'
+    // own landscape means.
+    let c = dirs[2].to_str().unwrap();
+    let three = out_dir("envs3").join("three");
+    let t = three.to_str().unwrap();
+    ok(&run(
+        &["report", a, b, c, "--label", "r1,r2,r3", "--out", t],
+        LIMIT,
+    ));
+    let svg = std::fs::read_to_string(three.join("plots/plot-1.svg")).unwrap();
+    for l in ["env=r1", "env=r2", "env=r3"] {
+        assert!(svg.contains(l), "{l}");
+    }
+    let mean = |dir: &Path| -> f64 {
+        let csv = std::fs::read_to_string(dir.join("landscape.csv")).unwrap();
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = head
+            .iter()
+            .position(|h| *h == "transactions_per_s")
+            .unwrap();
+        lines
+            .next()
+            .unwrap()
+            .split(',')
+            .nth(col)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let md = std::fs::read_to_string(three.join("report.md")).unwrap();
+    for (label, dir) in [("r2", &dirs[1]), ("r3", &dirs[2])] {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {label} / r1 | rr 1/1 |")))
+            .unwrap_or_else(|| panic!("{md}"));
+        let head = md
+            .lines()
+            .find(|l| l.starts_with("| environment | point |"))
+            .unwrap();
+        let col = head
+            .split('|')
+            .position(|h| h.trim() == "Transactions")
+            .unwrap();
+        let shown: f64 = row
+            .split('|')
+            .nth(col)
+            .unwrap()
+            .trim()
+            .split('x')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let want = mean(dir) / mean(&dirs[0]);
+        assert!((shown - want).abs() < 0.006, "{row}: want {want:.3}");
+    }
+    // A folder of an unrelated study is refused, naming what it lacks.
+    let sout = out_dir("envs-stream");
+    let sfile = write_study(
+        "envs-stream",
+        "title = \"s\"\ndescription = \"s\"\n[test]\nworkload = \"stream\"\nduration = \"0.3s\"\nwarmup = \"0.1s\"\n",
+    );
+    ok(&run_study(sfile.to_str().unwrap(), &sout, "", LIMIT));
+    let s_dir = the_folder(&sout);
+    let o = run(
+        &[
+            "report",
+            a,
+            s_dir.to_str().unwrap(),
+            "--out",
+            out_dir("envs-bad").join("x").to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("has no transactions_per_s"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["report", a, b, "--label", "one"], LIMIT);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("2 folders"), "{}", stderr(&o));

@@ -463,6 +463,24 @@ pub fn write_environments(
             .map(|s| s.to_string())
             .collect();
     }
+    // Only studies with common metrics merge: every metric the first
+    // folder has of its study's tables must be measured in every folder.
+    let first = landscape::build(&loaded[0]);
+    keys.retain(|k| first.rows.iter().any(|r| r.value(k).is_some()));
+    for (l, dir) in loaded.iter().zip(dirs).skip(1) {
+        let land = landscape::build(l);
+        if let Some(k) = keys
+            .iter()
+            .find(|k| !land.rows.iter().any(|r| r.value(k).is_some()))
+        {
+            return Err(format!(
+                "{} (study {}) has no {k}, which {} reports: only folders of the same study, or of studies with common metrics, go in one report",
+                dir.display(),
+                l.study.name,
+                loaded[0].study.name
+            ));
+        }
+    }
     let merged = environments::merge(loaded, labels, out.to_path_buf())?;
     crate::report::analysis::check::study(&merged.study)?;
     let mut land = landscape::build(&merged);
