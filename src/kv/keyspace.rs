@@ -82,8 +82,13 @@ impl KeySpace {
 
     /// Writes key `index` into `out` (cleared first).
     pub fn key(&self, index: u64, out: &mut Vec<u8>) {
-        use std::io::Write;
         out.clear();
+        self.append_key(index, out);
+    }
+
+    /// Appends key `index` to `out`.
+    pub fn append_key(&self, index: u64, out: &mut Vec<u8>) {
+        use std::io::Write;
         let _ = write!(out, "lr{:0width$}", index, width = self.key_size - 2);
     }
 

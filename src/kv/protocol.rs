@@ -87,19 +87,30 @@ fn bad(what: &str, line: &[u8]) -> ProtocolError {
 /// Appends a get of `keys`: text one `get` for all of them, meta one `mg`
 /// per key asking for the value, the client flags and the key back.
 pub fn encode_get(d: Dialect, keys: &[&[u8]], out: &mut Vec<u8>) {
+    encode_get_with(d, keys.len(), |i, o| o.extend_from_slice(keys[i]), out);
+}
+
+/// `encode_get` with key `i` of `n` appended by `key` straight into the
+/// output (a flow's requests allocate nothing).
+pub fn encode_get_with(
+    d: Dialect,
+    n: usize,
+    mut key: impl FnMut(usize, &mut Vec<u8>),
+    out: &mut Vec<u8>,
+) {
     match d {
         Dialect::Text => {
             out.extend_from_slice(b"get");
-            for k in keys {
+            for i in 0..n {
                 out.push(b' ');
-                out.extend_from_slice(k);
+                key(i, out);
             }
             out.extend_from_slice(b"\r\n");
         }
         Dialect::Meta => {
-            for k in keys {
+            for i in 0..n {
                 out.extend_from_slice(b"mg ");
-                out.extend_from_slice(k);
+                key(i, out);
                 out.extend_from_slice(b" v f k\r\n");
             }
         }

@@ -126,8 +126,9 @@ impl Mix {
 
 /// A request in flight: what it asked, when it was sent and when it was due.
 struct Pending {
-    /// Gets: the key indices still expected (text: until END; meta: one).
-    get: Option<Vec<u64>>,
+    /// Gets: how many keys it asked for (their indices are the next ones
+    /// in the flow's `asked`; text: until END, meta: one); None: a set.
+    get: Option<usize>,
     /// Values this get received so far.
     hits: usize,
     sent: Instant,
@@ -146,6 +147,9 @@ pub struct KvFlow {
     out_pos: usize,
     inbuf: Vec<u8>,
     in_flight: VecDeque<Pending>,
+    /// The key indices of the gets in flight, in order (no allocation per
+    /// request: Pending counts its share).
+    asked: VecDeque<u64>,
     key: Vec<u8>,
     /// Open loop: seconds between requests; start and requests started.
     period: Option<f64>,
@@ -173,6 +177,7 @@ impl KvFlow {
             out_pos: 0,
             inbuf: Vec::with_capacity(64 << 10),
             in_flight: VecDeque::new(),
+            asked: VecDeque::new(),
             key: Vec::with_capacity(256),
             period: rate.map(|r| 1.0 / r),
             start: None,
@@ -188,36 +193,33 @@ impl KvFlow {
 
     /// Queues one request (get or set by the mix), due at `intended`.
     fn queue(&mut self, now: Instant, intended: Instant) {
-        let mix = self.mix.clone();
+        let mix = &*self.mix;
         let d = mix.dialect;
         if self.rng.random::<f64>() < mix.get_share {
-            let idx: Vec<u64> = (0..mix.multiget)
-                .map(|_| mix.keys.pick(&mut self.rng))
-                .collect();
-            let mut names: Vec<Vec<u8>> = Vec::with_capacity(idx.len());
-            for &i in &idx {
-                mix.keys.key(i, &mut self.key);
-                names.push(self.key.clone());
+            let first = self.asked.len();
+            for _ in 0..mix.multiget {
+                self.asked.push_back(mix.keys.pick(&mut self.rng));
             }
-            let refs: Vec<&[u8]> = names.iter().map(|n| n.as_slice()).collect();
-            protocol::encode_get(d, &refs, &mut self.out);
+            let asked = &self.asked;
+            protocol::encode_get_with(
+                d,
+                mix.multiget,
+                |i, o| mix.keys.append_key(asked[first + i], o),
+                &mut self.out,
+            );
+            let pending = |n| Pending {
+                get: Some(n),
+                hits: 0,
+                sent: now,
+                intended,
+            };
             match d {
                 // One command, one END for all the keys.
-                Dialect::Text => self.in_flight.push_back(Pending {
-                    get: Some(idx),
-                    hits: 0,
-                    sent: now,
-                    intended,
-                }),
+                Dialect::Text => self.in_flight.push_back(pending(mix.multiget)),
                 // One mg per key, each answered on its own.
                 Dialect::Meta => {
-                    for i in idx {
-                        self.in_flight.push_back(Pending {
-                            get: Some(vec![i]),
-                            hits: 0,
-                            sent: now,
-                            intended,
-                        });
+                    for _ in 0..mix.multiget {
+                        self.in_flight.push_back(pending(1));
                     }
                 }
             }
@@ -369,12 +371,14 @@ impl KvFlow {
         let counting = cx.counting;
         match reply {
             Reply::Value { key, flags, data } => {
-                let Some(expect) = head.get.as_ref() else {
+                let Some(n) = head.get else {
                     return Err(unexpected("a value", "a set"));
                 };
+                let expect = self.asked.iter().take(n);
                 let idx = self.mix.keys.index_of(key);
                 let ok = idx.is_some_and(|i| {
-                    expect.contains(&i) && keyspace::verify(&self.mix.sizes, data, i, flags)
+                    expect.clone().any(|&k| k == i)
+                        && keyspace::verify(&self.mix.sizes, data, i, flags)
                 });
                 head.hits += 1;
                 if counting {
@@ -441,6 +445,9 @@ impl KvFlow {
         let now = cx.now;
         let lat = now.saturating_duration_since(p.sent).as_nanos() as u64;
         let corr = now.saturating_duration_since(p.intended).as_nanos() as u64;
+        if let Some(n) = p.get {
+            self.asked.drain(..n.min(self.asked.len()));
+        }
         self.base.transactions += 1;
         if !cx.counting {
             return;
@@ -450,8 +457,8 @@ impl KvFlow {
             record_ns(cx.hist_corrected, corr);
         }
         match p.get {
-            Some(keys) => {
-                let n = keys.len() as u64;
+            Some(n) => {
+                let n = n as u64;
                 let misses = n.saturating_sub(p.hits as u64);
                 cx.counters.kv_gets += n;
                 cx.counters.kv_misses += misses;
