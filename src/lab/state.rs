@@ -250,6 +250,16 @@ impl LabState {
         }
     }
 
+    /// The namespaces of the lab's hosts: the clients, then the servers
+    /// (where congestion control and a study's sysctls are set).
+    pub fn host_namespaces(&self) -> Vec<String> {
+        self.client_hosts()
+            .into_iter()
+            .chain(self.server_hosts())
+            .map(|h| h.ns)
+            .collect()
+    }
+
     /// Every namespace of the lab: the clients, the router, the servers.
     pub fn namespaces_all(&self) -> Vec<String> {
         let mut v: Vec<String> = self.client_hosts().into_iter().map(|h| h.ns).collect();

@@ -755,12 +755,7 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
     let rack = Rack::of(st);
     // Every lab link end: each host's lr0 and its router port.
     let mut ends: Vec<(String, String)> = Vec::new();
-    let hosts: Vec<String> = st
-        .client_hosts()
-        .into_iter()
-        .chain(st.server_hosts())
-        .map(|h| h.ns)
-        .collect();
+    let hosts = st.host_namespaces();
     for (k, h) in st.client_hosts().iter().enumerate() {
         ends.push((h.ns.clone(), "lr0".into()));
         ends.push((st.router_ns.clone(), format!("c{k}")));

@@ -194,12 +194,7 @@ impl StudyLab {
     fn sysctls(&mut self, want: &std::collections::BTreeMap<String, String>) -> Result<(), String> {
         use crate::lab::netns;
         let st = &self.lab.state;
-        let hosts: Vec<String> = st
-            .client_hosts()
-            .into_iter()
-            .chain(st.server_hosts())
-            .map(|h| h.ns)
-            .collect();
+        let hosts = st.host_namespaces();
         let restore: Vec<String> = self
             .saved
             .keys()
