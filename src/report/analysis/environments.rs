@@ -159,19 +159,7 @@ pub fn overview(
     for other in &labels[1..] {
         let mut logs: Vec<Vec<f64>> = vec![Vec::new(); ms.len()];
         let first_row = t.rows.len();
-        for b in land
-            .rows
-            .iter()
-            .filter(|r| r.point.param(dim) == Some(other))
-        {
-            let key = b.point.label_except(dim);
-            let Some(a) = land
-                .rows
-                .iter()
-                .find(|r| r.point.param(dim) == Some(base) && r.point.label_except(dim) == key)
-            else {
-                continue;
-            };
+        for (key, a, b) in land.pairs(dim, base, other) {
             let mut row = vec![
                 format!("{} / {}", name(other), name(base)),
                 if key.is_empty() { "test".into() } else { key },

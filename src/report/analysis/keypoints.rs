@@ -366,17 +366,7 @@ pub fn kv_cost(l: &Landscape) -> Vec<KeyPoint> {
 /// KB for bulk transfer and per transaction for connections.
 pub fn crypto_hw_saving(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
-    for off in l
-        .rows
-        .iter()
-        .filter(|r| r.point.param("crypto_hw") == Some("false"))
-    {
-        let key = off.point.label_except("crypto_hw");
-        let Some(on) = l.rows.iter().find(|r| {
-            r.point.param("crypto_hw") == Some("true") && r.point.label_except("crypto_hw") == key
-        }) else {
-            continue;
-        };
+    for (key, on, off) in l.pairs("crypto_hw", "true", "false") {
         let (per, unit) = if on.mean("client_us_per_kb").is_some() {
             ("kb", "per KB")
         } else {
@@ -452,15 +442,7 @@ pub fn environments(l: &Landscape) -> Vec<KeyPoint> {
     for other in &envs[1..] {
         // (point, first's mean, other's mean, cost ratio, CI of the difference).
         let mut pairs: Vec<EnvPair> = Vec::new();
-        for b in l.rows.iter().filter(|r| r.point.param(ENV) == Some(other)) {
-            let key = b.point.label_except(ENV);
-            let Some(a) = l
-                .rows
-                .iter()
-                .find(|r| r.point.param(ENV) == Some(base) && r.point.label_except(ENV) == key)
-            else {
-                continue;
-            };
+        for (key, a, b) in l.pairs(ENV, base, other) {
             let (Some(ea), Some(eb)) = (a.value(metric), b.value(metric)) else {
                 continue;
             };

@@ -176,6 +176,28 @@ pub fn fmt_estimate(m: &Metric, e: &Estimate) -> String {
 }
 
 impl Landscape {
+    /// Each row at `dim = other` with the row at `dim = base` that agrees on
+    /// every other parameter: (those parameters' label, base row, other
+    /// row). What environment ratios and on/off comparisons pair up.
+    pub fn pairs<'a>(
+        &'a self,
+        dim: &str,
+        base: &str,
+        other: &str,
+    ) -> Vec<(String, &'a Row, &'a Row)> {
+        self.rows
+            .iter()
+            .filter(|b| b.point.param(dim) == Some(other))
+            .filter_map(|b| {
+                let key = b.point.label_except(dim);
+                let a = self.rows.iter().find(|r| {
+                    r.point.param(dim) == Some(base) && r.point.label_except(dim) == key
+                })?;
+                Some((key, a, b))
+            })
+            .collect()
+    }
+
     /// Metrics with a value at any point, in catalogue order.
     pub fn present(&self) -> Vec<&'static Metric> {
         METRICS
