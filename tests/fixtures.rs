@@ -148,10 +148,41 @@ fn every_renderer_draws_the_real_results() {
         for (i, _) in loaded.study.plots.iter().enumerate() {
             let svg = std::fs::read_to_string(dir.join(format!("plots/plot-{}.svg", i + 1)))
                 .unwrap_or_else(|e| panic!("{name}: plot {}: {e}", i + 1));
-            assert!(
-                svg.contains("<svg") && svg.contains("<circle"),
-                "{name}: no data marks"
-            );
+            if loaded.study.plots[i].x == "case" {
+                // Tests side by side are categories: bars, no line through
+                // unrelated tests and no point markers.
+                assert!(
+                    svg.contains("<svg") && !svg.contains("<circle"),
+                    "{name}: plot {} of cases has markers",
+                    i + 1
+                );
+                let bars = svg
+                    .lines()
+                    .filter(|l| l.starts_with("<rect") && l.contains(r##"fill="#1F77B4""##))
+                    .count();
+                // One bar per test of the first series, and its legend key.
+                assert!(bars >= 3, "{name}: plot {} has {bars} bars", i + 1);
+            } else {
+                assert!(
+                    svg.contains("<svg") && svg.contains("<circle"),
+                    "{name}: no data marks"
+                );
+            }
+        }
+        if name == "quick" {
+            // A plot shows only the tests its metric is the main figure
+            // of: streams on the throughput plot, rr and crr on the
+            // transactions plot.
+            let plot = |i: usize| {
+                std::fs::read_to_string(dir.join(format!("plots/plot-{i}.svg"))).unwrap()
+            };
+            let (bulk, tx) = (plot(1), plot(2));
+            for case in ["stream 1 flow", "stream 4 flows"] {
+                assert!(bulk.contains(case) && !tx.contains(case), "{case}");
+            }
+            for case in ["rr 1/1", "rr 200/1000", "crr 64/8192"] {
+                assert!(tx.contains(case) && !bulk.contains(case), "{case}");
+            }
         }
         let labelled: Vec<(String, linerate::model::result::TestResult)> = loaded
             .results
@@ -166,6 +197,38 @@ fn every_renderer_draws_the_real_results() {
             assert!(text.contains(&human::describe(&r.spec)), "{name}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn every_cost_a_bulk_result_has_reaches_the_landscape() {
+    // A finite transfer also records a latency (its duration): that must
+    // not hide its CPU per KB, which its JSON summary has.
+    for name in ["quick", "wan-lite"] {
+        let land = landscape::build(&folder::load(&fixture(name)).unwrap());
+        let mut checked = 0;
+        for row in &land.rows {
+            let Some(r) = row.results.first() else {
+                continue;
+            };
+            if r.summary.main_metric != Some(linerate::model::spec::MainMetric::Throughput) {
+                continue;
+            }
+            for (key, v) in [
+                ("client_us_per_kb", r.summary.cpu.client.us_per_kb),
+                ("agent_us_per_kb", r.summary.cpu.agent.us_per_kb),
+            ] {
+                if v.is_some() {
+                    assert!(
+                        row.value(key).is_some(),
+                        "{name} {}: {key} lost",
+                        row.point.label()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 4, "{name}: {checked} costs checked");
     }
 }
 

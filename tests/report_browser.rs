@@ -106,6 +106,9 @@ models = ["line_rate"]
 [[plot]]
 x = "flows"
 y = "client_cpu_pct"
+[[plot]]
+x = "case"
+y = "transactions_per_s"
 "#,
     )
     .unwrap();
@@ -150,8 +153,29 @@ y = "client_cpu_pct"
         .skip(1)
         .map(|s| s.split("</svg>").next().unwrap())
         .collect();
-    assert_eq!(svgs.len(), 2, "two plots");
-    for s in &svgs {
+    assert_eq!(svgs.len(), 3, "three plots");
+    // Along cases (a categorical axis) the series are bars, one colour per
+    // flows value, and only the rr case has transactions.
+    let bars = svgs[2];
+    for colour in ["#1F77B4", "#FF7F0E"] {
+        let filled = format!("fill=\"{colour}\"");
+        assert!(
+            bars.split("<rect")
+                .skip(1)
+                .any(|r| r.split('>').next().unwrap().contains(&filled)),
+            "bar of {colour} missing"
+        );
+    }
+    assert!(!bars.contains("<circle"), "markers on a bar chart");
+    assert!(
+        bars.contains("flows=1") && bars.contains("flows=2"),
+        "legend"
+    );
+    assert!(
+        !bars.contains(">stream<") && !bars.contains("\nstream\n"),
+        "the stream case has no transactions"
+    );
+    for s in &svgs[..2] {
         assert!(s.matches("<circle").count() >= 2, "markers drawn");
         assert!(
             s.contains("<polyline") || s.contains("<path"),

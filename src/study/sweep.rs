@@ -25,6 +25,43 @@ pub struct Point {
 
 /// "flows=8 direction=tx": parameters as people name a point; a case's
 /// label stands alone. The one place point and series names are made.
+/// One parameter as people say it: the on/off switches the seeds compare
+/// by name ("clear" and "TLS", not "tls=false" and "tls=true"), a case by
+/// its label, anything else as `key=value`.
+pub fn param_phrase(key: &str, value: &str) -> String {
+    let on = match value {
+        "true" => true,
+        "false" => false,
+        _ => {
+            return if key == "case" {
+                value.to_string()
+            } else {
+                format!("{key}={value}")
+            }
+        }
+    };
+    let (yes, no) = match key {
+        "tls" => ("TLS", "clear"),
+        "crypto_hw" => ("crypto hw on", "crypto hw off"),
+        "zerocopy" => ("zero-copy", "copy"),
+        "nodelay" => ("nodelay", "Nagle"),
+        "gso" => ("GSO", "no GSO"),
+        "lab.offloads" | "offloads" => ("offloads on", "offloads off"),
+        _ => return format!("{key}={value}"),
+    };
+    (if on { yes } else { no }).to_string()
+}
+
+/// Parameters as a chart's legend names them (`param_phrase` each): the
+/// exact `key=value` form stays in tables, commands and errors.
+pub fn params_phrase<'a>(params: impl IntoIterator<Item = &'a (String, String)>) -> String {
+    params
+        .into_iter()
+        .map(|(k, v)| param_phrase(k, v))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn params_label<'a>(params: impl IntoIterator<Item = &'a (String, String)>) -> String {
     params
         .into_iter()
@@ -252,6 +289,24 @@ mod tests {
         assert_eq!(p[3].spec.bytes, Some(20 << 20));
         assert_eq!(p[3].id, "stream-put-20M-20_flows-10");
         assert!(p.iter().all(|p| p.spec.duration_s == 0.25));
+    }
+
+    #[test]
+    fn legends_name_switches_as_people_do() {
+        let p = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(params_phrase(&[p("tls", "false")]), "clear");
+        assert_eq!(
+            params_phrase(&[p("tls", "true"), p("flows", "4")]),
+            "TLS flows=4"
+        );
+        assert_eq!(params_phrase(&[p("crypto_hw", "false")]), "crypto hw off");
+        assert_eq!(
+            params_phrase(&[p("case", "rr 1/1"), p("zerocopy", "true")]),
+            "rr 1/1 zero-copy"
+        );
+        // Unknown switches and other values keep the exact form.
+        assert_eq!(params_phrase(&[p("verify", "true")]), "verify=true");
+        assert_eq!(params_label(&[p("tls", "false")]), "tls=false");
     }
 
     #[test]

@@ -675,6 +675,16 @@ pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
         }
     }
     let mut out = Vec::new();
+    // A pair where TLS came out clearly cheaper or faster contradicts what
+    // encryption is (more work per byte): it is reported as such, with
+    // what may have distorted it, and left out of the cost figures.
+    let (odd, pairs): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(e, c)| {
+        clearly(e, c, "client_us_per_kb", |r| r < 1.0 / CONTRADICTION)
+            || clearly(e, c, "throughput_bps", |r| r > CONTRADICTION)
+    });
+    for (e, c) in &odd {
+        out.push(tls_contradiction(e, c, &key_of(e)));
+    }
     for (side, kb, tx) in [
         ("client", "client_us_per_kb", "client_us_per_tx"),
         ("agent", "agent_us_per_kb", "agent_us_per_tx"),
@@ -735,6 +745,112 @@ pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
         });
     }
     out
+}
+
+/// How far past equal TLS must come out (cheaper per KB, or faster) before
+/// it contradicts what encryption costs: within 5% is measurement noise.
+const CONTRADICTION: f64 = 1.05;
+
+/// `test(a / b)` for metric `key` of rows `a` and `b`, only when the two
+/// confidence intervals (if any) do not overlap: a difference inside the
+/// noise contradicts nothing.
+fn clearly(a: &Row, b: &Row, key: &str, test: impl Fn(f64) -> bool) -> bool {
+    let (Some(x), Some(y)) = (a.value(key), b.value(key)) else {
+        return false;
+    };
+    if y.mean <= 0.0 || !test(x.mean / y.mean) {
+        return false;
+    }
+    match (x.half_width, y.half_width) {
+        (Some(hx), Some(hy)) => (x.mean - y.mean).abs() > hx + hy,
+        _ => true,
+    }
+}
+
+/// The CPU each end's first worker ran on most, in a point's first
+/// iteration.
+fn main_cpus(r: &Row) -> Option<(usize, usize)> {
+    let it = r.results.first()?.iterations.first()?;
+    let top = |p: &[crate::model::sample::WorkerPlacement]| {
+        p.first()?
+            .seen
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|s| s.0)
+    };
+    Some((top(&it.placement.client)?, top(&it.placement.agent)?))
+}
+
+/// Highest steal (percent of the host) either end saw in a point's runs.
+fn worst_steal(r: &Row) -> f64 {
+    r.results
+        .iter()
+        .flat_map(|res| res.iterations.iter())
+        .flat_map(|it| [it.cpu.client.as_ref(), it.cpu.agent.as_ref()])
+        .flatten()
+        .map(|w| w.steal_pct)
+        .fold(0.0, f64::max)
+}
+
+/// TLS measured cheaper or faster than clear at one point: say that it
+/// cannot be, and name what in the results may explain it.
+fn tls_contradiction(enc: &Row, clear: &Row, at: &str) -> KeyPoint {
+    let ratio = |k: &str| Some(enc.mean(k)? / clear.mean(k).filter(|v| *v > 0.0)?);
+    let mut seen = Vec::new();
+    if let Some(r) = ratio("client_us_per_kb").filter(|r| *r < 1.0) {
+        seen.push(format!("{r:.2}x the client's CPU per KB"));
+    }
+    if let Some(r) = ratio("throughput_bps").filter(|r| *r > 1.0) {
+        seen.push(format!("{r:.2}x the throughput"));
+    }
+    let mut causes = Vec::new();
+    if let (Some(a), Some(b)) = (main_cpus(enc), main_cpus(clear)) {
+        let shared = |(c, g): (usize, usize)| c == g;
+        if shared(a) != shared(b) {
+            let how = |x: (usize, usize)| {
+                if shared(x) {
+                    format!("shared CPU {}", x.0)
+                } else {
+                    format!("ran on CPUs {} and {}", x.0, x.1)
+                }
+            };
+            causes.push(format!(
+                "placement: clear's sender and receiver {}, TLS's {}",
+                how(b),
+                how(a)
+            ));
+        }
+    }
+    let steal = worst_steal(enc).max(worst_steal(clear));
+    if steal >= 2.0 {
+        causes.push(format!(
+            "the hypervisor took up to {steal:.0}% of the host (steal)"
+        ));
+    }
+    let runs = enc.results.len().min(clear.results.len());
+    if runs <= 1 {
+        causes.push(
+            "each side ran once, minutes apart: absolute figures on a shared host drift 25-40% within half an hour"
+                .into(),
+        );
+    }
+    if causes.is_empty() {
+        causes.push(
+            "the receivers woke differently: TLS hands over whole 16 KiB records, while a clear receiver reads whatever has arrived and may wake more often per byte"
+                .into(),
+        );
+    }
+    KeyPoint {
+        rule: "contradiction",
+        text: format!(
+            "At {}, TLS measured {} of clear. Encryption only adds work, so this contradicts itself: one of the two measurements is off. Likely cause{}: {}.",
+            if at.is_empty() { "the test" } else { at },
+            if seen.is_empty() { "better than clear".to_string() } else { seen.join(" and ") },
+            if causes.len() == 1 { "" } else { "s" },
+            causes.join("; ")
+        ),
+        advice: "Run both points interleaved and repeated (`--repeat 3 --shuffle`) with both ends pinned (`--cpus`, `--agent-cpus`) before reading a TLS cost from them.".into(),
+    }
 }
 
 /// Both ends on one host share its cores.
@@ -1893,6 +2009,53 @@ mod tests {
         // Without clear twins there is nothing to compare.
         let l = land(vec![mk("true", "1", 0.5, 12e9)], None);
         assert!(tls_cost(&l).is_empty());
+    }
+
+    #[test]
+    fn tls_cheaper_than_clear_is_called_a_contradiction() {
+        let mk = |tls: &str, flows: &str, kb: f64, t: f64| {
+            row(
+                &[("tls", tls), ("flows", flows)],
+                &[("client_us_per_kb", &[kb]), ("throughput_bps", &[t])],
+                1,
+            )
+        };
+        let l = land(
+            vec![
+                mk("false", "1", 0.30, 20e9),
+                mk("true", "1", 0.25, 22e9),
+                mk("false", "4", 0.20, 40e9),
+                mk("true", "4", 0.44, 30e9),
+            ],
+            None,
+        );
+        let k = tls_cost(&l);
+        let odd: Vec<&KeyPoint> = k.iter().filter(|p| p.rule == "contradiction").collect();
+        assert_eq!(odd.len(), 1, "{k:?}");
+        let t = &odd[0].text;
+        assert!(t.starts_with("At flows=1, TLS measured 0.83x the client's CPU per KB and 1.10x the throughput of clear."), "{t}");
+        assert!(t.contains("each side ran once"), "{t}");
+        // The plausible pair alone makes the cost figure.
+        let cost: Vec<&KeyPoint> = k.iter().filter(|p| p.rule == "tls_cost").collect();
+        assert_eq!(cost.len(), 1, "{k:?}");
+        assert!(
+            cost[0]
+                .text
+                .starts_with("TLS costs 2.2x the client's CPU per KB of clear over 1 point"),
+            "{}",
+            cost[0].text
+        );
+
+        // Within the noise (intervals overlap) it is no contradiction.
+        let noisy = |tls: &str, kb: &[f64]| row(&[("tls", tls)], &[("client_us_per_kb", kb)], 1);
+        let l = land(
+            vec![
+                noisy("false", &[0.30, 0.20, 0.40]),
+                noisy("true", &[0.27, 0.20, 0.34]),
+            ],
+            None,
+        );
+        assert!(tls_cost(&l).iter().all(|p| p.rule != "contradiction"));
     }
 
     #[test]

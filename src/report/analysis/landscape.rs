@@ -13,7 +13,7 @@ use crate::report::analysis::wanmodel::{self, PointModel, WindowSource};
 use crate::report::render::plot::{Chart, Curve, HLine, Series};
 use crate::study::file::{LineRate, PlotSpec, Study};
 use crate::study::folder::Loaded;
-use crate::study::sweep::{params_label, Point};
+use crate::study::sweep::{params_phrase, Point};
 use crate::units;
 
 pub struct Row {
@@ -305,17 +305,33 @@ impl Landscape {
             .collect()
     }
 
+    /// The rows a plot of `m` shows: those with a value, and when the
+    /// metric is some tests' main figure (throughput of a bulk stream,
+    /// transactions of rr), only those tests: an rr's few Mbit/s beside a
+    /// stream's Gbit/s on a "throughput" plot reads as a collapse.
+    fn plotted_rows(&self, m: &Metric) -> Vec<&Row> {
+        let mut rows: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.value(m.key).is_some())
+            .collect();
+        if let Some(main) = m.main_of {
+            let is_main = |r: &&Row| crate::workload::main_metric(&r.point.spec) == main;
+            if rows.iter().any(is_main) {
+                rows.retain(is_main);
+            }
+        }
+        rows
+    }
+
     /// The chart for one plot spec: one series per combination of the
     /// parameters other than x, points in study order, CI error bars; with
     /// `window_rtt` among its models, the model's curve per series.
     pub fn chart(&self, p: &PlotSpec) -> Chart {
         let m = metrics::find(&p.y).expect("plot metrics are checked at parse time");
         let scale = m.plot_scale();
-        let xs: Vec<&str> = self
-            .rows
-            .iter()
-            .filter_map(|r| r.point.param(&p.x))
-            .collect();
+        let rows = self.plotted_rows(m);
+        let xs: Vec<&str> = rows.iter().filter_map(|r| r.point.param(&p.x)).collect();
         let numeric: Option<Vec<f64>> = xs.iter().map(|v| axis_value(&p.x, v)).collect();
         let categories: Option<Vec<String>> = if numeric.is_some() {
             None
@@ -331,7 +347,7 @@ impl Landscape {
         let mut series: Vec<Series> = Vec::new();
         // (series index, x, row) of every point drawn, for the model curves.
         let mut placed: Vec<(usize, f64, &Row)> = Vec::new();
-        for r in &self.rows {
+        for r in rows {
             let (Some(xv), Some(e)) = (r.point.param(&p.x), r.value(m.key)) else {
                 continue;
             };
@@ -348,7 +364,7 @@ impl Landscape {
             let name = if rest.is_empty() {
                 m.title.to_string()
             } else {
-                params_label(rest)
+                params_phrase(rest)
             };
             let hw = e.half_width.filter(|_| e.n > 1).map(|h| h / scale);
             let pt = (x, e.mean / scale, hw);

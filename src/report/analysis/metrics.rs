@@ -29,6 +29,9 @@ pub struct Metric {
     pub unit: Unit,
     /// True when a larger value is better (throughput), false for costs.
     pub higher_is_better: bool,
+    /// The workloads whose main figure this metric is (None: any test's).
+    /// A plot of it leaves the other tests out when both kinds are there.
+    pub main_of: Option<MainMetric>,
     get: fn(&TestResult, &Iteration) -> Option<f64>,
 }
 
@@ -107,6 +110,17 @@ fn is_transactional(r: &TestResult) -> bool {
     r.summary.main_metric == Some(MainMetric::TransactionRate) || r.summary.latency_us.is_some()
 }
 
+/// CPU per KB is the cost figure of a test that moves bulk data: a
+/// stream, a finite transfer (which also records its duration as a
+/// latency, so it cannot be told by that) or a datagram flood. An rr's
+/// per-KB cost is its per-transaction cost in disguise.
+fn moves_bulk(r: &TestResult) -> bool {
+    match r.summary.main_metric {
+        Some(m) => m != MainMetric::TransactionRate,
+        None => !is_transactional(r),
+    }
+}
+
 fn latency(
     r: &TestResult,
     it: &Iteration,
@@ -124,6 +138,7 @@ pub const METRICS: &[Metric] = &[
         title: "Throughput",
         unit: Unit::BitsPerSecond,
         higher_is_better: true,
+        main_of: Some(MainMetric::Throughput),
         get: |_, it| Some(it.throughput_bps),
     },
     Metric {
@@ -131,6 +146,7 @@ pub const METRICS: &[Metric] = &[
         title: "Transactions",
         unit: Unit::PerSecond,
         higher_is_better: true,
+        main_of: Some(MainMetric::TransactionRate),
         get: |r, it| is_transactional(r).then_some(it.transactions_per_s),
     },
     Metric {
@@ -138,6 +154,7 @@ pub const METRICS: &[Metric] = &[
         title: "Packets received",
         unit: Unit::PerSecond,
         higher_is_better: true,
+        main_of: Some(MainMetric::PacketRate),
         get: |_, it| it.udp.as_ref().map(|u| u.packets_per_s),
     },
     Metric {
@@ -145,6 +162,7 @@ pub const METRICS: &[Metric] = &[
         title: "Packets sent",
         unit: Unit::PerSecond,
         higher_is_better: true,
+        main_of: None,
         get: |_, it| it.udp.as_ref().map(|u| u.packets_sent_per_s),
     },
     Metric {
@@ -152,6 +170,7 @@ pub const METRICS: &[Metric] = &[
         title: "Wire rate",
         unit: Unit::BitsPerSecond,
         higher_is_better: true,
+        main_of: None,
         get: |_, it| it.udp.as_ref().map(|u| u.wire_bps),
     },
     Metric {
@@ -159,6 +178,7 @@ pub const METRICS: &[Metric] = &[
         title: "Loss",
         unit: Unit::Percent,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.udp.as_ref().map(|u| u.loss_pct),
     },
     Metric {
@@ -166,6 +186,7 @@ pub const METRICS: &[Metric] = &[
         title: "Receiver drops",
         unit: Unit::Percent,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| {
             it.udp
                 .as_ref()
@@ -177,6 +198,7 @@ pub const METRICS: &[Metric] = &[
         title: "Jitter (RFC 3550)",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.udp.as_ref().and_then(|u| u.jitter_us),
     },
     Metric {
@@ -184,6 +206,7 @@ pub const METRICS: &[Metric] = &[
         title: "Client CPU per packet",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.udp.as_ref().and_then(|u| u.client_us_per_packet),
     },
     Metric {
@@ -191,6 +214,7 @@ pub const METRICS: &[Metric] = &[
         title: "Agent CPU per packet",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.udp.as_ref().and_then(|u| u.agent_us_per_packet),
     },
     Metric {
@@ -198,6 +222,7 @@ pub const METRICS: &[Metric] = &[
         title: "memcached operations",
         unit: Unit::PerSecond,
         higher_is_better: true,
+        main_of: None,
         get: |_, it| it.kv.as_ref().map(|k| k.ops_per_s),
     },
     Metric {
@@ -205,6 +230,7 @@ pub const METRICS: &[Metric] = &[
         title: "Gets (keys)",
         unit: Unit::PerSecond,
         higher_is_better: true,
+        main_of: None,
         get: |_, it| it.kv.as_ref().map(|k| k.gets_per_s),
     },
     Metric {
@@ -212,6 +238,7 @@ pub const METRICS: &[Metric] = &[
         title: "Sets",
         unit: Unit::PerSecond,
         higher_is_better: true,
+        main_of: None,
         get: |_, it| it.kv.as_ref().map(|k| k.sets_per_s),
     },
     Metric {
@@ -219,6 +246,7 @@ pub const METRICS: &[Metric] = &[
         title: "Hit ratio",
         unit: Unit::Percent,
         higher_is_better: true,
+        main_of: None,
         get: |_, it| it.kv.as_ref().and_then(|k| k.hit_ratio).map(|h| 100.0 * h),
     },
     Metric {
@@ -226,6 +254,7 @@ pub const METRICS: &[Metric] = &[
         title: "Get latency p50",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| kv_latency(it, true, |l| l.p50),
     },
     Metric {
@@ -233,6 +262,7 @@ pub const METRICS: &[Metric] = &[
         title: "Get latency p99",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| kv_latency(it, true, |l| l.p99),
     },
     Metric {
@@ -240,6 +270,7 @@ pub const METRICS: &[Metric] = &[
         title: "Get latency p99.9",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| kv_latency(it, true, |l| l.p999),
     },
     Metric {
@@ -247,6 +278,7 @@ pub const METRICS: &[Metric] = &[
         title: "Set latency p50",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| kv_latency(it, false, |l| l.p50),
     },
     Metric {
@@ -254,6 +286,7 @@ pub const METRICS: &[Metric] = &[
         title: "Set latency p99",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| kv_latency(it, false, |l| l.p99),
     },
     Metric {
@@ -261,6 +294,7 @@ pub const METRICS: &[Metric] = &[
         title: "Client CPU per operation",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.kv.as_ref().and_then(|k| k.client_us_per_op),
     },
     Metric {
@@ -268,6 +302,7 @@ pub const METRICS: &[Metric] = &[
         title: "memcached CPU per operation",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.kv.as_ref().and_then(|k| k.server_us_per_op),
     },
     Metric {
@@ -275,6 +310,7 @@ pub const METRICS: &[Metric] = &[
         title: "Connections",
         unit: Unit::PerSecond,
         higher_is_better: true,
+        main_of: None,
         get: |r, it| r.summary.connections_per_s.map(|_| it.connections_per_s),
     },
     Metric {
@@ -282,6 +318,7 @@ pub const METRICS: &[Metric] = &[
         title: "Latency p50",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |r, it| latency(r, it, |l| l.p50),
     },
     Metric {
@@ -289,6 +326,7 @@ pub const METRICS: &[Metric] = &[
         title: "Latency p90",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |r, it| latency(r, it, |l| l.p90),
     },
     Metric {
@@ -296,6 +334,7 @@ pub const METRICS: &[Metric] = &[
         title: "Latency p99",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |r, it| latency(r, it, |l| l.p99),
     },
     Metric {
@@ -303,6 +342,7 @@ pub const METRICS: &[Metric] = &[
         title: "Latency p99.9",
         unit: Unit::Micros,
         higher_is_better: false,
+        main_of: None,
         get: |r, it| latency(r, it, |l| l.p999),
     },
     Metric {
@@ -310,6 +350,7 @@ pub const METRICS: &[Metric] = &[
         title: "Client process CPU",
         unit: Unit::Percent,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| {
             it.cpu
                 .client
@@ -322,6 +363,7 @@ pub const METRICS: &[Metric] = &[
         title: "Agent process CPU",
         unit: Unit::Percent,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| {
             it.cpu
                 .agent
@@ -334,6 +376,7 @@ pub const METRICS: &[Metric] = &[
         title: "Client host CPU",
         unit: Unit::Percent,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.cpu.client.as_ref().map(|_| it.cost.client.host_util_pct),
     },
     Metric {
@@ -341,6 +384,7 @@ pub const METRICS: &[Metric] = &[
         title: "Agent host CPU",
         unit: Unit::Percent,
         higher_is_better: false,
+        main_of: None,
         get: |_, it| it.cpu.agent.as_ref().map(|_| it.cost.agent.host_util_pct),
     },
     Metric {
@@ -348,28 +392,23 @@ pub const METRICS: &[Metric] = &[
         title: "Client CPU per KB",
         unit: Unit::MicrosPerKb,
         higher_is_better: false,
-        get: |r, it| {
-            (!is_transactional(r))
-                .then_some(it.cost.client.us_per_kb)
-                .flatten()
-        },
+        main_of: None,
+        get: |r, it| moves_bulk(r).then_some(it.cost.client.us_per_kb).flatten(),
     },
     Metric {
         key: "agent_us_per_kb",
         title: "Agent CPU per KB",
         unit: Unit::MicrosPerKb,
         higher_is_better: false,
-        get: |r, it| {
-            (!is_transactional(r))
-                .then_some(it.cost.agent.us_per_kb)
-                .flatten()
-        },
+        main_of: None,
+        get: |r, it| moves_bulk(r).then_some(it.cost.agent.us_per_kb).flatten(),
     },
     Metric {
         key: "client_us_per_tx",
         title: "Client CPU per transaction",
         unit: Unit::MicrosPerTx,
         higher_is_better: false,
+        main_of: None,
         get: |r, it| {
             is_transactional(r)
                 .then_some(it.cost.client.us_per_tx)
@@ -381,6 +420,7 @@ pub const METRICS: &[Metric] = &[
         title: "Agent CPU per transaction",
         unit: Unit::MicrosPerTx,
         higher_is_better: false,
+        main_of: None,
         get: |r, it| {
             is_transactional(r)
                 .then_some(it.cost.agent.us_per_tx)
@@ -392,6 +432,7 @@ pub const METRICS: &[Metric] = &[
         title: "Transfer time",
         unit: Unit::Seconds,
         higher_is_better: false,
+        main_of: None,
         get: |r, it| is_transfer(r).then_some(it.duration_s),
     },
     Metric {
@@ -399,6 +440,7 @@ pub const METRICS: &[Metric] = &[
         title: "Observed window",
         unit: Unit::Bytes,
         higher_is_better: true,
+        main_of: None,
         get: |r, _| {
             r.summary
                 .observed_window_bytes
@@ -416,6 +458,7 @@ pub const METRICS: &[Metric] = &[
         title: "Measured RTT",
         unit: Unit::Millis,
         higher_is_better: false,
+        main_of: None,
         get: |r, _| {
             r.lab
                 .as_ref()
@@ -428,6 +471,7 @@ pub const METRICS: &[Metric] = &[
         title: "SSH login time",
         unit: Unit::Seconds,
         higher_is_better: false,
+        main_of: None,
         get: |r, _| r.exec.as_ref().and_then(|e| e.login_s),
     },
     Metric {
@@ -435,6 +479,7 @@ pub const METRICS: &[Metric] = &[
         title: "Throughput / window-RTT model",
         unit: Unit::Ratio,
         higher_is_better: true,
+        main_of: None,
         get: |r, it| {
             let m = wanmodel::for_result(r)?;
             Some(it.throughput_bps / m.prediction.throughput_bps)

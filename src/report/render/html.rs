@@ -31,13 +31,21 @@ th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;vertical-align:t
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 table.kv td{text-align:left}
 figure{margin:1em 0}figcaption{font-weight:600;margin-bottom:.3em}
-code{background:#f5f5f5;padding:0 .25em}
+figure.plot svg{width:100%;max-width:1000px;height:auto;display:block}
+.wide{overflow-x:auto;max-width:100%}
+@media print{.wide{overflow-x:visible}table{font-size:.75em}figure.plot{break-inside:avoid}}
+code{background:#f5f5f5;padding:0 .25em}td code{overflow-wrap:anywhere}
 li{margin:.4em 0}.advice{color:#555}
 ";
 
 fn table(o: &mut String, t: &Table, class: &str) {
     let _ = writeln!(o, "<h3>{}</h3>", esc(&t.title));
-    let _ = write!(o, "<table class=\"{class}\"><thead><tr>");
+    // A table wider than the column (a sweep with many metrics) scrolls
+    // inside its own box instead of running off the page.
+    let _ = write!(
+        o,
+        "<div class=\"wide\"><table class=\"{class}\"><thead><tr>"
+    );
     for h in &t.headers {
         let _ = write!(o, "<th>{}</th>", esc(h));
     }
@@ -49,7 +57,7 @@ fn table(o: &mut String, t: &Table, class: &str) {
         }
         let _ = writeln!(o, "</tr>");
     }
-    let _ = writeln!(o, "</tbody></table>");
+    let _ = writeln!(o, "</tbody></table></div>");
 }
 
 pub fn render(r: &Report) -> String {

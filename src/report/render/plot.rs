@@ -32,12 +32,27 @@ const HEADROOM: f64 = 1.08;
 /// minus its margins and the y label area.
 const PLOT_WIDTH: f64 = WIDTH as f64 - 2.0 * MARGIN as f64 - Y_LABEL_AREA as f64;
 const MARGIN: u32 = 12;
-const Y_LABEL_AREA: u32 = 70;
-const X_LABEL_AREA: u32 = 44;
+const Y_LABEL_AREA: u32 = 84;
+const X_LABEL_AREA: u32 = 58;
+
+/// Font sizes as given to plotters (its SVG backend writes about 0.8 of
+/// them). The report scales the 760 px chart to its ~1000 px column, so
+/// 16 here reads as ~17 px on screen and ~12 pt when printed.
+const TITLE_FONT: u32 = 22;
+const AXIS_DESC_FONT: u32 = 18;
+const LABEL_FONT: u32 = 16;
+const LEGEND_FONT: u32 = 16;
+
+/// Share of a category's slot its group of bars fills; the rest is the gap
+/// between groups.
+const BAR_GROUP: f64 = 0.8;
 
 /// Ticks requested on a log axis: all nine per decade for up to four
 /// decades (the labels are thinned separately, see `axis_tick`).
 const LOG_TICKS: usize = 40;
+
+/// Model marks on bars: dark, so they show on a bar of any colour.
+const MODEL_MARK: RGBColor = RGBColor(20, 20, 20);
 
 /// Series colours: a qualitative palette with good contrast on white.
 /// (Plotters' `Palette99` starts red, green, yellow; the yellow is hard to see
@@ -131,7 +146,7 @@ pub fn svg(chart: &Chart) -> Result<String, String> {
             .x_label_area_size(X_LABEL_AREA)
             .y_label_area_size(Y_LABEL_AREA);
         if !title.is_empty() {
-            builder.caption(&title, ("sans-serif", 18));
+            builder.caption(&title, ("sans-serif", TITLE_FONT));
         }
         let (x, y) = (plan.x, plan.y);
         let labels = (x_label.as_str(), y_label.as_str());
@@ -231,6 +246,9 @@ impl Axis {
 struct Prepared {
     name: String,
     color: RGBColor,
+    /// Index of the measured series (its own, or the one a model curve
+    /// belongs to): its colour and its bar's place in a category.
+    slot: usize,
     /// (x, y, half-width): the half-width is finite and positive when present.
     points: Vec<(f64, f64, Option<f64>)>,
 }
@@ -245,6 +263,11 @@ struct Plan {
     x: Axis,
     y: Axis,
     categories: Option<Vec<String>>,
+    /// On a categorical axis, series are bars side by side within each
+    /// category (a line between unrelated tests would suggest a trend):
+    /// the half-width of one bar in x units. Point x values are then the
+    /// bar centres.
+    bar_half_width: Option<f64>,
     legend: Corner,
 }
 
@@ -289,6 +312,7 @@ impl Plan {
                 Prepared {
                     name: clean_text(&s.name),
                     color: SERIES_COLORS[i % SERIES_COLORS.len()],
+                    slot: i,
                     points,
                 }
             })
@@ -335,6 +359,7 @@ impl Plan {
                 Prepared {
                     name: clean_text(&c.label),
                     color: SERIES_COLORS[c.series % SERIES_COLORS.len()],
+                    slot: c.series,
                     points,
                 }
             })
@@ -402,7 +427,28 @@ impl Plan {
         }
         .checked("y")?;
 
-        let legend = legend_position(&series, &hlines, &curves, x, y);
+        // Bars: series i of n takes the i-th of n equal slices of each
+        // category's group; its points (and its model's) move to the
+        // slice's centre.
+        let mut series = series;
+        let mut curves = curves;
+        let bar_half_width = categories.as_ref().map(|_| {
+            let n = series.len().max(1) as f64;
+            let slice = BAR_GROUP / n;
+            let centre = |i: usize, x: f64| x - BAR_GROUP / 2.0 + slice * (i as f64 + 0.5);
+            for (i, s) in series.iter_mut().enumerate() {
+                for p in &mut s.points {
+                    p.0 = centre(i, p.0);
+                }
+            }
+            for c in &mut curves {
+                for p in &mut c.points {
+                    p.0 = centre(c.slot, p.0);
+                }
+            }
+            slice * 0.45
+        });
+        let legend = legend_position(&series, &hlines, &curves, x, y, bar_half_width.is_some());
         Ok(Plan {
             series,
             hlines,
@@ -410,6 +456,7 @@ impl Plan {
             x,
             y,
             categories,
+            bar_half_width,
             legend,
         })
     }
@@ -572,6 +619,7 @@ fn legend_position(
     curves: &[Prepared],
     x: Axis,
     y: Axis,
+    bars: bool,
 ) -> Corner {
     let names = series
         .iter()
@@ -589,8 +637,8 @@ fn legend_position(
     // Rough plot area and legend box in pixels, matching the sizes used for
     // the chart builder and plotters' naive text estimate.
     let (plot_w, plot_h) = (PLOT_WIDTH, HEIGHT as f64 - 100.0);
-    let w = ((longest as f64 * 7.0 + 50.0) / plot_w).min(1.0);
-    let h = ((entries as f64 * 16.0 + 16.0) / plot_h).min(1.0);
+    let w = ((longest as f64 * 9.0 + 50.0) / plot_w).min(1.0);
+    let h = ((entries as f64 * 20.0 + 16.0) / plot_h).min(1.0);
     let candidates = [
         (Corner::UpperLeft, 0.0, 1.0 - h),
         (Corner::UpperRight, 1.0 - w, 1.0 - h),
@@ -603,7 +651,9 @@ fn legend_position(
             .flat_map(|s| s.points.iter())
             .filter(|p| {
                 let (fx, fy) = (x.frac(p.0), y.frac(p.1));
-                fx >= x0 && fx <= x0 + w && fy >= y0 && fy <= y0 + h
+                // A bar is hidden wherever it reaches into the box, a
+                // point only when it lies inside it.
+                fx >= x0 && fx <= x0 + w && fy >= y0 && (bars || fy <= y0 + h)
             })
             .count()
     };
@@ -637,14 +687,14 @@ fn axis_tick(axis: Axis, v: f64, max_decades_125: f64) -> String {
     fmt_tick(v)
 }
 
-/// How many category names fit side by side under the plot (at ~5.5 px a
-/// character for the 12 px label font, plus a gap). When there are more
+/// How many category names fit side by side under the plot (at ~7.2 px a
+/// character for the label font, plus a gap). When there are more
 /// categories, plotters is asked for fewer ticks, lands on every 2nd, 5th or
 /// 10th category and only those are named: better than names overprinted
 /// into an unreadable smear.
 fn category_labels_that_fit(names: &[String]) -> usize {
     let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-    ((PLOT_WIDTH / (longest as f64 * 5.5 + 12.0)) as usize).max(1)
+    ((PLOT_WIDTH / (longest as f64 * 7.2 + 12.0)) as usize).max(1)
 }
 
 /// Tick labels short enough for the axis: about five significant digits,
@@ -702,8 +752,8 @@ where
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(x_label)
         .y_desc(y_label)
-        .axis_desc_style(("sans-serif", 14))
-        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", AXIS_DESC_FONT))
+        .label_style(("sans-serif", LABEL_FONT))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(205, 205, 205))
         .x_label_formatter(&x_fmt)
@@ -727,27 +777,48 @@ where
     // would otherwise show markers next to blank text.
     for s in &plan.series {
         let color = s.color;
-        draw_error_bars(chart, s, plan.y)?;
-        let anno = chart
-            .draw_series(LineSeries::new(
-                s.points.iter().map(|p| (p.0, p.1)),
-                color.stroke_width(2),
-            ))
-            .map_err(plot_err)?;
-        if !s.name.trim().is_empty() {
-            anno.label(s.name.as_str()).legend(move |(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new(vec![(0, 0), (20, 0)], color.stroke_width(2))
-                    + Circle::new((10, 0), 3, color.filled())
-            });
+        match plan.bar_half_width {
+            Some(hw) => {
+                // Bars stand on the bottom of the chart: zero on a linear
+                // axis (which always includes it), the axis' lower end on
+                // a log one.
+                let base = if plan.y.log { plan.y.lo } else { 0.0 };
+                let anno = chart
+                    .draw_series(s.points.iter().map(|p| {
+                        Rectangle::new([(p.0 - hw, base), (p.0 + hw, p.1)], color.filled())
+                    }))
+                    .map_err(plot_err)?;
+                if !s.name.trim().is_empty() {
+                    anno.label(s.name.as_str()).legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 6), (x + 20, y + 6)], color.filled())
+                    });
+                }
+                draw_error_bars(chart, s, plan.y, RGBColor(30, 30, 30))?;
+            }
+            None => {
+                draw_error_bars(chart, s, plan.y, color)?;
+                let anno = chart
+                    .draw_series(LineSeries::new(
+                        s.points.iter().map(|p| (p.0, p.1)),
+                        color.stroke_width(2),
+                    ))
+                    .map_err(plot_err)?;
+                if !s.name.trim().is_empty() {
+                    anno.label(s.name.as_str()).legend(move |(x, y)| {
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (20, 0)], color.stroke_width(2))
+                            + Circle::new((10, 0), 3, color.filled())
+                    });
+                }
+                chart
+                    .draw_series(
+                        s.points
+                            .iter()
+                            .map(|p| Circle::new((p.0, p.1), 3, color.filled())),
+                    )
+                    .map_err(plot_err)?;
+            }
         }
-        chart
-            .draw_series(
-                s.points
-                    .iter()
-                    .map(|p| Circle::new((p.0, p.1), 3, color.filled())),
-            )
-            .map_err(plot_err)?;
     }
 
     for (label, y, color) in &plan.hlines {
@@ -769,14 +840,44 @@ where
 
     for c in &plan.curves {
         let color = c.color;
-        let anno = chart
-            .draw_series(DashedLineSeries::new(
-                c.points.iter().map(|p| (p.0, p.1)),
-                6,
-                4,
-                color.stroke_width(2),
-            ))
-            .map_err(plot_err)?;
+        let anno = match plan.bar_half_width {
+            // A model joined between bars of different tests would be a
+            // line through nothing: each bar gets its own dashed mark at
+            // the model's value, a little wider than the bar, in black
+            // over the bar's colour so it shows on and above the bar.
+            Some(hw) => {
+                let mut last = None;
+                for p in &c.points {
+                    last = Some(
+                        chart
+                            .draw_series(DashedLineSeries::new(
+                                [(p.0 - hw * 1.2, p.1), (p.0 + hw * 1.2, p.1)],
+                                5,
+                                3,
+                                MODEL_MARK.stroke_width(2),
+                            ))
+                            .map_err(plot_err)?,
+                    );
+                }
+                match last {
+                    Some(a) => a,
+                    None => continue,
+                }
+            }
+            None => chart
+                .draw_series(DashedLineSeries::new(
+                    c.points.iter().map(|p| (p.0, p.1)),
+                    6,
+                    4,
+                    color.stroke_width(2),
+                ))
+                .map_err(plot_err)?,
+        };
+        let color = if plan.bar_half_width.is_some() {
+            MODEL_MARK
+        } else {
+            color
+        };
         if !c.name.trim().is_empty() {
             anno.label(c.name.as_str()).legend(move |(x, y)| {
                 DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, color.stroke_width(2))
@@ -793,7 +894,7 @@ where
             .configure_series_labels()
             .position(plan.legend.position())
             .margin(8)
-            .label_font(("sans-serif", 12))
+            .label_font(("sans-serif", LEGEND_FONT))
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(160, 160, 160))
             .draw()
@@ -809,12 +910,13 @@ fn draw_error_bars<X, Y>(
     chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
     s: &Prepared,
     y_axis: Axis,
+    color: RGBColor,
 ) -> Result<(), String>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    let style = s.color.stroke_width(1);
+    let style = color.stroke_width(1);
     // (x, lower end, upper end, whether each end is real or cut at the
     // chart's edge): a lower end at or below zero has no place on a log
     // axis, and an upper end that overflowed was left out of the range.
@@ -1160,6 +1262,61 @@ mod tests {
         );
         assert!(shown.iter().all(|t| names.contains(t)));
         assert_eq!(shown[0], "tcp_rr_parallel_00");
+    }
+
+    /// Rectangles filled with `colour`, as (x, width) in pixels.
+    fn bars(svg: &str, colour: &str) -> Vec<(f64, f64)> {
+        let fill = format!("fill=\"{colour}\"");
+        let attr = |tag: &str, name: &str| -> f64 {
+            let at = tag.find(&format!(" {name}=\"")).expect(name) + name.len() + 3;
+            tag[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        svg.split("<rect")
+            .skip(1)
+            .map(|r| r.split('>').next().unwrap())
+            .filter(|r| r.contains(&fill))
+            .map(|r| (attr(r, "x"), attr(r, "width")))
+            .collect()
+    }
+
+    #[test]
+    fn categories_are_grouped_bars_with_their_error_bars_and_models() {
+        let mut c = chart(vec![
+            series("clear", &[(0.0, 9.0, Some(1.0)), (1.0, 4.0, None)]),
+            series("TLS", &[(0.0, 6.0, None), (1.0, 2.0, None)]),
+        ]);
+        c.x_categories = Some(vec!["stream".into(), "rr".into()]);
+        c.curves = vec![Curve {
+            label: "model".into(),
+            series: 1,
+            points: vec![(0.0, 7.0), (1.0, 3.0)],
+        }];
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        // No line joins the categories and no point markers are drawn.
+        assert!(!s.contains("<circle"), "{s}");
+        let blue = bars(&s, "#1F77B4");
+        let orange = bars(&s, "#FF7F0E");
+        // Two bars and a legend key per series.
+        assert_eq!(blue.len(), 3, "{blue:?}");
+        assert_eq!(orange.len(), 3, "{orange:?}");
+        // Within each category the first series' bar is left of the
+        // second's and they do not overlap; categories do not mix.
+        for k in 0..2 {
+            let (b, o) = (blue[k], orange[k]);
+            assert!(b.0 + b.1 <= o.0, "{b:?} {o:?}");
+            assert!(b.1 > 20.0, "bars are wide enough to see: {b:?}");
+        }
+        assert!(orange[0].0 + orange[0].1 < blue[1].0);
+        // The error bar and each model mark are paths of their own.
+        assert!(s.matches("<polyline").count() >= 2 + 3, "{s}");
+        assert!(texts(&s).iter().any(|t| t == "model"));
+
+        // A log y axis still draws bars (from the axis' bottom).
+        c.log_y = true;
+        let s = svg(&c).expect("renders");
+        check_xml(&s);
+        assert_eq!(bars(&s, "#1F77B4").len(), 3);
     }
 
     #[test]
