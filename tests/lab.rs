@@ -1163,3 +1163,68 @@ fn an_agent_allowed_to_set_sysctls_puts_them_back_even_after_a_crash() {
     assert!(e.contains("--allow-sysctl"), "{e}");
     assert_eq!(ns.rmem(), before);
 }
+
+#[test]
+fn a_hosts_firewall_rules_reach_the_configuration_summary_and_a_key_point() {
+    let Some(_s) = measuring() else { return };
+    // A host of the test's own: a namespace with one legacy iptables rule
+    // and one nftables rule, and linerate with its local agent inside.
+    let ns = Netns::new("fw");
+    ns.exec(&[
+        "iptables-legacy",
+        "-A",
+        "INPUT",
+        "-p",
+        "tcp",
+        "-j",
+        "ACCEPT",
+    ]);
+    let have_nft = std::path::Path::new("/usr/sbin/nft").exists();
+    if have_nft {
+        ns.exec(&["nft", "add", "table", "inet", "lrt"]);
+        ns.exec(&[
+            "nft",
+            "add",
+            "chain",
+            "inet",
+            "lrt",
+            "in",
+            "{ type filter hook input priority 0 ; }",
+        ]);
+        ns.exec(&[
+            "nft", "add", "rule", "inet", "lrt", "in", "tcp", "dport", "1-65535", "accept",
+        ]);
+    }
+    let file = tmp("fw-study.toml");
+    std::fs::write(
+        &file,
+        "title = \"fw\"\ndescription = \"rr behind rules\"\n[test]\nworkload = \"rr\"\nduration = \"0.3s\"\nwarmup = \"0.1s\"\n",
+    )
+    .unwrap();
+    let out = tmp("fw-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns.0, bin(), "study", "run"])
+        .arg(&file)
+        .args(["--out", out.to_str().unwrap(), "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = first_dir(&out);
+    let point = std::fs::read_dir(dir.join("points"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .unwrap()
+        .path();
+    let r = json(&point);
+    let fw = &r["environment"]["client"]["firewall"];
+    assert_eq!(fw["iptables"]["iptables filter"], 1, "{fw}");
+    if have_nft {
+        assert_eq!(fw["nft_rules"], 1, "{fw}");
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("firewall rules loaded"), "{md}");
+    assert!(md.contains("iptables filter 1"), "{md}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -93,6 +93,7 @@ pub fn collect() -> HostInfo {
             .to_string(),
         links: super::netdev::links(),
         tls_library: super::crypto::rustls_library(),
+        firewall: Some(super::firewall::collect()),
         crypto: super::crypto::verdict_with(
             &flags_for_verdict,
             &super::crypto::quick_speeds(),

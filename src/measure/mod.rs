@@ -1,6 +1,7 @@
 //! Measurement: CPU on both ends, latency histograms, TCP_INFO, statistics.
 pub mod cpu;
 pub mod crypto;
+pub mod firewall;
 pub mod fold;
 pub mod histogram;
 pub mod host;

@@ -853,6 +853,35 @@ fn tls_contradiction(enc: &Row, clear: &Row, at: &str) -> KeyPoint {
     }
 }
 
+/// Firewall rules on either end: every packet walks them (seed 003 found
+/// loaded iptables rules serializing its traffic).
+pub fn firewall(l: &Landscape) -> Vec<KeyPoint> {
+    let Some(r) = l.rows.iter().find_map(|r| r.results.first()) else {
+        return vec![];
+    };
+    let (c, a) = (&r.environment.client, &r.environment.agent);
+    let one_host = c.hostname == a.hostname && r.agent.local;
+    let mut ends: Vec<(&str, &crate::model::host::Firewall)> = Vec::new();
+    for (side, h) in [("client", c), ("agent", a)] {
+        if let Some(f) = h.firewall.as_ref().filter(|f| f.rules() > 0) {
+            if !(one_host && side == "agent" && !ends.is_empty()) {
+                ends.push((if one_host { "host" } else { side }, f));
+            }
+        }
+    }
+    ends.into_iter()
+        .map(|(side, f)| KeyPoint {
+            rule: "firewall",
+            text: format!(
+                "The {side} has firewall rules loaded: {}. Every packet of these tests walked them{}, so the figures include their cost.",
+                f.describe(),
+                if f.conntrack.is_some() { " and was looked up in the connection tracking table" } else { "" }
+            ),
+            advice: "To see what they cost, repeat a point with the rules unloaded (or in a lab, whose namespaces have none); a long chain or a rule matched late can serialize traffic on one core (seed 003), where an early ACCEPT for established flows or an nftables set avoids it.".into(),
+        })
+        .collect()
+}
+
 /// Both ends on one host share its cores.
 pub fn shared_host(l: &Landscape) -> Vec<KeyPoint> {
     let Some(r) = l.rows.iter().find_map(|r| r.results.first()) else {
@@ -1580,6 +1609,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         crypto_hw_saving,
         tail_latency,
         noise,
+        firewall,
         shared_host,
     ];
     rules.iter().flat_map(|r| r(l)).collect()
@@ -2009,6 +2039,30 @@ mod tests {
         // Without clear twins there is nothing to compare.
         let l = land(vec![mk("true", "1", 0.5, 12e9)], None);
         assert!(tls_cost(&l).is_empty());
+    }
+
+    #[test]
+    fn loaded_firewall_rules_are_a_key_point() {
+        let mut r = row(&[("flows", "1")], &[("throughput_bps", &[1e9])], 1);
+        let mut res = TestResult::default();
+        res.environment.client.hostname = "a".into();
+        res.environment.agent.hostname = "b".into();
+        res.environment.agent.firewall = Some(crate::model::host::Firewall {
+            iptables: [("iptables filter".to_string(), 12)].into(),
+            nft_rules: Some(3),
+            conntrack: Some(40),
+            unknown: vec![],
+        });
+        res.environment.client.firewall = Some(Default::default());
+        r.results = vec![res.clone()];
+        let k = firewall(&land(vec![r], None));
+        assert_eq!(k.len(), 1, "{k:?}");
+        assert!(k[0].text.starts_with("The agent has firewall rules loaded: 15 rules loaded (iptables filter 12, nftables 3); conntrack on, tracking 40 connections."), "{}", k[0].text);
+        // No rules anywhere: nothing to say.
+        res.environment.agent.firewall = Some(Default::default());
+        let mut r = row(&[("flows", "1")], &[("throughput_bps", &[1e9])], 1);
+        r.results = vec![res];
+        assert!(firewall(&land(vec![r], None)).is_empty());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::model::host::HostInfo;
+use crate::model::host::{HostInfo, LinkInfo};
 use crate::report::analysis::keypoints::{self, KeyPoint};
 use crate::report::analysis::landscape::{self, Landscape, Table};
 use crate::report::render::{csv, html, markdown, plot};
@@ -37,6 +37,9 @@ pub struct Report {
     pub commands: Vec<(String, String)>,
     pub key_points: Vec<KeyPoint>,
 }
+
+/// One row's text for a link, when the link has that facet.
+type LinkFacet = dyn Fn(&LinkInfo) -> Option<String>;
 
 /// The Configuration Summary's rows: (setting, client, agent).
 pub fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
@@ -78,15 +81,47 @@ pub fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
         }
     }
     for n in names {
-        let get = |h: &HostInfo| {
-            h.links
-                .iter()
-                .find(|l| l.name == n)
-                .map(|l| l.describe())
-                .unwrap_or_else(|| "-".into())
+        let link = |h: &HostInfo| h.links.iter().find(|l| l.name == n).cloned();
+        let (lc, la) = (link(c), link(a));
+        let get = |f: &LinkFacet| {
+            let cell = |l: &Option<LinkInfo>| l.as_ref().and_then(f);
+            let (x, y) = (cell(&lc), cell(&la));
+            (x.is_some() || y.is_some()).then(|| {
+                let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+                (dash(x), dash(y))
+            })
         };
-        rows.push((format!("link {n}"), get(c), get(a)));
+        // The driver, coalescing and queue rows exist only for devices
+        // that have them (a NIC, not lo or a veth without a bus).
+        let facets: [(String, &LinkFacet); 4] = [
+            (format!("link {n}"), &|l| Some(l.describe())),
+            (format!("link {n} driver"), &|l| {
+                l.driver.as_ref().map(|d| d.describe())
+            }),
+            (format!("link {n} interrupt coalescing"), &|l| {
+                l.coalesce
+                    .as_ref()
+                    .filter(|_| l.driver.is_some())
+                    .map(|c| c.describe())
+            }),
+            (format!("link {n} queues and IRQ affinity"), &|l| {
+                l.describe_queues()
+                    .filter(|_| !l.irqs.is_empty() || l.rx_queues.unwrap_or(0) > 1)
+            }),
+        ];
+        for (key, f) in facets {
+            if let Some((x, y)) = get(f) {
+                rows.push((key, x, y));
+            }
+        }
     }
+    let fw = |h: &HostInfo| {
+        h.firewall
+            .as_ref()
+            .map(|f| f.describe())
+            .unwrap_or_else(|| "not recorded".into())
+    };
+    rows.push(("firewall".into(), fw(c), fw(a)));
     rows.push((
         "linerate".into(),
         format!("{} ({})", c.linerate_version, c.git_commit),
