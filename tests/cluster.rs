@@ -354,8 +354,12 @@ fn cluster_up_status_down_over_openssh() {
     assert_eq!(std::fs::metadata(site.remote_binary()).unwrap().ino(), ino);
     assert_eq!(u(&json(state_file)["agents"]["sut"]["pid"]) as u32, pid);
     let bin_path = site.remote_binary().display().to_string();
-    let agents = processes_with(&format!("{bin_path} serve "));
+    // One agent, and its companion for the other crypto setting.
+    let (twins, agents): (Vec<_>, Vec<_>) = processes_with(&format!("{bin_path} serve "))
+        .into_iter()
+        .partition(|(_, cmd)| cmd.contains("--no-crypto-twin"));
     assert_eq!(agents.len(), 1, "{agents:?}");
+    assert_eq!(twins.len(), 1, "{twins:?}");
 
     // Another build at the remote path (one byte more, same version): up
     // copies this one back and restarts the agent on it, with a new token.

@@ -523,9 +523,61 @@ fn crypto_hardware_off_masks_both_ends_and_is_recorded() {
             per_kb(&on)
         );
     }
-    // An agent that runs with the hardware refuses a masked test, named.
+    // A remote agent switches per test: its companion process runs the
+    // masked test, the agent itself the next one with the hardware.
     let agent = Agent::start("hw-token", &[]);
     let tf = token_file("hw-tok", "hw-token");
+    for (hw, masked) in [("off", true), ("on", false), ("off", true)] {
+        let out = tmp(&format!("hw-remote-{hw}.json"));
+        let o = run(
+            &remote(
+                &agent.addr,
+                &tf,
+                &[
+                    "stream",
+                    "--tls",
+                    "--crypto-hw",
+                    hw,
+                    "-d",
+                    "0.4",
+                    "--warmup",
+                    "0.1",
+                    "--no-baseline",
+                    "--json",
+                    out.to_str().unwrap(),
+                    "-q",
+                ],
+            ),
+            LIMIT,
+        );
+        assert_eq!(o.status.code(), Some(0), "{hw}: {}", stderr(&o));
+        let r = json(&out);
+        for side in ["client", "agent"] {
+            let c = r["environment"][side]["crypto"].as_str().unwrap();
+            assert_eq!(c.contains("masked"), masked, "{hw} {side}: {c}");
+        }
+    }
+    let parent = agent.child.id();
+    let twins = children_of(parent);
+    assert_eq!(twins.len(), 1, "one companion process: {twins:?}");
+    drop(agent);
+    // The companion ends with its agent.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{}", twins[0])).exists() {
+        let zombie = std::fs::read_to_string(format!("/proc/{}/stat", twins[0]))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true);
+        if zombie {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "companion outlived its agent"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Without a companion, a masked test is refused with what to do.
+    let agent = Agent::start("hw-token", &["--no-crypto-twin"]);
     let o = run(
         &remote(
             &agent.addr,
@@ -594,4 +646,22 @@ crypto_hw = [true, true, false]
     }
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("Crypto hardware saves the client"), "{md}");
+}
+
+/// Processes whose parent is `pid` (from /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let after = s.rsplit_once(')')?.1.to_string();
+                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
 }

@@ -56,6 +56,9 @@ pub struct ServeArgs {
     /// Serve TLS tests with the CPU's crypto extensions masked from the crypto libraries (for `run --crypto-hw off`).
     #[arg(long, value_parser = crate::model::options::Switch::parse, value_name = "on|off", default_value = "on")]
     pub crypto_hw: crate::model::options::Switch,
+    /// Do not start the companion agent that serves TLS tests with the other crypto-hardware setting (a second process on a random port of the same address; `run --crypto-hw off` against this agent then needs `serve --crypto-hw off`).
+    #[arg(long)]
+    pub no_crypto_twin: bool,
     /// Enter this network namespace (/run/netns/NAME) before listening: a lab's server side.
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
@@ -113,7 +116,21 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         println!("linerate agent listening on {addr}");
         let _ = std::io::stdout().flush();
     }
+    // After detaching: fork must not see the twin's reader thread, and the
+    // twin's parent-death signal is tied to this (the serving) thread.
+    let twin = if args.once || args.no_crypto_twin {
+        None
+    } else {
+        match spawn_crypto_twin(&args, addr, &token) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("linerate agent: no companion for the other crypto setting: {e}");
+                None
+            }
+        }
+    };
     let cfg = agent::ServeConfig {
+        crypto_twin: twin.as_ref().map(|t| t.addr.port()),
         listen: addr,
         token,
         max_tests: args.max_tests.max(1),
@@ -124,7 +141,52 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         quiet: args.quiet,
         allow_sysctl: args.allow_sysctl,
     };
-    agent::serve_on(listener, cfg).map_err(Error::Failed)
+    let served = agent::serve_on(listener, cfg).map_err(Error::Failed);
+    drop(twin);
+    served
+}
+
+/// The companion agent: this one's settings with the crypto extensions
+/// the other way (masked when this agent uses them, unmasked when it runs
+/// with `--crypto-hw off`), on the same address and a random port, ending
+/// with this process. The crypto libraries read the mask once per
+/// process, so a test that wants the other setting runs there.
+fn spawn_crypto_twin(
+    args: &ServeArgs,
+    addr: SocketAddr,
+    token: &str,
+) -> std::result::Result<crate::control::local::LocalAgent, String> {
+    let masked = crate::measure::crypto::hw_masked();
+    let listen = SocketAddr::new(addr.ip(), 0).to_string();
+    let mut a: Vec<String> = vec![
+        "serve".into(),
+        "--listen".into(),
+        listen,
+        "--exit-with-parent".into(),
+        "--quiet".into(),
+        "--no-crypto-twin".into(),
+        "--crypto-hw".into(),
+        if masked { "on" } else { "off" }.into(),
+        "--max-tests".into(),
+        args.max_tests.to_string(),
+        "--max-flows".into(),
+        args.max_flows.to_string(),
+        "--max-duration".into(),
+        format!("{}s", args.max_duration.as_secs_f64()),
+    ];
+    if args.allow_sysctl {
+        a.push("--allow-sysctl".into());
+    }
+    if let Some(ns) = &args.data_netns {
+        a.extend(["--data-netns".into(), ns.clone()]);
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        for (flag, path) in [("--tls-cert", cert), ("--tls-key", key)] {
+            let abs = std::fs::canonicalize(path).map_err(|e| format!("{flag}: {e}"))?;
+            a.extend([flag.to_string(), abs.display().to_string()]);
+        }
+    }
+    crate::control::local::LocalAgent::spawn_with(&a, token.to_string(), Some(!masked))
 }
 
 /// The token on the first line of standard input: it never shows in a

@@ -45,6 +45,11 @@ pub struct ServeConfig {
     /// Tests may set sysctls (net.*) on this host (root): journaled, put
     /// back after the test, on SIGINT/SIGTERM, or at the next start.
     pub allow_sysctl: bool,
+    /// The port of the companion agent with the other crypto-hardware
+    /// setting (announced in the hello, so a controller can run a test
+    /// with `--crypto-hw off` there: the libraries read the mask once per
+    /// process).
+    pub crypto_twin: Option<u16>,
 }
 
 struct Shared {
@@ -234,6 +239,8 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<(), String> {
             version: protocol::VERSION,
             software: format!("linerate {}", env!("CARGO_PKG_VERSION")),
             nonce: nonce.clone(),
+            crypto_hw: !crate::measure::crypto::hw_masked(),
+            crypto_twin: sh.cfg.crypto_twin,
         },
     )
     .map_err(|e| e.to_string())?;

@@ -27,6 +27,14 @@ pub struct AgentConn {
     writer: TcpStream,
     rx: Receiver<Option<Msg>>,
     pub host: Option<HostInfo>,
+    /// The agent's crypto libraries use the CPU's crypto extensions.
+    pub crypto_hw: bool,
+    /// Its companion with the other crypto setting: the port it announced,
+    /// and the connection once a test needed it.
+    twin_port: Option<u16>,
+    twin: Option<Box<AgentConn>>,
+    /// Kept to authenticate to the companion (same token).
+    token: String,
 }
 
 /// Resolves `host:port`, naming the input in the error.
@@ -58,13 +66,15 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
         .map_err(|e| e.to_string())?;
     let hello = read_msg(&mut s)
         .map_err(|e| format!("agent at {addr} did not greet: {e} (is it a linerate agent?)"))?;
-    let (version, nonce) = match hello {
+    let (version, nonce, crypto_hw, twin_port) = match hello {
         Msg::Hello {
             protocol: p,
             version,
             nonce,
+            crypto_hw,
+            crypto_twin,
             ..
-        } if p == protocol::PROTOCOL => (version, nonce),
+        } if p == protocol::PROTOCOL => (version, nonce, crypto_hw, crypto_twin),
         other => {
             return Err(format!(
                 "{addr} is not a linerate agent (it said {other:?})"
@@ -119,6 +129,10 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
         writer: s,
         rx,
         host: None,
+        crypto_hw,
+        twin_port,
+        twin: None,
+        token: token.to_string(),
     })
 }
 
@@ -526,7 +540,41 @@ impl AgentConn {
     }
 
     pub fn bye(mut self) {
+        if let Some(t) = self.twin.take() {
+            t.bye();
+        }
         let _ = write_msg(&mut self.writer, &Msg::Bye);
+    }
+
+    /// The connection that runs `spec`: this agent, or (a TLS test that
+    /// wants the other crypto-hardware setting) its companion, connected
+    /// on first use.
+    pub fn for_spec(&mut self, spec: &TestSpec) -> Result<&mut AgentConn, String> {
+        if spec.tls.is_none() || spec.crypto_hw == self.crypto_hw {
+            return Ok(self);
+        }
+        if self.twin.is_none() {
+            let Some(port) = self.twin_port else {
+                return Err(format!(
+                    "agent at {} runs with the crypto extensions {} and has no companion for --crypto-hw {} (it was started with --no-crypto-twin, or is older): start one with `linerate serve --crypto-hw {}`",
+                    self.addr,
+                    if self.crypto_hw { "on" } else { "masked" },
+                    if spec.crypto_hw { "on" } else { "off" },
+                    if spec.crypto_hw { "on" } else { "off" },
+                ));
+            };
+            let addr = SocketAddr::new(self.addr.ip(), port);
+            let twin = connect(addr, &self.token)
+                .map_err(|e| format!("the agent's companion for --crypto-hw: {e}"))?;
+            if twin.crypto_hw != spec.crypto_hw {
+                return Err(format!(
+                    "agent at {}: its companion at {addr} has the same crypto setting",
+                    self.addr
+                ));
+            }
+            self.twin = Some(Box::new(twin));
+        }
+        Ok(self.twin.as_mut().expect("connected above"))
     }
 }
 

@@ -20,25 +20,62 @@ impl LocalAgent {
     /// Starts the agent on `listen` (port 0: any); `extra` are more `serve`
     /// arguments (its TLS files, a lab's server namespace).
     pub fn spawn(listen: &str, extra: &[String]) -> Result<LocalAgent, String> {
+        let mut args: Vec<String> = [
+            "serve",
+            "--listen",
+            listen,
+            "--once",
+            "--exit-with-parent",
+            "--quiet",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().cloned());
+        LocalAgent::spawn_with(&args, random_hex(32), None)
+    }
+
+    /// Starts `linerate ARGS` (a `serve` that announces its address on
+    /// stdout) with `token` on its standard input; `crypto_mask` Some(true)
+    /// runs it with the crypto extensions masked, Some(false) without a
+    /// mask this process may have.
+    pub fn spawn_with(
+        args: &[String],
+        token: String,
+        crypto_mask: Option<bool>,
+    ) -> Result<LocalAgent, String> {
         let exe =
             std::env::current_exe().map_err(|e| format!("cannot find the linerate binary: {e}"))?;
-        let token = random_hex(32);
-        let mut child = Command::new(exe)
-            .args([
-                "serve",
-                "--listen",
-                listen,
-                "--once",
-                "--exit-with-parent",
-                "--quiet",
-            ])
-            .args(extra)
-            .env("LINERATE_TOKEN", &token)
-            .stdin(Stdio::null())
+        let mut cmd = Command::new(exe);
+        // The token goes on standard input: never in a command line or an
+        // environment that other processes could read.
+        cmd.args(args)
+            .arg("--token-stdin")
+            .env_remove("LINERATE_TOKEN");
+        match crypto_mask {
+            Some(true) => {
+                cmd.env("OPENSSL_ia32cap", crate::measure::crypto::HW_OFF_MASK);
+            }
+            Some(false) => {
+                cmd.env_remove("OPENSSL_ia32cap");
+            }
+            None => {}
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("cannot start the local agent: {e}"))?;
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("piped stdin");
+            if let Err(e) = writeln!(stdin, "{token}") {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("cannot hand the local agent its token: {e}"));
+            }
+        }
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

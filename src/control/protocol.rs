@@ -32,6 +32,10 @@ pub const VERSION: u32 = 4;
 /// Frames larger than this are refused (a result with 10k flows is ~5 MB).
 pub const MAX_FRAME: usize = 64 << 20;
 
+fn yes() -> bool {
+    true
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
@@ -51,6 +55,14 @@ pub enum Msg {
         version: u32,
         software: String,
         nonce: String,
+        /// Whether this agent's crypto libraries use the CPU's crypto
+        /// extensions (false: `serve --crypto-hw off`).
+        #[serde(default = "yes")]
+        crypto_hw: bool,
+        /// The port of this agent's companion that runs with the other
+        /// crypto setting, on the same host (None: no companion).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        crypto_twin: Option<u16>,
     },
     Auth {
         version: u32,

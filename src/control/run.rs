@@ -26,17 +26,22 @@ impl Driver {
         live: &mut dyn Live,
     ) -> Result<IterationRun, String> {
         match self {
-            Driver::One(c) => c.run_iteration(spec, live),
+            Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live),
             Driver::Many(f) => f.run_iteration(spec, live),
         }
     }
 
-    /// What the client and the agent (server) hosts are.
-    fn environment(&self) -> Pair<HostInfo> {
+    /// What the client and the agent (server) hosts are, as `spec` ran on
+    /// them (the agent's companion reports its own crypto setting).
+    fn environment(&mut self, spec: &TestSpec) -> Pair<HostInfo> {
         match self {
             Driver::One(c) => Pair {
                 client: crate::measure::host::collect(),
-                agent: c.host.clone().unwrap_or_default(),
+                agent: c
+                    .for_spec(spec)
+                    .ok()
+                    .and_then(|c| c.host.clone())
+                    .unwrap_or_default(),
             },
             Driver::Many(f) => f.environment(),
         }
@@ -187,7 +192,7 @@ pub fn run_test(
         spec: spec.clone(),
         confidence_target: conf,
         agent,
-        environment: conn.environment(),
+        environment: conn.environment(spec),
         summary,
         baseline: None,
         lab: None,
