@@ -174,9 +174,9 @@ fn spawn_crypto_twin(
         "--max-duration".into(),
         format!("{}s", args.max_duration.as_secs_f64()),
     ];
-    if args.allow_sysctl {
-        a.push("--allow-sysctl".into());
-    }
+    // No --allow-sysctl: the sysctl journal is the namespace's, and a
+    // companion put on SIGTERM (its agent's death) would replay it under a
+    // test its agent still runs.
     if let Some(ns) = &args.data_netns {
         a.extend(["--data-netns".into(), ns.clone()]);
     }

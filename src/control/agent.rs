@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::clock;
 use super::protocol::{
     self, mac, mac_eq, random_hex, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg,
-    TargetGroup,
+    Opener, TargetGroup, Wire,
 };
 use crate::engine::setup::{accept_flows, connect_flows};
 use crate::engine::side::{Observer, ServiceProbe, Side, SideSetup};
@@ -164,27 +164,55 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
-fn session(mut stream: TcpStream, sh: &Shared) {
-    let peer = stream
+fn session(mut tcp: TcpStream, sh: &Shared) {
+    let peer = tcp
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    let _ = stream.set_nodelay(true);
-    match handshake(&mut stream, sh) {
-        Ok(()) => log!(sh, "controller {peer} connected"),
+    let _ = tcp.set_nodelay(true);
+    let keys = match handshake(&mut tcp, sh) {
+        Ok(k) => {
+            log!(sh, "controller {peer} connected");
+            k
+        }
         Err(e) => {
             log!(sh, "controller {peer} refused: {e}");
             return;
         }
-    }
-    let Ok(reader) = stream.try_clone() else {
+    };
+    let Ok(reader) = tcp.try_clone() else {
         return;
     };
-    let (rx, gone) = protocol::spawn_reader(reader);
+    let mut stream = Wire::new(tcp, keys.to_controller);
+    let (rx, gone, broken) =
+        protocol::spawn_reader(reader, Opener::new(keys.to_agent, "the controller"));
+    // A message that failed its seal, between tests or during one: the
+    // controller is told why (what this side sends is still sealed), and
+    // the connection ends.
+    let check_broken = |stream: &mut Wire| {
+        let why = broken.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(message) = &why {
+            let _ = send_error(
+                stream,
+                ErrorCode::Tampered,
+                &format!("the agent closes the connection: {message}"),
+            );
+            let _ = stream.stream.shutdown(std::net::Shutdown::Both);
+            log!(sh, "controller {peer}: closing: {message}");
+        }
+        why.is_some()
+    };
     loop {
         match rx.recv() {
+            Ok(Some(Msg::Error {
+                code: ErrorCode::ChannelBroken,
+                ..
+            })) => {
+                check_broken(&mut stream);
+                break;
+            }
             Ok(Some(Msg::Probe { sent_ns })) => {
-                if write_msg(&mut stream, &probe_reply(sent_ns, sh)).is_err() {
+                if stream.send(&probe_reply(sent_ns, sh)).is_err() {
                     break;
                 }
             }
@@ -198,6 +226,12 @@ fn session(mut stream: TcpStream, sh: &Shared) {
                     Msg::SetupClient { spec, groups } => (spec, Role::Client { groups }),
                     _ => unreachable!("matched above"),
                 };
+                log!(
+                    sh,
+                    "controller {peer}: setting up {:?} with {} flows",
+                    spec.workload,
+                    spec.flows
+                );
                 if let Err(end) = run_test(*spec, role, &mut stream, &rx, &gone, sh) {
                     let e = match end {
                         TestEnd::Told(e) => e,
@@ -208,6 +242,9 @@ fn session(mut stream: TcpStream, sh: &Shared) {
                             e
                         }
                     };
+                    if check_broken(&mut stream) {
+                        break;
+                    }
                     log!(sh, "controller {peer}: test ended early: {e}");
                     if gone.load(Ordering::Relaxed) {
                         break;
@@ -227,7 +264,8 @@ fn session(mut stream: TcpStream, sh: &Shared) {
     log!(sh, "controller {peer} left");
 }
 
-fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<(), String> {
+/// The challenge: on success, the session's keys.
+fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKeys, String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| e.to_string())?;
@@ -250,7 +288,7 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<(), String> {
                 "version mismatch: this agent speaks control protocol v{}, the controller v{version}; run the same linerate version on both ends",
                 protocol::VERSION
             );
-            let _ = send_error(stream, ErrorCode::VersionMismatch, &msg);
+            let _ = send_plain_error(stream, ErrorCode::VersionMismatch, &msg);
             Err(msg)
         }
         Msg::Auth {
@@ -259,7 +297,7 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<(), String> {
             ..
         } => {
             if !mac_eq(&m, &mac(&sh.cfg.token, "controller", &nonce, &cnonce)) {
-                let _ = send_error(
+                let _ = send_plain_error(
                     stream,
                     ErrorCode::AuthFailed,
                     "authentication failed: wrong token (check --token-file on both ends)",
@@ -274,14 +312,15 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<(), String> {
             )
             .map_err(|e| e.to_string())?;
             stream.set_read_timeout(None).map_err(|e| e.to_string())?;
-            Ok(())
+            Ok(protocol::session_keys(&sh.cfg.token, &nonce, &cnonce))
         }
         Msg::Error { message, .. } => Err(message),
         other => Err(format!("expected auth, got {other:?}")),
     }
 }
 
-fn send_error(stream: &mut TcpStream, code: ErrorCode, message: &str) -> std::io::Result<()> {
+/// An error before the channel is sealed (the handshake's refusals).
+fn send_plain_error(stream: &mut TcpStream, code: ErrorCode, message: &str) -> std::io::Result<()> {
     write_msg(
         stream,
         &Msg::Error {
@@ -289,6 +328,13 @@ fn send_error(stream: &mut TcpStream, code: ErrorCode, message: &str) -> std::io
             message: message.to_string(),
         },
     )
+}
+
+fn send_error(stream: &mut Wire, code: ErrorCode, message: &str) -> std::io::Result<()> {
+    stream.send(&Msg::Error {
+        code,
+        message: message.to_string(),
+    })
 }
 
 /// Releases the concurrent-test slot when a test ends, however it ends.
@@ -334,12 +380,12 @@ enum Role {
 fn run_test(
     spec: TestSpec,
     role: Role,
-    stream: &mut TcpStream,
+    stream: &mut Wire,
     rx: &Receiver<Option<Msg>>,
     gone: &Arc<AtomicBool>,
     sh: &Shared,
 ) -> Result<(), TestEnd> {
-    let refuse = |stream: &mut TcpStream, code: ErrorCode, msg: String| {
+    let refuse = |stream: &mut Wire, code: ErrorCode, msg: String| {
         let _ = send_error(stream, code, &msg);
         Err(TestEnd::Told(msg))
     };
@@ -487,17 +533,14 @@ fn run_test(
     };
     let mut side = Side::start(setup)?;
     let t0 = side.t0();
-    let _ = write_msg(
-        stream,
-        &Msg::Started {
-            t0_ns: clock::ns_of(t0),
-            late_ns: when.map_or(0, |w| w.elapsed().as_nanos() as u64),
-        },
-    );
+    let _ = stream.send(&Msg::Started {
+        t0_ns: clock::ns_of(t0),
+        late_ns: when.map_or(0, |w| w.elapsed().as_nanos() as u64),
+    });
     // Bounded even if the controller never says stop.
     let limit = Instant::now() + Duration::from_secs_f64(spec.warmup_s + spec.duration_s + 60.0);
     let mut obs = AgentObserver {
-        stream: stream.try_clone().map_err(|e| e.to_string())?,
+        stream: &mut *stream,
         rx,
         stop: false,
         gone: false,
@@ -505,6 +548,7 @@ fn run_test(
         hists: client.then(BTreeMap::new),
         service: service.as_mut(),
         service_died: None,
+        told: None,
     };
     let complete = side.collect(&mut obs);
     // A memcache test against a server nobody here started has no server
@@ -514,7 +558,7 @@ fn run_test(
     if let Some(why) = obs.service_died.take() {
         // Said first, so the controller keeps what was measured as partial.
         let _ = send_error(
-            &mut obs.stream,
+            obs.stream,
             ErrorCode::Internal,
             &format!("{why} mid-test"),
         );
@@ -526,36 +570,38 @@ fn run_test(
             kernel_udp: side.window_kernel_udp(),
             service: side.window_service(),
         };
-        let _ = write_msg(&mut obs.stream, &done);
+        let _ = obs.stream.send(&done);
     }
     // Ramp-down: keep the flows going until the controller has its window too.
     while !obs.stop && !obs.gone && Instant::now() < limit {
         match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(Some(Msg::Stop)) => obs.stop = true,
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => obs.gone = true,
-            Ok(Some(_)) | Err(RecvTimeoutError::Timeout) => {}
+            Ok(m) => obs.take(m),
+            Err(RecvTimeoutError::Disconnected) => obs.gone = true,
+            Err(RecvTimeoutError::Timeout) => {}
         }
     }
     let report = side.finish(&mut obs);
     if obs.gone {
-        return Err("controller went away mid-test; flows closed".into());
+        return Err(match obs.told.take() {
+            Some(why) => format!("{why}; flows closed"),
+            None => "controller went away mid-test; flows closed".into(),
+        }
+        .into());
     }
     let hist = client.then(|| HistText {
         latency: histogram::encode(&report.hist),
         corrected: histogram::encode(&report.hist_corrected),
     });
-    write_msg(
-        stream,
-        &Msg::Final {
+    stream
+        .send(&Msg::Final {
             flows: report.flows,
             placement: report.placement,
             errors: report.errors,
             hist,
             window_s: report.window_s,
             complete: complete || report.complete,
-        },
-    )
-    .map_err(|e| TestEnd::Told(format!("cannot send the final report: {e}")))
+        })
+        .map_err(|e| TestEnd::Told(format!("cannot send the final report: {e}")))
 }
 
 /// The server half's connections: listeners on every data address, the
@@ -564,10 +610,10 @@ fn server_conns(
     spec: &TestSpec,
     listen: Vec<IpAddr>,
     expect: Vec<u32>,
-    stream: &mut TcpStream,
+    stream: &mut Wire,
     gone: &Arc<AtomicBool>,
 ) -> Result<Conns, TestEnd> {
-    let refuse = |stream: &mut TcpStream, code: ErrorCode, msg: String| {
+    let refuse = |stream: &mut Wire, code: ErrorCode, msg: String| {
         let _ = send_error(stream, code, &msg);
         Err(TestEnd::Told(msg))
     };
@@ -580,7 +626,7 @@ fn server_conns(
         },
     };
     let addrs = if listen.is_empty() {
-        vec![stream.local_addr().map_err(|e| e.to_string())?.ip()]
+        vec![stream.stream.local_addr().map_err(|e| e.to_string())?.ip()]
     } else {
         listen
     };
@@ -626,18 +672,16 @@ fn server_conns(
             listeners.push(mio::net::TcpListener::from_std(first.into()));
         }
     }
-    write_msg(
-        stream,
-        &Msg::Ready {
+    stream
+        .send(&Msg::Ready {
             data_port: data[0].port(),
             data,
             cookie,
             host: Box::new(env::collect()),
             tls_cert,
             tls_cert_label,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+        })
+        .map_err(|e| e.to_string())?;
     if !per_connection {
         let expect: BTreeSet<u32> = if expect.is_empty() {
             (0..spec.flows).collect()
@@ -651,7 +695,9 @@ fn server_conns(
                     Ok(f) => f,
                     Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
                 };
-                write_msg(stream, &Msg::FlowsReady { rejected }).map_err(|e| e.to_string())?;
+                stream
+                    .send(&Msg::FlowsReady { rejected })
+                    .map_err(|e| e.to_string())?;
             }
             Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
         }
@@ -665,7 +711,7 @@ fn udp_server_conns(
     spec: &TestSpec,
     addrs: &[IpAddr],
     mut conns: Conns,
-    stream: &mut TcpStream,
+    stream: &mut Wire,
     gone: &Arc<AtomicBool>,
     expect: Vec<u32>,
 ) -> Result<Conns, TestEnd> {
@@ -681,18 +727,16 @@ fn udp_server_conns(
         .map(|l| l.local_addr())
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    write_msg(
-        stream,
-        &Msg::Ready {
+    stream
+        .send(&Msg::Ready {
             data_port: data[0].port(),
             data,
             cookie: conns.cookie,
             host: Box::new(env::collect()),
             tls_cert: None,
             tls_cert_label: None,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+        })
+        .map_err(|e| e.to_string())?;
     let expect: BTreeSet<u32> = if expect.is_empty() {
         (0..spec.flows).collect()
     } else {
@@ -702,7 +746,9 @@ fn udp_server_conns(
     match crate::engine::udp::accept_flows(&listeners, spec, conns.cookie, &expect, timeout, gone) {
         Ok((flows, rejected)) => {
             conns.udp = flows;
-            write_msg(stream, &Msg::FlowsReady { rejected }).map_err(|e| e.to_string())?;
+            stream
+                .send(&Msg::FlowsReady { rejected })
+                .map_err(|e| e.to_string())?;
             Ok(conns)
         }
         Err(e) => {
@@ -718,7 +764,7 @@ fn udp_server_conns(
 fn client_conns(
     spec: &TestSpec,
     groups: Vec<TargetGroup>,
-    stream: &mut TcpStream,
+    stream: &mut Wire,
 ) -> Result<Vec<Conns>, TestEnd> {
     let mut all = Vec::new();
     let mut prefill = None;
@@ -755,14 +801,12 @@ fn client_conns(
         }
         all.push(conns);
     }
-    write_msg(
-        stream,
-        &Msg::Connected {
+    stream
+        .send(&Msg::Connected {
             host: Box::new(env::collect()),
             prefill,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+        })
+        .map_err(|e| e.to_string())?;
     Ok(all)
 }
 
@@ -772,7 +816,7 @@ fn client_conns(
 fn kv_server(
     spec: &TestSpec,
     listen: Vec<IpAddr>,
-    stream: &mut TcpStream,
+    stream: &mut Wire,
 ) -> Result<(Conns, Option<Service>), TestEnd> {
     let kv = spec
         .kv
@@ -780,7 +824,7 @@ fn kv_server(
         .ok_or("memcache without its key-value mix")?;
     let ip = match listen.first() {
         Some(ip) => *ip,
-        None => stream.local_addr().map_err(|e| e.to_string())?.ip(),
+        None => stream.stream.local_addr().map_err(|e| e.to_string())?.ip(),
     };
     let svc = match &kv.service {
         Some(cmd) => match Service::start(cmd, ip) {
@@ -794,23 +838,21 @@ fn kv_server(
     };
     let data: Vec<SocketAddr> = svc.iter().map(|s| s.addr).collect();
     let cookie = random_u64();
-    write_msg(
-        stream,
-        &Msg::Ready {
+    stream
+        .send(&Msg::Ready {
             data_port: data.first().map_or(0, |a| a.port()),
             data,
             cookie,
             host: Box::new(env::collect()),
             tls_cert: None,
             tls_cert_label: None,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+        })
+        .map_err(|e| e.to_string())?;
     Ok((Conns::new(cookie, None), svc))
 }
 
 struct AgentObserver<'a> {
-    stream: TcpStream,
+    stream: &'a mut Wire,
     rx: &'a Receiver<Option<Msg>>,
     stop: bool,
     gone: bool,
@@ -820,6 +862,23 @@ struct AgentObserver<'a> {
     /// memcache: the server this agent started, watched while it runs.
     service: Option<&'a mut Service>,
     service_died: Option<String>,
+    /// Why the controller ended the test, when it said (a broken seal).
+    told: Option<String>,
+}
+
+impl AgentObserver<'_> {
+    /// A message from the controller during the window.
+    fn take(&mut self, m: Option<Msg>) {
+        match m {
+            Some(Msg::Stop) => self.stop = true,
+            Some(Msg::Error { message, .. }) => {
+                self.told = Some(message);
+                self.gone = true;
+            }
+            Some(_) => {}
+            None => self.gone = true,
+        }
+    }
 }
 
 impl Observer for AgentObserver<'_> {
@@ -838,14 +897,13 @@ impl Observer for AgentObserver<'_> {
     fn interval(&mut self, sample: &IntervalSample) {
         let hist = self.hists.as_mut().and_then(|h| h.remove(&sample.index));
         if !self.gone
-            && write_msg(
-                &mut self.stream,
-                &Msg::Interval {
+            && self
+                .stream
+                .send(&Msg::Interval {
                     sample: Box::new(sample.clone()),
                     hist,
-                },
-            )
-            .is_err()
+                })
+                .is_err()
         {
             self.gone = true;
         }
@@ -862,9 +920,13 @@ impl Observer for AgentObserver<'_> {
         }
         loop {
             match self.rx.try_recv() {
-                Ok(Some(Msg::Stop)) => self.stop = true,
-                Ok(Some(_)) => {}
-                Ok(None) | Err(TryRecvError::Disconnected) => {
+                Ok(m) => {
+                    self.take(m);
+                    if self.gone {
+                        break;
+                    }
+                }
+                Err(TryRecvError::Disconnected) => {
                     self.gone = true;
                     break;
                 }

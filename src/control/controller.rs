@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::clock;
-use super::protocol::{self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg};
+use super::protocol::{
+    self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg, Opener, Wire,
+};
 use crate::engine::setup::{connect_flows, targets};
 use crate::engine::side::{Observer, Side, SideReport, SideSetup};
 use crate::engine::tls;
@@ -24,7 +26,7 @@ use crate::model::spec::TestSpec;
 
 pub struct AgentConn {
     pub addr: SocketAddr,
-    writer: TcpStream,
+    writer: Wire,
     rx: Receiver<Option<Msg>>,
     pub host: Option<HostInfo>,
     /// The agent's crypto libraries use the CPU's crypto extensions.
@@ -123,10 +125,14 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
         }
     }
     s.set_read_timeout(None).map_err(|e| e.to_string())?;
-    let (rx, _) = protocol::spawn_reader(s.try_clone().map_err(|e| e.to_string())?);
+    let keys = protocol::session_keys(token, &nonce, &cnonce);
+    let (rx, _, _) = protocol::spawn_reader(
+        s.try_clone().map_err(|e| e.to_string())?,
+        Opener::new(keys.to_controller, "the agent"),
+    );
     Ok(AgentConn {
         addr,
-        writer: s,
+        writer: Wire::new(s, keys.to_agent),
         rx,
         host: None,
         crypto_hw,
@@ -134,6 +140,16 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
         twin: None,
         token: token.to_string(),
     })
+}
+
+/// Tells the agent why this side ends the connection (what this side
+/// sends is still sealed), then shuts it.
+fn tell_broken(writer: &mut Wire, reason: &str) {
+    let _ = writer.send(&Msg::Error {
+        code: ErrorCode::Tampered,
+        message: format!("the controller closes the connection: {reason}"),
+    });
+    let _ = writer.stream.shutdown(std::net::Shutdown::Both);
 }
 
 /// What the agent reported for one iteration.
@@ -174,6 +190,8 @@ struct ControllerObserver<'a> {
     window_done: bool,
     dead: bool,
     agent_error: Option<String>,
+    /// This side's reader found the channel broken (the reason).
+    broken: Option<String>,
     live: &'a mut dyn Live,
     /// Time limit of a finite test.
     deadline: Option<Instant>,
@@ -218,7 +236,12 @@ impl ControllerObserver<'_> {
                 self.agent.placement = placement;
                 self.agent.errors = errors;
             }
-            Msg::Error { message, .. } => self.agent_error = Some(message),
+            Msg::Error { code, message } => {
+                if code == ErrorCode::ChannelBroken {
+                    self.broken = Some(message.clone());
+                }
+                self.agent_error = Some(message)
+            }
             _ => {}
         }
     }
@@ -314,7 +337,9 @@ impl AgentConn {
     }
 
     pub(super) fn send(&mut self, m: &Msg) -> Result<(), String> {
-        write_msg(&mut self.writer, m).map_err(|e| format!("agent at {} is gone: {e}", self.addr))
+        self.writer
+            .send(m)
+            .map_err(|e| format!("agent at {} is gone: {e}", self.addr))
     }
 
     /// The next message without waiting: Ok(None) when there is none yet,
@@ -329,7 +354,10 @@ impl AgentConn {
 
     pub(super) fn expect(&mut self, what: &str, timeout: Duration) -> Result<Msg, String> {
         match self.rx.recv_timeout(timeout) {
-            Ok(Some(Msg::Error { message, .. })) => {
+            Ok(Some(Msg::Error { code, message })) => {
+                if code == ErrorCode::ChannelBroken {
+                    self.tell_broken(&message);
+                }
                 Err(format!("agent at {}: {message}", self.addr))
             }
             Ok(Some(m)) => Ok(m),
@@ -352,6 +380,33 @@ impl AgentConn {
         spec: &TestSpec,
         live: &mut dyn Live,
     ) -> Result<IterationRun, String> {
+        self.iteration(spec, live).map_err(|e| self.reason_for(e))
+    }
+
+    /// A setup step failed (say, connecting the flows): if the channel
+    /// broke or the agent ended the test, that is the cause, and it
+    /// arrives a moment later on the control connection.
+    fn reason_for(&mut self, e: String) -> String {
+        let until = Instant::now() + Duration::from_millis(300);
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match self.rx.recv_timeout(left) {
+                Ok(Some(Msg::Error {
+                    code: code @ (ErrorCode::ChannelBroken | ErrorCode::Tampered),
+                    message,
+                })) => {
+                    if code == ErrorCode::ChannelBroken {
+                        self.tell_broken(&message);
+                    }
+                    return format!("agent at {}: {message}", self.addr);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        e
+    }
+
+    fn iteration(&mut self, spec: &TestSpec, live: &mut dyn Live) -> Result<IterationRun, String> {
         crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
@@ -464,6 +519,7 @@ impl AgentConn {
             window_done: false,
             dead: false,
             agent_error: None,
+            broken: None,
             live,
             deadline: spec
                 .is_finite()
@@ -473,7 +529,7 @@ impl AgentConn {
         // Finite tests end when the client is done: tell the agent now.
         let mut stop_sent = false;
         if spec.is_finite() && !obs.dead {
-            stop_sent = write_msg(&mut self.writer, &Msg::Stop).is_ok();
+            stop_sent = self.writer.send(&Msg::Stop).is_ok();
         }
         let deadline = Instant::now() + Duration::from_secs_f64(10.0 + spec.interval_s * 2.0);
         while !obs.window_done
@@ -489,7 +545,7 @@ impl AgentConn {
         // end its last exchange mid-way, which its report would show.
         let client = side.finish(&mut obs);
         if !stop_sent && !obs.dead {
-            let _ = write_msg(&mut self.writer, &Msg::Stop);
+            let _ = self.writer.send(&Msg::Stop);
         }
         if !obs.dead {
             let deadline = Instant::now() + Duration::from_secs(15);
@@ -506,7 +562,19 @@ impl AgentConn {
             }
         }
         obs.flush_live(true);
-        let error = if obs.dead {
+        if let Some(reason) = obs.broken.take() {
+            tell_broken(&mut self.writer, &reason);
+        }
+        let said_why = if obs.dead {
+            obs.agent_error.take()
+        } else {
+            None
+        };
+        let error = if let Some(e) = said_why {
+            // The connection ended with a reason (a broken seal on either
+            // side, a failure the agent named): that, not "died".
+            Some(format!("agent at {}: {e}; results are partial", self.addr))
+        } else if obs.dead {
             Some(format!(
                 "agent at {} died mid-test (control connection lost after {} of the agent's intervals): results are partial",
                 self.addr,
@@ -539,11 +607,18 @@ impl AgentConn {
         })
     }
 
+    /// This side's reader found the channel broken: the agent hears why
+    /// (what this side sends is still sealed), then the connection is
+    /// useless.
+    fn tell_broken(&mut self, reason: &str) {
+        tell_broken(&mut self.writer, reason);
+    }
+
     pub fn bye(mut self) {
         if let Some(t) = self.twin.take() {
             t.bye();
         }
-        let _ = write_msg(&mut self.writer, &Msg::Bye);
+        let _ = self.writer.send(&Msg::Bye);
     }
 
     /// The connection that runs `spec`: this agent, or (a TLS test that
