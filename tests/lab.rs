@@ -1228,3 +1228,50 @@ fn a_hosts_firewall_rules_reach_the_configuration_summary_and_a_key_point() {
     assert!(md.contains("iptables filter 1"), "{md}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn lab_state_is_private_and_names_no_process_but_the_emulator() {
+    let Some(_s) = measuring() else { return };
+    use std::os::unix::fs::PermissionsExt;
+    let (lab, _) = Lab::up("forge", "--rtt 2ms --no-calibrate");
+    for dir in ["/run/linerate", "/run/linerate/labs"] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{dir} is {mode:o}");
+    }
+    // A state file that names another live process (with its real start
+    // time) as the emulator: the lab is stale, and down leaves it alone.
+    let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", victim.id())).unwrap();
+    let ticks: u64 = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let path = format!("/run/linerate/labs/{}.json", lab.name);
+    let mut st = json(&std::path::PathBuf::from(&path));
+    let real = u(&st["emulator"]["pid"]);
+    st["emulator"]["pid"] = victim.id().into();
+    st["emulator"]["start_ticks"] = ticks.into();
+    std::fs::write(&path, serde_json::to_string(&st).unwrap()).unwrap();
+    assert_eq!(lab.status()[0]["stale"], true);
+    // A state file others could have written is not read at all.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = run(&["lab", "status", &lab.name], Duration::from_secs(30));
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not trusted"), "{}", stderr(&o));
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let spared = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    // The real emulator this test's lab started, which the forged state
+    // hid from `lab down`.
+    // SAFETY: a signal to the emulator of this test's own lab, by PID.
+    unsafe { libc::kill(real as i32, libc::SIGKILL) };
+    assert!(spared, "lab down signalled a process it did not start");
+}

@@ -186,3 +186,72 @@ fn an_untampered_proxy_changes_nothing() {
     assert_eq!(code, Some(0), "{err}");
     assert!(log.contains("setting up"), "agent: {log}");
 }
+
+/// Connects and reads the agent's hello frame.
+fn greeted(addr: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    read_frame(&mut s).expect("hello");
+    s
+}
+
+#[test]
+fn a_connection_that_never_authenticates_is_dropped_and_floods_are_capped() {
+    let token = "slow-token";
+    let agent = Agent::start(token, &[]);
+    let tf = token_file("slow", token);
+    // Slowloris: a frame trickled a byte at a time never finishes; the
+    // agent ends it at its handshake deadline (10 s), not per byte.
+    let mut slow = greeted(&agent.addr);
+    slow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut closed_after = None;
+    let trickle = [0u8, 0, 0, 200];
+    for i in 0..30 {
+        let byte = [trickle.get(i).copied().unwrap_or(b' ')];
+        if slow.write_all(&byte).is_err() {
+            closed_after = Some(t0.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 64];
+        slow.set_read_timeout(Some(Duration::from_millis(700)))
+            .unwrap();
+        match slow.read(&mut buf) {
+            Ok(0) => {
+                closed_after = Some(t0.elapsed());
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => {}
+        }
+    }
+    let after = closed_after.expect("the trickling connection was never closed");
+    assert!(
+        after >= Duration::from_secs(9) && after < Duration::from_secs(14),
+        "closed after {after:?}"
+    );
+
+    // A flood of idle connections: past the cap, "busy" at once.
+    let idle: Vec<TcpStream> = (0..16).map(|_| greeted(&agent.addr)).collect();
+    let mut extra = TcpStream::connect(&agent.addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let (_, body) = read_frame(&mut extra).expect("an answer, not a hang");
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("busy") && text.contains("authenticating"),
+        "{text}"
+    );
+    // Once they are gone, a real controller gets in.
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+    let o = run(
+        &remote(&agent.addr, &tf, &["rr", "-d", "0.3", "--warmup", "0.1"]),
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let log = agent.log();
+    assert!(log.contains("did not authenticate within 10 s"), "{log}");
+}

@@ -113,8 +113,6 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         if let Some(p) = &args.pid_file {
             write_pid(p, std::process::id())?;
         }
-        println!("linerate agent listening on {addr}");
-        let _ = std::io::stdout().flush();
     }
     // After detaching: fork must not see the twin's reader thread, and the
     // twin's parent-death signal is tied to this (the serving) thread.
@@ -130,6 +128,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     let cfg = agent::ServeConfig {
+        // Said once serving is set up (a crashed agent's sysctls are back,
+        // the companion is up): a script may start tests at once.
+        announce: !args.detach,
         crypto_twin: twin.as_ref().map(|t| t.addr.port()),
         listen: addr,
         token,

@@ -50,12 +50,63 @@ pub struct ServeConfig {
     /// with `--crypto-hw off` there: the libraries read the mask once per
     /// process).
     pub crypto_twin: Option<u16>,
+    /// Print `linerate agent listening on ADDR` on stdout once ready.
+    pub announce: bool,
 }
 
 struct Shared {
     cfg: ServeConfig,
     active: AtomicUsize,
+    /// Connections that have not proven the token yet.
+    unauthenticated: AtomicUsize,
     started: Instant,
+}
+
+/// Connections allowed to be authenticating at once: more are closed at
+/// once, so a flood of idle connections cannot use up threads.
+pub const MAX_UNAUTHENTICATED: usize = 16;
+
+/// Time a connection has to prove the token, in all (a peer trickling one
+/// byte at a time gets no more).
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A reader whose every read waits at most until one deadline.
+struct Deadline<'a> {
+    stream: &'a mut TcpStream,
+    until: Instant,
+}
+
+impl std::io::Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let late = || {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "did not authenticate within {} s",
+                    HANDSHAKE_DEADLINE.as_secs()
+                ),
+            )
+        };
+        let left = self
+            .until
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(late)?;
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf).map_err(|e| match e.kind() {
+            // A socket read timeout shows as EAGAIN.
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
+            _ => e,
+        })
+    }
+}
+
+/// Counts a connection as authenticating while it lives.
+struct Pending<'a>(&'a AtomicUsize);
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The agent's clock, load and version, for clock offsets and `cluster status`.
@@ -89,11 +140,13 @@ macro_rules! log {
 /// with `once`, until the first controller leaves).
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let listener = bind(cfg.listen)?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    println!("linerate agent listening on {addr}");
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    serve_on(listener, cfg)
+    serve_on(
+        listener,
+        ServeConfig {
+            announce: true,
+            ..cfg
+        },
+    )
 }
 
 /// The agent's control listener (`serve --detach` binds before it forks,
@@ -137,9 +190,16 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
             })
             .map_err(|e| format!("cannot start the sysctl watcher: {e}"))?;
     }
+    if cfg.announce {
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        println!("linerate agent listening on {addr}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
     let shared = Arc::new(Shared {
         cfg,
         active: AtomicUsize::new(0),
+        unauthenticated: AtomicUsize::new(0),
         started: Instant::now(),
     });
     for conn in listener.incoming() {
@@ -170,7 +230,22 @@ fn session(mut tcp: TcpStream, sh: &Shared) {
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = tcp.set_nodelay(true);
-    let keys = match handshake(&mut tcp, sh) {
+    let pending = Pending(&sh.unauthenticated);
+    if sh.unauthenticated.fetch_add(1, Ordering::SeqCst) >= MAX_UNAUTHENTICATED {
+        let _ = send_plain_error(
+            &mut tcp,
+            ErrorCode::Busy,
+            &format!("the agent is busy: {MAX_UNAUTHENTICATED} connections are authenticating already; try again"),
+        );
+        log!(
+            sh,
+            "controller {peer} refused: {MAX_UNAUTHENTICATED} connections already authenticating"
+        );
+        return;
+    }
+    let handshake = handshake(&mut tcp, sh);
+    drop(pending);
+    let keys = match handshake {
         Ok(k) => {
             log!(sh, "controller {peer} connected");
             k
@@ -266,8 +341,9 @@ fn session(mut tcp: TcpStream, sh: &Shared) {
 
 /// The challenge: on success, the session's keys.
 fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKeys, String> {
+    let until = Instant::now() + HANDSHAKE_DEADLINE;
     stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_write_timeout(Some(HANDSHAKE_DEADLINE))
         .map_err(|e| e.to_string())?;
     let nonce = random_hex(16);
     write_msg(
@@ -282,7 +358,13 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKey
         },
     )
     .map_err(|e| e.to_string())?;
-    match read_msg(stream).map_err(|e| format!("no authentication: {e}"))? {
+    let auth = read_msg(&mut Deadline {
+        stream: &mut *stream,
+        until,
+    })
+    .map_err(|e| format!("no authentication: {e}"))?;
+    stream.set_write_timeout(None).map_err(|e| e.to_string())?;
+    match auth {
         Msg::Auth { version, .. } if version != protocol::VERSION => {
             let msg = format!(
                 "version mismatch: this agent speaks control protocol v{}, the controller v{version}; run the same linerate version on both ends",
@@ -557,11 +639,7 @@ fn run_test(
     let cpu = if no_server { None } else { side.window_cpu() };
     if let Some(why) = obs.service_died.take() {
         // Said first, so the controller keeps what was measured as partial.
-        let _ = send_error(
-            obs.stream,
-            ErrorCode::Internal,
-            &format!("{why} mid-test"),
-        );
+        let _ = send_error(obs.stream, ErrorCode::Internal, &format!("{why} mid-test"));
     }
     if !obs.gone {
         let done = Msg::WindowDone {

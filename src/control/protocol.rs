@@ -498,9 +498,14 @@ pub fn mac_eq(a: &str, b: &str) -> bool {
 }
 
 /// Reads a token file: the first line, trimmed; refuses empty tokens.
+/// Warns (on stderr) when other users can read it: whoever holds the token
+/// can run any test on the agents that trust it.
 pub fn read_token_file(path: &std::path::Path) -> Result<String, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
+    if let Some(w) = token_file_warning(path) {
+        eprintln!("linerate: warning: {w}");
+    }
     let token = text.lines().next().unwrap_or("").trim().to_string();
     if token.is_empty() {
         return Err(format!(
@@ -509,6 +514,20 @@ pub fn read_token_file(path: &std::path::Path) -> Result<String, String> {
         ));
     }
     Ok(token)
+}
+
+/// What is wrong with a token file's permissions, if anything.
+pub fn token_file_warning(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o044 != 0).then(|| {
+        format!(
+            "token file {} can be read by other users (mode {:o}): `chmod 600 {}`",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        )
+    })
 }
 
 #[cfg(test)]
@@ -630,6 +649,19 @@ mod tests {
         huge.extend_from_slice(&[0; 64]);
         let mut o = Opener::new(k.to_agent, "the controller");
         assert!(broken(o.open(&mut &huge[..])).contains("impossible length"));
+    }
+
+    #[test]
+    fn token_files_others_can_read_are_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let p = std::env::temp_dir().join(format!("lr-tok-{}", std::process::id()));
+        std::fs::write(&p, "t\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let w = token_file_warning(&p).expect("0644 is readable by others");
+        assert!(w.contains("mode 644") && w.contains("chmod 600"), "{w}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(token_file_warning(&p).is_none());
+        let _ = std::fs::remove_file(p);
     }
 
     #[test]

@@ -158,8 +158,51 @@ pub fn state_path(name: &str) -> PathBuf {
     PathBuf::from(STATE_DIR).join(format!("{name}.json"))
 }
 
+/// Creates `dir` (and its parents) for root's eyes only, and makes an
+/// existing one so: lab state names processes that `lab down` signals and
+/// namespaces it deletes, so no other user may write there.
+pub fn private_dir(dir: &str) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{dir}: {e}"))?;
+    let mut p = std::path::PathBuf::from(dir);
+    // /run/linerate and below: every level linerate made.
+    while p.starts_with("/run/linerate") {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        if !p.pop() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A state file is trusted only if nobody but its owner, who is this
+/// user, could have written it.
+fn trusted(p: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me || m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} is not trusted (owner uid {}, mode {:o}): lab state must be written by this user and nobody else; remove it by hand",
+            p.display(),
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
 pub fn load(name: &str) -> Result<Option<LabState>, String> {
     let p = state_path(name);
+    if p.exists() {
+        trusted(&p)?;
+    }
     match std::fs::read_to_string(&p) {
         Ok(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
             format!(
@@ -173,7 +216,7 @@ pub fn load(name: &str) -> Result<Option<LabState>, String> {
 }
 
 pub fn save(s: &LabState) -> Result<(), String> {
-    std::fs::create_dir_all(STATE_DIR).map_err(|e| format!("{STATE_DIR}: {e}"))?;
+    private_dir(STATE_DIR)?;
     let p = state_path(&s.name);
     let tmp = p.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
@@ -211,6 +254,22 @@ pub fn proc_stat(pid: &str) -> Option<Vec<String>> {
 /// Start time of a process in clock ticks since boot (field 22; None: no such process).
 pub fn start_ticks(pid: u32) -> Option<u64> {
     proc_stat(&pid.to_string())?.get(19)?.parse().ok()
+}
+
+/// The process `pid` started at `ticks` is alive and is a linerate
+/// emulator (`linerate lab emulate`): a state file that names any other
+/// process, even a live one, is not believed, and that process is never
+/// signalled.
+pub fn is_emulator(pid: u32, ticks: u64) -> bool {
+    if !alive(pid, ticks) {
+        return false;
+    }
+    let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+    args.windows(2)
+        .any(|w| w[0] == b"lab" && w[1] == b"emulate")
 }
 
 /// The process `pid` started at `ticks` is still alive (and not a zombie).
@@ -278,7 +337,9 @@ impl LabState {
 
     /// Every emulator of the lab is running.
     pub fn emulator_alive(&self) -> bool {
-        self.emulators().iter().all(|e| alive(e.pid, e.start_ticks))
+        self.emulators()
+            .iter()
+            .all(|e| is_emulator(e.pid, e.start_ticks))
     }
 
     pub fn owner_alive(&self) -> bool {
@@ -434,8 +495,24 @@ mod tests {
         );
         assert_eq!(s.client_hosts()[2].addr, "198.18.4.1");
         assert_eq!(s.server_hosts()[1].addr, "198.18.3.1");
-        let me = std::process::id();
-        let ticks = start_ticks(me).unwrap();
+        // A stand-in emulator: a process whose arguments say `lab emulate`.
+        let mut fake = std::process::Command::new("sh")
+            .args(["-c", "sleep 10; true", "lab", "emulate"])
+            .spawn()
+            .unwrap();
+        let me = fake.id();
+        let mut ticks = None;
+        for _ in 0..100 {
+            ticks = start_ticks(me).filter(|_| is_emulator(me, start_ticks(me).unwrap_or(0)));
+            if ticks.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let ticks = ticks.expect("the stand-in runs");
+        // A live process that is not an emulator is not one.
+        let own = std::process::id();
+        assert!(!is_emulator(own, start_ticks(own).unwrap()));
         let emu = |pid, start_ticks| EmulatorState {
             pid,
             start_ticks,
@@ -449,6 +526,8 @@ mod tests {
         // One dead emulator (a reused PID counts as dead) makes the lab stale.
         s.link_emulators[1].start_ticks += 1;
         assert!(!s.emulator_alive() && s.is_stale());
+        let _ = fake.kill();
+        let _ = fake.wait();
     }
 
     #[test]

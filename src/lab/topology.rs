@@ -652,7 +652,7 @@ fn spawn_emulators(
 /// (it outlives `lab up`), and waits for its first counters: they are
 /// written once both queues are bound.
 pub fn spawn_emulator(router: &str, config: emulator::Config) -> Result<EmulatorState, String> {
-    std::fs::create_dir_all(state::STATE_DIR).map_err(|e| format!("{}: {e}", state::STATE_DIR))?;
+    state::private_dir(state::STATE_DIR)?;
     let stats = config.stats.clone().expect("a stats path");
     let _ = std::fs::remove_file(&stats);
     // NAME.emulator.json logs to NAME.emulator.log, NAME.emulator2.json to NAME.emulator2.log.
@@ -718,7 +718,11 @@ pub fn stop_emulator(e: &EmulatorState) {
 /// Stops emulators we started, together: SIGTERM to each (each checked by
 /// PID and start time), then SIGKILL to any still running after 2 s.
 pub fn stop_emulators(all: &[&EmulatorState]) {
-    let running = || all.iter().filter(|e| state::alive(e.pid, e.start_ticks));
+    // Only a live linerate emulator, never whatever a state file names.
+    let running = || {
+        all.iter()
+            .filter(|e| state::is_emulator(e.pid, e.start_ticks))
+    };
     for e in running() {
         // SAFETY: signals a PID we checked is the emulator we started.
         unsafe { libc::kill(e.pid as i32, libc::SIGTERM) };

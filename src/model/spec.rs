@@ -580,6 +580,34 @@ impl TestSpec {
         if self.request == 0 || self.response == 0 {
             return Err("--request and --response must be at least 1 byte".into());
         }
+        // Bounds on what a peer may ask an agent to allocate or wait for,
+        // checked before anything is: a message is buffered whole.
+        if self.request > MAX_MESSAGE_BYTES || self.response > MAX_MESSAGE_BYTES {
+            return Err(format!(
+                "--request and --response are capped at {} MiB",
+                MAX_MESSAGE_BYTES >> 20
+            ));
+        }
+        for (name, v) in [
+            ("--duration", self.duration_s),
+            ("--warmup", self.warmup_s),
+            ("--interval", self.interval_s),
+        ] {
+            if !v.is_finite() || !(0.0..=MAX_SECONDS).contains(&v) {
+                return Err(format!("{name} must be between 0 and {MAX_SECONDS} s"));
+            }
+        }
+        if self.flows > MAX_FLOWS {
+            return Err(format!("--flows is capped at {MAX_FLOWS}"));
+        }
+        if self.sysctl.len() > 64
+            || self
+                .sysctl
+                .values()
+                .any(|v| v.len() > 256 || v.chars().any(|c| c.is_control()))
+        {
+            return Err("sysctl values: at most 64, each under 256 characters, on one line".into());
+        }
         if self.interval_s < 0.05 {
             return Err("--interval must be at least 50ms".into());
         }
@@ -669,6 +697,13 @@ impl TestSpec {
     }
 }
 
+/// Largest rr/crr request or response: each flow buffers one whole.
+pub const MAX_MESSAGE_BYTES: u64 = 256 << 20;
+/// Longest duration, warm-up or interval anyone may ask for (a week).
+pub const MAX_SECONDS: f64 = 7.0 * 86_400.0;
+/// Most flows in one test (an agent's own --max-flows is usually lower).
+pub const MAX_FLOWS: u32 = 1_000_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MainMetric {
@@ -695,6 +730,27 @@ mod tests {
         };
         assert!(s.validate().unwrap_err().contains("--cc"));
         assert!(TestSpec::default().validate().is_ok());
+        // What a peer could ask an agent to allocate or wait for.
+        let huge = TestSpec {
+            request: 1 << 40,
+            ..Default::default()
+        };
+        assert!(huge.validate().unwrap_err().contains("capped"));
+        for bad in [f64::NAN, f64::INFINITY, -1.0, 1e12] {
+            let t = TestSpec {
+                duration_s: bad,
+                ..Default::default()
+            };
+            assert!(t.validate().unwrap_err().contains("--duration"), "{bad}");
+        }
+        let many = TestSpec {
+            flows: u32::MAX,
+            ..Default::default()
+        };
+        assert!(many.validate().unwrap_err().contains("--flows"));
+        let mut nl = TestSpec::default();
+        nl.sysctl.insert("net.core.rmem_max".into(), "1\n2".into());
+        assert!(nl.validate().unwrap_err().contains("one line"));
         let exec = TestSpec {
             workload: Workload::Exec,
             exec: Some(super::super::exec::ExecSpec {

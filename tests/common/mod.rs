@@ -103,8 +103,11 @@ pub fn tmp(name: &str) -> PathBuf {
 }
 
 pub fn token_file(name: &str, token: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let p = tmp(name);
     std::fs::write(&p, format!("{token}\n")).unwrap();
+    // As a user should keep it (else linerate warns on every use).
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p
 }
 
