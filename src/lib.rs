@@ -8,6 +8,8 @@ pub mod cli;
 pub mod control;
 pub mod engine;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod kv;
 pub mod lab;
 pub mod measure;

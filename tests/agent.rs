@@ -188,19 +188,51 @@ fn agent_killed_mid_test_keeps_partial_results() {
 fn agent_survives_a_vanished_controller_and_caps_tests() {
     let agent = Agent::start("v", &["--max-tests", "1"]);
     let tf = token_file("vanish", "v");
+    let pid = agent.child.id();
+    // What the agent holds idle, once a first test has come and gone.
+    let o = run(
+        &remote(
+            &agent.addr,
+            &tf,
+            &["rr", "-d", "0.3", "--warmup", "0", "-q"],
+        ),
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = (fds(pid), threads(pid));
     let mut ctl = spawn(&remote(
         &agent.addr,
         &tf,
-        &["stream", "-d", "20", "--warmup", "0", "-q"],
+        &["stream", "-F", "8", "-d", "20", "--warmup", "0", "-q"],
     ));
     std::thread::sleep(Duration::from_millis(1500));
-    // While that test runs, a second controller is told the agent is busy.
+    assert!(fds(pid) >= idle.0 + 8, "the test's flows are open");
+    // While that test runs, a second controller is told at once that the
+    // agent is busy.
+    let t = Instant::now();
     let o = run(&remote(&agent.addr, &tf, &["rr", "-d", "1", "-q"]), LIMIT);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
-    // The first controller vanishes mid-test (SIGKILL: no goodbye).
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "busy took {:?}",
+        t.elapsed()
+    );
+    // The first controller vanishes mid-test (SIGKILL: no goodbye): within
+    // 5 s the agent holds no more descriptors or threads than idle.
     ctl.kill().unwrap();
     ctl.wait().unwrap();
+    let t = Instant::now();
+    while (fds(pid), threads(pid)) != idle {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "after 5 s the agent still holds {} fds and {} threads (idle: {idle:?})",
+            fds(pid),
+            threads(pid)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The agent cleans up and serves the next controller.
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -307,4 +339,21 @@ fn too_few_file_descriptors_is_one_line_naming_ulimit() {
     let e = stderr(&o);
     assert_eq!(e.trim().lines().count(), 1, "{e}");
     assert!(e.contains("ulimit -n") && e.contains("may open 256"), "{e}");
+}
+
+/// Open descriptors of process `pid`.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Threads of process `pid`.
+fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }

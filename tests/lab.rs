@@ -532,7 +532,7 @@ fn loss_rate_is_within_statistical_bounds() {
 }
 
 #[test]
-fn a_killed_emulator_stops_traffic() {
+fn an_emulator_stopped_with_sigterm_stops_traffic_and_the_lab_is_stale() {
     let Some(_s) = measuring() else { return };
     let (lab, _) = Lab::up("kill", "--rtt 4ms --no-calibrate");
     let token = token_file(&format!("{}.token", lab.name), "killtest");
@@ -571,9 +571,17 @@ fn a_killed_emulator_stops_traffic() {
         String::from_utf8_lossy(&before.stderr)
     );
     let pid = u(&lab.status()[0]["lab"]["emulator"]["pid"]);
-    // SAFETY: kills the emulator this test's lab started.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    std::thread::sleep(Duration::from_millis(200));
+    // SIGTERM, as a service manager or a careless `kill` would send it.
+    // SAFETY: signals the emulator this test's lab started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    while alive(pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "emulator ignored SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let t0 = Instant::now();
     let after = client("0.5");
     assert!(
@@ -592,6 +600,16 @@ fn a_killed_emulator_stops_traffic() {
     assert!(stderr(&o).contains("stale"), "{}", stderr(&o));
     let _ = agent.kill();
     let _ = agent.wait();
+    // And `lab down` cleans it all.
+    let o = run(&["lab", "down", &lab.name], Duration::from_secs(30));
+    assert!(o.status.success(), "{}", stderr(&o));
+    for role in ["c", "r", "s"] {
+        assert!(
+            !namespaces().contains(&lab.ns(role)),
+            "{} left",
+            lab.ns(role)
+        );
+    }
 }
 
 #[test]
@@ -1274,4 +1292,91 @@ fn lab_state_is_private_and_names_no_process_but_the_emulator() {
     // SAFETY: a signal to the emulator of this test's own lab, by PID.
     unsafe { libc::kill(real as i32, libc::SIGKILL) };
     assert!(spared, "lab down signalled a process it did not start");
+}
+
+#[test]
+fn two_lab_ups_of_one_name_at_once_leave_one_whole_lab() {
+    let Some(_s) = measuring() else { return };
+    let lab = Lab {
+        name: format!("t{}-race", std::process::id()),
+    };
+    let up = || {
+        Command::new(bin())
+            .args(["lab", "up", &lab.name, "--rtt", "2ms", "--no-calibrate"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (up(), up());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_no_panic(&a);
+    assert_no_panic(&b);
+    let wins = [&a, &b].iter().filter(|o| o.status.success()).count();
+    assert_eq!(wins, 1, "a: {}\nb: {}", stderr(&a), stderr(&b));
+    let loser = if a.status.success() { &b } else { &a };
+    let why = stderr(loser);
+    assert!(
+        why.contains("another linerate") || why.contains("already up"),
+        "{why}"
+    );
+    assert_eq!(why.trim().lines().count(), 1, "{why}");
+    // The winner's lab is whole: its three namespaces, its emulator, not stale.
+    let st = lab.status();
+    assert_eq!(st[0]["stale"], false, "{st}");
+    for role in ["c", "r", "s"] {
+        assert!(
+            namespaces().contains(&lab.ns(role)),
+            "{} missing",
+            lab.ns(role)
+        );
+    }
+    assert!(alive(u(&st[0]["lab"]["emulator"]["pid"])));
+}
+
+#[test]
+fn a_full_disk_stops_a_study_with_a_clear_error_and_it_resumes_later() {
+    if !root() {
+        return;
+    }
+    // A tiny tmpfs in a mount namespace of the test's own (gone with it):
+    // the study fills it, stops, and after the disk grows resumes.
+    let study = tmp("full-study.toml");
+    std::fs::write(
+        &study,
+        "title = \"full\"\ndescription = \"points until the disk is full\"\n[test]\nworkload = \"rr\"\nduration = \"0.2s\"\nwarmup = \"0s\"\n[sweep]\nrequest = [1, 2, 3, 4, 5, 6, 7, 8]\n",
+    )
+    .unwrap();
+    let script = format!(
+        r#"set -u
+d=$(mktemp -d)
+mount -t tmpfs -o size=60k tmpfs "$d"
+{bin} study run {study} --out "$d" -q; echo "first=$?"
+mount -o remount,size=20m "$d"
+f=$(ls -d "$d"/*/ | head -1)
+{bin} study run {study} --resume "$f" -q; echo "second=$?"
+ls "$f/points" | grep -c '\.json$' | sed 's/^/points=/'
+umount "$d"; rmdir "$d"
+"#,
+        bin = bin(),
+        study = study.display()
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_no_panic(&o);
+    // Exit 3: partial, what was measured is kept.
+    assert!(
+        out.contains("first=3"),
+        "the full disk must stop the study: {out}\n{err}"
+    );
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(
+        err.contains("--resume"),
+        "the error says how to go on: {err}"
+    );
+    assert!(out.contains("second=0"), "{out}\n{err}");
+    assert!(out.contains("points=8"), "{out}\n{err}");
 }

@@ -22,6 +22,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("study", 8),
     ("report", 9),
     ("cli", 10),
+    ("fuzz", 11),
 ];
 
 fn rank(floor: &str) -> Option<u32> {

@@ -350,6 +350,20 @@ fn parse_datagram(mut buf: &[u8], num: u16, out: &mut impl FnMut(Message)) {
     }
 }
 
+/// How many messages for queue `num` a datagram holds (packets and acks):
+/// the parser's whole surface, for the fuzz target.
+pub fn messages_in(buf: &[u8], num: u16) -> usize {
+    let mut n = 0;
+    parse_datagram(buf, num, &mut |m| {
+        if let Message::Packet(p) = &m {
+            // Touch what the emulator reads.
+            n += p.head().len() & 1;
+        }
+        n += 1;
+    });
+    n
+}
+
 /// A clear one-line cause for a failed bind/config.
 fn config_error(num: u16, errno: i32) -> String {
     let hint = match errno {

@@ -180,6 +180,43 @@ pub fn private_dir(dir: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Where `lab up` and `lab down` take a lab's lock (apart from the state
+/// files, which `down` removes by prefix).
+pub const LOCK_DIR: &str = "/run/linerate/locks";
+
+/// An exclusive hold on one lab's name while it is brought up or down;
+/// released when dropped (or when the process dies: an flock).
+pub struct LabLock(#[allow(dead_code)] std::fs::File);
+
+/// Takes lab `name`'s lock, or says who holds it: two `lab up` of one
+/// name at once would tear down each other's half-built namespaces.
+pub fn lock(name: &str) -> Result<LabLock, String> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    private_dir(LOCK_DIR)?;
+    let path = format!("{LOCK_DIR}/{name}.lock");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    // SAFETY: flock on a descriptor this File owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut holder = String::new();
+        let _ = f.read_to_string(&mut holder);
+        return Err(format!(
+            "lab {name} is being brought up or down by another linerate (pid {}); wait for it, then check `linerate lab status {name}`",
+            holder.trim()
+        ));
+    }
+    let _ = f.set_len(0);
+    let _ = f.rewind();
+    let _ = write!(f, "{}", std::process::id());
+    Ok(LabLock(f))
+}
+
 /// A state file is trusted only if nobody but its owner, who is this
 /// user, could have written it.
 fn trusted(p: &std::path::Path) -> Result<(), String> {

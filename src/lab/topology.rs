@@ -229,6 +229,7 @@ pub fn up(
     check_name(name)?;
     Rack::new(rack.clients, rack.servers)?;
     check_rack(spec, rack, backend)?;
+    let _lock = state::lock(name)?;
     sweep_stale();
     if let Some(s) = state::load(name)? {
         if !s.is_stale() {
@@ -239,10 +240,10 @@ pub fn up(
         }
     }
     // Left over from a crash: a stale state file or bare namespaces.
-    down(name)?;
+    down_locked(name)?;
     let result = build(name, spec, rack, backend, owner);
     if result.is_err() {
-        let _ = down(name);
+        let _ = down_locked(name);
     }
     result
 }
@@ -822,6 +823,12 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), String> {
 /// Safe to repeat.
 pub fn down(name: &str) -> Result<bool, String> {
     check_name(name)?;
+    let _lock = state::lock(name)?;
+    down_locked(name)
+}
+
+/// `down` for a caller that holds the lab's lock.
+fn down_locked(name: &str) -> Result<bool, String> {
     let st = state::load(name).ok().flatten();
     let mut namespaces = Vec::new();
     if let Some(s) = &st {

@@ -439,7 +439,11 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         let rec = &mut m.runs[i];
         match r {
             Ok(result) => {
-                folder::write_json(&dir.join(&rec.file), &result)?;
+                // A full disk (or a folder gone read-only): what is stored
+                // stays, and the study can go on later from it.
+                if let Err(e) = folder::write_json(&dir.join(&rec.file), &result) {
+                    return Err(stopped_failure(&dir, &format!("{label}: {e}")));
+                }
                 rec.status = result.summary.status;
                 rec.error = result.iterations.iter().find_map(|it| it.error.clone());
                 if let Some(why) = result.nothing_measured() {
@@ -462,7 +466,8 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             }
         }
         m.updated_at = crate::units::rfc3339_now();
-        folder::write_json(&folder::manifest_path(&dir), &m)?;
+        folder::write_json(&folder::manifest_path(&dir), &m)
+            .map_err(|e| stopped_failure(&dir, &e))?;
         if outcome.stopped.is_some() {
             break;
         }

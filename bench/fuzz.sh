@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for SECONDS each (default 600, the issue's ten
+# minutes) with cargo-fuzz on the nightly toolchain, then keeps a
+# minimized corpus in fuzz/corpus (replayed by tests/fuzz_corpus.rs in CI)
+# and copies any crash into fuzz/regressions/TARGET/ for the same test.
+# Prints one line per target: executions, coverage, corpus, crashes.
+#   cargo install cargo-fuzz; bench/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+secs=${1:-600}; shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(control study_toml lab_spec nfqueue results_json memcache udp_header)
+command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz missing: cargo install cargo-fuzz" >&2; exit 1; }
+cargo +nightly fuzz build -O >/dev/null
+keep=${KEEP:-150}
+prune() {
+  ls -S -r "$1" | grep -E '^[0-9a-f]{40}$' | tail -n +"$((keep + 1))" | while read -r f; do
+    rm -f "$1/$f"
+  done
+}
+for t in "${targets[@]}"; do
+  log=$(mktemp)
+  mkdir -p "corpus/$t" "artifacts/$t"
+  # -rss_limit_mb: a parser that allocates without bound is a crash too.
+  if cargo +nightly fuzz run -O "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 \
+       -timeout=5 -print_final_stats=1 >"$log" 2>&1; then status=clean; else status=CRASH; fi
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
+  # Keep the corpus small enough for git: minimize it, then keep the
+  # named seeds and the KEEP smallest of what the fuzzer found (the replay
+  # test runs them all on every CI run).
+  cargo +nightly fuzz cmin -O "$t" "corpus/$t" >/dev/null 2>&1 || true
+  prune "corpus/$t"
+  n=$(ls "corpus/$t" | wc -l)
+  crashes=$(ls "artifacts/$t" 2>/dev/null | wc -l)
+  if [ "$crashes" -gt 0 ]; then
+    mkdir -p "regressions/$t"
+    cp "artifacts/$t"/* "regressions/$t/"
+  fi
+  printf '%-13s %s  %9s execs  cov %5s  corpus %4s  crashes %s\n' "$t" "$status" "$execs" "$cov" "$n" "$crashes"
+  rm -f "$log"
+done
