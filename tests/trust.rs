@@ -255,3 +255,50 @@ fn a_connection_that_never_authenticates_is_dropped_and_floods_are_capped() {
     let log = agent.log();
     assert!(log.contains("did not authenticate within 10 s"), "{log}");
 }
+
+#[test]
+fn what_the_agent_starts_never_inherits_its_token() {
+    use std::io::BufRead;
+    let secret = "env-token-never-inherited-0123456789";
+    let mut agent = std::process::Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "-q"])
+        .env("LINERATE_TOKEN", secret)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(agent.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening"), "{line}");
+    // Its companion (the other crypto setting) is its child.
+    let pid = agent.id();
+    let kids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert!(!kids.is_empty(), "no companion started");
+    for k in kids {
+        let env = std::fs::read(format!("/proc/{k}/environ")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&env).contains(secret),
+            "child {k} inherited the token"
+        );
+    }
+}

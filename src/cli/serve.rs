@@ -87,6 +87,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     } else {
         target::token(&args.token_file)?
     };
+    // Nothing the agent starts (its companion, memcached) inherits the
+    // token: they get it on stdin, or not at all. Single-threaded here.
+    std::env::remove_var("LINERATE_TOKEN");
     if let Some(ns) = &args.netns {
         crate::lab::netns::enter(ns).map_err(Error::Failed)?;
     }

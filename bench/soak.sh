@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Soak: one agent serving TESTS back-to-back tests from two controllers at
+# once (every workload, clear and TLS), then one rr test of LONG seconds
+# with --interval 1. The agent's RSS, open descriptors and threads are
+# sampled every SAMPLE seconds into soak.csv; at the end each gets its
+# least-squares slope per hour, and every test must have passed.
+#   bench/soak.sh                      # 1,000 tests, then a 1-hour rr
+#   TESTS=100 LONG=300 SAMPLE=10 bench/soak.sh   # a quick look
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TESTS=${TESTS:-1000}; LONG=${LONG:-3600}; SAMPLE=${SAMPLE:-60}
+out=${OUT:-$(mktemp -d /tmp/linerate-soak.XXXX)}
+cargo build --release -q
+lr=target/release/linerate
+tok="$out/token"; (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tok")
+"$lr" serve --listen 127.0.0.1:0 --token-file "$tok" -q > "$out/agent.out" 2> "$out/agent.err" &
+agent=$!
+trap 'kill $sampler 2>/dev/null; kill $agent 2>/dev/null; wait 2>/dev/null' EXIT
+for _ in $(seq 100); do grep -q listening "$out/agent.out" && break; sleep 0.1; done
+addr=$(awk '{print $NF}' "$out/agent.out")
+echo "t_s,rss_kib,fds,threads" > "$out/soak.csv"
+t0=$(date +%s)
+( while kill -0 $agent 2>/dev/null; do
+    rss=$(awk '/VmRSS/{print $2}' /proc/$agent/status)
+    thr=$(awk '/Threads/{print $2}' /proc/$agent/status)
+    fds=$(ls /proc/$agent/fd | wc -l)
+    echo "$(( $(date +%s) - t0 )),$rss,$fds,$thr" >> "$out/soak.csv"
+    sleep "$SAMPLE"
+  done ) &
+sampler=$!
+tests=("stream" "rr" "crr" "udp-stream" "udp-rr" "tls-handshake" "stream --tls" "rr --tls" "crr --tls")
+command -v memcached >/dev/null && tests+=("memcache --service memcached")
+controller() {  # $1: which, $2: how many
+  local fails=0
+  for i in $(seq "$2"); do
+    local t=${tests[$(( (i + $1) % ${#tests[@]} ))]}
+    if ! "$lr" run $t -d 1 --warmup 0.2 -q --agent "$addr" --token-file "$tok" \
+         >> "$out/ctl$1.out" 2>> "$out/ctl$1.err"; then
+      fails=$((fails + 1)); echo "test $i ($t) failed" >> "$out/ctl$1.err"
+    fi
+  done
+  echo "$fails" > "$out/ctl$1.fails"
+}
+controller 0 $((TESTS / 2)) & c0=$!
+controller 1 $((TESTS - TESTS / 2)) & c1=$!
+wait $c0 $c1
+"$lr" run rr -d "$LONG" --interval 1 -q --agent "$addr" --token-file "$tok" \
+  --json "$out/long.json" 2>> "$out/long.err" && long=ok || long=FAILED
+sleep "$SAMPLE"
+fails=$(( $(cat "$out/ctl0.fails") + $(cat "$out/ctl1.fails") ))
+echo "machine: $(nproc) CPUs, $(uname -r); folder $out"
+echo "tests: $TESTS back-to-back from 2 controllers, $fails failed; ${LONG}s rr: $long"
+python3 - "$out/soak.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+t = [float(r["t_s"]) for r in rows]
+for k in ("rss_kib", "fds", "threads"):
+    y = [float(r[k]) for r in rows]
+    n = len(y); mt = sum(t) / n; my = sum(y) / n
+    var = sum((a - mt) ** 2 for a in t) or 1.0
+    slope = sum((a - mt) * (b - my) for a, b in zip(t, y)) / var * 3600
+    print(f"{k:8} first {y[0]:>8.0f}  last {y[-1]:>8.0f}  min {min(y):>8.0f}  max {max(y):>8.0f}  slope {slope:+.1f}/hour  ({n} samples)")
+PY
+[ "$fails" -eq 0 ] && [ "$long" = ok ]
