@@ -12,6 +12,11 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(control study_toml lab_spec nfqueue results_json memcache udp_header)
 command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz missing: cargo install cargo-fuzz" >&2; exit 1; }
 cargo +nightly fuzz build -O >/dev/null
+# The fuzzers run from a copy of the built binaries: `cargo fuzz run`
+# rebuilds (minutes) whenever a source file changed since, and an hour of
+# fuzzing should not depend on nobody editing meanwhile.
+bins=$(mktemp -d); trap 'rm -rf "$bins"' EXIT
+for t in "${targets[@]}"; do cp "target/x86_64-unknown-linux-gnu/release/$t" "$bins/"; done
 keep=${KEEP:-150}
 prune() {
   ls -S -r "$1" | grep -E '^[0-9a-f]{40}$' | tail -n +"$((keep + 1))" | while read -r f; do
@@ -22,14 +27,25 @@ for t in "${targets[@]}"; do
   log=$(mktemp)
   mkdir -p "corpus/$t" "artifacts/$t"
   # -rss_limit_mb: a parser that allocates without bound is a crash too.
-  if cargo +nightly fuzz run -O "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 \
-       -timeout=5 -print_final_stats=1 >"$log" 2>&1; then status=clean; else status=CRASH; fi
+  if "$bins/$t" "corpus/$t" -artifact_prefix="artifacts/$t/" -max_total_time="$secs" \
+       -rss_limit_mb=2048 -timeout=5 -print_final_stats=1 >"$log" 2>&1; then
+    status=clean
+  else
+    status=CRASH
+  fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
   # Keep the corpus small enough for git: minimize it, then keep the
   # named seeds and the KEEP smallest of what the fuzzer found (the replay
   # test runs them all on every CI run).
-  cargo +nightly fuzz cmin -O "$t" "corpus/$t" >/dev/null 2>&1 || true
+  merged=$(mktemp -d)
+  if "$bins/$t" -merge=1 "$merged" "corpus/$t" >/dev/null 2>&1; then
+    # Hash-named inputs are the fuzzer's: replaced by the merge's; named
+    # seeds stay as they are.
+    find "corpus/$t" -maxdepth 1 -regextype egrep -regex '.*/[0-9a-f]{40}' -delete
+    cp "$merged"/* "corpus/$t/" 2>/dev/null || true
+  fi
+  rm -rf "$merged"
   prune "corpus/$t"
   n=$(ls "corpus/$t" | wc -l)
   crashes=$(ls "artifacts/$t" 2>/dev/null | wc -l)

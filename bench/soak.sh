@@ -9,9 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=${TESTS:-1000}; LONG=${LONG:-3600}; SAMPLE=${SAMPLE:-60}
-out=${OUT:-$(mktemp -d /tmp/linerate-soak.XXXX)}
+out=${OUT:-$(mktemp -d /tmp/linerate-soak.XXXX)}; mkdir -p "$out"
 cargo build --release -q
-lr=target/release/linerate
+# A copy: a rebuild during an hour-long soak must not swap the binary the
+# controllers start.
+cp target/release/linerate "$out/linerate"; lr="$out/linerate"
 tok="$out/token"; (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tok")
 "$lr" serve --listen 127.0.0.1:0 --token-file "$tok" -q > "$out/agent.out" 2> "$out/agent.err" &
 agent=$!

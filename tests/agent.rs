@@ -303,7 +303,6 @@ fn bad_input_exits_2_with_one_line() {
         vec!["run", "rr", "--iterations", "5..2"],
         vec!["run", "stream", "--cpus", "999"],
         vec!["run", "crr", "--rate", "100"],
-        vec!["run", "stream", "--agent", "127.0.0.1:1"],
         vec!["nonsense"],
     ] {
         let o = run(&args, LIMIT);
@@ -320,6 +319,81 @@ fn bad_input_exits_2_with_one_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("cannot reach agent"), "{}", stderr(&o));
     assert_eq!(stderr(&o).trim().lines().count(), 1);
+    // No token at all: the controller tries without one.
+    let o = run(&["run", "stream", "--agent", "127.0.0.1:1"], LIMIT);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot reach agent"), "{}", stderr(&o));
+}
+
+/// `serve` without a token: on loopback it serves anyone (as netserver and
+/// `iperf3 -s` do), elsewhere only with --insecure-no-token; a controller
+/// holding a token refuses such an agent, and an agent with a token tells
+/// a controller without one what it needs.
+#[test]
+fn serving_without_a_token() {
+    let o = std::process::Command::new(bin())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env_remove("LINERATE_TOKEN")
+        .output()
+        .unwrap();
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("no token") && e.contains("--insecure-no-token") && e.contains("loopback"),
+        "{e}"
+    );
+
+    let open = Agent::start("", &[]);
+    let args = ["rr", "-d", "0.5", "--warmup", "0.1", "-q"];
+    let mut cmd = vec!["run"];
+    cmd.extend(args);
+    cmd.extend(["--agent", &open.addr]);
+    let o = run(&cmd, LIMIT);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The companion (the other crypto setting) holds no token either.
+    let mut tls = cmd.clone();
+    tls.extend(["--tls", "--crypto-hw", "off"]);
+    let o = run(&tls, LIMIT);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A controller with a token wants the agent to prove it.
+    let tf = token_file("notoken", "s3cret");
+    let o = run(&remote(&open.addr, &tf, &args), LIMIT);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("runs without a token"),
+        "{}",
+        stderr(&o)
+    );
+    let log = open.log();
+    assert!(log.contains("no token: any controller"), "{log}");
+
+    // And the other way round.
+    let tokened = Agent::start("s3cret", &[]);
+    let mut cmd = vec!["run"];
+    cmd.extend(args);
+    cmd.extend(["--agent", &tokened.addr]);
+    let o = run(&cmd, LIMIT);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("needs a token"), "{}", stderr(&o));
+
+    // --insecure-no-token on every address: in a network namespace of its
+    // own, so nothing outside can reach it (root only).
+    if unsafe { libc::geteuid() } == 0 {
+        let a = Agent::start_with(
+            &["unshare", "-n"],
+            "0.0.0.0:0",
+            "",
+            &["--insecure-no-token"],
+        );
+        assert!(a.addr.starts_with("0.0.0.0:"), "{}", a.addr);
+        let log = a.log();
+        assert!(
+            log.contains("no token: any controller that reaches 0.0.0.0:"),
+            "{log}"
+        );
+    }
 }
 
 #[test]

@@ -23,6 +23,9 @@ pub struct ServeArgs {
     /// Read the token from the first line of standard input (what `cluster up` sends over ssh).
     #[arg(long, conflicts_with = "token_file")]
     pub token_stdin: bool,
+    /// Serve any controller, with no token, on any address (without a token, `serve` listens on loopback only): whoever reaches the port can run traffic from this host.
+    #[arg(long, conflicts_with_all = ["token_file", "token_stdin"])]
+    pub insecure_no_token: bool,
     /// Run in the background once listening: the command prints `linerate agent listening on ADDR pid PID` and exits 0.
     #[arg(long, conflicts_with_all = ["once", "exit_with_parent"])]
     pub detach: bool,
@@ -82,11 +85,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     if args.allow_sysctl && unsafe { libc::geteuid() } != 0 {
         return Err(usage("--allow-sysctl needs root (sysctls are the host's)"));
     }
-    let token = if args.token_stdin {
-        token_from_stdin()?
-    } else {
-        target::token(&args.token_file)?
-    };
+    let token = serve_token(&args)?;
     // Nothing the agent starts (its companion, memcached) inherits the
     // token: they get it on stdin, or not at all. Single-threaded here.
     std::env::remove_var("LINERATE_TOKEN");
@@ -191,6 +190,38 @@ fn spawn_crypto_twin(
         }
     }
     crate::control::local::LocalAgent::spawn_with(&a, token.to_string(), Some(!masked))
+}
+
+/// The agent's token, or "" for none: allowed on a loopback address (only
+/// this host's users reach it, as with netserver or `iperf3 -s`) and, with
+/// `--insecure-no-token`, anywhere.
+fn serve_token(args: &ServeArgs) -> Result<String> {
+    if args.token_stdin {
+        return token_from_stdin();
+    }
+    let env_token = std::env::var("LINERATE_TOKEN").is_ok_and(|t| !t.trim().is_empty());
+    if args.insecure_no_token || (args.token_file.is_none() && !env_token) {
+        if !args.insecure_no_token && !args.listen.ip().is_loopback() {
+            return Err(usage(format!(
+                "no token: pass --token-file FILE (a shared secret on its first line) or set LINERATE_TOKEN; without one the agent listens only on loopback (--listen 127.0.0.1:{}), or pass --insecure-no-token to let anyone who reaches {} run traffic from this host",
+                args.listen.port(),
+                args.listen
+            )));
+        }
+        if !args.quiet && !args.once {
+            eprintln!(
+                "linerate agent: no token: any controller that reaches {} can run tests{}",
+                args.listen,
+                if args.listen.ip().is_loopback() {
+                    " (any user of this host)"
+                } else {
+                    ""
+                }
+            );
+        }
+        return Ok(String::new());
+    }
+    target::token(&args.token_file)
 }
 
 /// The token on the first line of standard input: it never shows in a

@@ -355,6 +355,7 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKey
             nonce: nonce.clone(),
             crypto_hw: !crate::measure::crypto::hw_masked(),
             crypto_twin: sh.cfg.crypto_twin,
+            no_token: sh.cfg.token.is_empty(),
         },
     )
     .map_err(|e| e.to_string())?;

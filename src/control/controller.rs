@@ -68,15 +68,16 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
         .map_err(|e| e.to_string())?;
     let hello = read_msg(&mut s)
         .map_err(|e| format!("agent at {addr} did not greet: {e} (is it a linerate agent?)"))?;
-    let (version, nonce, crypto_hw, twin_port) = match hello {
+    let (version, nonce, crypto_hw, twin_port, no_token) = match hello {
         Msg::Hello {
             protocol: p,
             version,
             nonce,
             crypto_hw,
             crypto_twin,
+            no_token,
             ..
-        } if p == protocol::PROTOCOL => (version, nonce, crypto_hw, crypto_twin),
+        } if p == protocol::PROTOCOL => (version, nonce, crypto_hw, crypto_twin, no_token),
         other => {
             return Err(format!(
                 "{addr} is not a linerate agent (it said {other:?})"
@@ -96,6 +97,22 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
             },
         );
         return Err(msg);
+    }
+    // An empty token is "none given". A controller that holds a token
+    // insists the agent proves it: an agent that claims to need none could
+    // be anyone's, and would be trusted with results and certificates.
+    match (token.is_empty(), no_token) {
+        (true, false) => {
+            return Err(format!(
+                "agent at {addr} needs a token: pass --token-file FILE (the agent's) or set LINERATE_TOKEN"
+            ))
+        }
+        (false, true) => {
+            return Err(format!(
+                "agent at {addr} runs without a token (serve --insecure-no-token or on loopback), so it cannot prove it is the agent you hold a token for; drop --token-file/LINERATE_TOKEN to use it anyway"
+            ))
+        }
+        _ => {}
     }
     let cnonce = random_hex(16);
     write_msg(

@@ -49,8 +49,14 @@ impl LocalAgent {
         let mut cmd = Command::new(exe);
         // The token goes on standard input: never in a command line or an
         // environment that other processes could read.
+        // An empty token: the agent holds none (a companion of an agent
+        // started with --insecure-no-token or on loopback without one).
         cmd.args(args)
-            .arg("--token-stdin")
+            .arg(if token.is_empty() {
+                "--insecure-no-token"
+            } else {
+                "--token-stdin"
+            })
             .env_remove("LINERATE_TOKEN");
         match crypto_mask {
             Some(true) => {

@@ -82,6 +82,11 @@ pub enum Msg {
         /// crypto setting, on the same host (None: no companion).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         crypto_twin: Option<u16>,
+        /// This agent holds no token (`serve` on loopback without one, or
+        /// `--insecure-no-token`): the challenge runs with the empty token,
+        /// so messages are checked for corruption but anyone can drive it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_token: bool,
     },
     Auth {
         version: u32,

@@ -108,6 +108,16 @@ pub fn token(file: &Option<PathBuf>) -> Result<String> {
     }
 }
 
+/// The controller's token, or "" when none is given: an agent that holds
+/// none (`serve --insecure-no-token`, or on loopback) takes that, any other
+/// says it needs one.
+pub fn token_if_any(file: &Option<PathBuf>) -> Result<String> {
+    match token(file) {
+        Err(Error::Usage(_)) if file.is_none() => Ok(String::new()),
+        other => other,
+    }
+}
+
 /// Opens the target `c` names. `agent` false: only programs will run, so
 /// no agent is started (a lab is still entered).
 pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
@@ -125,7 +135,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
                 "--tls-cert/--tls-key set the local agent's identity; give them to `linerate serve` on the agent's host",
             ));
         }
-        let token = token(&c.token_file)?;
+        let token = token_if_any(&c.token_file)?;
         let addr = controller::resolve(a).map_err(Error::Usage)?;
         let conn = controller::connect(addr, &token)?;
         return Ok(Target {

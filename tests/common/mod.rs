@@ -125,15 +125,13 @@ impl Agent {
 
     /// An agent listening on `listen`, started through `prefix` (e.g.
     /// `unshare --time --monotonic 5 --kill-child`), if any.
+    /// An empty `token`: the agent gets none.
     pub fn start_with(prefix: &[&str], listen: &str, token: &str, extra: &[&str]) -> Agent {
         let tf = token_file(&format!("tok-{}", rand_suffix()), token);
-        let mut args = vec![
-            "serve",
-            "--listen",
-            listen,
-            "--token-file",
-            tf.to_str().unwrap(),
-        ];
+        let mut args = vec!["serve", "--listen", listen];
+        if !token.is_empty() {
+            args.extend(["--token-file", tf.to_str().unwrap()]);
+        }
         args.extend_from_slice(extra);
         let mut cmd = match prefix.split_first() {
             Some((p, rest)) => {
@@ -145,6 +143,7 @@ impl Agent {
         };
         let mut child = cmd
             .args(&args)
+            .env_remove("LINERATE_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
