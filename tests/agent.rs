@@ -273,6 +273,14 @@ fn agent_caps_flows_and_duration() {
         &remote(&agent.addr, &tf, &["stream", "-d", "10", "-q"]),
         LIMIT,
     );
+    assert_eq!(o.status.code(), Some(1));
+    // The warm-up counts against the cap, and the refusal says so: a user
+    // asking for exactly the cap otherwise cannot see why it is refused.
+    assert!(
+        stderr(&o).contains("12 s asked (10 s + 2 s warm-up), this agent allows 5 s"),
+        "{}",
+        stderr(&o)
+    );
     assert!(stderr(&o).contains("--max-duration"), "{}", stderr(&o));
 }
 

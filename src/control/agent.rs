@@ -519,8 +519,11 @@ fn run_test(
             stream,
             ErrorCode::BadRequest,
             format!(
-                "{:.0} s asked, this agent allows {:.0} s (--max-duration)",
+                "{} s asked ({} s + {} s warm-up), this agent allows {} s \
+                 (--max-duration); ask for less or start the agent with a larger --max-duration",
                 spec.duration_s + spec.warmup_s,
+                spec.duration_s,
+                spec.warmup_s,
                 sh.cfg.max_duration_s
             ),
         );
@@ -613,6 +616,8 @@ fn run_test(
             pid: Some(s.pid()),
             stats: Some(s.addr),
         }),
+        // Each interval goes to the controller as it closes.
+        keep_samples: false,
     };
     let mut side = Side::start(setup)?;
     let t0 = side.t0();

@@ -513,6 +513,7 @@ impl AgentConn {
         }
         let setup = SideSetup {
             agent: false,
+            keep_samples: true,
             spec: spec.clone(),
             flows: workload.client_flows(spec, conns)?,
             t0: None,

@@ -4,7 +4,7 @@
 //! agent a server side; both use this code.
 
 use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -36,6 +36,10 @@ pub struct SideSetup {
     pub t0: Option<Instant>,
     /// A server process this side watches (memcached).
     pub service: Option<ServiceProbe>,
+    /// Keep every interval in `SideReport::samples` (the controller, whose
+    /// result holds them); an agent streams each one to its controller and
+    /// keeps none, so a day-long test does not grow it.
+    pub keep_samples: bool,
 }
 
 /// A server process a side watches over its window: its CPU becomes the
@@ -122,8 +126,14 @@ pub struct Side {
     finite: bool,
     pending: BTreeMap<usize, Pending>,
     finished: Vec<Option<Finished>>,
-    /// cpu_edges[0] at window start, cpu_edges[k+1] at the end of interval k.
-    cpu_edges: Vec<CpuSnapshot>,
+    /// Edge 0 at window start, edge k+1 at the end of interval k.
+    cpu_edges: CpuEdges,
+    /// Intervals emitted so far.
+    emitted: usize,
+    /// The first emitted interval's start and the latest one's end (s).
+    span: Option<(f64, f64)>,
+    /// See `SideSetup::keep_samples`.
+    keep_samples: bool,
     report: SideReport,
     total_hist: Hist,
     total_hist_corrected: Hist,
@@ -199,7 +209,7 @@ impl Side {
             handles.push(h);
         }
         let service = setup.service.take();
-        let mut cpu_edges = Vec::new();
+        let mut cpu_edges = CpuEdges::default();
         let mut first_udp = None;
         let mut first_stats = None;
         if timeline.warmup.is_zero() {
@@ -217,6 +227,9 @@ impl Side {
             pending: BTreeMap::new(),
             finished: (0..workers).map(|_| None).collect(),
             cpu_edges,
+            emitted: 0,
+            span: None,
+            keep_samples: setup.keep_samples,
             report: SideReport::default(),
             total_hist: new_hist(),
             total_hist_corrected: new_hist(),
@@ -273,9 +286,9 @@ impl Side {
 
     /// CPU over the intervals emitted so far.
     pub fn window_cpu(&self) -> Option<CpuWindow> {
-        let k = self.report.samples.len();
+        let k = self.emitted;
         (k > 0 && self.cpu_edges.len() > k)
-            .then(|| cpu::window(&self.cpu_edges[0], &self.cpu_edges[k]))
+            .then(|| cpu::window(self.cpu_edges.get(0), self.cpu_edges.get(k)))
     }
 
     fn next_cpu_edge(&self) -> Option<Instant> {
@@ -348,7 +361,7 @@ impl Side {
     /// Emits interval `k` once every worker reported it (or ended before it).
     fn try_emit(&mut self, obs: &mut dyn Observer) {
         loop {
-            let k = self.report.samples.len();
+            let k = self.emitted;
             let expected = self
                 .finished
                 .iter()
@@ -381,13 +394,21 @@ impl Side {
                 counters: p.counters,
                 latency_us: histogram::summarize(&p.hist),
                 latency_corrected_us: histogram::summarize(&p.hist_corrected),
-                cpu: Some(cpu::window(&self.cpu_edges[k], &self.cpu_edges[k + 1])),
+                cpu: Some(cpu::window(
+                    self.cpu_edges.get(k),
+                    self.cpu_edges.get(k + 1),
+                )),
             };
             histogram::merge(&mut self.total_hist, &p.hist);
             histogram::merge(&mut self.total_hist_corrected, &p.hist_corrected);
             obs.interval_hists(k, &p.hist, &p.hist_corrected);
             obs.interval(&sample);
-            self.report.samples.push(sample);
+            self.emitted = k + 1;
+            self.cpu_edges.forget_before(k + 1);
+            self.span = Some((self.span.map_or(sample.start_s, |s| s.0), sample.end_s));
+            if self.keep_samples {
+                self.report.samples.push(sample);
+            }
         }
     }
 
@@ -417,7 +438,7 @@ impl Side {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             self.try_emit(obs);
-            if n.is_some_and(|n| self.report.samples.len() >= n) {
+            if n.is_some_and(|n| self.emitted >= n) {
                 self.report.complete = true;
                 break;
             }
@@ -455,8 +476,8 @@ impl Side {
         r.window_cpu = window_cpu;
         r.kernel_udp = kernel_udp;
         r.service = service;
-        if let (Some(first), Some(last)) = (r.samples.first(), r.samples.last()) {
-            r.window_s = last.end_s - first.start_s;
+        if let Some((start, end)) = self.span {
+            r.window_s = end - start;
         }
         r.hist = std::mem::replace(&mut self.total_hist, new_hist());
         r.hist_corrected = std::mem::replace(&mut self.total_hist_corrected, new_hist());
@@ -470,4 +491,83 @@ impl Side {
 /// the edge keeps the previous reading).
 fn read_stats(service: &Option<ServiceProbe>) -> Option<Stats> {
     crate::kv::service::stats(service.as_ref()?.stats?).ok()
+}
+
+/// The CPU snapshots at the window's edges that are still needed: the
+/// first (the whole window's CPU is measured from it) and those from the
+/// start of the next interval to emit on. An hour-long test with
+/// one-second intervals keeps two or three, not 3,600.
+#[derive(Default)]
+struct CpuEdges {
+    first: Option<CpuSnapshot>,
+    /// Edges `base..len` (edge 0 lives in `first`).
+    recent: VecDeque<CpuSnapshot>,
+    base: usize,
+    len: usize,
+}
+
+impl CpuEdges {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, edge: CpuSnapshot) {
+        if self.len == 0 {
+            self.first = Some(edge);
+            self.base = 1;
+        } else {
+            self.recent.push_back(edge);
+        }
+        self.len += 1;
+    }
+
+    fn last(&self) -> Option<&CpuSnapshot> {
+        self.recent.back().or(self.first.as_ref())
+    }
+
+    /// Edge `i`: the first, or one not forgotten yet (a bug otherwise).
+    fn get(&self, i: usize) -> &CpuSnapshot {
+        if i == 0 {
+            self.first.as_ref().expect("edge 0 was taken")
+        } else {
+            &self.recent[i - self.base]
+        }
+    }
+
+    /// Drops the edges before `i`, except the first.
+    fn forget_before(&mut self, i: usize) {
+        while self.base < i && !self.recent.is_empty() {
+            self.recent.pop_front();
+            self.base += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_edges_keep_the_first_and_the_recent_ones_only() {
+        let mut e = CpuEdges::default();
+        let snap = || cpu::snapshot_of(None, None);
+        for _ in 0..3 {
+            e.push(snap());
+        }
+        let first_at = e.get(0).at;
+        assert_eq!(e.len(), 3);
+        // Interval 0 (edges 0, 1) and 1 (edges 1, 2) emitted.
+        e.forget_before(2);
+        assert_eq!(e.recent.len(), 1);
+        assert_eq!(e.get(2).at, e.last().unwrap().at);
+        for k in 2..3600 {
+            e.push(snap());
+            let _ = (e.get(k), e.get(k + 1));
+            e.forget_before(k + 1);
+        }
+        assert_eq!(e.len(), 3601);
+        assert!(e.recent.len() <= 2, "{} edges kept", e.recent.len());
+        assert_eq!(e.get(0).at, first_at);
+        let _ = e.get(3600);
+    }
 }
