@@ -15,18 +15,22 @@ cargo build --release -q
 # controllers start.
 cp target/release/linerate "$out/linerate"; lr="$out/linerate"
 tok="$out/token"; (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tok")
-"$lr" serve --listen 127.0.0.1:0 --token-file "$tok" -q > "$out/agent.out" 2> "$out/agent.err" &
+# The cap counts the warm-up too: leave room above the long run.
+"$lr" serve --listen 127.0.0.1:0 --token-file "$tok" --max-duration "$((LONG + 300))s" -q > "$out/agent.out" 2> "$out/agent.err" &
 agent=$!
 trap 'kill $sampler 2>/dev/null; kill $agent 2>/dev/null; wait 2>/dev/null' EXIT
 for _ in $(seq 100); do grep -q listening "$out/agent.out" && break; sleep 0.1; done
 addr=$(awk '{print $NF}' "$out/agent.out")
-echo "t_s,rss_kib,fds,threads" > "$out/soak.csv"
+# Each sample names its phase (idle, tests, long, after) so the slope of the
+# long run is not bent by the step from an idle agent to a busy one.
+echo "t_s,phase,rss_kib,fds,threads" > "$out/soak.csv"
+echo idle > "$out/phase"
 t0=$(date +%s)
 ( while kill -0 $agent 2>/dev/null; do
     rss=$(awk '/VmRSS/{print $2}' /proc/$agent/status)
     thr=$(awk '/Threads/{print $2}' /proc/$agent/status)
     fds=$(ls /proc/$agent/fd | wc -l)
-    echo "$(( $(date +%s) - t0 )),$rss,$fds,$thr" >> "$out/soak.csv"
+    echo "$(( $(date +%s) - t0 )),$(cat "$out/phase"),$rss,$fds,$thr" >> "$out/soak.csv"
     sleep "$SAMPLE"
   done ) &
 sampler=$!
@@ -43,24 +47,33 @@ controller() {  # $1: which, $2: how many
   done
   echo "$fails" > "$out/ctl$1.fails"
 }
+echo tests > "$out/phase"
 controller 0 $((TESTS / 2)) & c0=$!
 controller 1 $((TESTS - TESTS / 2)) & c1=$!
 wait $c0 $c1
+echo long > "$out/phase"
 "$lr" run rr -d "$LONG" --interval 1 -q --agent "$addr" --token-file "$tok" \
-  --json "$out/long.json" 2>> "$out/long.err" && long=ok || long=FAILED
+  --json "$out/long.json" > "$out/long.out" 2>> "$out/long.err" && long=ok || long=FAILED
+echo after > "$out/phase"
 sleep "$SAMPLE"
 fails=$(( $(cat "$out/ctl0.fails") + $(cat "$out/ctl1.fails") ))
 echo "machine: $(nproc) CPUs, $(uname -r); folder $out"
 echo "tests: $TESTS back-to-back from 2 controllers, $fails failed; ${LONG}s rr: $long"
 python3 - "$out/soak.csv" <<'PY'
 import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-t = [float(r["t_s"]) for r in rows]
-for k in ("rss_kib", "fds", "threads"):
-    y = [float(r[k]) for r in rows]
+all_rows = list(csv.DictReader(open(sys.argv[1])))
+def slope(t, y):
     n = len(y); mt = sum(t) / n; my = sum(y) / n
     var = sum((a - mt) ** 2 for a in t) or 1.0
-    slope = sum((a - mt) * (b - my) for a, b in zip(t, y)) / var * 3600
-    print(f"{k:8} first {y[0]:>8.0f}  last {y[-1]:>8.0f}  min {min(y):>8.0f}  max {max(y):>8.0f}  slope {slope:+.1f}/hour  ({n} samples)")
+    return sum((a - mt) * (b - my) for a, b in zip(t, y)) / var * 3600
+for phase in ("tests", "long", "all"):
+    rows = [r for r in all_rows if phase == "all" or r["phase"] == phase]
+    if len(rows) < 2:
+        continue
+    t = [float(r["t_s"]) for r in rows]
+    print(f"{phase}: {len(rows)} samples, t={t[0]:.0f}..{t[-1]:.0f} s")
+    for k in ("rss_kib", "fds", "threads"):
+        y = [float(r[k]) for r in rows]
+        print(f"  {k:8} first {y[0]:>8.0f}  last {y[-1]:>8.0f}  min {min(y):>8.0f}  max {max(y):>8.0f}  slope {slope(t, y):+.1f}/hour")
 PY
 [ "$fails" -eq 0 ] && [ "$long" = ok ]
