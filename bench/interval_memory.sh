@@ -23,7 +23,7 @@ for lr in "$@"; do
   t0=$(date +%s.%N)
   : > "$out/rss"
   while kill -0 $run 2>/dev/null; do
-    echo "$(echo "$(date +%s.%N) - $t0" | bc) $(rss)" >> "$out/rss"
+    echo "$(date +%s.%N) $(rss)" >> "$out/rss"
     sleep 1
   done
   wait $run || { echo "$lr: the test failed, see $out/run.out" >&2; kill $agent; exit 1; }
@@ -31,7 +31,8 @@ for lr in "$@"; do
   after=$(rss)
   kill $agent; wait $agent 2>/dev/null || true
   # The window: from the end of warm-up (+2 s) to its end.
-  awk -v w0=4 -v w1="$secs" -v iv="$iv" -v b="$before" -v a="$after" -v lr="$lr" '
+  awk -v t0="$t0" -v w0=4 -v w1="$secs" -v iv="$iv" -v b="$before" -v a="$after" -v lr="$lr" '
+    { $1 -= t0 }
     $1 >= w0 && $1 <= w1 + 2 { n++; sx += $1; sy += $2; sxx += $1*$1; sxy += $1*$2; last = $2 }
     END {
       slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)   # KiB per second

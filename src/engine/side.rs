@@ -500,25 +500,28 @@ fn read_stats(service: &Option<ServiceProbe>) -> Option<Stats> {
 #[derive(Default)]
 struct CpuEdges {
     first: Option<CpuSnapshot>,
-    /// Edges `base..len` (edge 0 lives in `first`).
+    /// Edges from `base` on (edge 0 lives in `first`).
     recent: VecDeque<CpuSnapshot>,
     base: usize,
-    len: usize,
 }
 
 impl CpuEdges {
+    /// Edges taken so far, forgotten ones included.
     fn len(&self) -> usize {
-        self.len
+        if self.first.is_some() {
+            self.base + self.recent.len()
+        } else {
+            0
+        }
     }
 
     fn push(&mut self, edge: CpuSnapshot) {
-        if self.len == 0 {
+        if self.first.is_none() {
             self.first = Some(edge);
             self.base = 1;
         } else {
             self.recent.push_back(edge);
         }
-        self.len += 1;
     }
 
     fn last(&self) -> Option<&CpuSnapshot> {

@@ -687,16 +687,15 @@ fn axis_tick(axis: Axis, v: f64, max_decades_125: f64) -> String {
     fmt_tick(v)
 }
 
-/// How many category names fit side by side under the plot (at ~7.2 px a
-/// character for the label font, plus a gap). When there are more
-/// categories, plotters is asked for fewer ticks, lands on every 2nd, 5th or
-/// 10th category and only those are named: better than names overprinted
-/// into an unreadable smear.
 /// Width of one character of a tick label, in chart pixels: "stream get
 /// 20/20M" (17 characters) measured 111 px in Chromium at LABEL_FONT.
 /// (7.2, the guess before, left two of the AWM set's five tests unnamed.)
 const CHAR_WIDTH: f64 = 6.6;
 
+/// How many category names fit side by side under the plot (CHAR_WIDTH a
+/// character, plus a gap). When there are more categories, plotters is
+/// asked for fewer ticks, lands on every 2nd, 5th or 10th category and only
+/// those are named: better than names overprinted into an unreadable smear.
 fn category_labels_that_fit(names: &[String]) -> usize {
     let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
     ((PLOT_WIDTH / (longest as f64 * CHAR_WIDTH + 12.0)) as usize).max(1)
