@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the peers Debian does not package, netperf (with --enable-demo and
-# --enable-burst: TCP_RR -b, interim results), neper and memtier_benchmark
-# (without TLS), from their public sources into a scratch folder, and
-# prints where the binaries are.
+# --enable-burst: TCP_RR -b, interim results), neper, memtier_benchmark
+# (without TLS) and the newest iperf3 (3.16+ runs a thread per stream, 3.21
+# adds --gsro; Debian 12 ships 3.12), from their public sources into a
+# scratch folder, and prints where the binaries are.
 #
 # Usage: bench/peers.sh [DIR]     (default /tmp/linerate-peers)
 # Sources: $NETPERF_SRC and $NEPER_SRC (a git repository: a URL or a local
@@ -23,6 +24,7 @@ pick() { # the first existing local mirror, else the URL
 NETPERF_SRC=${NETPERF_SRC:-$(pick /work/.mirror/HewlettPackard+netperf/repo https://github.com/HewlettPackard/netperf)}
 NEPER_SRC=${NEPER_SRC:-$(pick /work/.mirror/google+neper/repo https://github.com/google/neper)}
 MEMTIER_SRC=${MEMTIER_SRC:-$(pick /work/.mirror/RedisLabs+memtier_benchmark/repo https://github.com/RedisLabs/memtier_benchmark)}
+IPERF_SRC=${IPERF_SRC:-$(pick /work/.mirror/esnet+iperf/repo https://github.com/esnet/iperf)}
 
 need=()
 for pkg_cmd in autoconf:autoconf automake:automake texinfo:makeinfo make:make gcc:gcc g++:g++ \
@@ -70,14 +72,29 @@ if [ ! -x "$DIR/memtier/memtier_benchmark" ]; then
   )
 fi
 
+if [ ! -x "$DIR/iperf/bin/iperf3" ]; then
+  rm -rf "$DIR/iperf" "$DIR/iperf-src"
+  git clone -q "$IPERF_SRC" "$DIR/iperf-src"
+  (
+    cd "$DIR/iperf-src"
+    # No OpenSSL: the authentication option is not what is measured.
+    ./configure --prefix="$DIR/iperf" --without-openssl >/dev/null
+    make -j"$(nproc)" >/dev/null 2>&1
+    make install >/dev/null 2>&1
+  )
+fi
+
 if [ -n "$env_only" ]; then
   echo "MEMTIER=$DIR/memtier/memtier_benchmark"
   echo "NETPERF=$DIR/netperf/src/netperf"
   echo "NETSERVER=$DIR/netperf/src/netserver"
   echo "NEPER=$DIR/neper"
+  # The newest iperf3: run it as \$IPERF3_NEW (its library sits beside it).
+  echo "IPERF3_NEW='env LD_LIBRARY_PATH=$DIR/iperf/lib $DIR/iperf/bin/iperf3'"
 else
   echo "netperf   $DIR/netperf/src/netperf ($(cd "$DIR/netperf" && git log -1 --format=%h))"
   echo "netserver $DIR/netperf/src/netserver"
   echo "neper     $DIR/neper/{tcp_stream,tcp_rr,tcp_crr} ($(cd "$DIR/neper" && git log -1 --format=%h))"
   echo "memtier   $DIR/memtier/memtier_benchmark ($(cd "$DIR/memtier" && git log -1 --format=%h))"
+  echo "iperf3    $DIR/iperf/bin/iperf3 ($(cd "$DIR/iperf-src" && git log -1 --format=%h); LD_LIBRARY_PATH=$DIR/iperf/lib)"
 fi
