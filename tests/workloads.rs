@@ -253,6 +253,40 @@ fn options_reach_the_socket_and_are_reported() {
     );
 }
 
+/// The read size reaches the receive calls on the receiving end, in both
+/// directions: no read moves more than it, and a bulk receiver's reads
+/// are nearly all full ones. By default a receiver reads what the sender
+/// writes (16 KiB writes, 16 KiB reads).
+#[test]
+fn the_read_size_is_what_each_receive_asks_for() {
+    let per_read = |r: &Value, side: &str| {
+        let it = &r["iterations"][0];
+        let fl = &it["flows"][side][0];
+        let reads = u(&fl["reads"]);
+        assert!(reads > 0, "{side}: no reads counted");
+        u(&fl["bytes_rx"]) as f64 / reads as f64
+    };
+    let r = run_json("rs.json", "stream --read-size 4K -d 1 --warmup 0.2");
+    assert_eq!(u(&r["spec"]["read_size"]), 4096);
+    let b = per_read(&r, "agent");
+    assert!(
+        b <= 4096.0 && b > 3000.0,
+        "agent reads of {b} B, asked 4 KiB"
+    );
+    let r = run_json(
+        "rs-rx.json",
+        "stream --direction rx --read-size 8K -d 1 --warmup 0.2",
+    );
+    let b = per_read(&r, "client");
+    assert!(
+        b <= 8192.0 && b > 6000.0,
+        "client reads of {b} B, asked 8 KiB"
+    );
+    let r = run_json("rs-default.json", "stream -m 16K -d 1 --warmup 0.2");
+    assert_eq!(u(&r["spec"]["read_size"]), 16384);
+    assert!(per_read(&r, "agent") <= 16384.0);
+}
+
 #[test]
 fn zerocopy_and_ipv6() {
     let r = run_json("zc.json", "stream --zerocopy -d 1 --warmup 0.2");

@@ -46,7 +46,8 @@ impl RunArgs {
         if let Some(flag) = o.tls_keys_without_tls() {
             return Err(usage(format!("{flag} needs --tls")));
         }
-        let spec = o.build().map_err(Error::Usage)?;
+        let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
+        let spec = o.build_for(local).map_err(Error::Usage)?;
         crate::control::check(&spec).map_err(Error::Usage)?;
         let allowed = crate::measure::placement::allowed_cpus();
         if let Some(c) = spec.cpus.iter().flatten().find(|c| !allowed.contains(c)) {

@@ -137,6 +137,8 @@ pub struct FlowBase {
     pub tls: Option<TlsConn>,
     pub bytes_tx: u64,
     pub bytes_rx: u64,
+    /// Reads that returned payload.
+    pub reads: u64,
     pub transactions: u64,
     pub completed_s: Option<f64>,
     /// The peer's window as this sender saw it while blocked (window-bound).
@@ -230,6 +232,7 @@ impl FlowBase {
             tls: None,
             bytes_tx: 0,
             bytes_rx: 0,
+            reads: 0,
             transactions: 0,
             completed_s: None,
             window: WindowSampler::default(),
@@ -291,6 +294,7 @@ impl FlowBase {
         Ok(match self.recv(cx.buf)? {
             Io::Moved(n) => {
                 *moved += n;
+                self.reads += 1;
                 self.bytes_rx += n as u64;
                 cx.counters.bytes_rx += n as u64;
                 cx.now = Instant::now();
@@ -360,6 +364,7 @@ impl FlowBase {
             tls: self.tls.as_ref().map(|t| t.info()),
             observed_window: self.window.observed(),
             window_clamp_repairs: self.clamp.as_ref().map(|c| c.repairs),
+            reads: (self.reads > 0).then_some(self.reads),
             udp: None,
             kv: None,
         }

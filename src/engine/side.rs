@@ -177,7 +177,7 @@ impl Side {
         }
         let len = payload_len(&spec);
         let payload: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i % 251) as u8).collect());
-        let buf_len = len.clamp(256 << 10, 1 << 20);
+        let buf_len = spec.effective_read_size();
         let timeline = Timeline {
             warmup: Duration::from_secs_f64(if spec.is_finite() { 0.0 } else { spec.warmup_s }),
             interval: Duration::from_secs_f64(spec.interval_s),

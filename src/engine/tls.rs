@@ -366,16 +366,22 @@ fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, Stri
 
 /// Serves reads to rustls from one large recv: rustls asks for 4 KiB at a
 /// time, which at tens of Gbit/s would mean a syscall per 4 KiB. The buffer
-/// starts at one record and doubles (to 64 KiB) only when a read fills it,
-/// so a short connection (crr, tls-handshake) never allocates 64 KiB.
+/// starts at one record and doubles (up to the test's read size, at most
+/// 256 KiB: it is per flow, where clear text reads into one buffer per
+/// worker) only when a read fills it, so a short connection (crr,
+/// tls-handshake) never allocates more than a record.
 struct ReadAhead {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The most one socket read asks for: the test's read size (the
+    /// length of the buffer the flow reads plaintext into), so TLS reads
+    /// the socket in the same steps as clear text does.
+    limit: usize,
 }
 
 const AHEAD_FIRST: usize = 17 * 1024;
-const AHEAD_MAX: usize = 64 * 1024;
+const AHEAD_CAP: usize = 256 * 1024;
 
 impl ReadAhead {
     fn new() -> Self {
@@ -383,6 +389,7 @@ impl ReadAhead {
             buf: Vec::new(),
             start: 0,
             end: 0,
+            limit: AHEAD_FIRST,
         }
     }
 }
@@ -402,9 +409,9 @@ impl Read for Sock<'_> {
                 a.buf.resize(AHEAD_FIRST, 0);
             }
             a.end = self.sock.read(&mut a.buf)?;
-            if a.end == a.buf.len() && a.buf.len() < AHEAD_MAX {
+            if a.end == a.buf.len() && a.buf.len() < a.limit {
                 // A full read: a bulk flow; read more per syscall from now on.
-                a.buf.resize((a.buf.len() * 2).min(AHEAD_MAX), 0);
+                a.buf.resize((a.buf.len() * 2).min(a.limit), 0);
             }
         }
         let n = (a.end - a.start).min(out.len());
@@ -599,6 +606,7 @@ impl RustlsConn {
         // request written before the handshake ended) must not wait for a
         // writable edge that may never come while this side only reads.
         self.flush(sock)?;
+        self.ahead.limit = buf.len().clamp(AHEAD_FIRST, AHEAD_CAP);
         loop {
             match self.conn.reader().read(buf) {
                 Ok(0) => return Ok(Io::Eof),

@@ -339,7 +339,16 @@ pub fn udp_figures(
         kernel_rcvbuf_errors: kernel.agent.or(kernel.client).map(|k| k.rcvbuf_errors),
         client_us_per_packet: per_packet(&it.cpu.client, c.packets_rx + c.packets_tx),
         agent_us_per_packet: per_packet(&it.cpu.agent, a.packets_rx + a.packets_tx),
+        datagrams_per_send: per_call(sent, c.udp_send_calls + a.udp_send_calls),
+        datagrams_per_recv: per_call(
+            packets + c.duplicates + a.duplicates,
+            c.udp_recv_calls + a.udp_recv_calls,
+        ),
     })
+}
+
+fn per_call(datagrams: u64, calls: u64) -> Option<f64> {
+    (calls > 0).then(|| datagrams as f64 / calls as f64)
 }
 
 /// Means of the iterations' UDP figures (counts summed).
@@ -381,6 +390,8 @@ fn mean_udp(its: &[Iteration]) -> Option<UdpFigures> {
         kernel_rcvbuf_errors: sum_opt(|u| u.kernel_rcvbuf_errors),
         client_us_per_packet: mean_opt(|u| u.client_us_per_packet),
         agent_us_per_packet: mean_opt(|u| u.agent_us_per_packet),
+        datagrams_per_send: mean_opt(|u| u.datagrams_per_send),
+        datagrams_per_recv: mean_opt(|u| u.datagrams_per_recv),
     })
 }
 

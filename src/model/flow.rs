@@ -31,6 +31,11 @@ pub struct FlowReport {
     #[serde(default)]
     pub window_clamp_repairs: Option<u32>,
     /// UDP flows: what this end sent and received over the whole test.
+    /// Receive calls that returned payload (clear text: system calls;
+    /// TLS: plaintext reads): bytes_rx / reads is what each read moved,
+    /// at most the test's read size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpFlowStats>,
     /// memcache clients: this flow's operations over the window.

@@ -15,7 +15,7 @@ use super::exec::ExecSpec;
 use super::sample::Confidence;
 use super::spec::{
     CertKind, CloseMode, Direction, KvDialect, KvSpec, Per, TestSpec, TlsBackend, TlsSpec,
-    WindowMode, Workload,
+    WindowMode, Workload, MAX_READ_SIZE,
 };
 use crate::units;
 
@@ -382,7 +382,10 @@ pub struct TestOptions {
     /// rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
     #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
     pub rate: Option<Rate>,
-    /// UDP: datagrams per sendmmsg/recvmmsg call [default: 32].
+    /// TCP: bytes asked of each receive call (netperf -M), on both ends; it shapes when the receiver ACKs and so what a pacing congestion control (bbr) measures [default: the largest message a flow receives, 16K to 1M].
+    #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
+    pub read_size: Option<Size>,
+    /// UDP: datagrams per sendmmsg/recvmmsg call [default: 32; with --gso as many as one send takes, up to 128].
     #[arg(long, value_name = "N")]
     pub batch: Option<u32>,
     /// udp-stream: send each batch as one GSO datagram (UDP_SEGMENT), split by the kernel.
@@ -637,6 +640,37 @@ impl TestOptions {
     /// combinations checked (`TestSpec::validate`). The TLS library's own
     /// checks (is this suite offered?) are the caller's: they need the engine.
     pub fn build(&self) -> Result<TestSpec, String> {
+        self.build_for(false)
+    }
+
+    /// `build`, knowing whether the agent is local (loopback, or a lab on
+    /// this host): its workers then share this host's CPUs with the
+    /// client's. An unpaced udp-stream's senders never wait for their
+    /// receivers, so with more busy threads than CPUs the senders take the
+    /// receivers' time and the datagrams are dropped at the receiving
+    /// socket (2 flows on 2 CPUs: 2+2 workers received 190k datagrams/s
+    /// with a third dropped, 1+1 received 346k; bench/RESULTS.md). There,
+    /// unless asked, each end gets half the CPUs. TCP and paced or
+    /// request/response UDP wait for their peer and keep a worker per flow.
+    pub fn build_for(&self, local_agent: bool) -> Result<TestSpec, String> {
+        let mut o = self.clone();
+        let workload = o.workload.unwrap_or(Workload::Stream);
+        if local_agent
+            && workload == Workload::UdpStream
+            && o.rate.is_none()
+            && o.workers.is_none()
+            && o.agent_workers.is_none()
+        {
+            let flows = o.flows.unwrap_or(1);
+            let half = (TestSpec::default_workers(u32::MAX) / 2).max(1);
+            let w = flows.min(half).max(1);
+            o.workers = Some(w);
+            o.agent_workers = Some(w);
+        }
+        o.build_spec()
+    }
+
+    fn build_spec(&self) -> Result<TestSpec, String> {
         let d = TestSpec::default();
         let workload = self.workload.unwrap_or(d.workload);
         let flows = self.flows.unwrap_or(d.flows);
@@ -662,7 +696,7 @@ impl TestOptions {
                 "--sshd, --server-cmd and a command after -- apply to the exec workload".into(),
             );
         }
-        let spec = TestSpec {
+        let mut spec = TestSpec {
             workload,
             direction: self.direction.unwrap_or(d.direction),
             message: self
@@ -694,6 +728,16 @@ impl TestOptions {
             rate_bps: match self.rate {
                 Some(Rate::Bits(b)) => Some(b),
                 _ => None,
+            },
+            read_size: match self.read_size {
+                Some(Size(b)) if !(1..=MAX_READ_SIZE as u64).contains(&b) => {
+                    return Err(format!(
+                        "--read-size {b}: from 1 byte to {} MiB",
+                        MAX_READ_SIZE >> 20
+                    ))
+                }
+                Some(Size(b)) => b as usize,
+                None => 0,
             },
             batch: match self.batch {
                 Some(0) => return Err("--batch must be at least 1".into()),
@@ -740,6 +784,10 @@ impl TestOptions {
             sysctl: self.sysctl.clone().unwrap_or_default(),
             crypto_hw: self.crypto_hw.is_none_or(|s| s.0),
         };
+        // Resolved here so the result records the size that was used.
+        if spec.read_size == 0 && !workload.is_udp() && !program {
+            spec.read_size = spec.default_read_size();
+        }
         spec.validate()?;
         Ok(spec)
     }
@@ -902,6 +950,10 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     if let Some(b) = spec.rate_bps {
         flag(true, format!("--rate {b}bit"));
     }
+    flag(
+        spec.read_size != 0 && spec.read_size != spec.default_read_size(),
+        format!("--read-size {}", size(spec.read_size as u64)),
+    );
     flag(spec.batch != 0, format!("--batch {}", spec.batch));
     flag(spec.gso, "--gso".into());
     flag(spec.gro, "--gro".into());
@@ -1148,6 +1200,12 @@ mod tests {
                 ..Default::default()
             },
             TestSpec {
+                message: 1 << 20,
+                read_size: 64 << 10,
+                direction: Direction::Rx,
+                ..Default::default()
+            },
+            TestSpec {
                 workload: Workload::TlsHandshake,
                 tls: Some(TlsSpec::default()),
                 flows: 32,
@@ -1172,9 +1230,68 @@ mod tests {
                 s.workers = TestSpec::default_workers(s.flows);
                 s.agent_workers = s.workers;
             }
+            if s.read_size == 0 && !s.workload.is_udp() && !s.workload.is_program() {
+                s.read_size = s.default_read_size();
+            }
             let line = to_command_line(&s);
             assert_eq!(parse(&line), s, "{line}");
         }
+    }
+
+    #[test]
+    fn a_local_agent_shares_the_cpus_for_unpaced_udp_only() {
+        let half = (TestSpec::default_workers(u32::MAX) / 2).max(1);
+        let opts = |line: &str| {
+            let o = Run::try_parse_from(line.split_whitespace()).unwrap();
+            let mut t = o.opts;
+            t.workload = Some(o.workload);
+            t
+        };
+        let udp = opts("run udp-stream --flows 8");
+        let local = udp.build_for(true).unwrap();
+        assert_eq!((local.workers, local.agent_workers), (half, half));
+        let remote = udp.build_for(false).unwrap();
+        assert_eq!(remote.workers, TestSpec::default_workers(8));
+        // Asked for, paced, or TCP: unchanged.
+        for line in [
+            "run udp-stream --flows 8 --workers 3",
+            "run udp-stream --flows 8 --rate 10k",
+            "run stream --flows 8",
+            "run udp-rr --flows 8",
+        ] {
+            let o = opts(line);
+            assert_eq!(
+                o.build_for(true).unwrap(),
+                o.build().unwrap(),
+                "{line}: the local agent changes nothing"
+            );
+        }
+    }
+
+    #[test]
+    fn read_size_is_checked_and_recorded() {
+        let opts = |line: &str| {
+            let o = Run::try_parse_from(line.split_whitespace()).unwrap();
+            let mut t = o.opts;
+            t.workload = Some(o.workload);
+            t.build()
+        };
+        assert_eq!(opts("run stream").unwrap().read_size, 128 << 10);
+        assert_eq!(
+            opts("run stream --read-size 16K").unwrap().read_size,
+            16 << 10
+        );
+        assert!(opts("run stream --read-size 0")
+            .unwrap_err()
+            .contains("--read-size"));
+        assert!(opts("run stream --read-size 17M")
+            .unwrap_err()
+            .contains("--read-size"));
+        assert!(opts("run udp-stream --read-size 16K")
+            .unwrap_err()
+            .contains("TCP"));
+        // UDP keeps 0 (it reads whole datagrams).
+        assert_eq!(opts("run udp-stream").unwrap().read_size, 0);
     }
 
     #[test]

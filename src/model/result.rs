@@ -160,6 +160,13 @@ pub struct UdpFigures {
     /// CPU µs per received datagram on each end.
     pub client_us_per_packet: Option<f64>,
     pub agent_us_per_packet: Option<f64>,
+    /// Datagrams per sending system call (sendmmsg batch or GSO send) and
+    /// per receiving one (recvmmsg; with GRO the kernel's coalesced
+    /// datagrams count one by one). None in results before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_per_send: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_per_recv: Option<f64>,
 }
 
 /// What a memcache test measured over its window (client side, with the

@@ -45,6 +45,13 @@ pub struct Counters {
     /// udp-rr: requests unanswered after the timeout.
     #[serde(default)]
     pub timeouts: u64,
+    /// UDP: system calls that sent datagrams (sendmmsg, or one GSO send)
+    /// and that received some (recvmmsg): datagrams per call = packets /
+    /// calls, what batching and GSO/GRO bought.
+    #[serde(default)]
+    pub udp_send_calls: u64,
+    #[serde(default)]
+    pub udp_recv_calls: u64,
     /// UDP receivers: the sum and count of |D| (RFC 3550 transit-time
     /// differences of consecutive packets), ns: their mean per interval.
     #[serde(default)]
@@ -87,6 +94,8 @@ impl AddAssign for Counters {
         self.duplicates += o.duplicates;
         self.rcv_drops += o.rcv_drops;
         self.timeouts += o.timeouts;
+        self.udp_send_calls += o.udp_send_calls;
+        self.udp_recv_calls += o.udp_recv_calls;
         self.transit_delta_ns += o.transit_delta_ns;
         self.transit_deltas += o.transit_deltas;
         self.kv_gets += o.kv_gets;
@@ -118,6 +127,8 @@ impl Sub for Counters {
             duplicates: self.duplicates - o.duplicates,
             rcv_drops: self.rcv_drops - o.rcv_drops,
             timeouts: self.timeouts - o.timeouts,
+            udp_send_calls: self.udp_send_calls - o.udp_send_calls,
+            udp_recv_calls: self.udp_recv_calls - o.udp_recv_calls,
             transit_delta_ns: self.transit_delta_ns - o.transit_delta_ns,
             transit_deltas: self.transit_deltas - o.transit_deltas,
             kv_gets: self.kv_gets - o.kv_gets,

@@ -264,7 +264,13 @@ pub struct TestSpec {
     /// first N; studies sweep it). None: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,
-    /// UDP: datagrams per sendmmsg/recvmmsg call (0: the default, 32).
+    /// TCP: bytes asked of each receive call on both ends (netperf -M).
+    /// 0 (results before it was an option): the engine's choice then, the
+    /// largest message clamped to 256 KiB..1 MiB.
+    #[serde(default)]
+    pub read_size: usize,
+    /// UDP: datagrams per sendmmsg/recvmmsg call (0: the default, 32; with
+    /// GSO as many as one send takes).
     #[serde(default)]
     pub batch: u32,
     /// UDP: one GSO send (UDP_SEGMENT) per batch instead of sendmmsg.
@@ -414,6 +420,7 @@ impl Default for TestSpec {
             window: WindowMode::Buffer,
             rtt_s: None,
             clients: None,
+            read_size: 0,
             batch: 0,
             gso: false,
             gro: false,
@@ -439,6 +446,14 @@ pub const UDP_HEADER: usize = 32;
 pub const UDP_MAX: usize = 65_507;
 /// Datagrams per sendmmsg/recvmmsg call when `batch` is 0.
 pub const UDP_BATCH: u32 = 32;
+/// The most segments one UDP GSO send may carry (the kernel's
+/// UDP_MAX_SEGMENTS since Linux 6.9; 64 before, where linerate falls back).
+pub const UDP_MAX_SEGMENTS: u32 = 128;
+/// The largest `read_size` a test may ask for.
+pub const MAX_READ_SIZE: usize = 16 << 20;
+/// Bounds of the default read size.
+const READ_SIZE_MIN: usize = 16 << 10;
+const READ_SIZE_MAX: usize = 1 << 20;
 
 impl TestSpec {
     /// Worker threads when none are asked for: one per flow up to the CPUs.
@@ -499,15 +514,53 @@ impl TestSpec {
         if self.tls.is_some() {
             return Err("--tls applies to linerate's own flows, not to exec or scp".into());
         }
+        if self.read_size != 0 {
+            return Err("--read-size applies to linerate's own flows, not to exec or scp".into());
+        }
         Ok(())
     }
 
-    /// Datagrams per sendmmsg/recvmmsg call.
+    /// Datagrams per sendmmsg/recvmmsg call; with GSO, per send: as many
+    /// as the kernel takes in one datagram (iperf3 --gsro does the same).
     pub fn udp_batch(&self) -> u32 {
-        if self.batch == 0 {
-            UDP_BATCH
-        } else {
-            self.batch
+        match (self.batch, self.gso) {
+            (0, true) => ((UDP_MAX / self.message.max(1)) as u32).clamp(1, UDP_MAX_SEGMENTS),
+            (0, false) => UDP_BATCH,
+            (b, _) => b,
+        }
+    }
+
+    /// The largest message a flow of this test receives (and so sends).
+    pub fn largest_message(&self) -> usize {
+        let biggest = [
+            self.message as u64,
+            self.request,
+            self.response,
+            self.reply,
+            self.bytes.unwrap_or(0),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(1);
+        biggest.clamp(1, usize::MAX as u64) as usize
+    }
+
+    /// The read size when none is asked for: the largest message, within
+    /// 16 KiB..1 MiB, as iperf3 reads its block size. Measured on loopback
+    /// under bbr (bench/RESULTS.md, 2026-11-25): a receiver that asks for
+    /// more than the sender writes (the old fixed 256 KiB for 16 KiB and
+    /// 128 KiB writes) ACKs in larger, rarer steps, and BBR, which sizes
+    /// its window and pacing rate from the ACKs, sends 10-25% slower.
+    pub fn default_read_size(&self) -> usize {
+        self.largest_message().clamp(READ_SIZE_MIN, READ_SIZE_MAX)
+    }
+
+    /// The read size the engine uses (`read_size`, or for results before
+    /// it was an option what the engine chose then).
+    pub fn effective_read_size(&self) -> usize {
+        match self.read_size {
+            0 => self.largest_message().clamp(256 << 10, READ_SIZE_MAX),
+            n => n,
         }
     }
 
@@ -534,7 +587,15 @@ impl TestSpec {
         if (self.gso || self.gro) && self.workload != Workload::UdpStream {
             return Err("--gso and --gro apply to udp-stream".into());
         }
-        if self.gso && self.message * self.batch.max(1) as usize > UDP_MAX {
+        if self.gso && self.batch > UDP_MAX_SEGMENTS {
+            return Err(format!(
+                "--gso carries at most {UDP_MAX_SEGMENTS} datagrams per send (the kernel's UDP_MAX_SEGMENTS): lower --batch"
+            ));
+        }
+        if self.read_size != 0 {
+            return Err("--read-size applies to TCP workloads (UDP reads whole datagrams)".into());
+        }
+        if self.gso && self.message * self.udp_batch() as usize > UDP_MAX {
             return Err(format!(
                 "--gso sends --batch x --message in one datagram of at most {UDP_MAX} bytes: lower --batch"
             ));
@@ -613,6 +674,12 @@ impl TestSpec {
         }
         if !self.is_finite() && self.duration_s < self.interval_s.min(0.1) {
             return Err("--duration must be at least 0.1 s".into());
+        }
+        if self.read_size > MAX_READ_SIZE {
+            return Err(format!(
+                "--read-size is capped at {} MiB",
+                MAX_READ_SIZE >> 20
+            ));
         }
         if self.outstanding == 0 || self.outstanding > 1024 {
             return Err("--outstanding must be between 1 and 1024".into());
@@ -770,5 +837,69 @@ mod tests {
             ..exec
         };
         assert!(exact.validate().unwrap_err().contains("tcp_rmem"));
+    }
+
+    #[test]
+    fn the_default_read_size_follows_the_largest_message() {
+        let with = |message: usize, bytes: Option<u64>| TestSpec {
+            message,
+            bytes,
+            ..Default::default()
+        };
+        assert_eq!(with(16 << 10, None).default_read_size(), 16 << 10);
+        assert_eq!(with(128 << 10, None).default_read_size(), 128 << 10);
+        assert_eq!(with(1 << 20, None).default_read_size(), 1 << 20);
+        // Within 16 KiB..1 MiB.
+        assert_eq!(with(1024, None).default_read_size(), 16 << 10);
+        assert_eq!(with(4 << 20, None).default_read_size(), 1 << 20);
+        assert_eq!(with(64 << 10, Some(20 << 20)).default_read_size(), 1 << 20);
+        let rr = TestSpec {
+            workload: Workload::Rr,
+            request: 200,
+            response: 32 << 10,
+            message: 1,
+            reply: 1,
+            ..Default::default()
+        };
+        assert_eq!(rr.default_read_size(), 32 << 10);
+        // Results from before the option: the engine's old rule.
+        assert_eq!(with(16 << 10, None).effective_read_size(), 256 << 10);
+        let set = TestSpec {
+            read_size: 4096,
+            ..Default::default()
+        };
+        assert_eq!(set.effective_read_size(), 4096);
+        assert!(set.validate().is_ok());
+        let huge = TestSpec {
+            read_size: MAX_READ_SIZE + 1,
+            ..Default::default()
+        };
+        assert!(huge.validate().unwrap_err().contains("--read-size"));
+    }
+
+    #[test]
+    fn gso_fills_a_send_with_what_the_kernel_takes() {
+        let udp = |message: usize, gso: bool, batch: u32| TestSpec {
+            workload: Workload::UdpStream,
+            message,
+            gso,
+            batch,
+            ..Default::default()
+        };
+        assert_eq!(udp(64, false, 0).udp_batch(), UDP_BATCH);
+        assert_eq!(udp(64, true, 0).udp_batch(), UDP_MAX_SEGMENTS);
+        // 46 x 1,400 B fit one 65,507-byte datagram.
+        assert_eq!(udp(1400, true, 0).udp_batch(), 46);
+        assert_eq!(udp(60_000, true, 0).udp_batch(), 1);
+        assert_eq!(udp(64, true, 16).udp_batch(), 16);
+        assert!(udp(64, true, 0).validate().is_ok());
+        assert!(udp(1400, true, 0).validate().is_ok());
+        assert!(udp(64, true, 200)
+            .validate()
+            .unwrap_err()
+            .contains("UDP_MAX_SEGMENTS"));
+        let mut read = udp(64, false, 0);
+        read.read_size = 4096;
+        assert!(read.validate().unwrap_err().contains("--read-size"));
     }
 }

@@ -169,7 +169,8 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
             config.label = None;
             let label = params_label(&params);
             let named = |e: String| format!("{}: point {label}: {e}", study.origin);
-            let spec = config.build().map_err(named)?;
+            let local = study.network.agent.is_none() && study.network.hosts.is_none();
+            let spec = config.build_for(local).map_err(named)?;
             crate::control::check(&spec).map_err(named)?;
             let confidence = config.confidence();
             let id = if params.is_empty() {

@@ -132,6 +132,7 @@ impl Requester {
         self.seq += sent as u64;
         self.stats.packets_tx += sent as u64;
         cx.counters.packets_tx += sent as u64;
+        cx.counters.udp_send_calls += (sent > 0) as u64;
         cx.counters.bytes_tx += (sent * self.tx.slot) as u64;
         if self.timer_at.is_none() && !self.inflight.is_empty() {
             let at = cx.now + self.timeout;
@@ -167,6 +168,7 @@ impl Flow for Requester {
                     Ok(n) => n,
                     Err(e) => return self.failed(cx, e),
                 };
+                cx.counters.udp_recv_calls += 1;
                 let now = mono_ns();
                 for i in 0..n {
                     let d = self.rx.datagram(i);
@@ -324,6 +326,7 @@ impl Flow for Responder {
                 }
                 Err(e) => return Status::Failed(e),
             };
+            cx.counters.udp_recv_calls += 1;
             let mut k = 0;
             for i in 0..n {
                 let d = self.rx.datagram(i);
@@ -367,6 +370,7 @@ impl Flow for Responder {
                     Err(e) => return Status::Failed(e),
                 };
                 cx.counters.packets_tx += sent as u64;
+                cx.counters.udp_send_calls += (sent > 0) as u64;
                 cx.counters.bytes_tx += (sent * self.tx.slot) as u64;
                 cx.counters.transactions += sent as u64;
                 self.stats.packets_tx += sent as u64;

@@ -24,6 +24,9 @@ use crate::model::spec::{self, Direction, MainMetric, TestSpec, UDP_HEADER};
 
 pub struct UdpStream;
 
+/// UDP_MAX_SEGMENTS of kernels before 6.9.
+const OLD_MAX_SEGMENTS: usize = 64;
+
 impl Workload for UdpStream {
     fn kind(&self) -> spec::Workload {
         spec::Workload::UdpStream
@@ -95,6 +98,7 @@ pub struct UdpStreamFlow {
     message: usize,
     batch: usize,
     gso: bool,
+    gro: bool,
     tx: SendBatch,
     rx: RecvBatch,
     seq: u64,
@@ -134,6 +138,7 @@ impl UdpStreamFlow {
             message: spec.message,
             batch,
             gso: spec.gso,
+            gro: spec.gro,
             tx: SendBatch::new(if send { batch } else { 1 }, spec.message, &payload, head),
             // A receiver's slots hold any datagram (with GRO, a coalesced
             // 64 KiB of them, in fewer slots); a pure sender reads only the
@@ -165,13 +170,22 @@ impl UdpStreamFlow {
         }
         let fd = self.sock.as_raw_fd();
         let sent = if self.gso && n > 1 {
-            self.tx.send_gso(fd, n)?
+            match self.tx.send_gso(fd, n) {
+                // A kernel before 6.9 takes 64 segments per send, not 128:
+                // from now on send what it takes.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && n > OLD_MAX_SEGMENTS => {
+                    self.batch = OLD_MAX_SEGMENTS;
+                    self.tx.send_gso(fd, OLD_MAX_SEGMENTS)?
+                }
+                r => r?,
+            }
         } else {
             self.tx.send(fd, n, None)?
         };
         self.seq += sent as u64;
         self.stats.packets_tx += sent as u64;
         cx.counters.packets_tx += sent as u64;
+        cx.counters.udp_send_calls += (sent > 0) as u64;
         cx.counters.bytes_tx += (sent * self.message) as u64;
         Ok(sent)
     }
@@ -297,15 +311,24 @@ impl UdpStreamFlow {
                 Ok(n) => n,
                 Err(e) => return self.failed(cx, e),
             };
+            cx.counters.udp_recv_calls += 1;
             let now = mono_ns();
+            let mut datagrams = 0;
             for i in 0..n {
                 for d in rx.datagrams(i) {
                     moved += self.take(cx, d, now);
+                    datagrams += 1;
                 }
             }
             if let Some(d) = rx.drops {
-                let new = d.wrapping_sub(self.last_drops) as u64;
+                let mut new = d.wrapping_sub(self.last_drops) as u64;
                 self.last_drops = d;
+                if self.gro {
+                    // The kernel counts dropped socket buffers, and with GRO
+                    // one holds a coalesced run of datagrams: count each as
+                    // many as this call's buffers held on average.
+                    new = (new * datagrams).div_ceil(n as u64);
+                }
                 cx.counters.rcv_drops += new;
                 self.stats.rcv_drops += new;
             }

@@ -38,7 +38,11 @@ pub fn describe(spec: &TestSpec) -> String {
                     spec.reply
                 )
                 .to_lowercase(),
-                None => format!("stream {dir}, {} writes", fmt_bytes(spec.message as u64)),
+                None => format!(
+                    "stream {dir}, {} writes, {} reads",
+                    fmt_bytes(spec.message as u64),
+                    fmt_bytes(spec.effective_read_size() as u64)
+                ),
             }
         }
         Workload::Rr => {
@@ -74,10 +78,11 @@ pub fn describe(spec: &TestSpec) -> String {
                 Direction::Bidir => "bidir",
             };
             let mut s = format!(
-                "udp-stream {dir}, {} B datagrams, batch {}{}",
+                "udp-stream {dir}, {} B datagrams, {} per {}{}",
                 spec.message,
                 spec.udp_batch(),
-                if spec.gso { " (GSO)" } else { "" }
+                if spec.gso { "GSO send" } else { "sendmmsg" },
+                if spec.gro { ", GRO on receive" } else { "" }
             );
             if let Some(r) = spec.rate {
                 let _ = write!(s, ", paced at {} packets in total", fmt_rate(r));
@@ -560,6 +565,20 @@ fn udp_lines(o: &mut String, u: &crate::model::result::UdpFigures, spec: &TestSp
         per(u.client_us_per_packet),
         per(u.agent_us_per_packet)
     );
+    if let (Some(s), Some(r)) = (u.datagrams_per_send, u.datagrams_per_recv) {
+        let send = if spec.gso { "GSO send" } else { "sendmmsg" };
+        let recv = if spec.gro {
+            "recvmmsg (GRO-coalesced datagrams counted one by one)"
+        } else {
+            "recvmmsg"
+        };
+        let _ = writeln!(
+            o,
+            "  {:<12} {s:.1} datagrams per {send} (asked: {}), {r:.1} per {recv}",
+            "per call",
+            spec.udp_batch()
+        );
+    }
 }
 
 fn kv_lines(o: &mut String, k: &crate::model::result::KvFigures) {
