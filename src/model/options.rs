@@ -427,7 +427,7 @@ pub struct TestOptions {
     /// Number of flows (connections) [default: 1].
     #[arg(short = 'F', long)]
     pub flows: Option<u32>,
-    /// Client workers (threads, each an epoll loop); default min(flows, CPUs).
+    /// Client workers (threads, each an epoll loop); default min(flows, CPUs), a worker per flow for a stream of up to 4 flows per CPU.
     #[arg(short = 'T', long, alias = "threads")]
     #[serde(alias = "threads")]
     pub workers: Option<u32>,
@@ -676,7 +676,7 @@ impl TestOptions {
         let flows = self.flows.unwrap_or(d.flows);
         let workers = self
             .workers
-            .unwrap_or_else(|| TestSpec::default_workers(flows));
+            .unwrap_or_else(|| TestSpec::default_workers_for(workload, flows));
         let per = self.per.unwrap_or(d.per);
         let program = workload.is_program();
         let finite = (self.bytes.is_some() && per == Per::Flow) || program;
@@ -963,7 +963,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     );
     flag(spec.flows != d.flows, format!("--flows {}", spec.flows));
     flag(
-        spec.workers != TestSpec::default_workers(spec.flows),
+        spec.workers != TestSpec::default_workers_for(spec.workload, spec.flows),
         format!("--workers {}", spec.workers),
     );
     flag(
@@ -1227,7 +1227,7 @@ mod tests {
         for s in specs {
             let mut s = s;
             if s.workers == 1 && s.agent_workers == 1 {
-                s.workers = TestSpec::default_workers(s.flows);
+                s.workers = TestSpec::default_workers_for(s.workload, s.flows);
                 s.agent_workers = s.workers;
             }
             if s.read_size == 0 && !s.workload.is_udp() && !s.workload.is_program() {
@@ -1252,6 +1252,16 @@ mod tests {
         assert_eq!((local.workers, local.agent_workers), (half, half));
         let remote = udp.build_for(false).unwrap();
         assert_eq!(remote.workers, TestSpec::default_workers(8));
+        // A few bulk TCP flows get a worker each; many share one per CPU.
+        let ncpu = TestSpec::default_workers(u32::MAX);
+        let few = opts(&format!("run stream --flows {}", 4 * ncpu));
+        assert_eq!(few.build().unwrap().workers, 4 * ncpu);
+        let many = opts(&format!("run stream --flows {}", 4 * ncpu + 1));
+        assert_eq!(many.build().unwrap().workers, ncpu);
+        assert_eq!(
+            opts("run rr --flows 8").build().unwrap().workers,
+            ncpu.min(8)
+        );
         // Asked for, paced, or TCP: unchanged.
         for line in [
             "run udp-stream --flows 8 --workers 3",
