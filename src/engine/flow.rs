@@ -112,6 +112,11 @@ pub trait Flow: Send {
 pub enum ReadStep {
     /// Read this many bytes (counted already); the caller parses them.
     Data(usize),
+    /// Read this many bytes, and the socket had no more: the caller parses
+    /// them and waits for the next event instead of reading again (a read
+    /// that could only say EAGAIN: one system call of four per rr
+    /// transaction on each end).
+    Last(usize),
     /// The socket would block: wait for the next event.
     Blocked,
     /// The peer closed.
@@ -291,6 +296,7 @@ impl FlowBase {
         if let Some(c) = &mut self.clamp {
             c.check(self.stream.as_raw_fd(), cx.now);
         }
+        let room = cx.buf.len();
         Ok(match self.recv(cx.buf)? {
             Io::Moved(n) => {
                 *moved += n;
@@ -298,7 +304,17 @@ impl FlowBase {
                 self.bytes_rx += n as u64;
                 cx.counters.bytes_rx += n as u64;
                 cx.now = Instant::now();
-                ReadStep::Data(n)
+                // A clear-text TCP read returns short only when it emptied
+                // the receive queue, and data arriving after it raises a new
+                // edge; so does a FIN, unless it had arrived before this
+                // event was taken (peer_closed: Some(true) or unknown), when
+                // only another read would see it. TLS may hold records of
+                // its own: it always reads until the socket says EAGAIN.
+                if n < room && self.tls.is_none() && cx.peer_closed == Some(false) {
+                    ReadStep::Last(n)
+                } else {
+                    ReadStep::Data(n)
+                }
             }
             Io::Blocked => ReadStep::Blocked,
             Io::Eof => ReadStep::Eof,

@@ -159,8 +159,9 @@ impl Requester {
         let mut moved = 0;
         let mut busy = false;
         loop {
-            let n = match self.base.read_step(cx, &mut moved)? {
-                ReadStep::Data(n) => n as u64,
+            let (n, last) = match self.base.read_step(cx, &mut moved)? {
+                ReadStep::Data(n) => (n as u64, false),
+                ReadStep::Last(n) => (n as u64, true),
                 ReadStep::Blocked => break,
                 ReadStep::Eof => return Ok(Status::Done),
                 ReadStep::Budget => {
@@ -169,6 +170,9 @@ impl Requester {
                 }
             };
             completed |= self.consume(cx, n)?;
+            if last {
+                break;
+            }
         }
         if self.count.is_some_and(|c| self.base.transactions >= c) {
             self.base.completed_s.get_or_insert_with(|| {
@@ -399,8 +403,9 @@ impl Responder {
         let mut moved = 0;
         let mut busy = false;
         while !(self.once && self.close_first && self.base.transactions > 0) {
-            let n = match self.base.read_step(cx, &mut moved)? {
-                ReadStep::Data(n) => n as u64,
+            let (n, last) = match self.base.read_step(cx, &mut moved)? {
+                ReadStep::Data(n) => (n as u64, false),
+                ReadStep::Last(n) => (n as u64, true),
                 ReadStep::Blocked => break,
                 ReadStep::Eof => {
                     if self.once && self.answered {
@@ -414,6 +419,9 @@ impl Responder {
                 }
             };
             self.consume(cx, n);
+            if last {
+                break;
+            }
         }
         match self.base.write_payload(cx, &mut self.to_write)? {
             WriteStep::Drained | WriteStep::Blocked => {}
