@@ -142,6 +142,69 @@ fn rr_transactions_times_sizes_equal_bytes() {
     assert!((us_tx / expect - 1.0).abs() < 0.05, "{us_tx} vs {expect}");
 }
 
+/// `--io threads` (a blocking thread per flow) counts what the event loop
+/// counts: rr sizes add up per flow, streams count at their receivers in
+/// both directions with intervals that tile the window, a finite transfer
+/// moves exactly its bytes, TLS works on blocking sockets; and it is what
+/// a closed-loop rr with a worker per flow gets by default.
+#[test]
+fn io_threads_counts_what_the_event_loop_counts() {
+    let r = run_json(
+        "rr-threads.json",
+        "rr --io threads --request 200 --response 1000 -F 2 -d 1 --warmup 0.3",
+    );
+    assert_eq!(r["spec"]["io"], "threads");
+    assert_eq!(u(&r["spec"]["workers"]), 2);
+    let it = &r["iterations"][0];
+    check_intervals(it);
+    assert!(u(&it["transactions"]) > 500);
+    for f in it["flows"]["agent"].as_array().unwrap() {
+        assert_eq!(u(&f["bytes_rx"]), u(&f["transactions"]) * 200);
+    }
+    for f in it["flows"]["client"].as_array().unwrap() {
+        let (t, rx) = (u(&f["transactions"]), u(&f["bytes_rx"]));
+        assert!(rx >= t * 1000 && rx < (t + 1) * 1000, "{t} tx, {rx} bytes");
+    }
+
+    let r = run_json(
+        "st-threads.json",
+        "stream --io threads -F 2 -d 1 --warmup 0.3 --interval 0.5",
+    );
+    let it = &r["iterations"][0];
+    check_intervals(it);
+    assert_eq!(it["intervals"].as_array().unwrap().len(), 2);
+    assert_eq!(u(&it["bytes"]), u(&it["counters"]["agent"]["bytes_rx"]));
+    assert!(u(&it["bytes"]) > 10_000_000);
+    let r = run_json(
+        "rx-threads.json",
+        "stream --io threads --direction rx -d 1 --warmup 0.3",
+    );
+    let it = &r["iterations"][0];
+    assert_eq!(u(&it["bytes"]), u(&it["counters"]["client"]["bytes_rx"]));
+    assert!(u(&it["bytes"]) > 10_000_000);
+
+    let r = run_json("put-threads.json", "stream --io threads --bytes 20M -F 2");
+    let it = &r["iterations"][0];
+    assert_eq!(
+        u(&it["counters"]["agent"]["bytes_rx"]),
+        2 * 20 * 1024 * 1024
+    );
+    assert_eq!(u(&it["counters"]["client"]["bytes_rx"]), 2 * 20);
+
+    let r = run_json(
+        "tls-threads.json",
+        "rr --io threads --tls --no-baseline -d 1 --warmup 0.3",
+    );
+    assert!(u(&r["summary"]["transactions"]) > 100);
+
+    // Defaults: a closed-loop rr with a worker per flow blocks; an open
+    // loop needs the event loop's timers.
+    let r = run_json("rr-default.json", "rr -d 0.5 --warmup 0.2");
+    assert_eq!(r["spec"]["io"], "threads");
+    let r = run_json("rr-open.json", "rr --rate 500 -d 0.5 --warmup 0.2");
+    assert_eq!(r["spec"]["io"], "epoll");
+}
+
 #[test]
 fn rr_open_loop_holds_the_rate_and_reports_corrected_latency() {
     let r = run_json("rate.json", "rr --rate 1000 -F 2 -d 2 --warmup 0.5");

@@ -66,6 +66,10 @@ pub struct Ctx<'a> {
     /// unknown. A flow waiting only for EOF may sleep on Some(false): the
     /// FIN's arrival raises a new edge.
     pub peer_closed: Option<bool>,
+    /// The flow's socket blocks (`--io threads`): a read that comes back
+    /// short ends the read loop (another would wait for more), and a
+    /// socket timeout, not an event, returns control to the worker.
+    pub blocking: bool,
 }
 
 impl Ctx<'_> {
@@ -105,6 +109,17 @@ pub trait Flow: Send {
     /// are dropped, and so closed, at once.
     fn persistent(&self) -> bool {
         false
+    }
+    /// `--io threads`: puts the flow's socket in blocking mode, its reads
+    /// and writes returning EAGAIN after `tick` without progress (so the
+    /// thread still sees interval edges and the stop flag). Flows that
+    /// need events or timers (accepting, connecting per transaction,
+    /// pacing) keep the default: unsupported.
+    fn set_blocking(&mut self, _tick: Duration) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this flow needs the event loop (--io epoll)",
+        ))
     }
 }
 
@@ -277,6 +292,14 @@ impl FlowBase {
         }
     }
 
+    /// Blocking socket with `tick` as its send and receive timeout.
+    pub fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
+        let s = socket2::SockRef::from(&self.stream);
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(tick))?;
+        s.set_write_timeout(Some(tick))
+    }
+
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         registry.register(
             &mut self.stream,
@@ -310,7 +333,9 @@ impl FlowBase {
                 // event was taken (peer_closed: Some(true) or unknown), when
                 // only another read would see it. TLS may hold records of
                 // its own: it always reads until the socket says EAGAIN.
-                if n < room && self.tls.is_none() && cx.peer_closed == Some(false) {
+                if n < room
+                    && (cx.blocking || (self.tls.is_none() && cx.peer_closed == Some(false)))
+                {
                     ReadStep::Last(n)
                 } else {
                     ReadStep::Data(n)

@@ -201,6 +201,7 @@ impl Side {
                 tx: tx.clone(),
                 finite,
                 spin: spec.spin,
+                blocking: spec.io == crate::model::spec::IoMode::Threads,
             };
             let h = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))

@@ -69,7 +69,16 @@ pub struct WorkerSetup {
     pub finite: bool,
     /// Busy polling: never sleep in epoll (`--spin`).
     pub spin: bool,
+    /// `--io threads`: this worker's flow (at most one) runs on a blocking
+    /// socket, with no event loop.
+    pub blocking: bool,
 }
+
+/// `--io threads`: how long a blocked read or write waits before the
+/// thread looks at the clock and the stop flag again. An interval edge of
+/// an idle flow is late by at most this; a busy flow returns at least
+/// every BUDGET bytes.
+const BLOCKING_TICK: Duration = Duration::from_millis(10);
 
 /// Why a flow is called.
 #[derive(Clone, Copy)]
@@ -277,6 +286,7 @@ impl Worker {
                 Call::Ready { peer_closed, .. } => peer_closed,
                 Call::Timer => None,
             },
+            blocking: self.s.blocking,
         };
         let status = match call {
             Call::Timer => slot.flow.timer(&mut cx),
@@ -311,7 +321,59 @@ impl Worker {
         }
     }
 
+    /// `--io threads`: the flow's socket blocks, and the thread calls the
+    /// flow again whenever it returns (data moved, a timeout, its budget
+    /// used), checking the interval edges and the stop flag in between.
+    /// One send and one receive per rr exchange, as netperf's loop.
+    fn run_blocking(&mut self) -> Option<String> {
+        if self.slots.len() > 1 {
+            return Some(format!(
+                "worker {}: --io threads runs one flow per thread, this one has {}",
+                self.s.index,
+                self.slots.len()
+            ));
+        }
+        if let Some(Some(slot)) = self.slots.get_mut(0) {
+            if let Err(e) = slot.flow.set_blocking(BLOCKING_TICK) {
+                return Some(format!("--io threads: {e}"));
+            }
+        }
+        let mut spawned: Vec<Box<dyn Flow>> = Vec::new();
+        let mut loops: u64 = 0;
+        loop {
+            let now = Instant::now();
+            let in_window = self.advance(now);
+            let stopping = !in_window;
+            if self.s.stop.load(Ordering::Relaxed) || (self.s.finite && self.live == 0) {
+                if self.window_started && self.s.timeline.edge(self.next).is_some() {
+                    self.emit(now);
+                }
+                return None;
+            }
+            if self.live == 0 {
+                // Done (an agent's end of a finite transfer): wait for stop.
+                std::thread::sleep(Duration::from_millis(2).min(self.timeout(now)));
+                continue;
+            }
+            self.runnable.clear();
+            let call = Call::Ready {
+                readable: true,
+                writable: true,
+                peer_closed: None,
+            };
+            self.dispatch(0, call, now, stopping, &mut spawned);
+            loops += 1;
+            if loops.is_multiple_of(64) {
+                self.seen.sample();
+            }
+        }
+    }
+
     fn run(&mut self) {
+        if self.s.blocking {
+            let fatal = self.run_blocking();
+            return self.finish(fatal);
+        }
         let mut events = Events::with_capacity(1024);
         let mut spawned: Vec<Box<dyn Flow>> = Vec::new();
         // Tokens of flows spawned in this batch (kept: no allocation per batch).
@@ -409,6 +471,11 @@ impl Worker {
                 self.seen.sample();
             }
         }
+        self.finish(fatal);
+    }
+
+    /// Reports the flows, the placement and any errors: the worker's end.
+    fn finish(&mut self, fatal: Option<String>) {
         let flows: Vec<FlowReport> = self
             .slots
             .iter()

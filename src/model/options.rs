@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use super::exec::ExecSpec;
 use super::sample::Confidence;
 use super::spec::{
-    CertKind, CloseMode, Direction, KvDialect, KvSpec, Per, TestSpec, TlsBackend, TlsSpec,
+    CertKind, CloseMode, Direction, IoMode, KvDialect, KvSpec, Per, TestSpec, TlsBackend, TlsSpec,
     WindowMode, Workload, MAX_READ_SIZE,
 };
 use crate::units;
@@ -385,6 +385,9 @@ pub struct TestOptions {
     /// TCP: bytes asked of each receive call (netperf -M), on both ends; it shapes when the receiver ACKs and so what a pacing congestion control (bbr) measures [default: the largest message a flow receives, 16K to 1M].
     #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
     pub read_size: Option<Size>,
+    /// How workers wait for their sockets: epoll (event loops, many flows per thread) or threads (a blocking thread per flow, as netperf and iperf3 3.16+; stream tx/rx and closed-loop rr) [default: threads for a closed-loop rr with a worker per flow, else epoll].
+    #[arg(long, value_enum)]
+    pub io: Option<IoMode>,
     /// UDP: datagrams per sendmmsg/recvmmsg call [default: 32; with --gso as many as one send takes, up to 128].
     #[arg(long, value_name = "N")]
     pub batch: Option<u32>,
@@ -729,6 +732,7 @@ impl TestOptions {
                 Some(Rate::Bits(b)) => Some(b),
                 _ => None,
             },
+            io: IoMode::Epoll,
             read_size: match self.read_size {
                 Some(Size(b)) if !(1..=MAX_READ_SIZE as u64).contains(&b) => {
                     return Err(format!(
@@ -787,6 +791,14 @@ impl TestOptions {
         // Resolved here so the result records the size that was used.
         if spec.read_size == 0 && !workload.is_udp() && !program {
             spec.read_size = spec.default_read_size();
+        }
+        spec.io = match self.io {
+            Some(io) => io,
+            None => spec.default_io(),
+        };
+        if spec.io == IoMode::Threads && self.workers.is_none() && self.agent_workers.is_none() {
+            spec.workers = spec.flows;
+            spec.agent_workers = spec.flows;
         }
         spec.validate()?;
         Ok(spec)
@@ -953,6 +965,10 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     flag(
         spec.read_size != 0 && spec.read_size != spec.default_read_size(),
         format!("--read-size {}", size(spec.read_size as u64)),
+    );
+    flag(
+        spec.io != spec.default_io(),
+        format!("--io {}", spec.io.name()),
     );
     flag(spec.batch != 0, format!("--batch {}", spec.batch));
     flag(spec.gso, "--gso".into());
@@ -1206,6 +1222,18 @@ mod tests {
                 ..Default::default()
             },
             TestSpec {
+                io: IoMode::Threads,
+                flows: 3,
+                workers: 3,
+                agent_workers: 3,
+                ..Default::default()
+            },
+            TestSpec {
+                workload: Workload::Rr,
+                io: IoMode::Epoll,
+                ..Default::default()
+            },
+            TestSpec {
                 workload: Workload::TlsHandshake,
                 tls: Some(TlsSpec::default()),
                 flows: 32,
@@ -1275,6 +1303,39 @@ mod tests {
                 o.build().unwrap(),
                 "{line}: the local agent changes nothing"
             );
+        }
+    }
+
+    #[test]
+    fn io_threads_where_a_worker_holds_one_closed_loop_flow() {
+        let build = |line: &str| {
+            let o = Run::try_parse_from(line.split_whitespace()).unwrap();
+            let mut t = o.opts;
+            t.workload = Some(o.workload);
+            t.build()
+        };
+        let io = |line: &str| build(line).unwrap().io;
+        assert_eq!(io("run rr"), IoMode::Threads);
+        assert_eq!(io("run rr --tls"), IoMode::Threads);
+        assert_eq!(io("run rr --rate 1k"), IoMode::Epoll);
+        assert_eq!(io("run rr --spin"), IoMode::Epoll);
+        assert_eq!(io("run rr --flows 1000"), IoMode::Epoll);
+        assert_eq!(io("run stream"), IoMode::Epoll);
+        assert_eq!(io("run crr"), IoMode::Epoll);
+        // Asked for: a thread per flow on each end.
+        let s = build("run stream --io threads --flows 5").unwrap();
+        assert_eq!((s.workers, s.agent_workers), (5, 5));
+        for (line, why) in [
+            ("run crr --io threads", "not crr"),
+            ("run stream --io threads --direction bidir", "bidir"),
+            ("run rr --io threads --rate 1k", "--rate"),
+            ("run rr --io threads --spin", "--spin"),
+            ("run rr --io threads --flows 4 --workers 2", "--workers"),
+            ("run udp-stream --io threads", "udp-stream"),
+            ("run stream --io threads --flows 2000", "at most"),
+        ] {
+            let e = build(line).unwrap_err();
+            assert!(e.contains(why), "{line}: {e}");
         }
     }
 

@@ -102,6 +102,29 @@ pub enum CloseMode {
     Reset,
 }
 
+/// How a side's workers wait for their sockets.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    /// Event loops (epoll): a worker sleeps until any of its flows is
+    /// ready, so one thread serves thousands of flows.
+    #[default]
+    Epoll,
+    /// A thread per flow on blocking sockets (netperf, iperf3 3.16+): a
+    /// request/response exchange costs a send and a receive, no epoll_wait
+    /// and no read that finds nothing. Stream (tx or rx) and closed-loop rr.
+    Threads,
+}
+
+impl IoMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoMode::Epoll => "epoll",
+            IoMode::Threads => "threads",
+        }
+    }
+}
+
 /// How `rcvbuf` sets the receiver's TCP window.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -264,6 +287,9 @@ pub struct TestSpec {
     /// first N; studies sweep it). None: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,
+    /// How the workers wait for their sockets (results before it: epoll).
+    #[serde(default)]
+    pub io: IoMode,
     /// TCP: bytes asked of each receive call on both ends (netperf -M).
     /// 0 (results before it was an option): the engine's choice then, the
     /// largest message clamped to 256 KiB..1 MiB.
@@ -420,6 +446,7 @@ impl Default for TestSpec {
             window: WindowMode::Buffer,
             rtt_s: None,
             clients: None,
+            io: IoMode::Epoll,
             read_size: 0,
             batch: 0,
             gso: false,
@@ -444,6 +471,9 @@ fn default_timeout() -> f64 {
 pub const UDP_HEADER: usize = 32;
 /// The largest UDP payload over IPv4.
 pub const UDP_MAX: usize = 65_507;
+/// `--io threads`: at most this many flows (a thread each per end).
+pub const MAX_THREAD_FLOWS: u32 = 256;
+
 /// Up to this many stream flows per CPU, each flow gets a worker.
 const STREAM_FLOWS_PER_CPU: u32 = 4;
 
@@ -541,6 +571,63 @@ impl TestSpec {
             return Err("--read-size applies to linerate's own flows, not to exec or scp".into());
         }
         Ok(())
+    }
+
+    /// `--io threads`: a blocking thread per flow on each end, for the
+    /// flows that wait on one socket in one direction at a time.
+    fn validate_threads(&self) -> Result<(), String> {
+        let what = match self.workload {
+            Workload::Stream if self.direction == Direction::Bidir => {
+                Some("a bidir stream (one thread cannot block on its reads and its writes at once)")
+            }
+            Workload::Stream | Workload::Rr => None,
+            w => Some(w.name()),
+        };
+        if let Some(w) = what {
+            return Err(format!(
+                "--io threads runs stream (tx or rx) and closed-loop rr, not {w}: use --io epoll"
+            ));
+        }
+        if self.rate.is_some() {
+            return Err(
+                "--io threads runs closed loops; an open loop (--rate) needs the event loop's timers: use --io epoll"
+                    .into(),
+            );
+        }
+        if self.spin {
+            return Err("--spin polls in the event loop: use --io epoll".into());
+        }
+        if self.workers != self.flows || self.agent_workers != self.flows {
+            return Err(format!(
+                "--io threads runs one thread per flow on each end ({} flows): leave --workers and --agent-workers out",
+                self.flows
+            ));
+        }
+        if self.flows > MAX_THREAD_FLOWS {
+            return Err(format!(
+                "--io threads is for a few flows (at most {MAX_THREAD_FLOWS} threads per end): use --io epoll"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The I/O mode when none is asked for: a thread per flow where each
+    /// worker would hold one flow anyway and the flow is a closed-loop rr
+    /// (rr 1/1: 46.5-47.8k transactions/s against 41.6-42.2k with epoll,
+    /// netperf 48.4k, bench/RESULTS.md); epoll elsewhere, where it was
+    /// as fast or faster (a 128K stream: 32.7 Gbit/s against 28.6).
+    pub fn default_io(&self) -> IoMode {
+        let one_flow_per_worker = self.workers == self.flows && self.agent_workers == self.flows;
+        if self.workload == Workload::Rr
+            && self.rate.is_none()
+            && !self.spin
+            && one_flow_per_worker
+            && self.flows <= cpus()
+        {
+            IoMode::Threads
+        } else {
+            IoMode::Epoll
+        }
     }
 
     /// Datagrams per sendmmsg/recvmmsg call; with GSO, per send: as many
@@ -654,6 +741,9 @@ impl TestSpec {
         }
         if self.workers == 0 || self.agent_workers == 0 {
             return Err("--workers must be at least 1".into());
+        }
+        if self.io == IoMode::Threads {
+            self.validate_threads()?;
         }
         if self.workers > 256 || self.agent_workers > 256 {
             return Err("--workers is capped at 256".into());

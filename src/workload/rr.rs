@@ -266,6 +266,16 @@ impl Flow for Requester {
     fn persistent(&self) -> bool {
         true
     }
+
+    fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
+        if self.period.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "an open loop waits on timers (--io epoll)",
+            ));
+        }
+        self.base.set_blocking(tick)
+    }
 }
 
 /// Answers each request of `request` bytes with `response` bytes. As the
@@ -473,5 +483,15 @@ impl Flow for Responder {
 
     fn persistent(&self) -> bool {
         !self.once
+    }
+
+    fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
+        if self.once {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a connection per transaction needs the event loop (--io epoll)",
+            ));
+        }
+        self.base.set_blocking(tick)
     }
 }

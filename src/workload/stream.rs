@@ -259,6 +259,16 @@ impl Flow for StreamFlow {
     fn persistent(&self) -> bool {
         true
     }
+
+    fn set_blocking(&mut self, tick: std::time::Duration) -> io::Result<()> {
+        if self.send && self.recv {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a bidir flow reads and writes at once (--io epoll)",
+            ));
+        }
+        self.base.set_blocking(tick)
+    }
 }
 
 #[cfg(test)]

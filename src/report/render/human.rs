@@ -164,6 +164,13 @@ pub fn describe(spec: &TestSpec) -> String {
             spec.duration_s, spec.warmup_s
         )
     };
+    if spec.io == crate::model::spec::IoMode::Threads {
+        return format!(
+            "{what}: {} flow{}, a blocking thread each per end (--io threads), {window}",
+            spec.flows,
+            if spec.flows == 1 { "" } else { "s" },
+        );
+    }
     format!(
         "{what}: {} flow{} on {} {}worker{} (agent {}), {window}",
         spec.flows,
