@@ -197,6 +197,31 @@ fn io_threads_counts_what_the_event_loop_counts() {
     );
     assert!(u(&r["summary"]["transactions"]) > 100);
 
+    // crr: the agent serves each listener's connections in turn; both
+    // close modes and TLS.
+    for (name, args) in [
+        (
+            "crr-threads.json",
+            "crr --io threads -F 2 --request 64 --response 8K -d 1 --warmup 0.3",
+        ),
+        (
+            "crr-reset-threads.json",
+            "crr --io threads --close reset -d 1 --warmup 0.3",
+        ),
+        (
+            "crr-tls-threads.json",
+            "crr --io threads --tls --no-baseline -d 1 --warmup 0.3",
+        ),
+    ] {
+        let r = run_json(name, args);
+        let it = &r["iterations"][0];
+        let tx = u(&it["transactions"]);
+        assert!(tx > 100, "{args}: {tx} transactions");
+        let c = &it["counters"]["client"];
+        assert_eq!(u(&c["connections"]), tx, "{args}");
+        assert_eq!(u(&c["errors"]), 0, "{args}");
+    }
+
     // Defaults: a closed-loop rr with a worker per flow blocks; an open
     // loop needs the event loop's timers.
     let r = run_json("rr-default.json", "rr -d 0.5 --warmup 0.2");

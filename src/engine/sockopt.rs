@@ -128,6 +128,24 @@ pub fn tcp_socket(addr: &SocketAddr, spec: &TestSpec, agent: bool) -> io::Result
     Ok(s)
 }
 
+/// A blocking TCP socket whose reads and writes (and connect) give up
+/// after `tick` (`--io threads`).
+pub fn tcp_socket_blocking(
+    addr: &SocketAddr,
+    spec: &TestSpec,
+    tick: std::time::Duration,
+) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM.cloexec(),
+        Some(Protocol::TCP),
+    )?;
+    apply(&SockRef::from(&s), spec, false)?;
+    s.set_read_timeout(Some(tick))?;
+    s.set_write_timeout(Some(tick))?;
+    Ok(s)
+}
+
 /// A listening data socket. With `reuse_port`, several workers may each bind
 /// one on the same port and the kernel spreads connections among them.
 pub fn listener(addr: &SocketAddr, spec: &TestSpec, reuse_port: bool) -> io::Result<Socket> {

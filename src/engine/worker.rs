@@ -324,7 +324,11 @@ impl Worker {
     /// `--io threads`: the flow's socket blocks, and the thread calls the
     /// flow again whenever it returns (data moved, a timeout, its budget
     /// used), checking the interval edges and the stop flag in between.
-    /// One send and one receive per rr exchange, as netperf's loop.
+    /// One send and one receive per rr exchange, as netperf's loop. Flows a
+    /// flow spawns (a crr acceptor's connection, already blocking) are
+    /// served at once, to their end, before it is called again: a serial
+    /// server, as netserver is. A timer a flow sets (a back-off after an
+    /// error) is waited for, not run over.
     fn run_blocking(&mut self) -> Option<String> {
         if self.slots.len() > 1 {
             return Some(format!(
@@ -350,18 +354,57 @@ impl Worker {
                 }
                 return None;
             }
-            if self.live == 0 {
+            self.runnable.clear();
+            if let Some(&Reverse((at, tok))) = self.timers.peek() {
+                if at <= now {
+                    self.timers.pop();
+                    self.dispatch(tok, Call::Timer, now, stopping, &mut spawned);
+                } else {
+                    std::thread::sleep(self.timeout(now));
+                    continue;
+                }
+            } else if self.live == 0 {
                 // Done (an agent's end of a finite transfer): wait for stop.
                 std::thread::sleep(Duration::from_millis(2).min(self.timeout(now)));
                 continue;
+            } else {
+                let call = Call::Ready {
+                    readable: true,
+                    writable: true,
+                    peer_closed: None,
+                };
+                self.dispatch(0, call, now, stopping, &mut spawned);
             }
-            self.runnable.clear();
-            let call = Call::Ready {
-                readable: true,
-                writable: true,
-                peer_closed: None,
-            };
-            self.dispatch(0, call, now, stopping, &mut spawned);
+            for mut flow in spawned.drain(..) {
+                let status = loop {
+                    let mut cx = Ctx {
+                        now: Instant::now(),
+                        token: Token(usize::MAX),
+                        counters: &mut self.counters,
+                        hist: &mut self.hist,
+                        hist_corrected: &mut self.hist_corrected,
+                        buf: &mut self.buf,
+                        payload: &self.s.payload,
+                        registry: self.poll.registry(),
+                        timers: &mut self.timers,
+                        spawned: &mut Vec::new(),
+                        stopping,
+                        counting: self.window_started && !stopping,
+                        peer_closed: None,
+                        blocking: true,
+                    };
+                    match flow.ready(&mut cx, true, true) {
+                        Status::Open | Status::Busy if !self.s.stop.load(Ordering::Relaxed) => {}
+                        other => break other,
+                    }
+                };
+                if let Status::Failed(e) = status {
+                    if !stopping {
+                        self.counters.errors += 1;
+                        note_error(&e, 0);
+                    }
+                }
+            }
             loops += 1;
             if loops.is_multiple_of(64) {
                 self.seen.sample();

@@ -385,7 +385,7 @@ pub struct TestOptions {
     /// TCP: bytes asked of each receive call (netperf -M), on both ends; it shapes when the receiver ACKs and so what a pacing congestion control (bbr) measures [default: the largest message a flow receives, 16K to 1M].
     #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
     pub read_size: Option<Size>,
-    /// How workers wait for their sockets: epoll (event loops, many flows per thread) or threads (a blocking thread per flow, as netperf and iperf3 3.16+; stream tx/rx and closed-loop rr) [default: threads for a closed-loop rr with a worker per flow, else epoll].
+    /// How workers wait for their sockets: epoll (event loops, many flows per thread) or threads (a blocking thread per flow, as netperf and iperf3 3.16+; stream tx/rx, closed-loop rr, crr) [default: threads for a closed-loop rr or a crr with a worker per flow, else epoll].
     #[arg(long, value_enum)]
     pub io: Option<IoMode>,
     /// UDP: datagrams per sendmmsg/recvmmsg call [default: 32; with --gso as many as one send takes, up to 128].
@@ -1321,12 +1321,14 @@ mod tests {
         assert_eq!(io("run rr --spin"), IoMode::Epoll);
         assert_eq!(io("run rr --flows 1000"), IoMode::Epoll);
         assert_eq!(io("run stream"), IoMode::Epoll);
-        assert_eq!(io("run crr"), IoMode::Epoll);
+        assert_eq!(io("run crr"), IoMode::Threads);
+        assert_eq!(io("run crr --flows 64"), IoMode::Epoll);
+        assert_eq!(io("run tls-handshake"), IoMode::Epoll);
         // Asked for: a thread per flow on each end.
         let s = build("run stream --io threads --flows 5").unwrap();
         assert_eq!((s.workers, s.agent_workers), (5, 5));
         for (line, why) in [
-            ("run crr --io threads", "not crr"),
+            ("run tls-handshake --io threads", "not tls-handshake"),
             ("run stream --io threads --direction bidir", "bidir"),
             ("run rr --io threads --rate 1k", "--rate"),
             ("run rr --io threads --spin", "--spin"),

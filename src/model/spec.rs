@@ -112,7 +112,8 @@ pub enum IoMode {
     Epoll,
     /// A thread per flow on blocking sockets (netperf, iperf3 3.16+): a
     /// request/response exchange costs a send and a receive, no epoll_wait
-    /// and no read that finds nothing. Stream (tx or rx) and closed-loop rr.
+    /// and no read that finds nothing. Stream (tx or rx), closed-loop rr,
+    /// and crr (the agent serves each listener's connections in turn).
     Threads,
 }
 
@@ -580,12 +581,12 @@ impl TestSpec {
             Workload::Stream if self.direction == Direction::Bidir => {
                 Some("a bidir stream (one thread cannot block on its reads and its writes at once)")
             }
-            Workload::Stream | Workload::Rr => None,
+            Workload::Stream | Workload::Rr | Workload::Crr => None,
             w => Some(w.name()),
         };
         if let Some(w) = what {
             return Err(format!(
-                "--io threads runs stream (tx or rx) and closed-loop rr, not {w}: use --io epoll"
+                "--io threads runs stream (tx or rx), closed-loop rr and crr, not {w}: use --io epoll"
             ));
         }
         if self.rate.is_some() {
@@ -613,12 +614,13 @@ impl TestSpec {
 
     /// The I/O mode when none is asked for: a thread per flow where each
     /// worker would hold one flow anyway and the flow is a closed-loop rr
-    /// (rr 1/1: 46.5-47.8k transactions/s against 41.6-42.2k with epoll,
-    /// netperf 48.4k, bench/RESULTS.md); epoll elsewhere, where it was
-    /// as fast or faster (a 128K stream: 32.7 Gbit/s against 28.6).
+    /// or a crr (rr 1/1: 46.5-47.8k transactions/s against 41.6-42.2k with
+    /// epoll, netperf 48.4k; crr 64/8192 1.04-1.10x epoll; bench/RESULTS.md);
+    /// epoll elsewhere, where it was as fast or faster (a 128K stream: 32.7
+    /// Gbit/s against 28.6).
     pub fn default_io(&self) -> IoMode {
         let one_flow_per_worker = self.workers == self.flows && self.agent_workers == self.flows;
-        if self.workload == Workload::Rr
+        if matches!(self.workload, Workload::Rr | Workload::Crr)
             && self.rate.is_none()
             && !self.spin
             && one_flow_per_worker

@@ -103,6 +103,9 @@ pub struct Connector {
     session: Option<TlsConn>,
     /// What the first TLS connection negotiated, for the result.
     tls_info: Option<crate::model::flow::TlsInfo>,
+    /// `--io threads`: connections are blocking sockets with this timeout,
+    /// never registered with an event loop.
+    blocking: Option<Duration>,
 }
 
 impl Connector {
@@ -127,11 +130,17 @@ impl Connector {
             tls,
             session: None,
             tls_info: None,
+            blocking: None,
         }
     }
 
     fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        let sock = sockopt::tcp_socket(&self.addr, &self.spec, false)?;
+        let sock = match self.blocking {
+            // connect(2) then returns once the handshake is done (or after
+            // the tick, EINPROGRESS: the write waits for the rest).
+            Some(tick) => sockopt::tcp_socket_blocking(&self.addr, &self.spec, tick)?,
+            None => sockopt::tcp_socket(&self.addr, &self.spec, false)?,
+        };
         match sock.connect(&self.addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -144,11 +153,13 @@ impl Connector {
             Err(e) => return Err(e),
         }
         let mut stream = TcpStream::from_std(sock.into());
-        cx.registry.register(
-            &mut stream,
-            cx.token,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        if self.blocking.is_none() {
+            cx.registry.register(
+                &mut stream,
+                cx.token,
+                Interest::READABLE | Interest::WRITABLE,
+            )?;
+        }
         self.stream = Some(stream);
         // The loop's clock predates the previous connection's close.
         self.began = Instant::now();
@@ -165,11 +176,18 @@ impl Connector {
     }
 
     fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
+        // On blocking sockets nothing says EAGAIN: one transaction per call,
+        // so the thread sees its clock between connections.
+        let mut had_stream = false;
         loop {
             let Some(stream) = self.stream.as_mut() else {
+                if had_stream && self.blocking.is_some() {
+                    return Ok(());
+                }
                 self.open(cx)?;
                 continue;
             };
+            had_stream = true;
             match self.state {
                 State::Idle => unreachable!("a stream exists only once opened"),
                 State::Connecting => {
@@ -347,6 +365,13 @@ impl Flow for Connector {
         Status::Open
     }
 
+    /// Each connection is then a blocking socket: connect, write, read the
+    /// response, read the FIN, close, with no event loop (netperf's loop).
+    fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
+        self.blocking = Some(tick);
+        Ok(())
+    }
+
     /// With TLS: what the slot's first connection negotiated (a crr slot
     /// has no lasting socket for a kernel view).
     fn report(&self) -> Option<crate::model::flow::FlowReport> {
@@ -369,6 +394,10 @@ pub struct Acceptor {
     cookie: u64,
     close_first: bool,
     tls: Option<Arc<Role>>,
+    /// `--io threads`: the listener blocks, and the connections it accepts
+    /// are blocking sockets with its timeouts (the kernel copies them to
+    /// every accepted socket: no system call per connection).
+    blocking: bool,
 }
 
 impl Acceptor {
@@ -385,7 +414,29 @@ impl Acceptor {
             cookie,
             close_first: spec.close == CloseMode::Graceful,
             tls,
+            blocking: false,
         }
+    }
+
+    /// One accepted connection: a blocking one in `--io threads`.
+    fn accept(&mut self) -> io::Result<TcpStream> {
+        if !self.blocking {
+            return self.listener.accept().map(|(s, _)| s);
+        }
+        // SAFETY: a listening socket we own; no address asked for.
+        let fd = unsafe {
+            libc::accept4(
+                self.listener.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: accept4 returned a new descriptor that nothing else owns.
+        Ok(unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) })
     }
 }
 
@@ -396,8 +447,8 @@ impl Flow for Acceptor {
 
     fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
         loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
+            match self.accept() {
+                Ok(stream) => {
                     cx.counters.connections += 1;
                     let base = FlowBase::new(0, stream);
                     cx.spawned.push(Box::new(Responder::one_shot(
@@ -408,6 +459,10 @@ impl Flow for Acceptor {
                         self.close_first,
                         self.tls.clone(),
                     )));
+                    if self.blocking {
+                        // The thread serves it before it accepts again.
+                        return Status::Open;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Open,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -426,5 +481,14 @@ impl Flow for Acceptor {
 
     fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
         self.ready(cx, true, false)
+    }
+
+    fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
+        let s = socket2::SockRef::from(&self.listener);
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(tick))?;
+        s.set_write_timeout(Some(tick))?;
+        self.blocking = true;
+        Ok(())
     }
 }

@@ -170,7 +170,9 @@ impl Requester {
                 }
             };
             completed |= self.consume(cx, n)?;
-            if last {
+            // A blocking socket must not be read again while a request
+            // could go out: the next response waits for it.
+            if last || (cx.blocking && completed) {
                 break;
             }
         }
@@ -243,7 +245,9 @@ impl Flow for Requester {
                     _ => {}
                 }
             }
-            if readable {
+            // A blocking socket is not read while the request is still
+            // going out: no response can come before it is whole.
+            if readable && !(cx.blocking && self.to_write > 0) {
                 match self.receive(cx)? {
                     Status::Open => {}
                     other => return Ok(other),
@@ -412,7 +416,13 @@ impl Responder {
         // reads on every call, whatever the event, to see the end too.
         let mut moved = 0;
         let mut busy = false;
-        while !(self.once && self.close_first && self.base.transactions > 0) {
+        // A blocking socket reads only while there is nothing to answer:
+        // the client sends nothing more until it has its response.
+        loop {
+            let answered_once = self.once && self.close_first && self.base.transactions > 0;
+            if answered_once || (cx.blocking && self.to_write > 0) {
+                break;
+            }
             let (n, last) = match self.base.read_step(cx, &mut moved)? {
                 ReadStep::Data(n) => (n as u64, false),
                 ReadStep::Last(n) => (n as u64, true),
@@ -429,7 +439,7 @@ impl Responder {
                 }
             };
             self.consume(cx, n);
-            if last {
+            if last || (cx.blocking && self.to_write > 0) {
                 break;
             }
         }
