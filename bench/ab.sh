@@ -38,6 +38,8 @@ tests=(
   "crr 64/8192|crr --request 64 --response 8192|transactions_per_s"
   "stream TLS aes256-gcm|stream --tls --cipher aes256-gcm --no-baseline|throughput_bps"
   "stream 10000 flows|stream -F 10000 -T 2|throughput_bps"
+  "udp 64B|udp-stream --message 64|udp.packets_per_s"
+  "udp 64B GSO/GRO|udp-stream --message 64 --gso --gro|udp.packets_per_s"
 )
 
 for r in $(seq 1 "$ROUNDS"); do
@@ -49,7 +51,9 @@ for r in $(seq 1 "$ROUNDS"); do
       bin=$A; [ "$side" = B ] && bin=$B
       # shellcheck disable=SC2086
       $bin run $args -d "$SECS" --warmup 1 -q --json "$out/r.json" >/dev/null
-      python3 -c "import json;print(json.load(open('$out/r.json'))['summary']['$field'])" \
+      python3 -c "
+import json, functools
+print(functools.reduce(lambda d, k: d[k], '$field'.split('.'), json.load(open('$out/r.json'))['summary']))" \
         >> "$out/$side-${name//[^a-zA-Z0-9]/_}"
     done
   done
@@ -64,7 +68,8 @@ import statistics, sys
 a = [float(x) for x in open(sys.argv[1])]
 b = [float(x) for x in open(sys.argv[2])]
 name, field = sys.argv[3], sys.argv[4]
-fmt = (lambda v: "%.2f Gbit/s" % (v / 1e9)) if field == "throughput_bps" else (lambda v: "%.0f tx/s" % v)
+fmt = {"throughput_bps": lambda v: "%.2f Gbit/s" % (v / 1e9),
+       "udp.packets_per_s": lambda v: "%.0fk pkt/s" % (v / 1e3)}.get(field, lambda v: "%.0f tx/s" % v)
 ma, mb = statistics.median(a), statistics.median(b)
 rounds = " ".join("%.2f" % (y / x) for x, y in zip(a, b))
 print("%-24s %14s %14s %7.3f  %s" % (name, fmt(ma), fmt(mb), mb / ma, rounds))

@@ -563,21 +563,124 @@ fn bad_study_input_exits_with_one_line() {
     assert_no_panic(&o);
 }
 
+/// Every built-in study: a user's first study is often one of these, so
+/// each runs to its end here, shortened.
+const BUILTIN: [&str; 9] = [
+    "quick",
+    "streams-to-line-rate",
+    "awm",
+    "awm-mtu",
+    "connections",
+    "wan-window",
+    "udp-small-packets",
+    "memcached",
+    "tls-crypto-hw",
+];
+
+/// Runs built-in study `name` (or the study file `file`, a shortened
+/// copy of it) with short points and checks it ran every point.
+fn runs_to_the_end(name: &str, file: Option<&Path>) -> PathBuf {
+    runs_to_the_end_with(name, file, "-d 0.3 --warmup 0.2 -i 0.1")
+}
+
+fn runs_to_the_end_with(name: &str, file: Option<&Path>, extra: &str) -> PathBuf {
+    let out = out_dir(&format!("b-{name}"));
+    let study = file.map_or(name.to_string(), |f| f.display().to_string());
+    let o = run_study(&study, &out, extra, Duration::from_secs(300));
+    ok(&o);
+    let dir = the_folder(&out);
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["status"], "complete", "{name}");
+    let runs = m["runs"].as_array().unwrap();
+    assert!(!runs.is_empty());
+    for r in runs {
+        assert_eq!(r["status"], "ok", "{name}: {r}");
+        assert!(
+            dir.join(r["file"].as_str().unwrap()).exists(),
+            "{name}: {r}"
+        );
+    }
+    assert!(dir.join("report.html").exists(), "{name}");
+    dir
+}
+
+#[test]
+fn udp_small_packets_runs_to_its_last_point() {
+    // It once stopped at its eighth point: the 1,000-flow points in a row.
+    let dir = runs_to_the_end("udp-small-packets", None);
+    let last = json(&dir.join("points/flows-1000_batch-32.r1.json"));
+    assert!(
+        f(&last["summary"]["udp"]["packets_per_s"]) > 0.0,
+        "{}",
+        last["summary"]
+    );
+}
+
+#[test]
+fn quick_memcached_and_tls_crypto_hw_studies_run_to_the_end() {
+    for name in ["quick", "memcached", "tls-crypto-hw"] {
+        runs_to_the_end(name, None);
+    }
+}
+
+/// The lab's built-in studies (root: namespaces), wan-window cut to four
+/// points of its grid with a smaller transfer (its 70 points at 48 MB
+/// take minutes at small windows and long RTTs).
+#[test]
+fn lab_builtin_studies_run_to_the_end() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: lab studies need root (CI runs as root)");
+        return;
+    }
+    runs_to_the_end("awm-mtu", None);
+    let o = run_str("study show wan-window", LIMIT);
+    ok(&o);
+    let text = stdout(&o);
+    let short = text
+        .replace(
+            r#"rtt = ["0ms", "50ms", "100ms", "150ms", "200ms"]"#,
+            r#"rtt = ["0ms", "20ms"]"#,
+        )
+        .replace(
+            r#"rcvbuf = ["48K", "64K", "128K", "256K", "512K", "1M", "2M"]"#,
+            r#"rcvbuf = ["256K", "1M"]"#,
+        )
+        .replace(r#"bytes = "48M""#, r#"bytes = "1M""#);
+    assert_eq!(
+        short.matches("20ms").count(),
+        1,
+        "the sweep was not cut: {text}"
+    );
+    assert!(short.contains(r#"bytes = "1M""#), "{text}");
+    let file = write_study("wan-window-short", &short);
+    // Its duration stays a time limit (a finite transfer ends when done):
+    // 0.3 s could cut a 1 MB transfer on a busy machine.
+    let dir = runs_to_the_end_with("wan-window", Some(&file), "-d 30 --warmup 0 -i 0.1");
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(
+        m["runs"].as_array().unwrap().len(),
+        8,
+        "2 cases x 2 rtt x 2 rcvbuf"
+    );
+}
+
 #[test]
 fn builtin_studies_are_listed_and_run() {
     let o = run_str("study list", LIMIT);
     ok(&o);
     let list = stdout(&o);
-    for name in [
-        "quick",
-        "streams-to-line-rate",
-        "awm",
-        "awm-mtu",
-        "connections",
-        "memcached",
-    ] {
+    for name in BUILTIN {
         assert!(list.contains(name), "{list}");
     }
+    // And nothing is listed that this suite does not run.
+    let mut listed: Vec<&str> = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    listed.sort();
+    let mut known = BUILTIN.to_vec();
+    known.sort();
+    assert_eq!(listed, known, "a built-in study this suite does not run");
     let o = run_str("study show awm", LIMIT);
     ok(&o);
     assert!(stdout(&o).contains("[[case]]"));
