@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -195,17 +195,69 @@ fn greeted(addr: &str) -> TcpStream {
     s
 }
 
+/// Reads until the agent closes `s` (end of file or reset), at most until
+/// `by`: the time it closed, or None if it was still open then. Frames it
+/// sends before (a refusal) are returned too.
+fn closed_by(s: &mut TcpStream, by: Instant) -> (Option<Instant>, String) {
+    let mut said = Vec::new();
+    loop {
+        let left = by.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (None, String::from_utf8_lossy(&said).into_owned());
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        let mut buf = [0u8; 512];
+        match s.read(&mut buf) {
+            Ok(0) => {
+                return (
+                    Some(Instant::now()),
+                    String::from_utf8_lossy(&said).into_owned(),
+                )
+            }
+            Ok(n) => said.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => {
+                return (
+                    Some(Instant::now()),
+                    String::from_utf8_lossy(&said).into_owned(),
+                )
+            }
+        }
+    }
+}
+
+/// How long a short test against `agent` takes from start to exit.
+fn served_in(agent: &Agent, tf: &std::path::Path) -> Duration {
+    let t0 = Instant::now();
+    let o = run(
+        &remote(&agent.addr, tf, &["rr", "-d", "0.3", "--warmup", "0.1"]),
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    t0.elapsed()
+}
+
 #[test]
-fn a_connection_that_never_authenticates_is_dropped_and_floods_are_capped() {
+fn silent_and_trickling_connections_are_cut_at_their_deadlines() {
     let token = "slow-token";
     let agent = Agent::start(token, &[]);
-    let tf = token_file("slow", token);
+    // Silent after the hello: cut after 2 s (a controller answers at once).
+    let mut silent = greeted(&agent.addr);
+    let t0 = Instant::now();
+    let (closed, _) = closed_by(&mut silent, t0 + Duration::from_secs(6));
+    let after = closed.expect("a silent connection was never closed") - t0;
+    assert!(
+        after >= Duration::from_millis(1800) && after < Duration::from_millis(3500),
+        "silent connection closed after {after:?}"
+    );
     // Slowloris: a frame trickled a byte at a time never finishes; the
-    // agent ends it at its handshake deadline (10 s), not per byte.
+    // agent ends it at its handshake deadline (5 s), not per byte.
     let mut slow = greeted(&agent.addr);
-    slow.set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let t0 = std::time::Instant::now();
+    let t0 = Instant::now();
     let mut closed_after = None;
     let trickle = [0u8, 0, 0, 200];
     for i in 0..30 {
@@ -228,32 +280,157 @@ fn a_connection_that_never_authenticates_is_dropped_and_floods_are_capped() {
     }
     let after = closed_after.expect("the trickling connection was never closed");
     assert!(
-        after >= Duration::from_secs(9) && after < Duration::from_secs(14),
+        after >= Duration::from_millis(4500) && after < Duration::from_secs(9),
         "closed after {after:?}"
     );
+    let log = agent.log();
+    assert!(log.contains("sent nothing within 2 s"), "{log}");
+    assert!(log.contains("did not authenticate within 5 s"), "{log}");
+}
 
-    // A flood of idle connections: past the cap, "busy" at once.
-    let idle: Vec<TcpStream> = (0..16).map(|_| greeted(&agent.addr)).collect();
-    let mut extra = TcpStream::connect(&agent.addr).unwrap();
-    extra
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
-    let (_, body) = read_frame(&mut extra).expect("an answer, not a hang");
-    let text = String::from_utf8_lossy(&body);
-    assert!(
-        text.contains("busy") && text.contains("authenticating"),
-        "{text}"
+#[test]
+fn idle_connections_cannot_lock_a_controller_out() {
+    let token = "idle-flood-token";
+    let agent = Agent::start(token, &[]);
+    let tf = token_file("idle-flood", token);
+    let alone = served_in(&agent, &tf);
+    // 300 connections that never send a byte (nor read): past 16, each
+    // new one evicts the oldest; the last 16 are cut after 2 s.
+    let opened = Instant::now();
+    let mut idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(&agent.addr).unwrap())
+        .collect();
+    let flooded = served_in(&agent, &tf);
+    eprintln!(
+        "a 0.4 s test from start to exit: alone {alone:?}, with 300 idle connections {flooded:?}"
     );
-    // Once they are gone, a real controller gets in.
-    drop(idle);
-    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        flooded < alone + Duration::from_secs(2),
+        "with 300 idle connections open the controller took {flooded:?} (alone {alone:?})"
+    );
+    // Every idle connection is closed by the agent within the 2 s
+    // deadline (from when the last one opened, plus scheduling slack).
+    let by = opened.max(Instant::now() - flooded) + Duration::from_secs(4);
+    let mut evicted = 0;
+    for (i, s) in idle.iter_mut().enumerate() {
+        let (closed, said) = closed_by(s, by);
+        assert!(
+            closed.is_some(),
+            "idle connection {i} still open after {:?}",
+            opened.elapsed()
+        );
+        if said.contains("gave its place") {
+            evicted += 1;
+        }
+    }
+    assert!(
+        evicted >= 250,
+        "{evicted} of 300 were told they were evicted"
+    );
+    let log = agent.log();
+    assert!(log.contains("evicted"), "{log}");
+}
+
+#[test]
+fn a_flood_of_tricklers_and_churn_cannot_lock_a_controller_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let token = "churn-flood-token";
+    let agent = Agent::start(token, &[]);
+    let tf = token_file("churn-flood", token);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    // 32 connections, each trickling a byte a second (re-opened when the
+    // agent cuts them), for at most 30 s.
+    for _ in 0..32 {
+        let (stop, addr) = (stop.clone(), agent.addr.clone());
+        threads.push(std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(30);
+            while !stop.load(Ordering::SeqCst) && Instant::now() < end {
+                let Ok(mut s) = TcpStream::connect(&addr) else {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                };
+                while !stop.load(Ordering::SeqCst) && Instant::now() < end {
+                    if s.write_all(&[0]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        }));
+    }
+    // 50 connections a second opened and dropped, for at most 30 s.
+    {
+        let (stop, addr) = (stop.clone(), agent.addr.clone());
+        threads.push(std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(30);
+            while !stop.load(Ordering::SeqCst) && Instant::now() < end {
+                drop(TcpStream::connect(&addr));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let t = served_in(&agent, &tf);
+    stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        t.join().unwrap();
+    }
+    eprintln!(
+        "a 0.4 s test from start to exit under 32 tricklers and 50 new connections a second: {t:?}"
+    );
+    assert!(t < Duration::from_secs(15), "served after {t:?}");
+}
+
+/// Past the cap, the oldest waiting connection is told it gave its place
+/// to a newer one, and the controller gets in while the others are held.
+#[test]
+fn a_full_agent_evicts_the_oldest_and_says_busy_in_words() {
+    let token = "cap-token";
+    let agent = Agent::start(token, &[]);
+    let tf = token_file("cap", token);
+    let mut idle: Vec<TcpStream> = (0..16).map(|_| greeted(&agent.addr)).collect();
+    let _extra = greeted(&agent.addr);
+    let (closed, said) = closed_by(&mut idle[0], Instant::now() + Duration::from_secs(1));
+    assert!(closed.is_some(), "the oldest was not evicted");
+    assert!(
+        said.contains("\"busy\"") && said.contains("gave its place"),
+        "{said}"
+    );
     let o = run(
         &remote(&agent.addr, &tf, &["rr", "-d", "0.3", "--warmup", "0.1"]),
         LIMIT,
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let log = agent.log();
-    assert!(log.contains("did not authenticate within 10 s"), "{log}");
+    drop(idle);
+    // A controller refused as busy (one test at a time, one running)
+    // hears it in one line, in words.
+    let agent = Agent::start(token, &["--max-tests", "1"]);
+    let mut first = std::process::Command::new(bin())
+        .args(remote(&agent.addr, &tf, &["rr", "-d", "3", "-q"]))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = run(
+        &remote(&agent.addr, &tf, &["rr", "-d", "0.3", "--warmup", "0.1"]),
+        LIMIT,
+    );
+    assert_ne!(o.status.code(), Some(0));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("the agent at {} is busy: ", agent.addr))
+            && err.contains("try again"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Error {") && !err.contains("not a linerate agent"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(first.wait().unwrap().success());
 }
 
 #[test]

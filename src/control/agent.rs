@@ -11,6 +11,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::admission::{Admission, Ticket, FIRST_BYTES, HANDSHAKE_DEADLINE, MAX_UNAUTHENTICATED};
 use super::clock;
 use super::protocol::{
     self, mac, mac_eq, random_hex, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg,
@@ -58,54 +59,49 @@ struct Shared {
     cfg: ServeConfig,
     active: AtomicUsize,
     /// Connections that have not proven the token yet.
-    unauthenticated: AtomicUsize,
+    admission: Arc<Admission>,
     started: Instant,
 }
 
-/// Connections allowed to be authenticating at once: more are closed at
-/// once, so a flood of idle connections cannot use up threads.
-pub const MAX_UNAUTHENTICATED: usize = 16;
-
-/// Time a connection has to prove the token, in all (a peer trickling one
-/// byte at a time gets no more).
-pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
-
-/// A reader whose every read waits at most until one deadline.
+/// A reader whose every read waits at most until one deadline, and, until
+/// its first byte, until an earlier one.
 struct Deadline<'a> {
     stream: &'a mut TcpStream,
     until: Instant,
+    first_by: Option<Instant>,
 }
 
 impl std::io::Read for Deadline<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let first = self.first_by.is_some();
         let late = || {
             std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                format!(
-                    "did not authenticate within {} s",
-                    HANDSHAKE_DEADLINE.as_secs()
-                ),
+                if first {
+                    format!("sent nothing within {} s", FIRST_BYTES.as_secs())
+                } else {
+                    format!(
+                        "did not authenticate within {} s",
+                        HANDSHAKE_DEADLINE.as_secs()
+                    )
+                },
             )
         };
-        let left = self
-            .until
+        let until = self.first_by.map_or(self.until, |f| f.min(self.until));
+        let left = until
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
             .ok_or_else(late)?;
         self.stream.set_read_timeout(Some(left))?;
-        self.stream.read(buf).map_err(|e| match e.kind() {
+        let n = self.stream.read(buf).map_err(|e| match e.kind() {
             // A socket read timeout shows as EAGAIN.
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
             _ => e,
-        })
-    }
-}
-
-/// Counts a connection as authenticating while it lives.
-struct Pending<'a>(&'a AtomicUsize);
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        })?;
+        if n > 0 {
+            self.first_by = None;
+        }
+        Ok(n)
     }
 }
 
@@ -199,9 +195,11 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
     let shared = Arc::new(Shared {
         cfg,
         active: AtomicUsize::new(0),
-        unauthenticated: AtomicUsize::new(0),
+        admission: Arc::new(Admission::default()),
         started: Instant::now(),
     });
+    let mut evictions = 0u64;
+    let mut last_evict_log = None;
     for conn in listener.incoming() {
         let conn = match conn {
             Ok(c) => c,
@@ -211,11 +209,50 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
                 continue;
             }
         };
+        let ip = match conn.peer_addr() {
+            Ok(a) => a.ip(),
+            Err(_) => continue, // gone already
+        };
+        // Admitted here, before a thread exists for it: past the cap a
+        // waiting connection is evicted (see admission.rs).
+        let Some((ticket, evicted)) = shared.admission.admit(&conn, ip) else {
+            log!(
+                shared,
+                "connection from {ip} dropped: out of file descriptors"
+            );
+            continue;
+        };
+        if let Some(ev) = evicted {
+            // A flood evicts hundreds a second: one line a second at most.
+            evictions += 1;
+            if last_evict_log.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+                log!(
+                    shared,
+                    "{evictions} unauthenticated connection(s) evicted (the last from {}, after {:.1} s): {MAX_UNAUTHENTICATED} were waiting and {ip} connected",
+                    ev.ip,
+                    ev.waited.as_secs_f64()
+                );
+                evictions = 0;
+                last_evict_log = Some(Instant::now());
+            }
+        }
         let sh = shared.clone();
-        let h = std::thread::Builder::new()
+        let h = match std::thread::Builder::new()
             .name("linerate-session".into())
-            .spawn(move || session(conn, &sh))
-            .map_err(|e| format!("cannot start a session thread: {e}"))?;
+            .spawn(move || session(conn, ticket, &sh))
+        {
+            Ok(h) => h,
+            Err(e) => {
+                // Out of threads: this connection is dropped, the agent
+                // keeps serving.
+                log!(
+                    shared,
+                    "connection from {ip} dropped: cannot start a thread: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
         if shared.cfg.once {
             let _ = h.join();
             return Ok(());
@@ -224,31 +261,32 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
-fn session(mut tcp: TcpStream, sh: &Shared) {
+fn session(mut tcp: TcpStream, ticket: Ticket, sh: &Shared) {
     let peer = tcp
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = tcp.set_nodelay(true);
-    let pending = Pending(&sh.unauthenticated);
-    if sh.unauthenticated.fetch_add(1, Ordering::SeqCst) >= MAX_UNAUTHENTICATED {
-        let _ = send_plain_error(
-            &mut tcp,
-            ErrorCode::Busy,
-            &format!("the agent is busy: {MAX_UNAUTHENTICATED} connections are authenticating already; try again"),
-        );
-        log!(
-            sh,
-            "controller {peer} refused: {MAX_UNAUTHENTICATED} connections already authenticating"
-        );
-        return;
-    }
     let handshake = handshake(&mut tcp, sh);
-    drop(pending);
+    let evicted = ticket.evicted();
+    drop(ticket);
     let keys = match handshake {
         Ok(k) => {
             log!(sh, "controller {peer} connected");
             k
+        }
+        Err(_) if evicted => {
+            // Its slot went to a newer connection; if it is a controller
+            // after all, it hears why.
+            let _ = tcp.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = send_plain_error(
+                &mut tcp,
+                ErrorCode::Busy,
+                &format!(
+                    "{MAX_UNAUTHENTICATED} connections were authenticating and this one, the oldest, gave its place to a newer one"
+                ),
+            );
+            return;
         }
         Err(e) => {
             log!(sh, "controller {peer} refused: {e}");
@@ -327,11 +365,15 @@ fn session(mut tcp: TcpStream, sh: &Shared) {
                 }
             }
             Ok(Some(Msg::Bye)) | Ok(None) | Err(_) => break,
+            // The stop of a test that ended here first (at the agent's own
+            // bound, a minute past its window): nothing runs, so nothing
+            // to stop; the controller has the final report already.
+            Ok(Some(Msg::Stop)) => log!(sh, "controller {peer}: stop after its test had ended"),
             Ok(Some(other)) => {
                 let _ = send_error(
                     &mut stream,
                     ErrorCode::BadRequest,
-                    &format!("unexpected {other:?} between tests"),
+                    &format!("unexpected '{}' between tests", other.name()),
                 );
             }
         }
@@ -362,6 +404,7 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKey
     let auth = read_msg(&mut Deadline {
         stream: &mut *stream,
         until,
+        first_by: Some(Instant::now() + FIRST_BYTES),
     })
     .map_err(|e| format!("no authentication: {e}"))?;
     stream.set_write_timeout(None).map_err(|e| e.to_string())?;
@@ -398,7 +441,7 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKey
             Ok(protocol::session_keys(&sh.cfg.token, &nonce, &cnonce))
         }
         Msg::Error { message, .. } => Err(message),
-        other => Err(format!("expected auth, got {other:?}")),
+        other => Err(format!("expected auth, got '{}'", other.name())),
     }
 }
 
@@ -535,7 +578,8 @@ fn run_test(
             stream,
             ErrorCode::Busy,
             format!(
-                "agent busy: {running} tests running, cap {} (--max-tests); try again later",
+                "{running} {} running, its cap is {} (--max-tests)",
+                if running == 1 { "test" } else { "tests" },
                 sh.cfg.max_tests
             ),
         );
@@ -577,7 +621,7 @@ fn run_test(
             return refuse(
                 stream,
                 ErrorCode::BadRequest,
-                format!("expected start, got {other:?}"),
+                format!("expected start, got '{}'", other.name()),
             )
         }
         Ok(None) | Err(RecvTimeoutError::Disconnected) => {

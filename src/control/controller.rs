@@ -78,9 +78,14 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
             no_token,
             ..
         } if p == protocol::PROTOCOL => (version, nonce, crypto_hw, crypto_twin, no_token),
+        // A refusal before the greeting (an agent past its caps).
+        Msg::Error { code, message } => {
+            return Err(protocol::refusal(&addr.to_string(), code, &message))
+        }
         other => {
             return Err(format!(
-                "{addr} is not a linerate agent (it said {other:?})"
+                "{addr} is not a linerate agent (its first message was '{}', not a greeting)",
+                other.name()
             ))
         }
     };
@@ -131,10 +136,15 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
                 "agent at {addr} could not prove it holds the same token: wrong token on the agent?"
             ))
         }
-        Ok(Msg::Error { message, .. }) => {
-            return Err(format!("agent at {addr} refused: {message}"))
+        Ok(Msg::Error { code, message }) => {
+            return Err(protocol::refusal(&addr.to_string(), code, &message))
         }
-        Ok(other) => return Err(format!("agent at {addr}: unexpected {other:?}")),
+        Ok(other) => {
+            return Err(format!(
+                "agent at {addr}: unexpected '{}' during authentication",
+                other.name()
+            ))
+        }
         Err(e) => {
             return Err(format!(
                 "agent at {addr} closed the connection during authentication: {e}"
@@ -334,8 +344,9 @@ impl AgentConn {
                 }
                 other => {
                     return Err(format!(
-                        "agent at {}: expected a probe reply, got {other:?}",
-                        self.addr
+                        "agent at {}: expected a probe reply, got '{}'",
+                        self.addr,
+                        other.name()
                     ))
                 }
             }
@@ -374,6 +385,9 @@ impl AgentConn {
             Ok(Some(Msg::Error { code, message })) => {
                 if code == ErrorCode::ChannelBroken {
                     self.tell_broken(&message);
+                }
+                if code == ErrorCode::Busy {
+                    return Err(protocol::refusal(&self.addr.to_string(), code, &message));
                 }
                 Err(format!("agent at {}: {message}", self.addr))
             }
@@ -445,8 +459,9 @@ impl AgentConn {
                 }
                 other => {
                     return Err(format!(
-                        "agent at {}: expected ready, got {other:?}",
-                        self.addr
+                        "agent at {}: expected ready, got '{}'",
+                        self.addr,
+                        other.name()
                     ))
                 }
             };
@@ -491,8 +506,9 @@ impl AgentConn {
                 Msg::FlowsReady { .. } => {}
                 other => {
                     return Err(format!(
-                        "agent at {}: expected flows_ready, got {other:?}",
-                        self.addr
+                        "agent at {}: expected flows_ready, got '{}'",
+                        self.addr,
+                        other.name()
                     ))
                 }
             }
@@ -505,8 +521,9 @@ impl AgentConn {
                 Msg::FlowsReady { .. } => {}
                 other => {
                     return Err(format!(
-                        "agent at {}: expected flows_ready, got {other:?}",
-                        self.addr
+                        "agent at {}: expected flows_ready, got '{}'",
+                        self.addr,
+                        other.name()
                     ))
                 }
             }

@@ -420,7 +420,11 @@ impl Fleet {
                     ready.insert(s, (data, cookie, tls_cert, tls_cert_label));
                 }
                 other => {
-                    return Err(format!("{}: expected ready, got {other:?}", m.label()));
+                    return Err(format!(
+                        "{}: expected ready, got '{}'",
+                        m.label(),
+                        other.name()
+                    ));
                 }
             }
         }
@@ -490,7 +494,11 @@ impl Fleet {
                     }
                 }
                 other => {
-                    return Err(format!("{}: expected connected, got {other:?}", m.label()));
+                    return Err(format!(
+                        "{}: expected connected, got '{}'",
+                        m.label(),
+                        other.name()
+                    ));
                 }
             }
         }
@@ -505,8 +513,9 @@ impl Fleet {
                     Msg::FlowsReady { .. } => {}
                     other => {
                         return Err(format!(
-                            "{}: expected flows_ready, got {other:?}",
-                            m.label()
+                            "{}: expected flows_ready, got '{}'",
+                            m.label(),
+                            other.name()
                         ));
                     }
                 }

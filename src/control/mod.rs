@@ -2,6 +2,7 @@
 //! serve`), the controller's end, where a test runs (`target`), and the one
 //! pipeline that runs a point (`point::run_point`) for `linerate run` and
 //! for every point of a study.
+pub mod admission;
 pub mod agent;
 pub mod clock;
 pub mod cluster;

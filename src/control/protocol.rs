@@ -224,6 +224,27 @@ pub struct TargetGroup {
     pub prefill: bool,
 }
 
+impl Msg {
+    /// The message's type as the wire names it (`ready`, `stop`), for
+    /// errors about a message that came out of turn: a name, never the
+    /// message's contents.
+    pub fn name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("type")?.as_str().map(str::to_string))
+            .unwrap_or_else(|| "an unreadable message".into())
+    }
+}
+
+/// How a controller says an agent's refusal: one line in words, the busy
+/// case with what to do.
+pub fn refusal(addr: &str, code: ErrorCode, message: &str) -> String {
+    match code {
+        ErrorCode::Busy => format!("the agent at {addr} is busy: {message}; try again"),
+        _ => format!("the agent at {addr} refused: {message}"),
+    }
+}
+
 /// Latency histograms as text (see `measure::histogram::encode`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct HistText {
