@@ -251,14 +251,18 @@ fn an_interrupted_study_keeps_its_points_and_resumes() {
 #[test]
 fn ctrl_c_ends_a_study_after_the_running_test_with_its_report() {
     let out = out_dir("sigint");
-    let (child, _) = start_slow_study(&out, "sigint");
+    let text = STREAMS.replace("duration = \"0.3s\"", "duration = \"1.5s\"");
+    let file = write_study("sigint", &text);
+    // As a terminal's Ctrl-C: to the whole process group, which must not
+    // take the local agent down with it mid-test.
+    let child = spawn_group(&study_args(file.to_str().unwrap(), &out, ""));
     // Wait until the first point runs (its folder exists), then interrupt.
     let dir = wait_for_folder(&out, "manifest.json");
     std::thread::sleep(Duration::from_millis(700));
-    // SAFETY: a signal to the child this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    interrupt_group(&child);
     let o = wait(child, LIMIT);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("died"), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("interrupted (Ctrl-C)"),
         "{}",

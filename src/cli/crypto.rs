@@ -23,6 +23,9 @@ pub struct CryptoArgs {
 }
 
 pub fn crypto(a: CryptoArgs) -> Result<()> {
+    if let Some(p) = &a.json {
+        super::check_file(p, "--json")?;
+    }
     if a.each > Duration::from_secs(10) {
         return Err(usage("--each is capped at 10 s"));
     }

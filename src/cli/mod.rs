@@ -53,11 +53,82 @@ pub enum Command {
     Cluster(cluster::ClusterArgs),
 }
 
-/// Writes `value` as pretty JSON to `path`.
+/// Writes `value` as pretty JSON to `path` ("-": standard output).
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Error> {
     let text = serde_json::to_string_pretty(value).map_err(|e| Error::Failed(e.to_string()))?;
+    if is_stdout(path) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        return writeln!(out, "{text}")
+            .and_then(|_| out.flush())
+            .map_err(|e| Error::Failed(format!("cannot write the JSON to standard output: {e}")));
+    }
     std::fs::write(path, text + "\n")
         .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+/// `--json -`: the document goes to standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Checks, before any traffic, that the file `path` given with `flag` can
+/// be written: a run must not measure for minutes and then find it cannot
+/// keep its result. A file that did not exist is not left behind.
+pub fn check_file(path: &Path, flag: &str) -> Result<(), Error> {
+    if is_stdout(path) {
+        return Ok(());
+    }
+    if path.is_dir() {
+        return Err(Error::Usage(format!(
+            "{flag} {}: that is a folder; give a file name",
+            path.display()
+        )));
+    }
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(Error::Usage(format!(
+            "{flag} {}: cannot write there: {e}{}",
+            path.display(),
+            missing_parent(path)
+        ))),
+    }
+}
+
+/// Checks, before any traffic, that results can be written under the
+/// folder `dir` (made if missing).
+pub fn check_dir(dir: &Path, flag: &str) -> Result<(), Error> {
+    let probe = dir.join(format!(".linerate-write-check-{}", std::process::id()));
+    std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(&probe, b""))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            Error::Usage(format!(
+                "{flag} {}: cannot write there: {e}{}",
+                dir.display(),
+                missing_parent(dir)
+            ))
+        })
+}
+
+/// " (the folder X does not exist)" when that is why a path is unwritable.
+fn missing_parent(path: &Path) -> String {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() && !p.exists() => {
+            format!(" (the folder {} does not exist)", p.display())
+        }
+        _ => String::new(),
+    }
 }
 
 /// The exit code of an error.

@@ -32,6 +32,10 @@ pub struct QuickArgs {
 }
 
 pub fn run(args: QuickArgs) -> Result<()> {
+    if let Some(p) = &args.json {
+        super::check_file(p, "--json")?;
+    }
+    super::check_dir(&args.out, "--out")?;
     let study = builtin::get("quick").expect("quick is built in")?;
     let host = crate::measure::host::collect();
     let points = crate::study::sweep::expand(&study, &TestOptions::default())?;

@@ -24,7 +24,7 @@ pub struct RunArgs {
     /// With --tls, skip the clear-text run of the same test that measures what TLS costs.
     #[arg(long)]
     pub no_baseline: bool,
-    /// Write the full result (docs/result-schema.md) to this file.
+    /// Write the full result (docs/result-schema.md) to this file ("-": standard output, the table then goes to standard error).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Print one JSON object per interval on stdout as the test runs.
@@ -62,6 +62,15 @@ impl RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let spec = args.spec()?;
+    let json_out = args.json.as_deref().is_some_and(super::is_stdout);
+    if json_out && args.json_stream {
+        return Err(usage(
+            "--json - and --json-stream both write to standard output: pick one (or give --json a file)",
+        ));
+    }
+    if let Some(path) = &args.json {
+        super::check_file(path, "--json")?;
+    }
     let masked = crate::measure::crypto::hw_masked();
     if !spec.crypto_hw && !masked {
         return super::rerun_masked();
@@ -72,6 +81,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         ));
     }
     let program = spec.workload.is_program();
+    // The first Ctrl-C ends the test now and keeps what it measured (the
+    // summary, the JSON, exit 3); a second one ends the process.
+    crate::engine::signals::on_signals(&[libc::SIGINT], true);
+    crate::engine::signals::interrupt_ends_test();
     let mut target = target::open(&args.connect, !program)?;
     let lab = target.lab.clone();
     let point = Point {
@@ -94,11 +107,19 @@ pub fn run(args: RunArgs) -> Result<()> {
         let line = serde_json::json!({"type": "summary", "summary": result.summary});
         println!("{line}");
         eprint!("{text}");
+    } else if json_out {
+        // Standard output carries the JSON alone.
+        eprint!("{text}");
     } else {
         print!("{text}");
     }
     let _ = std::io::stdout().flush();
     if let Some(why) = result.nothing_measured() {
+        if crate::engine::signals::test_interrupted() {
+            return Err(Error::Partial(format!(
+                "interrupted (Ctrl-C) before anything was measured: {why}"
+            )));
+        }
         return Err(Error::Failed(why));
     }
     // A program's exit status decides: its error is a failure, not partial.

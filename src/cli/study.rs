@@ -160,6 +160,9 @@ pub fn study(args: StudyArgs) -> Result<()> {
 
 /// Runs a study and writes its report; returns the results folder.
 pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
+    if a.resume.is_none() {
+        super::check_dir(&a.out, "--out")?;
+    }
     let study = match &a.resume {
         // A resumed study runs the file stored with its results.
         Some(dir) => {
@@ -304,6 +307,9 @@ fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
 }
 
 pub fn compare(a: CompareArgs) -> Result<()> {
+    if let Some(p) = &a.json {
+        super::check_file(p, "--json")?;
+    }
     if !(50.0..100.0).contains(&a.level) {
         return Err(usage("--level must be between 50 and 100 (percent)"));
     }

@@ -14,6 +14,7 @@ use super::protocol::{
 };
 use crate::engine::setup::{connect_flows, targets};
 use crate::engine::side::{Observer, Side, SideReport, SideSetup};
+use crate::engine::signals;
 use crate::engine::tls;
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
@@ -51,6 +52,9 @@ pub fn resolve(agent: &str) -> Result<SocketAddr, String> {
         .next()
         .ok_or_else(|| format!("agent address '{agent}' resolves to nothing"))
 }
+
+/// Why a test that a Ctrl-C ended is partial.
+pub const INTERRUPTED: &str = "interrupted (Ctrl-C): the results cover the window up to then";
 
 pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| {
@@ -297,6 +301,7 @@ impl Observer for ControllerObserver<'_> {
         self.dead
             || self.agent_error.is_some()
             || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || signals::test_interrupted()
     }
 }
 
@@ -563,26 +568,24 @@ impl AgentConn {
         side.collect(&mut obs);
         // Finite tests end when the client is done: tell the agent now.
         let mut stop_sent = false;
-        if spec.is_finite() && !obs.dead {
+        // Likewise a test a Ctrl-C ended: the client's workers have stopped
+        // (they see no close), and the agent's stop before they would
+        // close their end mid-window on it.
+        if (spec.is_finite() || signals::test_interrupted()) && !obs.dead {
             stop_sent = self.writer.send(&Msg::Stop).is_ok();
         }
         let deadline = Instant::now() + Duration::from_secs_f64(10.0 + spec.interval_s * 2.0);
         while !obs.window_done
             && !obs.dead
             && obs.agent_error.is_none()
+            && !signals::test_interrupted()
             && Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(5));
             obs.pump();
         }
-        // The client's flows stop (and report) before the agent is told to
-        // close its end: else a flow could see the agent's close first and
-        // end its last exchange mid-way, which its report would show.
-        let client = side.finish(&mut obs);
-        if !stop_sent && !obs.dead {
-            let _ = self.writer.send(&Msg::Stop);
-        }
-        if !obs.dead {
+        // The agent's final report (its flows, placement), once told to stop.
+        let await_final = |obs: &mut ControllerObserver| {
             let deadline = Instant::now() + Duration::from_secs(15);
             while obs.agent.flows.is_empty()
                 && obs.agent.placement.is_empty()
@@ -595,7 +598,25 @@ impl AgentConn {
                     Err(RecvTimeoutError::Timeout) => {}
                 }
             }
-        }
+        };
+        let client = if signals::test_interrupted() {
+            // Mid-window: the agent's flows stop before the client's
+            // sockets close, else they would see the close (a reset) as an
+            // error of their window.
+            await_final(&mut obs);
+            side.finish(&mut obs)
+        } else {
+            // The client's flows stop (and report) before the agent is told
+            // to close its end: else a flow could see the agent's close
+            // first and end its last exchange mid-way, which its report
+            // would show.
+            let client = side.finish(&mut obs);
+            if !stop_sent && !obs.dead {
+                let _ = self.writer.send(&Msg::Stop);
+            }
+            await_final(&mut obs);
+            client
+        };
         obs.flush_live(true);
         if let Some(reason) = obs.broken.take() {
             tell_broken(&mut self.writer, &reason);
@@ -609,6 +630,8 @@ impl AgentConn {
             // The connection ended with a reason (a broken seal on either
             // side, a failure the agent named): that, not "died".
             Some(format!("agent at {}: {e}; results are partial", self.addr))
+        } else if signals::test_interrupted() && !obs.dead {
+            Some(INTERRUPTED.into())
         } else if obs.dead {
             Some(format!(
                 "agent at {} died mid-test (control connection lost after {} of the agent's intervals): results are partial",

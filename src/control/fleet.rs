@@ -578,7 +578,8 @@ impl Fleet {
                 .zip(&reports)
                 .filter(|(m, _)| m.role == Role::Server)
                 .all(|(_, r)| r.window_done);
-            if !stop_sent && (failed || (clients_done && (finite || servers_done))) {
+            let interrupted = crate::engine::signals::test_interrupted();
+            if !stop_sent && (failed || interrupted || (clients_done && (finite || servers_done))) {
                 self.stop_all(&reports);
                 stop_sent = true;
             }
@@ -616,6 +617,9 @@ impl Fleet {
         self.flush_live(&reports, next_live, live);
         let mut run = self.fold(&plan, reports);
         run.prefill = prefills;
+        if run.error.is_none() && crate::engine::signals::test_interrupted() {
+            run.error = Some(controller::INTERRUPTED.into());
+        }
         if run.error.is_none() {
             run.error = controller::kv_failure(spec, &run.client);
         }

@@ -67,6 +67,11 @@ impl LocalAgent {
             }
             None => {}
         }
+        // A process group of its own: a terminal's Ctrl-C goes to the
+        // controller, which ends the test and then the agent; the agent
+        // still dies with its parent (--exit-with-parent).
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -84,7 +84,11 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     progress.finish();
     let (mut result, rec) = outcome?;
     result.lab = rec;
-    if spec.tls.is_some() && p.tls_baseline && result.summary.status.is_ok() {
+    if spec.tls.is_some()
+        && p.tls_baseline
+        && result.summary.status.is_ok()
+        && !crate::engine::signals::test_interrupted()
+    {
         let mut bar = Progress::new(
             "clear baseline",
             spec.duration_s,

@@ -171,7 +171,10 @@ pub fn run_test(
         values.push(it.main_value(metric));
         let failed = run.error.is_some();
         iterations.push(it);
-        if failed || crate::measure::stats::satisfied(&conf, &values) {
+        if failed
+            || crate::measure::stats::satisfied(&conf, &values)
+            || crate::engine::signals::test_interrupted()
+        {
             break;
         }
     }

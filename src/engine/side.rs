@@ -126,6 +126,9 @@ pub struct Side {
     finite: bool,
     pending: BTreeMap<usize, Pending>,
     finished: Vec<Option<Finished>>,
+    /// The flows of finished workers, closed at `finish` (see
+    /// `WorkerMsg::Finished::open`).
+    open: Vec<Box<dyn crate::engine::flow::Flow>>,
     /// Edge 0 at window start, edge k+1 at the end of interval k.
     cpu_edges: CpuEdges,
     /// Intervals emitted so far.
@@ -227,6 +230,7 @@ impl Side {
             finite,
             pending: BTreeMap::new(),
             finished: (0..workers).map(|_| None).collect(),
+            open: Vec::new(),
             cpu_edges,
             emitted: 0,
             span: None,
@@ -343,7 +347,9 @@ impl Side {
                 placement,
                 errors,
                 fatal,
+                open,
             } => {
+                self.open.extend(open);
                 self.report.flows.extend(flows);
                 self.report.placement.push(placement);
                 self.report.errors.extend(errors);
@@ -470,6 +476,9 @@ impl Side {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
+        // Closed now, after the peer was told to stop (Ctrl-C) or had
+        // ended its window.
+        self.open.clear();
         let window_cpu = self.window_cpu();
         let kernel_udp = self.window_kernel_udp();
         let service = self.window_service();

@@ -40,6 +40,21 @@ pub fn raised() -> &'static AtomicBool {
     &RAISED
 }
 
+/// Whether the raised flag ends the running test (`linerate run`: the
+/// first Ctrl-C ends the window now and keeps what was measured) or only
+/// the work after it (a study finishes its current test).
+static ENDS_TEST: AtomicBool = AtomicBool::new(false);
+
+/// From now on the first Ctrl-C ends the running test (see `ENDS_TEST`).
+pub fn interrupt_ends_test() {
+    ENDS_TEST.store(true, Ordering::SeqCst);
+}
+
+/// A Ctrl-C asked the running test to end.
+pub fn test_interrupted() -> bool {
+    ENDS_TEST.load(Ordering::SeqCst) && RAISED.load(Ordering::SeqCst)
+}
+
 /// Blocks SIGPIPE in the calling thread.
 pub fn block_in_this_thread() {
     // SAFETY: plain sigset manipulation on a stack value; pthread_sigmask only

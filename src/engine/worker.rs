@@ -52,6 +52,11 @@ pub enum WorkerMsg {
         errors: Vec<String>,
         /// A failure that stopped the worker itself (pinning, epoll).
         fatal: Option<String>,
+        /// Its flows, still open: the side closes them at its finish, not
+        /// when the worker ends, so a side stopped mid-window (Ctrl-C)
+        /// does not close its connections before the peer is told to stop
+        /// (the peer would see a reset in its window).
+        open: Vec<Box<dyn Flow>>,
     },
 }
 
@@ -116,6 +121,7 @@ pub fn run(w: WorkerSetup) {
             },
             errors: Vec::new(),
             fatal: Some(msg),
+            open: Vec::new(),
         });
     };
     if let Some(c) = &w.cpus {
@@ -542,6 +548,7 @@ impl Worker {
             flows: flows.len(),
         };
         let errors = ERRORS.with(|v| std::mem::take(&mut *v.borrow_mut()));
+        let open = self.slots.drain(..).flatten().map(|s| s.flow).collect();
         let _ = self.s.tx.send(WorkerMsg::Finished {
             worker: self.s.index,
             intervals: self.next,
@@ -549,6 +556,7 @@ impl Worker {
             placement,
             errors,
             fatal,
+            open,
         });
     }
 }

@@ -23,6 +23,27 @@ pub fn spawn<S: AsRef<OsStr>>(args: &[S]) -> Child {
         .expect("spawn linerate")
 }
 
+/// Starts linerate in a process group of its own (as a shell starts a
+/// job), so `interrupt_group` reaches it the way a terminal's Ctrl-C does:
+/// every process of the group at once.
+pub fn spawn_group<S: AsRef<OsStr>>(args: &[S]) -> Child {
+    use std::os::unix::process::CommandExt;
+    Command::new(bin())
+        .args(args)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn linerate")
+}
+
+/// SIGINT to the process group `spawn_group` made (a terminal's Ctrl-C).
+pub fn interrupt_group(child: &Child) {
+    // SAFETY: a signal to the process group of a child this test started.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+}
+
 /// Waits for a linerate process; kills it and fails the test if it hangs.
 pub fn wait(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
