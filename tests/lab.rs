@@ -1380,3 +1380,29 @@ umount "$d"; rmdir "$d"
     assert!(out.contains("second=0"), "{out}\n{err}");
     assert!(out.contains("points=8"), "{out}\n{err}");
 }
+
+#[test]
+fn bare_numbers_are_refused_before_a_lab_is_made() {
+    if !root() {
+        return;
+    }
+    for (args, says) in [
+        (["--rtt", "10"], "--rtt 10: give a unit: 10ms or 10s"),
+        (["--rate", "100"], "a bare number would be 100 bit/s"),
+    ] {
+        let t0 = Instant::now();
+        let o = run(
+            &["lab", "up", "bare", args[0], args[1]],
+            Duration::from_secs(30),
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("(see linerate lab up --help)"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!namespaces().contains("bare"));
+    }
+}

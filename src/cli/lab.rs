@@ -137,7 +137,15 @@ fn up(a: UpArgs) -> Result<()> {
         );
     }
     if !a.no_calibrate {
-        match calibrate::calibrate(&st, st.spec.links[0].rate_bps.is_some()) {
+        let rate = st.spec.links[0].rate_bps.is_some();
+        let expect = calibrate::expected_s(&st, rate);
+        if expect > 5.0 {
+            println!(
+                "  calibrating the RTT{}: about {expect:.0} s (--no-calibrate skips it)",
+                if rate { " and the rate" } else { "" }
+            );
+        }
+        match calibrate::calibrate(&st, rate) {
             Ok(c) => {
                 let mut st = st.clone();
                 st.calibration = Some(c.clone());

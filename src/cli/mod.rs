@@ -154,6 +154,7 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    let help = help_for(&cli.command);
     let outcome = match cli.command {
         Some(Command::Run(a)) => run::run(a),
         Some(Command::Serve(a)) => serve::serve(a),
@@ -175,13 +176,35 @@ pub fn main() -> i32 {
         Err(e) if e.to_string().is_empty() => exit_code(&e),
         Err(e) => {
             let hint = if matches!(e, Error::Usage(_)) {
-                " (see linerate --help)"
+                format!(" (see {help})")
             } else {
-                ""
+                String::new()
             };
             eprintln!("linerate: {e}{hint}");
             exit_code(&e)
         }
+    }
+}
+
+/// The help page of the command that ran: its options are there, not on
+/// `linerate --help`.
+fn help_for(command: &Option<Command>) -> String {
+    // The subcommand's words as typed: `lab up`, `study run`, `run`.
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .take_while(|a| !a.starts_with('-'))
+        .take(if matches!(command, Some(Command::Run(_))) {
+            1
+        } else {
+            2
+        })
+        .collect();
+    match command {
+        None => "linerate --help".into(),
+        Some(Command::Study(_)) if words.get(1).is_some_and(|w| w == "run") => {
+            "linerate study run --help; study files: docs/studies.md".into()
+        }
+        _ => format!("linerate {} --help", words.join(" ")),
     }
 }
 

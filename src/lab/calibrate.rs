@@ -104,6 +104,24 @@ fn second_half_rate(marks: &[(Instant, u64)]) -> f64 {
 /// takes max(1 s, 32 RTT): slow start needs about 11 round trips to fill a
 /// 1 Gbit/s x 200 ms path, and the rate is read over the second half; with
 /// 20 RTT it read 851 instead of 941 Mbit/s at 200 ms).
+/// The bulk flow's length: 32 round trips, at least 1 s and at most 20 s
+/// (the longest RTT a lab takes, 20 s, would otherwise calibrate for 11
+/// minutes).
+fn bulk_seconds(rtt_s: f64) -> f64 {
+    (32.0 * rtt_s).clamp(1.0, 20.0)
+}
+
+/// About how long `calibrate` takes: 3 connects, 6 echoes, the bulk flow.
+pub fn expected_s(st: &LabState, rate: bool) -> f64 {
+    let rtt_s = st.spec.rtt_s();
+    9.0 * rtt_s
+        + if rate {
+            bulk_seconds(rtt_s) + 2.0 * rtt_s
+        } else {
+            0.0
+        }
+}
+
 pub fn calibrate(st: &LabState, rate: bool) -> Result<Calibration, String> {
     let conns = 3 + 1 + usize::from(rate);
     let (port, results) = serve(st, conns)?;
@@ -113,7 +131,7 @@ pub fn calibrate(st: &LabState, rate: bool) -> Result<Calibration, String> {
     let before = st.emulator_stats();
     let started = Instant::now();
     let ns = st.client_ns.clone();
-    let bulk_s = (32.0 * rtt_s).max(1.0);
+    let bulk_s = bulk_seconds(rtt_s);
     let (connects, rrs) = netns::run_in(&ns, move || {
         let mut connects = Vec::new();
         for _ in 0..3 {

@@ -81,14 +81,31 @@ fn per_direction<T: Clone>(
     }
 }
 
+/// A lab delay: its unit is required (`--rtt 10` read as 10 s made a lab
+/// whose calibration ran for minutes; 10 ms was meant), except for 0.
 fn duration(s: &str) -> Result<f64, String> {
     if s.starts_with('-') {
         return Err("a delay cannot be negative".into());
     }
-    if s == "0" {
+    if s.parse::<f64>().is_ok_and(|v| v == 0.0) {
         return Ok(0.0);
     }
+    if s.parse::<f64>().is_ok() {
+        return Err(format!(
+            "give a unit: {s}ms or {s}s (a bare number is ambiguous here)"
+        ));
+    }
     units::parse_duration(s).map(|d| d.as_secs_f64())
+}
+
+/// A link rate: its unit is required (a bare `100` would be 100 bit/s).
+fn link_rate(s: &str) -> Result<f64, String> {
+    if s.parse::<f64>().is_ok() {
+        return Err(format!(
+            "give a unit: {s}mbit, {s}gbit or {s}kbit (a bare number would be {s} bit/s)"
+        ));
+    }
+    units::parse_rate(s)
 }
 
 /// `0.5%`, `0.005` or `0`: a probability.
@@ -158,7 +175,7 @@ impl LabOptions {
         let rtt = per_direction(&self.rtt, "rtt", duration)?;
         let delay = per_direction(&self.delay, "delay", duration)?;
         let jitter = per_direction(&self.jitter, "jitter", duration)?;
-        let rate = per_direction(&self.rate, "rate", units::parse_rate)?;
+        let rate = per_direction(&self.rate, "rate", link_rate)?;
         let queue = per_direction(&self.queue, "queue", parse_queue)?;
         let loss = per_direction(&self.loss, "loss", parse_loss)?;
         if let Some(r) = &rtt {
@@ -278,6 +295,10 @@ mod tests {
         assert!(err(opts("-5ms", "1gbit")).contains("negative"));
         assert!(err(opts("50parsecs", "1gbit")).contains("--rtt 50parsecs"));
         assert!(err(opts("50ms", "1gbot")).contains("not a bit rate"));
+        // Bare numbers: the unit is asked for, not guessed.
+        assert!(err(opts("10", "1gbit")).contains("--rtt 10: give a unit: 10ms or 10s"));
+        assert!(err(opts("50ms", "100")).contains("a bare number would be 100 bit/s"));
+        assert_eq!(opts("0", "1gbit").build().unwrap().links[0].delay_s, 0.0);
         assert!(err(opts("50ms/20ms", "1gbit")).contains("round trip"));
         assert!(err(opts("1/2/3", "1gbit")).contains("one value or two"));
         let mut o = opts("50ms", "1gbit");
