@@ -157,22 +157,58 @@ pub fn fmt_size_arg(b: u64) -> String {
     b.to_string()
 }
 
-/// Formats a byte count with a binary unit, e.g. `128 KiB`.
+/// Formats a byte count with the largest binary unit it reaches, e.g.
+/// `128 KiB`, `20 MiB`, `6.47 GiB`, `1000 B`: exact multiples without
+/// decimals, others with three significant digits, so a count in a unit
+/// never runs past 1023 (there was `6779648 KiB`). Every size in the
+/// human output goes through here.
 pub fn fmt_bytes(b: u64) -> String {
     const K: u64 = 1024;
-    if b >= K * K * K && b.is_multiple_of(K * K * K) {
-        format!("{} GiB", b / (K * K * K))
-    } else if b >= K * K && b.is_multiple_of(K * K) {
-        format!("{} MiB", b / (K * K))
-    } else if b >= K && b.is_multiple_of(K) {
-        format!("{} KiB", b / K)
-    } else if b >= K * K {
-        format!("{:.1} MiB", b as f64 / (K * K) as f64)
-    } else if b >= 10 * K {
-        format!("{:.1} KiB", b as f64 / K as f64)
-    } else {
-        format!("{b} B")
+    let units = [
+        ("TiB", K * K * K * K),
+        ("GiB", K * K * K),
+        ("MiB", K * K),
+        ("KiB", K),
+    ];
+    for (k, &(unit, m)) in units.iter().enumerate() {
+        if b >= m {
+            if b.is_multiple_of(m) {
+                return format!("{} {unit}", b / m);
+            }
+            let v = b as f64 / m as f64;
+            if v >= 1023.5 && k > 0 {
+                // Would print as 1024 of this unit: one of the next.
+                return format!("1.00 {}", units[k - 1].0);
+            }
+            return if v < 10.0 {
+                format!("{v:.2} {unit}")
+            } else if v < 100.0 {
+                format!("{v:.1} {unit}")
+            } else {
+                format!("{v:.0} {unit}")
+            };
+        }
     }
+    format!("{b} B")
+}
+
+/// Formats a length of time given in seconds: `2.00 s`, `186.5 ms`,
+/// `950 µs` (a finite transfer of 0.01 s printed as `0.01 s` hid its
+/// time).
+pub fn fmt_secs(s: f64) -> String {
+    if s >= 100.0 {
+        format!("{s:.0} s")
+    } else if s >= 1.0 {
+        format!("{s:.2} s")
+    } else {
+        fmt_us(s * 1e6)
+    }
+}
+
+/// A count with its noun, singular or plural: `1 flow`, `2 flows`.
+pub fn plural(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Formats a rate of events per second compactly, e.g. `58.3k/s`.
@@ -307,6 +343,32 @@ mod tests {
         assert_eq!(fmt_bps(41.234e9), "41.23 Gbit/s");
         assert_eq!(fmt_bytes(131072), "128 KiB");
         assert_eq!(fmt_bytes(200), "200 B");
+        assert_eq!(fmt_bytes(1023), "1023 B");
+        assert_eq!(fmt_bytes(1536), "1.50 KiB");
+        assert_eq!(fmt_bytes(20 << 20), "20 MiB");
+        assert_eq!(fmt_bytes(20_971_540), "20.0 MiB");
+        // The case from issue 30: a multiple of 1 KiB above 1 MiB.
+        assert_eq!(fmt_bytes(6_779_648 * 1024), "6.47 GiB");
+        assert_eq!(fmt_bytes(300 << 20 | 1), "300 MiB");
+        assert_eq!(fmt_bytes(3 << 40), "3 TiB");
+        // No count in a unit ever reaches 1024 below TiB.
+        for b in [
+            1023u64,
+            1024 * 1023 + 1,
+            (1 << 30) - 1,
+            (1 << 40) - 1,
+            123_456_789,
+        ] {
+            let s = fmt_bytes(b);
+            let n: f64 = s.split(' ').next().unwrap().parse().unwrap();
+            assert!(n < 1024.0 || s.ends_with("TiB"), "{b}: {s}");
+        }
         assert_eq!(fmt_rate(58_300.0), "58.3k/s");
+        assert_eq!(plural(1u32, "flow", "flows"), "1 flow");
+        assert_eq!(plural(0u32, "flow", "flows"), "0 flows");
+        assert_eq!(fmt_secs(2.0), "2.00 s");
+        assert_eq!(fmt_secs(0.18652), "186.52 ms");
+        assert_eq!(fmt_secs(0.00095), "950.0 µs");
+        assert_eq!(fmt_secs(600.0), "600 s");
     }
 }

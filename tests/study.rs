@@ -748,3 +748,28 @@ fn quick_writes_its_table_and_report() {
     assert_eq!(m["study"], "quick");
     assert_eq!(m["points"].as_array().unwrap().len(), 5);
 }
+
+#[test]
+fn a_study_whose_output_is_not_a_terminal_prints_a_line_per_point() {
+    let out = out_dir("lines");
+    let file = write_study("lines", STREAMS);
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    ok(&o);
+    let e = stderr(&o);
+    for (n, flows) in [(1, 1), (2, 2), (3, 4)] {
+        let line = e
+            .lines()
+            .find(|l| l.starts_with(&format!("[{n}/3] flows={flows}: ")))
+            .unwrap_or_else(|| panic!("no line for point {n}: {e}"));
+        assert!(line.ends_with("bit/s"), "{line}");
+    }
+}

@@ -156,3 +156,80 @@ fn json_dash_is_standard_output() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// Every figure agrees with those it is derived from: throughput is the
+/// bytes over the duration of the same window (a finite transfer once
+/// printed 6.00 Gbit/s for 20 MiB in 0.0127 s, which is 13.3), in the
+/// summary and in each interval.
+#[test]
+fn throughput_bytes_and_duration_agree_for_every_workload() {
+    let cases = [
+        "stream",
+        "stream --direction rx",
+        "stream --direction bidir -F 2",
+        "stream --bytes 8M --reply 20",
+        "stream --bytes 4M --reply 20 -F 3",
+        "stream --bytes 1M --per transaction --reply 20",
+        "rr",
+        "rr --request 200 --response 1000 -F 4",
+        "crr",
+        "tls-handshake",
+        "stream --tls --no-baseline",
+        "udp-stream",
+        "udp-rr",
+        "memcache",
+    ];
+    for (n, args) in cases.iter().enumerate() {
+        let r = run_json(
+            &format!("agree-{n}.json"),
+            &format!("{args} -d 0.5 --warmup 0.2 -i 0.25"),
+            LIMIT,
+        );
+        let it = &r["iterations"][0];
+        let (bytes, secs, bps) = (
+            f(&it["bytes"]),
+            f(&it["duration_s"]),
+            f(&it["throughput_bps"]),
+        );
+        assert!(bytes > 0.0 && secs > 0.0, "{args}: {it}");
+        let derived = bytes * 8.0 / secs;
+        assert!(
+            (bps / derived - 1.0).abs() < 0.01,
+            "{args}: throughput {bps} vs {bytes} B x 8 / {secs} s = {derived}"
+        );
+        assert_eq!(
+            f(&r["summary"]["throughput_bps"]),
+            bps,
+            "{args}: one iteration"
+        );
+        for i in it["intervals"].as_array().unwrap() {
+            let secs = f(&i["end_s"]) - f(&i["start_s"]);
+            let derived = f(&i["bytes"]) * 8.0 / secs;
+            let bps = f(&i["throughput_bps"]);
+            assert!(
+                derived == 0.0 && bps == 0.0 || (bps / derived - 1.0).abs() < 0.01,
+                "{args}: interval {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn options_that_do_not_apply_are_refused_alike() {
+    for (args, says) in [
+        ("run rr --direction rx", "--direction does not apply to rr"),
+        (
+            "run stream --request 200",
+            "--request does not apply to stream",
+        ),
+        ("run crr --bytes 1M", "--bytes does not apply to crr"),
+        (
+            "run udp-stream --timeout 2s",
+            "--timeout does not apply to udp-stream",
+        ),
+    ] {
+        let o = run_str(args, LIMIT);
+        assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args}: {}", stderr(&o));
+    }
+}

@@ -46,6 +46,12 @@ impl RunArgs {
         if let Some(flag) = o.tls_keys_without_tls() {
             return Err(usage(format!("{flag} needs --tls")));
         }
+        if let Some(flag) = o.not_for(self.workload) {
+            return Err(usage(format!(
+                "{flag} does not apply to {}: it would be ignored",
+                self.workload.name()
+            )));
+        }
         let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
         let spec = o.build_for(local).map_err(Error::Usage)?;
         crate::control::check(&spec).map_err(Error::Usage)?;

@@ -341,9 +341,9 @@ fn session(mut tcp: TcpStream, ticket: Ticket, sh: &Shared) {
                 };
                 log!(
                     sh,
-                    "controller {peer}: setting up {:?} with {} flows",
-                    spec.workload,
-                    spec.flows
+                    "controller {peer}: setting up {} with {}",
+                    spec.workload.name(),
+                    crate::units::plural(spec.flows, "flow", "flows")
                 );
                 if let Err(end) = run_test(*spec, role, &mut stream, &rx, &gone, sh) {
                     let e = match end {
@@ -406,7 +406,13 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKey
         until,
         first_by: Some(Instant::now() + FIRST_BYTES),
     })
-    .map_err(|e| format!("no authentication: {e}"))?;
+    .map_err(|e| match e.kind() {
+        // A peer that connects and closes (a port scan, a health check).
+        std::io::ErrorKind::UnexpectedEof => {
+            "it closed the connection without authenticating".to_string()
+        }
+        _ => format!("no authentication: {e}"),
+    })?;
     stream.set_write_timeout(None).map_err(|e| e.to_string())?;
     match auth {
         Msg::Auth { version, .. } if version != protocol::VERSION => {

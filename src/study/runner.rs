@@ -452,6 +452,11 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                     rec.error = Some(why);
                 }
                 outcome.ran += 1;
+                if !opts.quiet && !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    // The live line is hidden when stderr is not a terminal
+                    // (CI, a log): a long study was minutes of silence.
+                    eprintln!("{label}: {}", finished_line(&result));
+                }
                 if !rec.status.is_ok() {
                     outcome.stopped = Some(format!(
                         "{label}: {}",
@@ -483,6 +488,30 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     };
     folder::write_json(&folder::manifest_path(&dir), &m)?;
     Ok(outcome)
+}
+
+/// A finished point in a line: its main figure (mean over iterations) and
+/// whether it is partial.
+fn finished_line(r: &crate::model::result::TestResult) -> String {
+    use crate::model::spec::MainMetric;
+    use crate::units::{fmt_bps, fmt_rate};
+    let metric = crate::workload::main_metric(&r.spec);
+    let n = r.iterations.len().max(1) as f64;
+    let v = r
+        .iterations
+        .iter()
+        .map(|i| i.main_value(metric))
+        .sum::<f64>()
+        / n;
+    let main = match metric {
+        MainMetric::Throughput => fmt_bps(v),
+        MainMetric::TransactionRate => format!("{} transactions", fmt_rate(v)),
+        MainMetric::PacketRate => format!("{} packets received", fmt_rate(v)),
+    };
+    match r.iterations.iter().find_map(|i| i.error.as_deref()) {
+        Some(e) if !r.summary.status.is_ok() => format!("{main} (partial: {e})"),
+        _ => main,
+    }
 }
 
 /// The error for a study that stopped early (partial), with a resume hint.

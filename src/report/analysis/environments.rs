@@ -35,9 +35,9 @@ pub fn labels(dirs: &[PathBuf], given: Option<&str>) -> Result<Vec<String>, Stri
     };
     if labels.len() != dirs.len() {
         return Err(format!(
-            "--label gives {} names for {} folders: one per folder, comma separated",
-            labels.len(),
-            dirs.len()
+            "--label gives {} for {}: one per folder, comma separated",
+            crate::units::plural(labels.len() as u64, "name", "names"),
+            crate::units::plural(dirs.len() as u64, "folder", "folders")
         ));
     }
     if let Some(l) = labels.iter().find(|l| l.is_empty() || l.contains('=')) {

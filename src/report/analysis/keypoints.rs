@@ -2209,7 +2209,7 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("needs a 5.6 MiB window at 50 ms and 11.2 MiB at 100 ms; the largest window tested, 2 MiB, is 36% of it at 50 ms and 18% of it at 100 ms"),
+            t.contains("needs a 5.61 MiB window at 50 ms and 11.2 MiB at 100 ms; the largest window tested, 2 MiB, is 36% of it at 50 ms and 18% of it at 100 ms"),
             "{t}"
         );
         // Without [model] window_rtt, nothing.
@@ -2253,7 +2253,7 @@ mod tests {
         let k = window_not_proportional(&l);
         assert!(
             k[0].text
-                .contains("16 MiB is past C x RTT (5.6 MiB), so the path's 941.48 Mbit/s caps it"),
+                .contains("16 MiB is past C x RTT (5.61 MiB), so the path's 941.48 Mbit/s caps it"),
             "{}",
             k[0].text
         );

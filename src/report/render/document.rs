@@ -321,10 +321,10 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         (
             "runs".into(),
             format!(
-                "{} points × {} repetitions = {} runs, {done} stored; status {}",
-                m.points.len(),
-                m.repeat,
-                m.runs.len(),
+                "{} × {} = {}, {done} stored; status {}",
+                crate::units::plural(m.points.len() as u64, "point", "points"),
+                crate::units::plural(m.repeat as u64, "repetition", "repetitions"),
+                crate::units::plural(m.runs.len() as u64, "run", "runs"),
                 m.status
             ),
         ),

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use crate::model::result::{Iteration, TestInterval, TestResult};
 use crate::model::sample::WorkerPlacement;
 use crate::model::spec::{Direction, TestSpec, Workload};
-use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_us};
+use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_secs, fmt_us};
 
 pub fn describe(spec: &TestSpec) -> String {
     let what = match spec.workload {
@@ -32,12 +32,11 @@ pub fn describe(spec: &TestSpec) -> String {
             };
             match spec.bytes {
                 Some(b) => format!(
-                    "stream {dir}, {} per {:?}, reply {} B",
+                    "stream {dir}, {} per {}, reply {}",
                     fmt_bytes(b),
-                    spec.per,
-                    spec.reply
-                )
-                .to_lowercase(),
+                    format!("{:?}", spec.per).to_lowercase(),
+                    fmt_bytes(spec.reply)
+                ),
                 None => format!(
                     "stream {dir}, {} writes, {} reads",
                     fmt_bytes(spec.message as u64),
@@ -60,12 +59,11 @@ pub fn describe(spec: &TestSpec) -> String {
             s
         }
         Workload::Crr => format!(
-            "crr {}/{}, {:?} close",
+            "crr {}/{}, {} close",
             fmt_bytes(spec.request),
             fmt_bytes(spec.response),
-            spec.close
-        )
-        .to_lowercase(),
+            format!("{:?}", spec.close).to_lowercase()
+        ),
         Workload::TlsHandshake => format!(
             "tls-handshake {}/{}",
             fmt_bytes(spec.request),
@@ -193,8 +191,11 @@ pub fn interval_line(i: &TestInterval, show_tx: bool) -> String {
             .map(|l| fmt_us(f(l)))
             .unwrap_or_else(|| "-".into())
     };
+    // Intervals shorter than 0.1 s (a finite transfer's) get more digits:
+    // "0.0-0.0 s" told nothing.
+    let digits = if i.end_s - i.start_s < 0.1 { 3 } else { 1 };
     format!(
-        "  {:>5.1}-{:<5.1}s {:>15} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "  {:>5.digits$}-{:<5.digits$}s {:>15} {:>10} {:>10} {:>10} {:>8} {:>8}",
         i.start_s,
         i.end_s,
         fmt_bps(i.throughput_bps),
@@ -203,12 +204,7 @@ pub fn interval_line(i: &TestInterval, show_tx: bool) -> String {
         } else if i.counters.client.packets_rx + i.counters.agent.packets_rx > 0 {
             // udp-stream: received datagrams per second in this column.
             let secs = (i.end_s - i.start_s).max(1e-9);
-            format!(
-                "{} pk",
-                fmt_rate(
-                    (i.counters.client.packets_rx + i.counters.agent.packets_rx) as f64 / secs
-                )
-            )
+            fmt_rate((i.counters.client.packets_rx + i.counters.agent.packets_rx) as f64 / secs)
         } else {
             "-".into()
         },
@@ -219,10 +215,18 @@ pub fn interval_line(i: &TestInterval, show_tx: bool) -> String {
     )
 }
 
-pub fn interval_header() -> String {
+/// The interval table's heading; its third column is transactions/s, or
+/// for udp-stream the datagrams received per second.
+pub fn interval_header(udp: bool) -> String {
     format!(
         "  {:<12} {:>15} {:>10} {:>10} {:>10} {:>8} {:>8}",
-        "interval", "throughput", "trans/s", "p50", "p99", "cpu cli", "cpu agt"
+        "interval",
+        "throughput",
+        if udp { "pkt/s" } else { "trans/s" },
+        "p50",
+        "p99",
+        "cpu cli",
+        "cpu agt"
     )
 }
 
@@ -331,19 +335,39 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
             let _ = writeln!(o, "\niteration {}", it.index + 1);
         }
         if intervals && !it.intervals.is_empty() {
-            let _ = writeln!(o, "{}", interval_header());
+            let _ = writeln!(
+                o,
+                "{}",
+                interval_header(spec.workload == Workload::UdpStream)
+            );
             for i in &it.intervals {
                 let _ = writeln!(o, "{}", interval_line(i, show_tx));
             }
         }
         let _ = writeln!(
             o,
-            "  {:<12} {} ({} in {:.2} s)",
+            "  {:<12} {} ({} in {})",
             "throughput",
             fmt_bps(it.throughput_bps),
             fmt_bytes(it.bytes),
-            it.duration_s
+            fmt_secs(it.duration_s)
         );
+        if let (Some(_), Some(l)) = (spec.bytes, &it.latency_us) {
+            // A finite transfer's time is its own figure, not a percentile.
+            let _ = writeln!(
+                o,
+                "  {:<12} {} {}, {} each (p50), {} the slowest",
+                "transfer",
+                it.transactions,
+                if it.transactions == 1 {
+                    "transfer"
+                } else {
+                    "transfers"
+                },
+                fmt_secs(l.p50 / 1e6),
+                fmt_secs(l.max / 1e6)
+            );
+        }
         if show_tx {
             let _ = writeln!(
                 o,
@@ -415,13 +439,17 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
             let ti = f.tcp_info.as_ref();
             let _ = writeln!(
                 o,
-                "  {:<12} {} client flows, first: rtt {} µs cwnd {} mss {} retrans {} sndbuf {} rcvbuf {} cc {}",
+                "  {:<12} {}, first: rtt {} µs cwnd {} mss {} retrans {} sndbuf {} rcvbuf {} cc {}",
                 "kernel",
-                it.flows.client.len(),
+                crate::units::plural(it.flows.client.len() as u64, "client flow", "client flows"),
                 ti.map(|t| t.rtt_us).unwrap_or(0),
                 ti.map(|t| t.snd_cwnd).unwrap_or(0),
                 ti.map(|t| t.snd_mss).unwrap_or(0),
-                flows.iter().filter_map(|f| f.tcp_info.as_ref()).map(|t| t.total_retrans as u64).sum::<u64>(),
+                flows
+                    .iter()
+                    .filter_map(|f| f.tcp_info.as_ref())
+                    .map(|t| t.total_retrans as u64)
+                    .sum::<u64>(),
                 f.sndbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
                 f.rcvbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
                 f.congestion_control.clone().unwrap_or_default()
@@ -436,9 +464,13 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         if it.counters.client.errors + it.counters.agent.errors > 0 || !errs.is_empty() {
             let _ = writeln!(
                 o,
-                "  {:<12} {} flow errors: {}",
+                "  {:<12} {}: {}",
                 "errors",
-                it.counters.client.errors + it.counters.agent.errors,
+                crate::units::plural(
+                    it.counters.client.errors + it.counters.agent.errors,
+                    "flow error",
+                    "flow errors"
+                ),
                 errs.iter()
                     .map(|s| s.as_str())
                     .collect::<Vec<_>>()
@@ -451,15 +483,24 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         }
     }
     if let Some(c) = &r.summary.confidence {
+        let target = r.confidence_target.width_pct / 2.0;
         let _ = writeln!(
             o,
-            "\n  {} iterations: mean {} ± {:.1}% ({:.0}% CI), min {} max {}",
+            "\n  {} iterations: mean {} ± {:.1}% ({:.0}% CI), min {} max {}{}",
             c.n,
             fmt_main(r, c.mean),
             c.half_width_pct.unwrap_or(f64::NAN),
             c.level_pct,
             fmt_main(r, c.min),
-            fmt_main(r, c.max)
+            fmt_main(r, c.max),
+            // Said, not left to the reader: the run stopped at its maximum.
+            match c.half_width_pct {
+                Some(h) if h > target && r.confidence_target.max > 1 => format!(
+                    "; the ±{target:.1}% target was not met in {} (raise the maximum of --iterations, or lengthen the window)",
+                    crate::units::plural(c.n as u64, "iteration", "iterations")
+                ),
+                _ => String::new(),
+            }
         );
     }
     if let Some(t) = &r.summary.tls {
@@ -686,10 +727,18 @@ fn hosts_table(o: &mut String, it: &Iteration, spec: &TestSpec, show_tx: bool) {
     let skew = it.start_skew_us.unwrap_or(0.0);
     let _ = writeln!(
         o,
-        "  {:<12} {} clients, {} servers; interval edges aligned within {} (clock offsets corrected)",
+        "  {:<12} {}, {}; interval edges aligned within {} (clock offsets corrected)",
         "hosts",
-        it.hosts.iter().filter(|h| h.role == "client").count(),
-        it.hosts.iter().filter(|h| h.role == "server").count(),
+        crate::units::plural(
+            it.hosts.iter().filter(|h| h.role == "client").count() as u64,
+            "client",
+            "clients"
+        ),
+        crate::units::plural(
+            it.hosts.iter().filter(|h| h.role == "server").count() as u64,
+            "server",
+            "servers"
+        ),
         fmt_us(skew)
     );
     let _ = writeln!(
@@ -788,12 +837,21 @@ pub fn tls_cost_line(r: &TestResult) -> Option<String> {
     } else {
         (s.throughput_bps, b.throughput_bps)
     };
+    // Encryption only adds work: a TLS run measured cheaper or faster than
+    // its clear twin says more about the two runs than about TLS (the
+    // report's key point says the same).
+    let contradiction = ct < bt || ca < ba || (!per_tx && main > base);
     Some(format!(
-        "TLS costs {:.1}x the client CPU per {what} of clear ({ct:.3} vs {bt:.3} {unit}) and {:.1}x the agent's ({ca:.3} vs {ba:.3}); {} {:.2}x of clear",
+        "TLS costs {:.1}x the client CPU per {what} of clear ({ct:.3} vs {bt:.3} {unit}) and {:.1}x the agent's ({ca:.3} vs {ba:.3}); {} {:.2}x of clear{}",
         ct / bt,
         ca / ba,
         if per_tx { "rate" } else { "throughput" },
-        main / base
+        main / base,
+        if contradiction {
+            ". TLS measured cheaper or faster than clear, which encryption cannot be: the two runs ran once each, one after the other, on a host whose figures drift; repeat them interleaved (a study with --repeat 3 --shuffle) and pinned (--cpus, --agent-cpus) before reading a cost from them"
+        } else {
+            ""
+        }
     ))
 }
 
