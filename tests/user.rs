@@ -233,3 +233,17 @@ fn options_that_do_not_apply_are_refused_alike() {
         assert!(stderr(&o).contains(says), "{args}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn a_hosts_file_error_names_its_file_and_line() {
+    let file = tmp("typo-hosts.toml");
+    std::fs::write(&file, "[defaults]\nprot = 7470\n").unwrap();
+    let o = run(&["run", "rr", "--hosts", file.to_str().unwrap()], LIMIT);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:2: unknown field `prot`", file.display())),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "one line, not a TOML excerpt: {e}");
+}

@@ -23,7 +23,7 @@ pub const EXIT_PARTIAL: i32 = 3;
 pub const EXIT_THRESHOLD: i32 = 4;
 
 #[derive(Parser, Debug)]
-#[command(name = "linerate", version, about = "A network performance lab in one binary: stream, rr and crr measured on both ends.", long_about = None)]
+#[command(name = "linerate", version, about = "A network performance lab in one binary: TCP, TLS and UDP streams, request/response and connection rates, memcached load, emulated WANs and many hosts, measured on both ends. `linerate COMMAND --help` lists a command's options.", long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,

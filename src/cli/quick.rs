@@ -21,12 +21,16 @@ pub struct QuickArgs {
     /// Window of each test (the study file says 8 s).
     #[arg(short = 'd', long, value_parser = units::parse_duration)]
     pub duration: Option<Duration>,
+    /// Warm-up before each test's window (the study file says 1 s).
+    #[arg(long, value_parser = units::parse_duration)]
+    pub warmup: Option<Duration>,
     /// Also write all results as one JSON document.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Folder under which the results folder (with report.html) is made.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
+    /// No progress lines (the table and the report path are still printed).
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
@@ -59,6 +63,7 @@ pub fn run(args: QuickArgs) -> Result<()> {
         out: args.out.clone(),
         overrides: TestOptions {
             duration: args.duration.map(|d| Secs(d.as_secs_f64())),
+            warmup: args.warmup.map(|d| Secs(d.as_secs_f64())),
             ..Default::default()
         },
         connect: ConnectArgs::default(),

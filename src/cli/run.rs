@@ -16,7 +16,7 @@ use crate::units;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), or a program in a lab.
+    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), tls-handshake, udp-stream, udp-rr, memcache (get/set against memcached), or a program in a lab (exec, scp).
     #[arg(value_enum)]
     pub workload: Workload,
     #[command(flatten)]

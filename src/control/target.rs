@@ -222,7 +222,19 @@ pub fn load_hosts(file: &Path) -> Result<Vec<Host>> {
     let base = file.parent().unwrap_or(Path::new("."));
     HostsFile::parse(&text)
         .and_then(|f| f.hosts(base))
-        .map_err(|e| usage(format!("hosts file {}: {e}", file.display())))
+        .map_err(|e| {
+            // Parse errors start with their line: FILE:LINE: message.
+            let sep = if e
+                .split(':')
+                .next()
+                .is_some_and(|l| l.parse::<u32>().is_ok())
+            {
+                ":"
+            } else {
+                ": "
+            };
+            usage(format!("{}{sep}{e}", file.display()))
+        })
 }
 
 /// An agent's token: the host's `token_file`, else what `cluster up` gave

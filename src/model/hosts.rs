@@ -134,7 +134,14 @@ fn check_name(name: &str) -> Result<(), String> {
 
 impl HostsFile {
     pub fn parse(text: &str) -> Result<HostsFile, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))
+        // "LINE: message", as study files are reported (the whole TOML
+        // error, with its source excerpt, read as one mangled line).
+        toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| {
+                text[..s.start.min(text.len())].matches('\n').count() + 1
+            });
+            format!("{line}: {}", e.message().trim())
+        })
     }
 
     /// Every host with the defaults applied; names unique, addresses valid.
