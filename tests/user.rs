@@ -245,5 +245,34 @@ fn a_hosts_file_error_names_its_file_and_line() {
         e.contains(&format!("{}:2: unknown field `prot`", file.display())),
         "{e}"
     );
-    assert_eq!(e.trim().lines().count(), 1, "one line, not a TOML excerpt: {e}");
+    assert_eq!(
+        e.trim().lines().count(),
+        1,
+        "one line, not a TOML excerpt: {e}"
+    );
+}
+
+/// Sizes go through one formatter: no count in a binary unit runs past
+/// 1023 (a run once printed `(6779648 KiB in 2.00 s)`).
+#[test]
+fn sizes_in_the_human_output_stay_within_their_unit() {
+    for args in [
+        "run stream -d 1 --warmup 0.2",
+        "run stream --bytes 20M --reply 20",
+    ] {
+        let o = run_str(args, LIMIT);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        let words: Vec<&str> = out.split_whitespace().collect();
+        for w in words.windows(2) {
+            let unit = w[1].trim_end_matches([',', ')', ';']);
+            if ["B", "KiB", "MiB", "GiB"].contains(&unit) {
+                let n: f64 = w[0].trim_start_matches('(').parse().unwrap_or(0.0);
+                assert!(n < 1024.0, "{args}: '{} {}' in {out}", w[0], w[1]);
+            }
+        }
+        if args.contains("--bytes") {
+            assert!(out.contains("transfer     1 transfer, "), "{out}");
+        }
+    }
 }
