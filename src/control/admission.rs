@@ -11,10 +11,15 @@
 //!   agent's hello (a controller answers at once) and finish within
 //!   [`HANDSHAKE_DEADLINE`], however it trickles;
 //! - a new connection past the cap evicts a waiting one instead of being
-//!   refused: the oldest of the source address that holds the most slots,
-//!   so one flooding host evicts its own connections first, and a
-//!   controller, which needs one round trip to authenticate, is the newest
-//!   and so the last to go.
+//!   refused: a silent one first (it has sent nothing since the hello; a
+//!   controller answers at once), and among those the oldest of the source
+//!   address that holds the most slots, so one flooding host evicts its own
+//!   connections first, and a controller, which needs one round trip to
+//!   authenticate, is the newest and so the last to go;
+//! - a connection that has proven the token leaves the waiting list under
+//!   the same lock that evicts (`Ticket::settle`), so an eviction cannot
+//!   land between its proof and its session (the soak's flood found that
+//!   race: one controller in 1,100 lost its connection at setup).
 //!
 //! What it does not protect against: a flood that fills the link, the
 //! kernel's accept queue or the host's file descriptors; many sources
@@ -45,6 +50,8 @@ struct Waiting {
     /// A second handle on the socket, to wake its session when evicted.
     socket: TcpStream,
     evicted: Arc<AtomicBool>,
+    /// It has sent bytes since the hello (see `Ticket::spoke`).
+    spoke: Arc<AtomicBool>,
 }
 
 /// The connections authenticating now, oldest first.
@@ -59,6 +66,7 @@ pub struct Ticket {
     admission: Arc<Admission>,
     id: u64,
     evicted: Arc<AtomicBool>,
+    spoke: Arc<AtomicBool>,
 }
 
 impl Ticket {
@@ -66,6 +74,22 @@ impl Ticket {
     /// shut for reading, so its handshake read ended).
     pub fn evicted(&self) -> bool {
         self.evicted.load(Ordering::SeqCst)
+    }
+
+    /// The connection sent its first bytes: silent ones are evicted first.
+    pub fn spoke(&self) {
+        self.spoke.store(true, Ordering::SeqCst);
+    }
+
+    /// The token is proven: leave the waiting list, unless an eviction
+    /// came first (false: the socket is already shut for reading).
+    pub fn settle(&self) -> bool {
+        let mut w = self.admission.lock();
+        if self.evicted() {
+            return false;
+        }
+        w.1.retain(|c| c.id != self.id);
+        true
     }
 }
 
@@ -97,6 +121,7 @@ impl Admission {
     ) -> Option<(Ticket, Option<Evicted>)> {
         let socket = conn.try_clone().ok()?;
         let evicted = Arc::new(AtomicBool::new(false));
+        let spoke = Arc::new(AtomicBool::new(false));
         let mut w = self.lock();
         let mut out = None;
         if w.1.len() >= MAX_UNAUTHENTICATED {
@@ -119,12 +144,14 @@ impl Admission {
             since: Instant::now(),
             socket,
             evicted: evicted.clone(),
+            spoke: spoke.clone(),
         });
         Some((
             Ticket {
                 admission: self.clone(),
                 id,
                 evicted,
+                spoke,
             },
             out,
         ))
@@ -136,11 +163,16 @@ impl Admission {
     }
 }
 
-/// The index of the connection to evict: the oldest of the source that
-/// holds the most slots (ties: the one whose oldest connection is oldest).
+/// The index of the connection to evict: among the silent ones if any
+/// (else among all), the oldest of the source that holds the most slots
+/// (ties: the one whose oldest connection is oldest).
 fn victim(waiting: &[Waiting]) -> usize {
+    let silent = waiting.iter().any(|c| !c.spoke.load(Ordering::SeqCst));
     let mut per_ip: BTreeMap<IpAddr, (usize, usize)> = BTreeMap::new();
     for (i, c) in waiting.iter().enumerate() {
+        if silent && c.spoke.load(Ordering::SeqCst) {
+            continue;
+        }
         // Oldest first, so the first index seen is the source's oldest.
         per_ip.entry(c.ip).or_insert((0, i)).0 += 1;
     }
@@ -199,6 +231,38 @@ mod tests {
         drop(tickets);
         assert_eq!(a.waiting(), 2, "dropped tickets give their slots back");
         drop((c0, s0));
+    }
+
+    #[test]
+    fn silent_connections_go_before_those_that_spoke_and_a_settled_one_never() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = Arc::new(Admission::default());
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut keep = Vec::new();
+        let mut tickets = Vec::new();
+        for _ in 0..MAX_UNAUTHENTICATED {
+            let (c, s) = pair(&l);
+            tickets.push(a.admit(&s, ip).unwrap().0);
+            keep.push((c, s));
+        }
+        // The oldest spoke (a controller's auth arrived): a silent one goes.
+        tickets[0].spoke();
+        let (c, s) = pair(&l);
+        let (newer, _) = a.admit(&s, ip).unwrap();
+        keep.push((c, s));
+        assert!(!tickets[0].evicted());
+        assert!(tickets[1].evicted(), "the oldest silent one");
+        // Settled: out of the list, never evicted after.
+        assert!(tickets[0].settle());
+        for _ in 0..2 * MAX_UNAUTHENTICATED {
+            let (c, s) = pair(&l);
+            tickets.push(a.admit(&s, ip).unwrap().0);
+            keep.push((c, s));
+        }
+        assert!(!tickets[0].evicted());
+        // An evicted one cannot settle.
+        assert!(!tickets[1].settle());
+        drop(newer);
     }
 
     #[test]

@@ -69,6 +69,9 @@ struct Deadline<'a> {
     stream: &'a mut TcpStream,
     until: Instant,
     first_by: Option<Instant>,
+    /// Told when the first bytes arrive (silent connections are evicted
+    /// first).
+    ticket: &'a Ticket,
 }
 
 impl std::io::Read for Deadline<'_> {
@@ -98,8 +101,8 @@ impl std::io::Read for Deadline<'_> {
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
             _ => e,
         })?;
-        if n > 0 {
-            self.first_by = None;
+        if n > 0 && self.first_by.take().is_some() {
+            self.ticket.spoke();
         }
         Ok(n)
     }
@@ -267,7 +270,7 @@ fn session(mut tcp: TcpStream, ticket: Ticket, sh: &Shared) {
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = tcp.set_nodelay(true);
-    let handshake = handshake(&mut tcp, sh);
+    let handshake = handshake(&mut tcp, &ticket, sh);
     let evicted = ticket.evicted();
     drop(ticket);
     let keys = match handshake {
@@ -382,7 +385,11 @@ fn session(mut tcp: TcpStream, ticket: Ticket, sh: &Shared) {
 }
 
 /// The challenge: on success, the session's keys.
-fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKeys, String> {
+fn handshake(
+    stream: &mut TcpStream,
+    ticket: &Ticket,
+    sh: &Shared,
+) -> Result<protocol::SessionKeys, String> {
     let until = Instant::now() + HANDSHAKE_DEADLINE;
     stream
         .set_write_timeout(Some(HANDSHAKE_DEADLINE))
@@ -405,6 +412,7 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKey
         stream: &mut *stream,
         until,
         first_by: Some(Instant::now() + FIRST_BYTES),
+        ticket,
     })
     .map_err(|e| match e.kind() {
         // A peer that connects and closes (a port scan, a health check).
@@ -435,6 +443,12 @@ fn handshake(stream: &mut TcpStream, sh: &Shared) -> Result<protocol::SessionKey
                     "authentication failed: wrong token (check --token-file on both ends)",
                 );
                 return Err("authentication failed (wrong token)".into());
+            }
+            // Proven: out of the waiting list before anything else, under
+            // the lock evictions take, unless one came first (its read side
+            // is shut; the session tells it why).
+            if !ticket.settle() {
+                return Err("evicted as it authenticated".into());
             }
             write_msg(
                 stream,
