@@ -1,30 +1,30 @@
 //! Who may hold one of the agent's few authentication slots.
 //!
-//! A connection that has not proven the token yet costs the agent a thread
-//! and a socket, so only [`MAX_UNAUTHENTICATED`] may be authenticating at
-//! once. Refusing the newest past that cap let anyone who reaches the port
-//! lock every controller out by keeping 16 idle connections open (issue
-//! 28). Instead, as OpenSSH's MaxStartups and nginx's header timeouts do in
-//! spirit, a slot is cheap to lose and quick to free:
+//! A connection that has sent its first bytes (the lobby holds the silent
+//! ones, see `lobby.rs`) costs the agent a thread while it proves the
+//! token, so only [`MAX_UNAUTHENTICATED`] may be doing so at once.
+//! Refusing the newest past that cap let anyone who reaches the port lock
+//! every controller out by keeping 16 connections busy (issue 28). Instead,
+//! as OpenSSH's MaxStartups and nginx's header timeouts do in spirit, a
+//! slot is cheap to lose and quick to free:
 //!
-//! - a connection must send its first bytes within [`FIRST_BYTES`] of the
-//!   agent's hello (a controller answers at once) and finish within
-//!   [`HANDSHAKE_DEADLINE`], however it trickles;
+//! - a connection must finish within [`HANDSHAKE_DEADLINE`] of its accept,
+//!   however it trickles;
 //! - a new connection past the cap evicts a waiting one instead of being
-//!   refused: a silent one first (it has sent nothing since the hello; a
-//!   controller answers at once), and among those the oldest of the source
-//!   address that holds the most slots, so one flooding host evicts its own
-//!   connections first, and a controller, which needs one round trip to
-//!   authenticate, is the newest and so the last to go;
+//!   refused: the oldest of the source address that holds the most slots,
+//!   so one flooding host evicts its own connections first, and a
+//!   controller, which needs one round trip to authenticate, is the newest
+//!   and so the last to go;
 //! - a connection that has proven the token leaves the waiting list under
 //!   the same lock that evicts (`Ticket::settle`), so an eviction cannot
 //!   land between its proof and its session (the soak's flood found that
-//!   race: one controller in 1,100 lost its connection at setup).
+//!   race: one controller in about a thousand lost its connection at
+//!   setup).
 //!
 //! What it does not protect against: a flood that fills the link, the
 //! kernel's accept queue or the host's file descriptors; many sources
-//! (more than the cap) opening connections faster than a controller
-//! authenticates (one round trip); anyone holding the token.
+//! (more than the cap) sending bytes on new connections faster than a
+//! controller authenticates (one round trip); anyone holding the token.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Shutdown, TcpStream};
@@ -35,9 +35,6 @@ use std::time::{Duration, Instant};
 /// Connections allowed to be authenticating at once; a new one past this
 /// evicts a waiting one.
 pub const MAX_UNAUTHENTICATED: usize = 16;
-
-/// Time a connection has, from the agent's hello, to send its first bytes.
-pub const FIRST_BYTES: Duration = Duration::from_secs(2);
 
 /// Time a connection has to prove the token, in all (a peer trickling one
 /// byte at a time gets no more).
@@ -50,8 +47,6 @@ struct Waiting {
     /// A second handle on the socket, to wake its session when evicted.
     socket: TcpStream,
     evicted: Arc<AtomicBool>,
-    /// It has sent bytes since the hello (see `Ticket::spoke`).
-    spoke: Arc<AtomicBool>,
 }
 
 /// The connections authenticating now, oldest first.
@@ -66,7 +61,6 @@ pub struct Ticket {
     admission: Arc<Admission>,
     id: u64,
     evicted: Arc<AtomicBool>,
-    spoke: Arc<AtomicBool>,
 }
 
 impl Ticket {
@@ -74,11 +68,6 @@ impl Ticket {
     /// shut for reading, so its handshake read ended).
     pub fn evicted(&self) -> bool {
         self.evicted.load(Ordering::SeqCst)
-    }
-
-    /// The connection sent its first bytes: silent ones are evicted first.
-    pub fn spoke(&self) {
-        self.spoke.store(true, Ordering::SeqCst);
     }
 
     /// The token is proven: leave the waiting list, unless an eviction
@@ -121,7 +110,6 @@ impl Admission {
     ) -> Option<(Ticket, Option<Evicted>)> {
         let socket = conn.try_clone().ok()?;
         let evicted = Arc::new(AtomicBool::new(false));
-        let spoke = Arc::new(AtomicBool::new(false));
         let mut w = self.lock();
         let mut out = None;
         if w.1.len() >= MAX_UNAUTHENTICATED {
@@ -144,14 +132,12 @@ impl Admission {
             since: Instant::now(),
             socket,
             evicted: evicted.clone(),
-            spoke: spoke.clone(),
         });
         Some((
             Ticket {
                 admission: self.clone(),
                 id,
                 evicted,
-                spoke,
             },
             out,
         ))
@@ -163,16 +149,11 @@ impl Admission {
     }
 }
 
-/// The index of the connection to evict: among the silent ones if any
-/// (else among all), the oldest of the source that holds the most slots
-/// (ties: the one whose oldest connection is oldest).
+/// The index of the connection to evict: the oldest of the source that
+/// holds the most slots (ties: the one whose oldest connection is oldest).
 fn victim(waiting: &[Waiting]) -> usize {
-    let silent = waiting.iter().any(|c| !c.spoke.load(Ordering::SeqCst));
     let mut per_ip: BTreeMap<IpAddr, (usize, usize)> = BTreeMap::new();
     for (i, c) in waiting.iter().enumerate() {
-        if silent && c.spoke.load(Ordering::SeqCst) {
-            continue;
-        }
         // Oldest first, so the first index seen is the source's oldest.
         per_ip.entry(c.ip).or_insert((0, i)).0 += 1;
     }
@@ -234,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn silent_connections_go_before_those_that_spoke_and_a_settled_one_never() {
+    fn a_settled_connection_is_never_evicted_and_an_evicted_one_cannot_settle() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = Arc::new(Admission::default());
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
@@ -245,24 +226,15 @@ mod tests {
             tickets.push(a.admit(&s, ip).unwrap().0);
             keep.push((c, s));
         }
-        // The oldest spoke (a controller's auth arrived): a silent one goes.
-        tickets[0].spoke();
-        let (c, s) = pair(&l);
-        let (newer, _) = a.admit(&s, ip).unwrap();
-        keep.push((c, s));
-        assert!(!tickets[0].evicted());
-        assert!(tickets[1].evicted(), "the oldest silent one");
-        // Settled: out of the list, never evicted after.
-        assert!(tickets[0].settle());
+        assert!(tickets[0].settle(), "proven before any eviction");
         for _ in 0..2 * MAX_UNAUTHENTICATED {
             let (c, s) = pair(&l);
             tickets.push(a.admit(&s, ip).unwrap().0);
             keep.push((c, s));
         }
-        assert!(!tickets[0].evicted());
-        // An evicted one cannot settle.
-        assert!(!tickets[1].settle());
-        drop(newer);
+        assert!(!tickets[0].evicted(), "settled: out of reach");
+        assert!(tickets[1].evicted());
+        assert!(!tickets[1].settle(), "evicted first: cannot settle");
     }
 
     #[test]

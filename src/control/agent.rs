@@ -6,16 +6,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::admission::{Admission, Ticket, FIRST_BYTES, HANDSHAKE_DEADLINE, MAX_UNAUTHENTICATED};
+use super::admission::{Admission, Ticket, HANDSHAKE_DEADLINE, MAX_UNAUTHENTICATED};
 use super::clock;
+use super::lobby::{self, Spoken};
 use super::protocol::{
-    self, mac, mac_eq, random_hex, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg,
-    Opener, TargetGroup, Wire,
+    self, mac, mac_eq, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg, Opener,
+    TargetGroup, Wire,
 };
 use crate::engine::setup::{accept_flows, connect_flows};
 use crate::engine::side::{Observer, ServiceProbe, Side, SideSetup};
@@ -61,50 +63,39 @@ struct Shared {
     /// Connections that have not proven the token yet.
     admission: Arc<Admission>,
     started: Instant,
+    /// Refusals logged: when the last line was written and how many were
+    /// left out since (a flood refuses hundreds a second).
+    refused: std::sync::Mutex<(Option<Instant>, u64)>,
 }
 
-/// A reader whose every read waits at most until one deadline, and, until
-/// its first byte, until an earlier one.
+/// A reader whose every read waits at most until one deadline.
 struct Deadline<'a> {
     stream: &'a mut TcpStream,
     until: Instant,
-    first_by: Option<Instant>,
-    /// Told when the first bytes arrive (silent connections are evicted
-    /// first).
-    ticket: &'a Ticket,
 }
 
 impl std::io::Read for Deadline<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let first = self.first_by.is_some();
         let late = || {
             std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                if first {
-                    format!("sent nothing within {} s", FIRST_BYTES.as_secs())
-                } else {
-                    format!(
-                        "did not authenticate within {} s",
-                        HANDSHAKE_DEADLINE.as_secs()
-                    )
-                },
+                format!(
+                    "did not authenticate within {} s",
+                    HANDSHAKE_DEADLINE.as_secs()
+                ),
             )
         };
-        let until = self.first_by.map_or(self.until, |f| f.min(self.until));
-        let left = until
+        let left = self
+            .until
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
             .ok_or_else(late)?;
         self.stream.set_read_timeout(Some(left))?;
-        let n = self.stream.read(buf).map_err(|e| match e.kind() {
+        self.stream.read(buf).map_err(|e| match e.kind() {
             // A socket read timeout shows as EAGAIN.
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
             _ => e,
-        })?;
-        if n > 0 && self.first_by.take().is_some() {
-            self.ticket.spoke();
-        }
-        Ok(n)
+        })
     }
 }
 
@@ -200,30 +191,30 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
         active: AtomicUsize::new(0),
         admission: Arc::new(Admission::default()),
         started: Instant::now(),
+        refused: std::sync::Mutex::new((None, 0)),
     });
     let mut evictions = 0u64;
     let mut last_evict_log = None;
-    for conn in listener.incoming() {
-        let conn = match conn {
-            Ok(c) => c,
-            Err(e) => {
-                log!(shared, "accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        let ip = match conn.peer_addr() {
-            Ok(a) => a.ip(),
-            Err(_) => continue, // gone already
-        };
-        // Admitted here, before a thread exists for it: past the cap a
-        // waiting connection is evicted (see admission.rs).
-        let Some((ticket, evicted)) = shared.admission.admit(&conn, ip) else {
+    let sh = shared.clone();
+    let hello = |nonce: &str| frame(&hello_msg(nonce, &sh));
+    let refusal = |why: &str| {
+        frame(&Msg::Error {
+            code: ErrorCode::Busy,
+            message: why.to_string(),
+        })
+    };
+    // A connection reaches here once it has sent its first bytes (the
+    // lobby holds the silent ones without a thread).
+    let spoke = |c: Spoken| {
+        // Admitted before a thread exists for it: past the cap a waiting
+        // connection is evicted (see admission.rs).
+        let Some((ticket, evicted)) = shared.admission.admit(&c.stream, c.ip) else {
             log!(
                 shared,
-                "connection from {ip} dropped: out of file descriptors"
+                "connection from {} dropped: out of file descriptors",
+                c.ip
             );
-            continue;
+            return ControlFlow::Continue(());
         };
         if let Some(ev) = evicted {
             // A flood evicts hundreds a second: one line a second at most.
@@ -231,20 +222,26 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
             if last_evict_log.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
                 log!(
                     shared,
-                    "{evictions} unauthenticated connection(s) evicted (the last from {}, after {:.1} s): {MAX_UNAUTHENTICATED} were waiting and {ip} connected",
+                    "{evictions} authenticating connection(s) evicted (the last from {}, after {:.1} s): {MAX_UNAUTHENTICATED} were authenticating and {} spoke",
                     ev.ip,
-                    ev.waited.as_secs_f64()
+                    ev.waited.as_secs_f64(),
+                    c.ip
                 );
                 evictions = 0;
                 last_evict_log = Some(Instant::now());
             }
         }
         let sh = shared.clone();
-        let h = match std::thread::Builder::new()
+        let ip = c.ip;
+        match std::thread::Builder::new()
             .name("linerate-session".into())
-            .spawn(move || session(conn, ticket, &sh))
+            .spawn(move || session(c, ticket, &sh))
         {
-            Ok(h) => h,
+            Ok(h) if shared.cfg.once => {
+                let _ = h.join();
+                ControlFlow::Break(())
+            }
+            Ok(_) => ControlFlow::Continue(()),
             Err(e) => {
                 // Out of threads: this connection is dropped, the agent
                 // keeps serving.
@@ -253,24 +250,52 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
                     "connection from {ip} dropped: cannot start a thread: {e}"
                 );
                 std::thread::sleep(Duration::from_millis(50));
-                continue;
+                ControlFlow::Continue(())
             }
-        };
-        if shared.cfg.once {
-            let _ = h.join();
-            return Ok(());
         }
-    }
-    Ok(())
+    };
+    let tally = |t: &lobby::Tally| {
+        log!(
+            shared,
+            "closed without a thread: {} that sent nothing within {} s of the hello, {} evicted from the lobby ({} wait at most)",
+            t.silent,
+            lobby::FIRST_BYTES.as_secs(),
+            t.evicted,
+            lobby::MAX_SILENT
+        )
+    };
+    lobby::serve(listener, hello, refusal, spoke, tally)
 }
 
-fn session(mut tcp: TcpStream, ticket: Ticket, sh: &Shared) {
+/// A message as one plain frame (the handshake's).
+fn frame(m: &Msg) -> Vec<u8> {
+    let mut v = Vec::new();
+    let _ = write_msg(&mut v, m);
+    v
+}
+
+/// The agent's greeting: its protocol, version and the nonce of this
+/// connection.
+fn hello_msg(nonce: &str, sh: &Shared) -> Msg {
+    Msg::Hello {
+        protocol: protocol::PROTOCOL.into(),
+        version: protocol::VERSION,
+        software: format!("linerate {}", env!("CARGO_PKG_VERSION")),
+        nonce: nonce.to_string(),
+        crypto_hw: !crate::measure::crypto::hw_masked(),
+        crypto_twin: sh.cfg.crypto_twin,
+        no_token: sh.cfg.token.is_empty(),
+    }
+}
+
+fn session(c: Spoken, ticket: Ticket, sh: &Shared) {
+    let mut tcp = c.stream;
     let peer = tcp
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = tcp.set_nodelay(true);
-    let handshake = handshake(&mut tcp, &ticket, sh);
+    let handshake = handshake(&mut tcp, &c.nonce, c.since, &ticket, sh);
     let evicted = ticket.evicted();
     drop(ticket);
     let keys = match handshake {
@@ -292,7 +317,17 @@ fn session(mut tcp: TcpStream, ticket: Ticket, sh: &Shared) {
             return;
         }
         Err(e) => {
-            log!(sh, "controller {peer} refused: {e}");
+            let mut r = sh.refused.lock().unwrap_or_else(|p| p.into_inner());
+            if r.0.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                r.1 += 1;
+            } else {
+                let more = match r.1 {
+                    0 => String::new(),
+                    n => format!(" ({n} more refused since the last such line)"),
+                };
+                log!(sh, "controller {peer} refused: {e}{more}");
+                *r = (Some(Instant::now()), 0);
+            }
             return;
         }
     };
@@ -387,32 +422,20 @@ fn session(mut tcp: TcpStream, ticket: Ticket, sh: &Shared) {
 /// The challenge: on success, the session's keys.
 fn handshake(
     stream: &mut TcpStream,
+    nonce: &str,
+    since: Instant,
     ticket: &Ticket,
     sh: &Shared,
 ) -> Result<protocol::SessionKeys, String> {
-    let until = Instant::now() + HANDSHAKE_DEADLINE;
+    // The lobby sent the hello with this nonce when it accepted.
+    let nonce = nonce.to_string();
+    let until = since + HANDSHAKE_DEADLINE;
     stream
         .set_write_timeout(Some(HANDSHAKE_DEADLINE))
         .map_err(|e| e.to_string())?;
-    let nonce = random_hex(16);
-    write_msg(
-        stream,
-        &Msg::Hello {
-            protocol: protocol::PROTOCOL.into(),
-            version: protocol::VERSION,
-            software: format!("linerate {}", env!("CARGO_PKG_VERSION")),
-            nonce: nonce.clone(),
-            crypto_hw: !crate::measure::crypto::hw_masked(),
-            crypto_twin: sh.cfg.crypto_twin,
-            no_token: sh.cfg.token.is_empty(),
-        },
-    )
-    .map_err(|e| e.to_string())?;
     let auth = read_msg(&mut Deadline {
         stream: &mut *stream,
         until,
-        first_by: Some(Instant::now() + FIRST_BYTES),
-        ticket,
     })
     .map_err(|e| match e.kind() {
         // A peer that connects and closes (a port scan, a health check).

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod cluster;
 pub mod controller;
 pub mod fleet;
+pub mod lobby;
 pub mod local;
 pub mod point;
 pub mod progress;
