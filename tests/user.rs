@@ -176,6 +176,7 @@ fn throughput_bytes_and_duration_agree_for_every_workload() {
         "tls-handshake",
         "stream --tls --no-baseline",
         "udp-stream",
+        "udp-stream --message 64 -F 200",
         "udp-rr",
         "memcache",
     ];
@@ -202,6 +203,18 @@ fn throughput_bytes_and_duration_agree_for_every_workload() {
             bps,
             "{args}: one iteration"
         );
+        // Intervals follow each other: no label overlaps the next (the
+        // workers stamp an edge within a millisecond of each other; it
+        // once read 0.0-1.2 s then 1.0-2.1 s).
+        let iv = it["intervals"].as_array().unwrap();
+        for w in iv.windows(2) {
+            assert!(
+                f(&w[1]["start_s"]) >= f(&w[0]["end_s"]) - 0.01,
+                "{args}: overlapping intervals {} and {}",
+                w[0],
+                w[1]
+            );
+        }
         for i in it["intervals"].as_array().unwrap() {
             let secs = f(&i["end_s"]) - f(&i["start_s"]);
             let derived = f(&i["bytes"]) * 8.0 / secs;

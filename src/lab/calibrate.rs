@@ -316,6 +316,16 @@ mod tests {
     }
 
     #[test]
+    fn the_bulk_flow_is_bounded_whatever_the_rtt() {
+        // 32 round trips, at least 1 s, at most 20 s: a 10 s RTT (the
+        // longest a lab takes is 20 s) no longer means minutes of bulk.
+        assert_eq!(bulk_seconds(0.0), 1.0);
+        assert!((bulk_seconds(0.2) - 6.4).abs() < 1e-9);
+        assert_eq!(bulk_seconds(10.0), 20.0);
+        assert_eq!(bulk_seconds(20.0), 20.0);
+    }
+
+    #[test]
     fn second_half_rate_skips_the_start() {
         let t0 = Instant::now();
         let ms = |m: u64| t0 + Duration::from_millis(m);
