@@ -17,17 +17,21 @@ cargo +nightly fuzz build -O >/dev/null
 # fuzzing should not depend on nobody editing meanwhile.
 bins=$(mktemp -d); trap 'rm -rf "$bins"' EXIT
 for t in "${targets[@]}"; do cp "target/x86_64-unknown-linux-gnu/release/$t" "$bins/"; done
-# The merge keeps only inputs that add coverage, so the whole merged set
-# is kept: pruning it to the smallest files (as this script once did) kept
-# a third of the edges, and the CI replay then missed the deep paths; a
-# 2,000-file guard still cut results_json's kept coverage from 7,499 to
-# 3,062 edges (its deep inputs are its largest). KEEP is only a guard
-# against a corpus too large for git.
-keep=${KEEP:-20000}
+# The merge keeps only inputs that add coverage, but a merged corpus still
+# ran to 23,500 files (results_json alone 11,941), more than tools that
+# read the tree cope with. So each target keeps at most KEEP hash-named
+# inputs (named seeds always stay), spread evenly over the sizes: pruning
+# to the smallest (as this script once did) dropped the deep inputs,
+# which are the largest (results_json's kept coverage fell from 7,499 to
+# 3,062 edges), while an even spread keeps large and small ones alike.
+keep=${KEEP:-250}
 prune() {
-  ls -S -r "$1" | grep -E '^[0-9a-f]{40}$' | tail -n +"$((keep + 1))" | while read -r f; do
-    rm -f "$1/$f"
-  done
+  mapfile -t files < <(ls -S -r "$1" | grep -E '^[0-9a-f]{40}$')
+  local n=${#files[@]}
+  [ "$n" -le "$keep" ] && return
+  declare -A pick=()
+  for ((i = 0; i < keep; i++)); do pick[$(( i * (n - 1) / (keep - 1) ))]=1; done
+  for ((i = 0; i < n; i++)); do [ -n "${pick[$i]:-}" ] || rm -f "$1/${files[$i]}"; done
 }
 for t in "${targets[@]}"; do
   log=$(mktemp)
