@@ -144,6 +144,7 @@ impl Admission {
     }
 
     /// Connections authenticating now.
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.lock().1.len()
     }

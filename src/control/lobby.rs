@@ -70,6 +70,7 @@ pub fn serve(
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)
         .map_err(|e| format!("epoll: {e}"))?;
+    // Keyed by arrival, so the first entry is always the oldest.
     let mut waiting: BTreeMap<usize, Waiting> = BTreeMap::new();
     let mut next = 0usize;
     let mut events = Events::with_capacity(256);
@@ -97,7 +98,8 @@ pub fn serve(
                     if !matches!(s.write(&frame), Ok(n) if n == frame.len()) {
                         continue;
                     }
-                    next = next.wrapping_add(1) % (usize::MAX - 1);
+                    // Never reaches LISTENER (usize::MAX) in practice.
+                    next += 1;
                     if poll
                         .registry()
                         .register(&mut s, Token(next), Interest::READABLE)
@@ -115,8 +117,7 @@ pub fn serve(
                         },
                     );
                     if waiting.len() > MAX_SILENT {
-                        if let Some(k) = oldest(&waiting) {
-                            let w = waiting.remove(&k).expect("listed");
+                        if let Some((_, w)) = waiting.pop_first() {
                             close(w, &refusal(&format!("{MAX_SILENT} connections were waiting silent and this one, the oldest, gave its place to a newer one")));
                             counts.evicted += 1;
                         }
@@ -149,14 +150,13 @@ pub fn serve(
                 return Ok(());
             }
         }
-        // The silent past their deadline.
-        let late: Vec<usize> = waiting
-            .iter()
-            .filter(|(_, w)| w.since.elapsed() >= FIRST_BYTES)
-            .map(|(&k, _)| k)
-            .collect();
-        for k in late {
-            let w = waiting.remove(&k).expect("listed");
+        // The silent past their deadline: the oldest first, so the sweep
+        // stops at the first one still in time.
+        while waiting
+            .first_key_value()
+            .is_some_and(|(_, w)| w.since.elapsed() >= FIRST_BYTES)
+        {
+            let (_, w) = waiting.pop_first().expect("checked");
             close(
                 w,
                 &refusal(&format!(
@@ -172,11 +172,6 @@ pub fn serve(
             last_tally = Instant::now();
         }
     }
-}
-
-/// The key of the connection that has waited longest.
-fn oldest(waiting: &BTreeMap<usize, Waiting>) -> Option<usize> {
-    waiting.iter().min_by_key(|(_, w)| w.since).map(|(&k, _)| k)
 }
 
 /// Tells a connection why (if its buffer takes it at once) and closes it.

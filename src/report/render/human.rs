@@ -378,7 +378,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
             );
         }
         if let Some(u) = &it.udp {
-            udp_lines(&mut o, u, spec);
+            udp_lines(&mut o, u, spec, it.duration_s);
         }
         if let Some(k) = &it.kv {
             kv_lines(&mut o, k);
@@ -551,7 +551,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
 
 /// A UDP test's packets, loss (receiver drops apart), jitter, the kernel's
 /// own count, and CPU per packet.
-fn udp_lines(o: &mut String, u: &crate::model::result::UdpFigures, spec: &TestSpec) {
+fn udp_lines(o: &mut String, u: &crate::model::result::UdpFigures, spec: &TestSpec, secs: f64) {
     let size = if spec.workload == Workload::UdpStream {
         format!("{} B", spec.message)
     } else {
@@ -562,7 +562,6 @@ fn udp_lines(o: &mut String, u: &crate::model::result::UdpFigures, spec: &TestSp
     // count covers its window, offset from the receiver's by the datagrams
     // in flight at the edges (it once read 241.2k/s received of 239.6k/s
     // sent beside a loss of 0.5%).
-    let secs = u.packets_per_s.max(1e-9).recip() * u.packets as f64;
     let accounted = (u.packets + u.lost) as f64 / secs.max(1e-9);
     let _ = writeln!(
         o,
