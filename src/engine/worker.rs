@@ -157,6 +157,30 @@ struct Worker {
     next_edge_at: Option<Instant>,
 }
 
+/// A flow's context over the worker's fields (a macro, not a method: the
+/// caller holds a flow borrowed from `slots` meanwhile, which a `&mut self`
+/// method would conflict with).
+macro_rules! ctx {
+    ($w:ident, $now:expr, $token:expr, $spawned:expr, $stopping:expr, $peer_closed:expr, $blocking:expr) => {
+        Ctx {
+            now: $now,
+            token: $token,
+            counters: &mut $w.counters,
+            hist: &mut $w.hist,
+            hist_corrected: &mut $w.hist_corrected,
+            buf: &mut $w.buf,
+            payload: &$w.s.payload,
+            registry: $w.poll.registry(),
+            timers: &mut $w.timers,
+            spawned: $spawned,
+            stopping: $stopping,
+            counting: $w.window_started && !$stopping,
+            peer_closed: $peer_closed,
+            blocking: $blocking,
+        }
+    };
+}
+
 impl Worker {
     fn new(mut s: WorkerSetup) -> std::io::Result<Self> {
         let poll = Poll::new()?;
@@ -275,25 +299,19 @@ impl Worker {
         if slot.done {
             return;
         }
-        let mut cx = Ctx {
+        let peer_closed = match call {
+            Call::Ready { peer_closed, .. } => peer_closed,
+            Call::Timer => None,
+        };
+        let mut cx = ctx!(
+            self,
             now,
-            token: Token(token),
-            counters: &mut self.counters,
-            hist: &mut self.hist,
-            hist_corrected: &mut self.hist_corrected,
-            buf: &mut self.buf,
-            payload: &self.s.payload,
-            registry: self.poll.registry(),
-            timers: &mut self.timers,
+            Token(token),
             spawned,
             stopping,
-            counting: self.window_started && !stopping,
-            peer_closed: match call {
-                Call::Ready { peer_closed, .. } => peer_closed,
-                Call::Timer => None,
-            },
-            blocking: self.s.blocking,
-        };
+            peer_closed,
+            self.s.blocking
+        );
         let status = match call {
             Call::Timer => slot.flow.timer(&mut cx),
             Call::Ready {
@@ -383,22 +401,16 @@ impl Worker {
             }
             for mut flow in spawned.drain(..) {
                 let status = loop {
-                    let mut cx = Ctx {
-                        now: Instant::now(),
-                        token: Token(usize::MAX),
-                        counters: &mut self.counters,
-                        hist: &mut self.hist,
-                        hist_corrected: &mut self.hist_corrected,
-                        buf: &mut self.buf,
-                        payload: &self.s.payload,
-                        registry: self.poll.registry(),
-                        timers: &mut self.timers,
-                        spawned: &mut Vec::new(),
+                    let mut none = Vec::new();
+                    let mut cx = ctx!(
+                        self,
+                        Instant::now(),
+                        Token(usize::MAX),
+                        &mut none,
                         stopping,
-                        counting: self.window_started && !stopping,
-                        peer_closed: None,
-                        blocking: true,
-                    };
+                        None,
+                        true
+                    );
                     match flow.ready(&mut cx, true, true) {
                         Status::Open | Status::Busy if !self.s.stop.load(Ordering::Relaxed) => {}
                         other => break other,
