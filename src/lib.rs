@@ -4,12 +4,15 @@
 //! agent (`linerate serve`, started locally when none is given), runs both
 //! sides on a common timeline and folds their interval counters, CPU and
 //! kernel views into one result. docs/architecture.md maps the floors below.
+pub mod agent;
 pub mod cli;
 pub mod control;
+pub mod controller;
 pub mod engine;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod hostops;
 pub mod kv;
 pub mod lab;
 pub mod measure;

@@ -19,10 +19,14 @@ const FLOORS: &[(&str, u32)] = &[
     ("lab", 5),
     ("program", 6),
     ("control", 7),
-    ("study", 8),
-    ("report", 9),
-    ("cli", 10),
-    ("fuzz", 11),
+    ("hostops", 8),
+    // The two processes: neither imports the other.
+    ("agent", 9),
+    ("controller", 9),
+    ("study", 10),
+    ("report", 11),
+    ("cli", 12),
+    ("fuzz", 13),
 ];
 
 fn rank(floor: &str) -> Option<u32> {

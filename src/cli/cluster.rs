@@ -1,12 +1,12 @@
 //! `linerate cluster up|status|down HOSTS.toml`: agents on many hosts,
-//! started and stopped over OpenSSH (see control::cluster).
+//! started and stopped over OpenSSH (see hostops::cluster).
 
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::control::cluster::{self, HostStatus};
 use crate::error::{Error, Result};
+use crate::hostops::cluster::{self, HostStatus};
 
 #[derive(Args, Debug)]
 pub struct ClusterArgs {
@@ -78,7 +78,8 @@ fn up(a: UpArgs) -> Result<()> {
             let _ = writeln!(std::io::stdout().lock(), "{line}");
         }
     };
-    let hosts = cluster::up(&a.hosts, &say).map_err(Error::Failed)?;
+    let hosts = cluster::up(&a.hosts, &say, &crate::controller::conn::probe_agent)
+        .map_err(Error::Failed)?;
     let state = cluster::state_path(&a.hosts).map_err(Error::Failed)?;
     if json {
         return json_line(&hosts);
@@ -94,11 +95,16 @@ fn up(a: UpArgs) -> Result<()> {
 
 fn status(a: StatusArgs) -> Result<()> {
     let fallback = match (&a.token_file, std::env::var("LINERATE_TOKEN")) {
-        (Some(_), _) => Some(crate::control::target::token(&a.token_file)?),
+        (Some(_), _) => Some(crate::controller::target::token(&a.token_file)?),
         (None, Ok(t)) if !t.trim().is_empty() => Some(t.trim().to_string()),
         _ => None,
     };
-    let hosts = cluster::status(&a.hosts, fallback.as_deref()).map_err(Error::Failed)?;
+    let hosts = cluster::status(
+        &a.hosts,
+        fallback.as_deref(),
+        &crate::controller::conn::probe_agent,
+    )
+    .map_err(Error::Failed)?;
     if a.json {
         json_line(&hosts)?;
     } else {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::write_json;
-use crate::control::target::ConnectArgs;
+use crate::controller::target::ConnectArgs;
 use crate::error::Result;
 use crate::model::options::{Secs, TestOptions};
 use crate::model::result::TestResult;

@@ -1,13 +1,13 @@
 //! `linerate run WORKLOAD [options]`: one test through the same pipeline as
-//! a study's point (`control::point::run_point`), printed for people.
+//! a study's point (`controller::point::run_point`), printed for people.
 
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 
 use super::write_json;
-use crate::control::point::{run_point, Point};
-use crate::control::target::{self, ConnectArgs};
+use crate::controller::point::{run_point, Point};
+use crate::controller::target::{self, ConnectArgs};
 use crate::error::{usage, Error, Result};
 use crate::model::options::TestOptions;
 use crate::model::spec::{TestSpec, Workload};

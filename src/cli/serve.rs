@@ -8,7 +8,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::control::{agent, target};
+use crate::agent::serve as agent;
+use crate::controller::target;
 use crate::error::{usage, Error, Result};
 use crate::units;
 
@@ -158,7 +159,7 @@ fn spawn_crypto_twin(
     args: &ServeArgs,
     addr: SocketAddr,
     token: &str,
-) -> std::result::Result<crate::control::local::LocalAgent, String> {
+) -> std::result::Result<crate::controller::local::LocalAgent, String> {
     let masked = crate::measure::crypto::hw_masked();
     let listen = SocketAddr::new(addr.ip(), 0).to_string();
     let mut a: Vec<String> = vec![
@@ -189,7 +190,7 @@ fn spawn_crypto_twin(
             a.extend([flag.to_string(), abs.display().to_string()]);
         }
     }
-    crate::control::local::LocalAgent::spawn_with(&a, token.to_string(), Some(!masked))
+    crate::controller::local::LocalAgent::spawn_with(&a, token.to_string(), Some(!masked))
 }
 
 /// The agent's token, or "" for none: allowed on a loopback address (only

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::write_json;
-use crate::control::target::ConnectArgs;
+use crate::controller::target::ConnectArgs;
 use crate::error::{usage, Error, Result};
 use crate::model::options::{Iterations, Secs, TestOptions};
 use crate::report::analysis::{check, compare, landscape, metrics};

@@ -1,21 +1,10 @@
-//! Control: the protocol between controller and agent, the agent (`linerate
-//! serve`), the controller's end, where a test runs (`target`), and the one
-//! pipeline that runs a point (`point::run_point`) for `linerate run` and
-//! for every point of a study.
-pub mod admission;
-pub mod agent;
+//! The control channel both processes speak: the framed, authenticated
+//! protocol between controller and agent, clock-offset estimation, and the
+//! checks a spec must pass on either end. The agent's side lives in
+//! `crate::agent`, the controller's in `crate::controller`; neither imports
+//! the other, so what crosses between them is only what is here.
 pub mod clock;
-pub mod cluster;
-pub mod controller;
-pub mod fleet;
-pub mod lobby;
-pub mod local;
-pub mod point;
-pub mod progress;
 pub mod protocol;
-pub mod run;
-pub mod sysctl;
-pub mod target;
 
 use crate::model::spec::TestSpec;
 

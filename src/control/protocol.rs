@@ -556,6 +556,18 @@ pub fn token_file_warning(path: &std::path::Path) -> Option<String> {
     })
 }
 
+/// An agent's answer to probes: its clock against ours, load, version.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probe {
+    pub software: String,
+    pub offset_ns: i64,
+    pub uncertainty_ns: u64,
+    pub rtt_ns: u64,
+    pub load: [f64; 3],
+    pub tests_running: u32,
+    pub uptime_s: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

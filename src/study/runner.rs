@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use crate::control::point::{run_point, Point};
-use crate::control::target::{self, ConnectArgs};
+use crate::controller::point::{run_point, Point};
+use crate::controller::target::{self, ConnectArgs};
 use crate::engine::signals;
 use crate::error::{Error, Result};
 use crate::lab::calibrate;

@@ -6,11 +6,11 @@
 use clap::Args;
 use std::path::{Path, PathBuf};
 
-use super::controller;
+use super::conn;
 use super::fleet::{Endpoint, Fleet};
 use super::local::LocalAgent;
-use super::protocol;
 use super::run::Driver;
+use crate::control::protocol;
 use crate::error::{usage, Error, Result};
 use crate::lab::state::LabState;
 use crate::model::hosts::{self, Host, HostsFile, Role};
@@ -136,8 +136,8 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
             ));
         }
         let token = token_if_any(&c.token_file)?;
-        let addr = controller::resolve(a).map_err(Error::Usage)?;
-        let conn = controller::connect(addr, &token)?;
+        let addr = conn::resolve(a).map_err(Error::Usage)?;
+        let conn = conn::connect(addr, &token)?;
         return Ok(Target {
             conn: Some(Driver::One(Box::new(conn))),
             info: AgentInfo {
@@ -197,7 +197,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         None => "127.0.0.1:0".into(),
     };
     let local = LocalAgent::spawn(&listen, &extra)?;
-    let conn = controller::connect(local.addr, &local.token)?;
+    let conn = conn::connect(local.addr, &local.token)?;
     let info = AgentInfo {
         address: local.addr.to_string(),
         local: true,
@@ -240,8 +240,8 @@ pub fn load_hosts(file: &Path) -> Result<Vec<Host>> {
 /// An agent's token: the host's `token_file`, else what `cluster up` gave
 /// it (its state file), else --token-file/LINERATE_TOKEN.
 fn host_token(file: &Path, host: &Host, fallback: &Option<PathBuf>) -> Result<String> {
-    if host.token_file.is_some() || super::cluster::token_for(file, host).is_some() {
-        return super::cluster::agent_token(file, host, None).map_err(Error::Failed);
+    if host.token_file.is_some() || crate::hostops::cluster::token_for(file, host).is_some() {
+        return crate::hostops::cluster::agent_token(file, host, None).map_err(Error::Failed);
     }
     token(fallback).map_err(|_| {
         usage(format!(

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::protocol::random_hex;
+use crate::control::protocol::random_hex;
 
 pub struct LocalAgent {
     child: Child,

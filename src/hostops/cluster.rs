@@ -25,8 +25,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::controller::{self, AgentConn, Probe};
-use super::protocol::{random_hex, read_token_file};
+use crate::control::protocol::Probe;
+use crate::control::protocol::{random_hex, read_token_file};
 use crate::model::hosts::{Host, HostsFile};
 
 /// What `linerate --version` prints; agents must run exactly this.
@@ -633,18 +633,29 @@ fn stop_agent(name: &str, a: &Started) -> Result<Stopped, String> {
     })
 }
 
-/// Connects, authenticates and probes (clock, load, version) one agent.
-fn check_agent(name: &str, control: SocketAddr, token: &str) -> Result<Probe, String> {
-    let mut conn: AgentConn =
-        controller::connect(control, token).map_err(|e| format!("host {name}: {e}"))?;
-    let probe = conn.probe().map_err(|e| format!("host {name}: {e}"));
-    conn.bye();
-    probe
+/// Connects, authenticates and probes (clock, load, version) one agent:
+/// the controller's side does that, handed in by the caller, so host
+/// operations stay below both processes.
+pub type Prober<'a> = &'a (dyn Fn(SocketAddr, &str) -> Result<Probe, String> + Sync);
+
+/// The probe of host `name`'s agent, the error naming the host.
+fn check_agent(
+    name: &str,
+    control: SocketAddr,
+    token: &str,
+    probe: Prober,
+) -> Result<Probe, String> {
+    probe(control, token).map_err(|e| format!("host {name}: {e}"))
 }
 
 /// The probe of an agent that must run this linerate.
-fn check_same(name: &str, control: SocketAddr, token: &str) -> Result<Probe, String> {
-    let p = check_agent(name, control, token)?;
+fn check_same(
+    name: &str,
+    control: SocketAddr,
+    token: &str,
+    probe: Prober,
+) -> Result<Probe, String> {
+    let p = check_agent(name, control, token, probe)?;
     if p.software != software() {
         return Err(format!(
             "host {name}: version mismatch: its agent at {control} runs {}, this is {}; run the same linerate on every host",
@@ -731,7 +742,11 @@ fn first_error(errors: Vec<String>, say: &(dyn Fn(&str) + Sync)) -> Result<(), S
 /// `say` gets one line per step and host as it happens. On any failure,
 /// the agents this call started are stopped again and the error names the
 /// (first) host.
-pub fn up(hosts_path: &Path, say: &(dyn Fn(&str) + Sync)) -> Result<Vec<UpHost>, String> {
+pub fn up(
+    hosts_path: &Path,
+    say: &(dyn Fn(&str) + Sync),
+    probe: Prober,
+) -> Result<Vec<UpHost>, String> {
     let cl = load(hosts_path)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let mut state = load_state(hosts_path)?;
@@ -758,7 +773,8 @@ pub fn up(hosts_path: &Path, say: &(dyn Fn(&str) + Sync)) -> Result<Vec<UpHost>,
             .agents
             .get(&h.name)
             .filter(|a| a.control() == h.control() && a.remote_binary == *bin);
-        let answers = earlier.is_some_and(|a| check_same(&h.name, a.control(), &a.token).is_ok());
+        let answers =
+            earlier.is_some_and(|a| check_same(&h.name, a.control(), &a.token, probe).is_ok());
         Ok::<_, String>((binary, answers))
     });
     let mut errors = Vec::new();
@@ -870,7 +886,7 @@ pub fn up(hosts_path: &Path, say: &(dyn Fn(&str) + Sync)) -> Result<Vec<UpHost>,
             Some(a) if h.token_file.is_none() => a.token.clone(),
             _ => agent_token(hosts_path, h, None)?,
         };
-        check_same(&h.name, h.control(), &token)
+        check_same(&h.name, h.control(), &token, probe)
     });
     let mut out = Vec::new();
     let mut errors = Vec::new();
@@ -929,7 +945,11 @@ pub struct HostStatus {
 /// `cluster status`: connects to every host's agent, authenticates and
 /// probes it. `fallback` is the token for hosts neither started by `up`
 /// nor given a token_file.
-pub fn status(hosts_path: &Path, fallback: Option<&str>) -> Result<Vec<HostStatus>, String> {
+pub fn status(
+    hosts_path: &Path,
+    fallback: Option<&str>,
+    probe: Prober,
+) -> Result<Vec<HostStatus>, String> {
     let cl = load(hosts_path)?;
     let state = load_state(hosts_path)?;
     Ok(each(&cl.hosts, |h| {
@@ -943,7 +963,7 @@ pub fn status(hosts_path: &Path, fallback: Option<&str>) -> Result<Vec<HostStatu
             (None, None) => "unknown",
         };
         let result = agent_token(hosts_path, h, fallback)
-            .and_then(|t| check_agent(&h.name, h.control(), &t));
+            .and_then(|t| check_agent(&h.name, h.control(), &t, probe));
         let (probe, error) = match result {
             Ok(p) => (Some(ProbeView::from(p)), None),
             Err(e) => {

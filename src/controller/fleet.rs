@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use super::clock::{self, ClockSync};
-use super::controller::{self, AgentConn, AgentSide, IterationRun, Live};
-use super::protocol::{HistText, Msg, TargetGroup};
+use super::conn::{self, AgentConn, AgentSide, IterationRun, Live};
+use crate::control::clock::{self, ClockSync};
+use crate::control::protocol::{HistText, Msg, TargetGroup};
 use crate::engine::side::SideReport;
 use crate::measure::cpu;
 use crate::measure::fold::combine;
@@ -189,7 +189,7 @@ impl Fleet {
         let mut members = Vec::new();
         for (role, list) in [(Role::Server, servers), (Role::Client, clients)] {
             for e in list {
-                let conn = controller::connect(e.control, &e.token)
+                let conn = conn::connect(e.control, &e.token)
                     .map_err(|err| format!("host {}: {err}", e.name))?;
                 members.push(Member {
                     name: e.name.clone(),
@@ -374,7 +374,7 @@ impl Fleet {
                 offset_ns: p.offset_ns,
                 uncertainty_ns: p.uncertainty_ns,
                 rtt_ns: p.rtt_ns,
-                probes: controller::CLOCK_PROBES,
+                probes: conn::CLOCK_PROBES,
             };
         }
         let plan = self.plan(spec);
@@ -618,10 +618,10 @@ impl Fleet {
         let mut run = self.fold(&plan, reports);
         run.prefill = prefills;
         if run.error.is_none() && crate::engine::signals::test_interrupted() {
-            run.error = Some(controller::INTERRUPTED.into());
+            run.error = Some(conn::INTERRUPTED.into());
         }
         if run.error.is_none() {
-            run.error = controller::kv_failure(spec, &run.client);
+            run.error = conn::kv_failure(spec, &run.client);
         }
         Ok(run)
     }

@@ -1,8 +1,8 @@
 //! Running one test: iterations until the confidence target is met, each a
 //! full setup/start/window/stop cycle on the agent, folded into one result.
 
-use crate::control::controller::{AgentConn, IterationRun, Live};
-use crate::control::fleet::Fleet;
+use crate::controller::conn::{AgentConn, IterationRun, Live};
+use crate::controller::fleet::Fleet;
 use crate::measure::histogram::{self, new_hist};
 use crate::model::host::HostInfo;
 use crate::model::result::{FlowPlace, HostRun};
@@ -99,7 +99,7 @@ pub fn run_test(
     live: &mut dyn Live,
     on_iteration: &mut dyn FnMut(&Iteration),
 ) -> Result<TestResult, String> {
-    super::check(spec)?;
+    crate::control::check(spec)?;
     let metric = crate::workload::main_metric(spec);
     let started_at = crate::units::rfc3339_now();
     let mut iterations: Vec<Iteration> = Vec::new();

@@ -8,8 +8,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::clock;
-use super::protocol::{
+use crate::control::clock;
+use crate::control::protocol::{
     self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg, Opener, Wire,
 };
 use crate::engine::setup::{connect_flows, targets};
@@ -305,16 +305,15 @@ impl Observer for ControllerObserver<'_> {
     }
 }
 
-/// An agent's answer to probes: its clock against ours, load, version.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Probe {
-    pub software: String,
-    pub offset_ns: i64,
-    pub uncertainty_ns: u64,
-    pub rtt_ns: u64,
-    pub load: [f64; 3],
-    pub tests_running: u32,
-    pub uptime_s: f64,
+pub use crate::control::protocol::Probe;
+
+/// Connects, authenticates and probes (clock, load, version) the agent at
+/// `control`, then says goodbye: what `cluster up` and `status` check.
+pub fn probe_agent(control: SocketAddr, token: &str) -> Result<Probe, String> {
+    let mut conn = connect(control, token)?;
+    let probe = conn.probe();
+    conn.bye();
+    probe
 }
 
 /// Probes per clock estimate: the fastest of 16 round trips on an idle

@@ -92,7 +92,7 @@ pub fn serve(
                         Err(_) => break,
                     };
                     let _ = s.set_nodelay(true);
-                    let nonce = super::protocol::random_hex(16);
+                    let nonce = crate::control::protocol::random_hex(16);
                     // A fresh socket's buffer takes the hello whole.
                     let frame = hello(&nonce);
                     if !matches!(s.write(&frame), Ok(n) if n == frame.len()) {

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::admission::{Admission, Ticket, HANDSHAKE_DEADLINE, MAX_UNAUTHENTICATED};
-use super::clock;
 use super::lobby::{self, Spoken};
-use super::protocol::{
+use crate::control::clock;
+use crate::control::protocol::{
     self, mac, mac_eq, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg, Opener,
     TargetGroup, Wire,
 };
@@ -160,7 +160,7 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
     }
     if cfg.allow_sysctl {
         // A journal left by an agent that died: its values go back first.
-        let restored = super::sysctl::replay()?;
+        let restored = crate::hostops::sysctl::replay()?;
         if !restored.is_empty() && !cfg.quiet {
             eprintln!(
                 "linerate agent: put back sysctls a previous agent left changed: {}",
@@ -173,7 +173,7 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
             .name("linerate-sysctl".into())
             .spawn(|| loop {
                 if crate::engine::signals::raised().load(Ordering::SeqCst) {
-                    let _ = super::sysctl::replay();
+                    let _ = crate::hostops::sysctl::replay();
                     std::process::exit(0);
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -558,7 +558,7 @@ fn run_test(
         let _ = send_error(stream, code, &msg);
         Err(TestEnd::Told(msg))
     };
-    let workload = match super::check(&spec).and_then(|_| crate::workload::of(&spec)) {
+    let workload = match crate::control::check(&spec).and_then(|_| crate::workload::of(&spec)) {
         Ok(w) => w,
         Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
     };
@@ -638,7 +638,7 @@ fn run_test(
             "this agent does not change sysctls: start one with `sudo linerate serve --allow-sysctl` and give it with --agent".into(),
         );
     } else {
-        match super::sysctl::apply(&spec.sysctl) {
+        match crate::hostops::sysctl::apply(&spec.sysctl) {
             Ok(a) => Some(a),
             Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
         }

@@ -1,0 +1,6 @@
+//! The agent process (`linerate serve`): admission of control connections
+//! (a lobby for connections that have not spoken, slots for those that
+//! did), authenticated sessions, and the agent's end of every test.
+pub mod admission;
+pub mod lobby;
+pub mod serve;

@@ -1,0 +1,12 @@
+//! The controller process's side: a connection to an agent (`conn`), many
+//! agents on one window (`fleet`), a local agent it spawns (`local`), where
+//! a test runs (`target`), iterations folded into a result (`run`), and the
+//! one pipeline that runs a point (`point::run_point`) for `linerate run`
+//! and for every point of a study, with its progress line.
+pub mod conn;
+pub mod fleet;
+pub mod local;
+pub mod point;
+pub mod progress;
+pub mod run;
+pub mod target;
