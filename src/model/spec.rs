@@ -34,6 +34,10 @@ pub enum Workload {
     /// or one that runs already (`--target`): operations/s, hit ratio,
     /// latency per operation type (memtier_benchmark, memaslap).
     Memcache,
+    /// Several workloads (groups) on one window: `linerate run mix 'G1'
+    /// 'G2'`. Only a mixed result's own spec says mix; each group's spec
+    /// names its workload.
+    Mix,
 }
 
 impl Workload {
@@ -48,6 +52,7 @@ impl Workload {
             Workload::UdpStream => "udp-stream",
             Workload::UdpRr => "udp-rr",
             Workload::Memcache => "memcache",
+            Workload::Mix => "mix",
         }
     }
 

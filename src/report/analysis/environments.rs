@@ -81,6 +81,7 @@ pub fn merge(all: Vec<Loaded>, labels: &[String], out: PathBuf) -> Result<Loaded
             let mut params = vec![(ENV.to_string(), label.clone())];
             params.extend(p.params.iter().cloned());
             manifest.points.push(Point {
+                groups: Vec::new(),
                 index: offset + p.index,
                 id: format!("{label}--{}", p.id),
                 params,

@@ -1632,6 +1632,7 @@ mod tests {
             .and_then(|(_, v)| v.parse().ok())
             .unwrap_or(1);
         let point = Point {
+            groups: Vec::new(),
             index: 0,
             id: "p".into(),
             params: params
@@ -2135,6 +2136,7 @@ mod tests {
 
     fn wan_row(res: TestResult, params: &[(&str, String)]) -> Row {
         let point = Point {
+            groups: Vec::new(),
             index: 0,
             id: "p".into(),
             params: params

@@ -601,6 +601,7 @@ mod tests {
         let res = wan_result(rtt_ms, rcvbuf, f * model_bps(rtt_ms, rcvbuf));
         row(
             Point {
+                groups: Vec::new(),
                 index: 0,
                 id: "p".into(),
                 params: vec![

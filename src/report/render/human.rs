@@ -10,6 +10,7 @@ use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_secs, fmt_us}
 
 pub fn describe(spec: &TestSpec) -> String {
     let what = match spec.workload {
+        Workload::Mix => "several workloads on one window (each group below)".to_string(),
         Workload::Scp => format!(
             "scp of {} to the server's sshd{}",
             fmt_bytes(spec.bytes.unwrap_or(0)),
@@ -546,6 +547,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     if let Some(line) = tls_cost_line(r) {
         let _ = writeln!(o, "  {:<12} {line}", "tls cost");
     }
+    super::groups::lines(&mut o, r);
     o
 }
 
