@@ -3,6 +3,7 @@
 pub mod check;
 pub mod compare;
 pub mod environments;
+pub mod figure;
 pub mod keypoints;
 pub mod landscape;
 pub mod metrics;

@@ -19,6 +19,8 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged, ValueFo
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
+use crate::report::analysis::figure::Chart;
+
 /// Chart size in pixels: wide enough for a sweep of a dozen points and a
 /// legend, small enough to put two side by side on a laptop screen.
 const WIDTH: u32 = 760;
@@ -77,51 +79,6 @@ const HLINE_COLORS: [RGBColor; 4] = [
     RGBColor(30, 90, 150),
     RGBColor(110, 110, 110),
 ];
-
-/// One measured curve.
-pub struct Series {
-    /// Legend text.
-    pub name: String,
-    /// (x, y, optional half-width of the confidence interval for an error bar)
-    pub points: Vec<(f64, f64, Option<f64>)>,
-}
-
-/// A horizontal reference line from a model rather than a measurement.
-pub struct HLine {
-    /// Legend text, e.g. "line rate".
-    pub label: String,
-    pub y: f64,
-}
-
-/// A model drawn as a curve beside a measured series (the window/RTT model
-/// of a transfer at each RTT), dashed in that series' colour.
-pub struct Curve {
-    /// Legend text ("" for none).
-    pub label: String,
-    /// Index into `Chart::series` of the series it models (its colour).
-    pub series: usize,
-    pub points: Vec<(f64, f64)>,
-}
-
-/// Everything one chart shows.
-pub struct Chart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    /// Logarithmic x axis, for sweeps over sizes that double; non-positive
-    /// x values are left out. Ignored for a categorical axis.
-    pub log_x: bool,
-    /// Logarithmic y axis; non-positive y values are left out.
-    pub log_y: bool,
-    /// When Some, x values are indices 0..n into these names and the x axis shows the names (categorical axis, e.g. test cases).
-    pub x_categories: Option<Vec<String>>,
-    pub series: Vec<Series>,
-    /// Horizontal model lines (line rate, 90% threshold), drawn dashed and labelled in the legend.
-    pub hlines: Vec<HLine>,
-    /// Model curves, dashed in their series' colour; like `hlines`, they are
-    /// no chart on their own.
-    pub curves: Vec<Curve>,
-}
 
 /// Renders a chart as a standalone `<svg ...>...</svg>` string, 760x420 px, suitable to inline into an HTML page (no XML prolog, no external references, no scripts).
 ///
@@ -967,6 +924,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::analysis::figure::{Curve, HLine, Series};
 
     /// A small XML well-formedness check: tags nest and balance, attribute
     /// values are quoted and free of `<`, text holds no raw `<`, and every
@@ -1516,5 +1474,25 @@ mod tests {
         assert_eq!(fmt_tick(-2.5), "-2.5");
         assert_eq!(fmt_tick(2_500_000.0), "2.5e6");
         assert_eq!(fmt_tick(0.0001), "1e-4");
+    }
+
+    /// The landscape's window/RTT charts draw: a model's legend names its
+    /// window, and five unlabelled model curves still make a chart.
+    #[test]
+    fn landscape_model_curves_draw() {
+        use crate::report::analysis::landscape::testing::{land, plot, point};
+        let mut rows = Vec::new();
+        for w in ["64K", "2M"] {
+            for rtt in [0, 50, 100, 200] {
+                rows.push(point(rtt, w, 0.95));
+            }
+        }
+        let drawn = svg(&land(rows).chart(&plot(Some("rcvbuf")))).unwrap();
+        assert!(drawn.contains("model W=64 KiB"));
+        let rows = ["48K", "64K", "128K", "256K", "512K"]
+            .iter()
+            .flat_map(|w| [50, 100].map(|r| point(r, w, 1.0)))
+            .collect();
+        svg(&land(rows).chart(&plot(Some("rcvbuf")))).unwrap();
     }
 }
