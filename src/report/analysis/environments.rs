@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use crate::model::host::HostInfo;
 use crate::report::analysis::compare::welch;
+use crate::report::analysis::hosts::host_rows;
 use crate::report::analysis::landscape::{Landscape, Table};
 use crate::report::analysis::metrics;
 use crate::study::folder::{Loaded, RunRecord};
@@ -202,7 +203,7 @@ pub fn overview(
 /// Each environment's hosts as (setting, value): client and agent in one
 /// value when they agree, "client / agent" when not.
 fn settings(h: &(HostInfo, HostInfo)) -> Vec<(String, String)> {
-    crate::report::render::document::host_rows(&h.0, &h.1)
+    host_rows(&h.0, &h.1)
         .into_iter()
         .map(|(k, c, a)| {
             let v = if c == a || a.is_empty() {
