@@ -10,7 +10,7 @@ use crate::controller::target::ConnectArgs;
 use crate::error::{usage, Error, Result};
 use crate::model::options::{Iterations, Secs, TestOptions};
 use crate::report::analysis::{check, compare, landscape, metrics};
-use crate::report::render::document;
+use crate::report::pipeline;
 use crate::study::{builtin, folder, runner, sweep};
 
 fn dur(s: &str) -> Result<Duration, String> {
@@ -247,7 +247,7 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
         outcome
     };
     if !a.no_report {
-        let html = document::write_all(&outcome.dir).map_err(Error::Failed)?;
+        let html = pipeline::write_all(&outcome.dir).map_err(Error::Failed)?;
         if !a.quiet {
             eprintln!("report: {} (and report.md, landscape.csv)", html.display());
         }
@@ -265,7 +265,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
                 "--label and --out apply to several folders (one report of several environments)",
             ));
         }
-        let html = document::write_all(&a.dirs[0]).map_err(Error::Failed)?;
+        let html = pipeline::write_all(&a.dirs[0]).map_err(Error::Failed)?;
         println!("{}", html.display());
         return Ok(());
     }
@@ -294,7 +294,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
             out.display()
         )));
     }
-    let html = document::write_environments(&a.dirs, &labels, &out).map_err(Error::Failed)?;
+    let html = pipeline::write_environments(&a.dirs, &labels, &out).map_err(Error::Failed)?;
     println!("{}", html.display());
     Ok(())
 }
