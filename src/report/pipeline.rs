@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result};
 use crate::report::analysis::landscape::{self, Landscape};
 use crate::report::render::document::{self, Report};
 use crate::report::render::{csv, html, markdown};
@@ -14,18 +15,25 @@ use crate::study::folder::{self, Loaded};
 /// Writes report.html, report.md, landscape.csv and plots/*.svg into the
 /// folder; returns the HTML report's path. A folder written by
 /// `write_environments` is drawn again from its sources.
-pub fn write_all(dir: &Path) -> Result<PathBuf, String> {
+pub fn write_all(dir: &Path) -> Result<PathBuf> {
     if let Some((dirs, labels)) = read_sources(dir)? {
         return write_environments(&dirs, &labels, dir);
     }
     let loaded = folder::load(dir)?;
-    crate::report::analysis::check::study(&loaded.study)?;
+    check_drawable(&loaded)?;
     let land = landscape::build(&loaded);
     let report = document::build(&loaded, &land);
     write_report(dir, &land, &report)
 }
 
-fn write_report(dir: &Path, land: &Landscape, report: &Report) -> Result<PathBuf, String> {
+/// What the folder's study draws must be metrics. The study was checked
+/// when it ran, so a failure here is no usage error of the report (it
+/// fails with exit 1, as it always has).
+fn check_drawable(loaded: &Loaded) -> Result<()> {
+    crate::report::analysis::check::study(&loaded.study).map_err(|e| Error::Failed(e.to_string()))
+}
+
+fn write_report(dir: &Path, land: &Landscape, report: &Report) -> Result<PathBuf> {
     let plots = dir.join("plots");
     std::fs::create_dir_all(&plots)
         .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
@@ -45,7 +53,7 @@ const SOURCES: &str = "environments.json";
 /// (folders, labels) of a merged report.
 type Sources = (Vec<PathBuf>, Vec<String>);
 
-fn read_sources(dir: &Path) -> Result<Option<Sources>, String> {
+fn read_sources(dir: &Path) -> Result<Option<Sources>> {
     let path = dir.join(SOURCES);
     if !path.exists() {
         return Ok(None);
@@ -66,10 +74,10 @@ fn read_sources(dir: &Path) -> Result<Option<Sources>, String> {
     let dirs: Vec<PathBuf> = list("folders").into_iter().map(PathBuf::from).collect();
     let labels = list("labels");
     if dirs.is_empty() || dirs.len() != labels.len() {
-        return Err(format!(
+        return Err(Error::Failed(format!(
             "{}: folders and labels do not match",
             path.display()
-        ));
+        )));
     }
     Ok(Some((dirs, labels)))
 }
@@ -78,11 +86,7 @@ fn read_sources(dir: &Path) -> Result<Option<Sources>, String> {
 /// environment in every plot, a row per environment in every table, an
 /// overview of ratios against the first, the hosts' settings that differ
 /// first, and key points that name the environments.
-pub fn write_environments(
-    dirs: &[PathBuf],
-    labels: &[String],
-    out: &Path,
-) -> Result<PathBuf, String> {
+pub fn write_environments(dirs: &[PathBuf], labels: &[String], out: &Path) -> Result<PathBuf> {
     use crate::report::analysis::environments;
     let loaded: Vec<Loaded> = dirs
         .iter()
@@ -120,16 +124,16 @@ pub fn write_environments(
             .iter()
             .find(|k| !land.rows.iter().any(|r| r.value(k).is_some()))
         {
-            return Err(format!(
+            return Err(Error::Failed(format!(
                 "{} (study {}) has no {k}, which {} reports: only folders of the same study, or of studies with common metrics, go in one report",
                 dir.display(),
                 l.study.name,
                 loaded[0].study.name
-            ));
+            )));
         }
     }
     let merged = environments::merge(loaded, labels, out.to_path_buf())?;
-    crate::report::analysis::check::study(&merged.study)?;
+    check_drawable(&merged)?;
     let mut land = landscape::build(&merged);
     land.dims.insert(0, environments::ENV.into());
     let mut report = document::build(&merged, &land);

@@ -19,6 +19,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged, ValueFo
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
+use crate::error::{Error, Result};
 use crate::report::analysis::figure::Chart;
 
 /// Chart size in pixels: wide enough for a sweep of a dozen points and a
@@ -87,7 +88,7 @@ const HLINE_COLORS: [RGBColor; 4] = [
 /// would be non-positive on a log axis is cut at the bottom of the chart.
 /// Returns `Err` when no point is left to draw, or when the values span a
 /// range no axis can show (e.g. overflowing to infinity).
-pub fn svg(chart: &Chart) -> Result<String, String> {
+pub fn svg(chart: &Chart) -> Result<String> {
     let plan = Plan::new(chart)?;
     let title = clean_text(&chart.title);
     let x_label = clean_text(&chart.x_label);
@@ -142,12 +143,14 @@ pub fn svg(chart: &Chart) -> Result<String, String> {
     match buf.find("<svg") {
         Some(0) => Ok(buf),
         Some(i) => Ok(buf[i..].to_string()),
-        None => Err("plotters produced no <svg> element".to_string()),
+        None => Err(Error::Failed(
+            "plotters produced no <svg> element".to_string(),
+        )),
     }
 }
 
-fn plot_err<E: std::fmt::Display>(e: E) -> String {
-    format!("drawing the chart failed: {e}")
+fn plot_err<E: std::fmt::Display>(e: E) -> Error {
+    Error::Failed(format!("drawing the chart failed: {e}"))
 }
 
 /// Control characters are not allowed in XML 1.0 text even when escaped, so
@@ -179,7 +182,7 @@ impl Axis {
 
     /// Plotters loops forever or asserts on ranges it cannot subdivide
     /// (NaN, infinite, subnormal spans), so every range is checked here.
-    fn checked(self, what: &str) -> Result<Axis, String> {
+    fn checked(self, what: &str) -> Result<Axis> {
         let ok = self.lo.is_finite()
             && self.hi.is_finite()
             && self.lo < self.hi
@@ -191,10 +194,10 @@ impl Axis {
         if ok {
             Ok(self)
         } else {
-            Err(format!(
+            Err(Error::Failed(format!(
                 "the {what} values span a range that cannot be drawn ({} .. {})",
                 self.lo, self.hi
-            ))
+            )))
         }
     }
 }
@@ -229,13 +232,15 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(chart: &Chart) -> Result<Plan, String> {
+    fn new(chart: &Chart) -> Result<Plan> {
         let categories: Option<Vec<String>> = chart
             .x_categories
             .as_ref()
             .map(|c| c.iter().map(|s| clean_text(s)).collect());
         if categories.as_ref().is_some_and(|c| c.is_empty()) {
-            return Err("a categorical x axis needs at least one category".to_string());
+            return Err(Error::Failed(
+                "a categorical x axis needs at least one category".to_string(),
+            ));
         }
         let log_x = chart.log_x && categories.is_none();
         let log_y = chart.log_y;
@@ -277,7 +282,7 @@ impl Plan {
 
         let all = || series.iter().flat_map(|s| s.points.iter().copied());
         if all().next().is_none() {
-            return Err(format!(
+            return Err(Error::Failed(format!(
                 "no drawable points in chart {:?} (all empty, non-finite{})",
                 chart.title,
                 if log_x || log_y {
@@ -285,7 +290,7 @@ impl Plan {
                 } else {
                     ""
                 }
-            ));
+            )));
         }
 
         let hlines: Vec<(String, f64, RGBColor)> = chart
@@ -692,7 +697,7 @@ fn draw<'a, X, Y>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     plan: &Plan,
     (x_label, y_label): (&str, &str),
-) -> Result<(), String>
+) -> Result<()>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
@@ -872,7 +877,7 @@ fn draw_error_bars<X, Y>(
     s: &Prepared,
     y_axis: Axis,
     color: RGBColor,
-) -> Result<(), String>
+) -> Result<()>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
