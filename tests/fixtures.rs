@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use linerate::report::analysis::{check, compare, keypoints, landscape};
+use linerate::report::pipeline;
 use linerate::report::render::{csv, document, html, human, markdown};
 use linerate::study::folder;
 
@@ -126,7 +127,7 @@ fn every_key_point_rule_runs_on_real_results_and_finds_what_they_show() {
 fn every_renderer_draws_the_real_results() {
     for name in ["quick", "wan-lite"] {
         let dir = copy(name);
-        let html_path = document::write_all(&dir).unwrap();
+        let html_path = pipeline::write_all(&dir).unwrap();
         let loaded = folder::load(&dir).unwrap();
         let land = landscape::build(&loaded);
         let report = document::build(&loaded, &land);

@@ -144,6 +144,14 @@ fn combinations(study: &Study) -> Vec<Vec<usize>> {
     }
 }
 
+/// `study` when every point of it is a valid test: checked for all of them
+/// before any runs, wherever a study is read for use (a file, a built-in
+/// study, a results folder). `Study::parse` checks the file alone.
+pub fn checked(study: Study) -> Result<Study, String> {
+    expand(&study, &TestOptions::default())?;
+    Ok(study)
+}
+
 /// Every point of `study`, with `overrides` (from the command line, e.g. a
 /// shorter duration) applied on top of each. Fails on the first point that
 /// is not a valid test, naming it.
@@ -357,8 +365,17 @@ mod tests {
     #[test]
     fn an_invalid_point_is_named() {
         let text = "title = \"t\"\ndescription = \"d\"\n[test]\nworkload = \"crr\"\n[sweep]\nzerocopy = [false, true]\n";
-        let e = Study::parse(text, "t.toml", "t").unwrap_err();
+        let e = Study::parse(text, "t.toml", "t")
+            .and_then(checked)
+            .unwrap_err();
         assert!(e.contains("point zerocopy=true"), "{e}");
         assert!(e.contains("--zerocopy applies to stream"), "{e}");
+        // A value no test takes, found when the points are made.
+        let text =
+            "title = \"t\"\ndescription = \"d\"\n[test]\nduration = 1\n[sweep]\nflows = [0]\n";
+        let e = Study::parse(text, "t.toml", "t")
+            .and_then(checked)
+            .unwrap_err();
+        assert!(e.contains("--flows must be at least 1"), "{e}");
     }
 }
