@@ -235,11 +235,33 @@ pub fn run_mix(
         d.close();
     }
     outcome?;
+    // Each group's load beside it: what the others carried, per iteration.
+    let through: Vec<Vec<f64>> = folders
+        .iter()
+        .map(|f| f.iterations.iter().map(|i| i.throughput_bps).collect())
+        .collect();
+    for (g, f) in folders.iter_mut().enumerate() {
+        for (k, it) in f.iterations.iter_mut().enumerate() {
+            let beside = (0..through.len())
+                .filter(|&h| h != g)
+                .filter_map(|h| through[h].get(k))
+                .sum::<f64>();
+            it.load_beside_bps = Some(beside);
+        }
+    }
     let group_results: Vec<GroupResult> = groups
         .iter()
         .zip(&folders)
         .map(|(g, f)| {
             let mut summary = f.summary(&conf);
+            let n = f.iterations.len().max(1) as f64;
+            summary.load_beside_bps = Some(
+                f.iterations
+                    .iter()
+                    .filter_map(|i| i.load_beside_bps)
+                    .sum::<f64>()
+                    / n,
+            );
             // An end's CPU is every group's: a cost per KB or per
             // transaction of one group would charge it all to that group.
             for side in [&mut summary.cpu.client, &mut summary.cpu.agent] {

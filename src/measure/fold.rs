@@ -131,6 +131,7 @@ pub fn iteration(
         kv: None,
         hosts: Vec::new(),
         start_skew_us: None,
+        load_beside_bps: None,
     }
 }
 
@@ -497,6 +498,7 @@ pub fn summarize_with(
         udp: mean_udp(its),
         hit_ratio: kv.as_ref().and_then(|k| k.hit_ratio),
         kv,
+        load_beside_bps: None,
     }
 }
 

@@ -116,6 +116,10 @@ pub struct Iteration {
     /// misalignment of interval edges that remained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_skew_us: Option<f64>,
+    /// A group of a mixed test: the throughput the other groups carried on
+    /// the same window (the load beside this group's traffic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_beside_bps: Option<f64>,
 }
 
 /// What a UDP test measured over its window (both ends' receivers
@@ -356,6 +360,10 @@ pub struct Summary {
     /// from every iteration's merged histograms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvFigures>,
+    /// A group of a mixed test: the mean over iterations of the
+    /// throughput the other groups carried beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_beside_bps: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

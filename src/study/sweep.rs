@@ -37,7 +37,7 @@ pub fn param_phrase(key: &str, value: &str) -> String {
         "true" => true,
         "false" => false,
         _ => {
-            return if key == "case" {
+            return if key == "case" || key == "group" {
                 value.to_string()
             } else {
                 format!("{key}={value}")

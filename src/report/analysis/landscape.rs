@@ -81,6 +81,28 @@ pub fn row(point: Point, results: Vec<TestResult>) -> Row {
     }
 }
 
+/// A mixed point as one row per group: the group's own figures (its
+/// spec, summary and iterations, with the load the other groups carried
+/// beside it), named by the point's parameters and the group.
+fn group_rows(p: &Point, results: &[TestResult]) -> Vec<Row> {
+    let split: Vec<Vec<TestResult>> = results.iter().map(|r| r.group_results()).collect();
+    p.groups
+        .iter()
+        .enumerate()
+        .map(|(g, group)| {
+            let mut point = p.clone();
+            point.id = format!("{}_{}", p.id, group.name);
+            point
+                .params
+                .push(("group".into(), format!("{} {}", group.name, group.command)));
+            point.spec = group.spec.clone();
+            point.groups = Vec::new();
+            let results = split.iter().filter_map(|rs| rs.get(g).cloned()).collect();
+            row(point, results)
+        })
+        .collect()
+}
+
 pub fn build(loaded: &Loaded) -> Landscape {
     let study = &loaded.study;
     let window_rtt = study.model.window_rtt
@@ -92,8 +114,8 @@ pub fn build(loaded: &Loaded) -> Landscape {
         .manifest
         .points
         .iter()
-        .map(|p| {
-            let results = loaded
+        .flat_map(|p| {
+            let results: Vec<TestResult> = loaded
                 .results
                 .iter()
                 // A failed run (nothing measured) holds no figures.
@@ -102,9 +124,16 @@ pub fn build(loaded: &Loaded) -> Landscape {
                 })
                 .map(|(_, r)| r.clone())
                 .collect();
-            row(p.clone(), results)
+            if p.groups.is_empty() {
+                vec![row(p.clone(), results)]
+            } else {
+                group_rows(p, &results)
+            }
         })
         .collect();
+    let mixed = rows
+        .iter()
+        .any(|r| r.point.params.iter().any(|(k, _)| k == "group"));
     if !window_rtt {
         // The ratio is only shown where the study asked for the model.
         for r in &mut rows {
@@ -127,6 +156,9 @@ pub fn build(loaded: &Loaded) -> Landscape {
         dims.push("case".into());
     }
     dims.extend(study.axes.iter().map(|a| a.key.clone()));
+    if mixed {
+        dims.push("group".into());
+    }
     let (line_rate_bps, line_rate_note) = match study.model.line_rate() {
         Some(LineRate::Given(r)) => (Some(r), Some(format!("{} (given)", units::fmt_bps(r)))),
         Some(LineRate::Best) => {

@@ -338,6 +338,14 @@ pub const METRICS: &[Metric] = &[
         get: |r, it| latency(r, it, |l| l.p99),
     },
     Metric {
+        key: "load_beside_bps",
+        title: "Load beside (other groups)",
+        unit: Unit::BitsPerSecond,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| it.load_beside_bps,
+    },
+    Metric {
         key: "latency_p999_us",
         title: "Latency p99.9",
         unit: Unit::Micros,

@@ -771,3 +771,51 @@ fn scp_capped_by_the_ssh_channel_window() {
         scp_channel_window(&wan_land(vec![scp(100, MIB, 1.8, at(ssh.throughput_bps))])).is_empty()
     );
 }
+
+#[test]
+fn latency_beside_load_compares_a_group_with_itself_alone() {
+    let rr = |params: &[(&str, &str)], p99: f64, load: Option<f64>| {
+        let mut m: Vec<(&'static str, &[f64])> = vec![("latency_p50_us", &[30.0])];
+        let p = [p99];
+        let l = [load.unwrap_or(0.0)];
+        m.push(("latency_p99_us", &p));
+        if load.is_some() {
+            m.push(("load_beside_bps", &l));
+        }
+        let mut r = row(params, &m, 1);
+        r.point.spec.workload = crate::model::spec::Workload::Rr;
+        r.point.spec.rate = Some(200.0);
+        r
+    };
+    let alone = rr(&[("case", "alone")], 40.0, None);
+    let mixed = rr(
+        &[("case", "beside streams"), ("group", "g1 rr --rate 200")],
+        1200.0,
+        Some(4e10),
+    );
+    let bulk = row(
+        &[("case", "beside streams"), ("group", "g2 stream")],
+        &[("throughput_bps", &[4e10]), ("load_beside_bps", &[1e5])],
+        1,
+    );
+    let l = land(vec![alone, mixed, bulk], None);
+    let k = latency_beside_load(&l);
+    assert_eq!(k.len(), 1, "only the latency group: {k:?}");
+    assert!(
+        k[0].text.contains("p99 latency 1.20 ms beside 40.00 Gbit/s of other traffic, 30.0x its 40.0 µs alone (alone)"),
+        "{}",
+        k[0].text
+    );
+    // Without the group alone in the study: the figures, no ratio.
+    let l = land(vec![rr(&[("group", "g1 rr")], 1200.0, Some(4e10))], None);
+    let k = latency_beside_load(&l);
+    assert!(
+        k[0].text
+            .contains("beside 40.00 Gbit/s of other traffic on the same window"),
+        "{}",
+        k[0].text
+    );
+    // No load beside (a group alone in a mix of one): nothing to say.
+    let l = land(vec![rr(&[("group", "g1 rr")], 1200.0, Some(0.0))], None);
+    assert!(latency_beside_load(&l).is_empty());
+}
