@@ -27,14 +27,18 @@ use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
 
-use super::{Conns, Workload};
+use super::{Conns, Pattern, Plugin};
 
 /// Connect, request, response, close per transaction.
 pub struct Crr;
 
-impl Workload for Crr {
+impl Plugin for Crr {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Crr
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::PerTransaction
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {

@@ -22,7 +22,7 @@ use std::net::{SocketAddr, TcpStream as StdStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Supports, Workload};
+use super::{Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
 use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
@@ -33,9 +33,13 @@ use crate::model::spec::{self, KvDialect, KvSpec, MainMetric, TestSpec};
 
 pub struct Memcache;
 
-impl Workload for Memcache {
+impl Plugin for Memcache {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Memcache
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Service
     }
 
     fn supports(&self) -> Supports {

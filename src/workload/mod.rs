@@ -7,8 +7,9 @@
 //! table is the model: a workload is a handful of functions over shared
 //! flow, worker and histogram code).
 //!
-//! Adding a workload: a file here implementing `Workload`, and one line in
-//! `REGISTRY`.
+//! Adding a workload: a file here implementing `Plugin`, one line in
+//! `REGISTRY`, and a variant of `model::spec::Workload` (the name a spec
+//! carries; the plug-in is what runs it).
 
 use mio::net::{TcpListener, TcpStream};
 use std::net::SocketAddr;
@@ -18,6 +19,9 @@ use crate::engine::flow::{Flow, FlowBase};
 use crate::engine::tls::{Role, TlsConn};
 use crate::model::spec::{self, MainMetric, TestSpec};
 
+pub use conns::Pattern;
+
+pub mod conns;
 pub mod crr;
 pub mod memcache;
 pub mod rr;
@@ -70,9 +74,12 @@ pub struct Supports {
     pub exact_window: bool,
 }
 
-pub trait Workload: Sync {
+/// A flow workload: the plug-in that runs a `spec::Workload`.
+pub trait Plugin: Sync {
     /// The spec's name for it.
     fn kind(&self) -> spec::Workload;
+    /// How its connections are made (see `conns`).
+    fn pattern(&self) -> Pattern;
     /// Which optional options apply.
     fn supports(&self) -> Supports {
         Supports::default()
@@ -90,7 +97,7 @@ pub trait Workload: Sync {
 }
 
 /// Every flow workload; programs (exec, scp) live in `crate::program`.
-pub static REGISTRY: &[&dyn Workload] = &[
+pub static REGISTRY: &[&dyn Plugin] = &[
     &stream::Stream,
     &rr::Rr,
     &crr::Crr,
@@ -101,12 +108,12 @@ pub static REGISTRY: &[&dyn Workload] = &[
 ];
 
 /// The workload that runs `kind` (None: a program, not flows).
-pub fn get(kind: spec::Workload) -> Option<&'static dyn Workload> {
+pub fn get(kind: spec::Workload) -> Option<&'static dyn Plugin> {
     REGISTRY.iter().copied().find(|w| w.kind() == kind)
 }
 
 /// The workload of `spec`, or why it has none.
-pub fn of(spec: &TestSpec) -> Result<&'static dyn Workload, String> {
+pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, String> {
     get(spec.workload).ok_or_else(|| {
         format!(
             "{} is a program run in a lab, not flows on an agent",
@@ -190,6 +197,20 @@ mod tests {
             assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
         }
         assert!(get(Kind::Exec).is_none() && get(Kind::Scp).is_none());
+    }
+
+    #[test]
+    fn patterns_agree_with_the_spec() {
+        for w in REGISTRY {
+            let k = w.kind();
+            assert_eq!(w.pattern() == Pattern::Datagram, k.is_udp(), "{}", k.name());
+            assert_eq!(
+                w.pattern() == Pattern::PerTransaction,
+                k.per_connection(),
+                "{}",
+                k.name()
+            );
+        }
     }
 
     #[test]

@@ -22,15 +22,19 @@ use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
-use super::{base, Conns, Supports, Workload};
+use super::{base, Conns, Pattern, Plugin, Supports};
 
 /// Request/response on persistent connections: closed loop with
 /// `outstanding` in flight, or open loop at `--rate` over all flows.
 pub struct Rr;
 
-impl Workload for Rr {
+impl Plugin for Rr {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Rr
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Persistent
     }
 
     fn supports(&self) -> Supports {

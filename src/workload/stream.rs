@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
-use super::{base, rr, Conns, Supports, Workload};
+use super::{base, rr, Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, Direction, MainMetric, Per, TestSpec};
@@ -20,9 +20,13 @@ use crate::model::spec::{self, Direction, MainMetric, Per, TestSpec};
 /// repeated with `--per transaction`).
 pub struct Stream;
 
-impl Workload for Stream {
+impl Plugin for Stream {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Stream
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Persistent
     }
 
     fn supports(&self) -> Supports {

@@ -2,15 +2,19 @@
 //! handshake, one small request/response, close. crr's flows with TLS
 //! required: handshakes/s and CPU per handshake on each end.
 
-use super::{crr, Conns, Workload};
+use super::{crr, Conns, Pattern, Plugin};
 use crate::engine::flow::Flow;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
 pub struct TlsHandshake;
 
-impl Workload for TlsHandshake {
+impl Plugin for TlsHandshake {
     fn kind(&self) -> spec::Workload {
         spec::Workload::TlsHandshake
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::PerTransaction
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {

@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Supports, Workload};
+use super::{Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, Status};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::histogram::record_ns;
@@ -20,9 +20,13 @@ use crate::model::spec::{self, MainMetric, TestSpec};
 
 pub struct UdpRr;
 
-impl Workload for UdpRr {
+impl Plugin for UdpRr {
     fn kind(&self) -> spec::Workload {
         spec::Workload::UdpRr
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Datagram
     }
 
     fn supports(&self) -> Supports {

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Supports, Workload};
+use super::{Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, Status, BUDGET};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::udpseq::SeqTracker;
@@ -34,9 +34,13 @@ const OLD_MAX_SEGMENTS: usize = 64;
 /// udp-small-packets study's 1,000-flow points). 256 calls is about 1 ms.
 const CALLS_PER_TURN: usize = 256;
 
-impl Workload for UdpStream {
+impl Plugin for UdpStream {
     fn kind(&self) -> spec::Workload {
         spec::Workload::UdpStream
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Datagram
     }
 
     fn supports(&self) -> Supports {
