@@ -20,7 +20,7 @@ use crate::control::protocol::{
     TargetGroup, Wire,
 };
 use crate::engine::setup::{accept_flows, connect_flows};
-use crate::engine::side::{Observer, ServiceProbe, Side, SideSetup};
+use crate::engine::side::{Observer, Side, SideSetup};
 use crate::engine::sockopt;
 use crate::engine::tls;
 use crate::kv::service::Service;
@@ -698,11 +698,8 @@ fn run_test(
         spec: spec.clone(),
         flows,
         t0: when,
-        service: service.as_ref().map(|s| ServiceProbe {
-            name: s.name.clone(),
-            pid: Some(s.pid()),
-            stats: Some(s.addr),
-        }),
+        service: service.as_ref().map(crate::workload::memcache::watch),
+        kernel_udp: workload.pattern().kernel_udp(),
         // Each interval goes to the controller as it closes.
         keep_samples: false,
     };

@@ -532,20 +532,20 @@ impl AgentConn {
                 }
             }
         }
+        // --target: memcached's own counts, read from this side.
+        let watch = spec
+            .kv
+            .as_ref()
+            .and_then(|k| k.target.as_ref())
+            .map(|_| crate::workload::memcache::watch_target(data));
         let setup = SideSetup {
             agent: false,
             keep_samples: true,
             spec: spec.clone(),
             flows: workload.client_flows(spec, conns)?,
             t0: None,
-            // --target: memcached's own counts, read from this side.
-            service: spec.kv.as_ref().and_then(|k| k.target.as_ref()).map(|_| {
-                crate::engine::side::ServiceProbe {
-                    name: crate::kv::service::version(data).unwrap_or_else(|_| "memcached".into()),
-                    pid: None,
-                    stats: Some(data),
-                }
-            }),
+            service: watch,
+            kernel_udp: workload.pattern().kernel_udp(),
         };
         let mut side = Side::start(setup)?;
         self.send(&Msg::Start { at_ns: None })?;

@@ -24,11 +24,13 @@ use std::time::{Duration, Instant};
 
 use super::{Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
+use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
 use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
+use crate::kv::service::Service;
 use crate::measure::histogram::{self, new_hist, record_ns, Hist};
 use crate::model::flow::{FlowReport, KvFlowStats};
-use crate::model::sample::KvPrefill;
+use crate::model::sample::{KvPrefill, ServiceWindow};
 use crate::model::spec::{self, KvDialect, KvSpec, MainMetric, TestSpec};
 
 pub struct Memcache;
@@ -545,6 +547,51 @@ impl Flow for KvFlow {
 
     fn persistent(&self) -> bool {
         true
+    }
+}
+
+/// memcached's own counts, read by a side that watches it: its `stats`
+/// at the window's edges (the engine never speaks memcached).
+struct MemcachedStats {
+    /// "memcached 1.6.38".
+    name: String,
+    pid: Option<u32>,
+    addr: SocketAddr,
+}
+
+impl ServiceStats for MemcachedStats {
+    fn read(&self) -> Option<Stats> {
+        crate::kv::service::stats(self.addr).ok()
+    }
+
+    fn window(&self, first: &Stats, last: &Stats) -> ServiceWindow {
+        crate::kv::service::window(&self.name, self.pid, first, last)
+    }
+}
+
+/// The memcached this agent started, watched over the window: its CPU
+/// and its counts.
+pub fn watch(svc: &Service) -> ServiceProbe {
+    ServiceProbe {
+        pid: Some(svc.pid()),
+        stats: Some(Box::new(MemcachedStats {
+            name: svc.name.clone(),
+            pid: Some(svc.pid()),
+            addr: svc.addr,
+        })),
+    }
+}
+
+/// A memcached nobody here started (`--target`), watched from the client
+/// side: its counts only.
+pub fn watch_target(addr: SocketAddr) -> ServiceProbe {
+    ServiceProbe {
+        pid: None,
+        stats: Some(Box::new(MemcachedStats {
+            name: crate::kv::service::version(addr).unwrap_or_else(|_| "memcached".into()),
+            pid: None,
+            addr,
+        })),
     }
 }
 
