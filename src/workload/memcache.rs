@@ -18,7 +18,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream as StdStream};
+use std::net::{IpAddr, SocketAddr, TcpStream as StdStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,17 @@ impl Plugin for Memcache {
             crate::kv::service::check_command(s)?;
         }
         Ok(())
+    }
+
+    /// Connections that failed mid-test are the server's failure (a flow
+    /// never fails on its own): the result is partial, with the cause.
+    fn mid_test_failure(&self, spec: &TestSpec, errors: &[String]) -> Option<String> {
+        Some(format!(
+            "{} of {} connections to memcached failed mid-test: {}",
+            errors.len(),
+            spec.flows,
+            errors.first()?
+        ))
     }
 
     fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
@@ -548,6 +559,30 @@ impl Flow for KvFlow {
     fn persistent(&self) -> bool {
         true
     }
+}
+
+/// The server half of a memcache test: memcached started on `ip`
+/// (`--service`), or nothing at all (`--target`: the clients load a
+/// server this agent does not own). No flows arrive at the agent.
+pub fn serve(spec: &TestSpec, ip: IpAddr) -> Result<Option<Service>, String> {
+    let kv = spec
+        .kv
+        .as_ref()
+        .ok_or("memcache without its key-value mix")?;
+    kv.service
+        .as_deref()
+        .map(|cmd| Service::start(cmd, ip))
+        .transpose()
+}
+
+/// `--target`, resolved: the memcached every client loads (None: each
+/// server agent starts its own).
+pub fn target(spec: &TestSpec) -> Result<Option<SocketAddr>, String> {
+    spec.kv
+        .as_ref()
+        .and_then(|k| k.target.as_deref())
+        .map(crate::kv::resolve_target)
+        .transpose()
 }
 
 /// memcached's own counts, read by a side that watches it: its `stats`

@@ -90,6 +90,12 @@ pub trait Plugin: Sync {
     fn validate(&self, _spec: &TestSpec) -> Result<(), String> {
         Ok(())
     }
+    /// What the client's flow errors mean for the test: None, they are
+    /// the flows' own (counted); Some, the test failed with this reason
+    /// (its result is partial).
+    fn mid_test_failure(&self, _spec: &TestSpec, _errors: &[String]) -> Option<String> {
+        None
+    }
     /// The controller's flows.
     fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
     /// The agent's flows.
