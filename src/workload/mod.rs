@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use crate::engine::flow::{Flow, FlowBase};
 use crate::engine::tls::{Role, TlsConn};
-use crate::model::spec::{self, MainMetric, TestSpec};
+use crate::model::result::Iteration;
+use crate::model::spec::{self, Direction, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 
@@ -96,10 +97,41 @@ pub trait Plugin: Sync {
     fn mid_test_failure(&self, _spec: &TestSpec, _errors: &[String]) -> Option<String> {
         None
     }
+    /// What it runs, in words: the head of a result's first line
+    /// ("rr 1 B/1 B, 4 outstanding"); the TLS, flows and window that
+    /// follow are the report's.
+    fn describe(&self, spec: &TestSpec) -> String;
+    /// What a result's rate column (and its trans/s line) shows.
+    fn rate_column(&self, _spec: &TestSpec) -> RateColumn {
+        RateColumn::Transactions
+    }
+    /// Lines of its own in a result, after the rate: (label, text).
+    fn report_lines(&self, _spec: &TestSpec, _it: &Iteration) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
     /// The controller's flows.
     fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
     /// The agent's flows.
     fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
+}
+
+/// What a result's rate column shows for a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateColumn {
+    Transactions,
+    /// Datagrams received per second (udp-stream).
+    Packets,
+    /// Nothing: a bulk transfer's figure is its throughput.
+    None,
+}
+
+/// A direction as a description says it.
+fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::Tx => "tx (client sends)",
+        Direction::Rx => "rx (agent sends)",
+        Direction::Bidir => "bidir",
+    }
 }
 
 /// Every flow workload; programs (exec, scp) live in `crate::program`.

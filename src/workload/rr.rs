@@ -23,6 +23,8 @@ use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
 use super::{base, Conns, Pattern, Plugin, Supports};
+use crate::units::{fmt_bytes, fmt_rate};
+use std::fmt::Write as _;
 
 /// Request/response on persistent connections: closed loop with
 /// `outstanding` in flight, or open loop at `--rate` over all flows.
@@ -35,6 +37,21 @@ impl Plugin for Rr {
 
     fn pattern(&self) -> Pattern {
         Pattern::Persistent
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        let mut s = format!(
+            "rr {}/{}",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response)
+        );
+        if spec.outstanding > 1 {
+            let _ = write!(s, ", {} outstanding", spec.outstanding);
+        }
+        if let Some(r) = spec.rate {
+            let _ = write!(s, ", open loop at {} total", fmt_rate(r));
+        }
+        s
     }
 
     fn supports(&self) -> Supports {

@@ -4,7 +4,9 @@
 
 use super::{crr, Conns, Pattern, Plugin};
 use crate::engine::flow::Flow;
+use crate::model::result::Iteration;
 use crate::model::spec::{self, MainMetric, TestSpec};
+use crate::units::fmt_bytes;
 
 pub struct TlsHandshake;
 
@@ -15,6 +17,18 @@ impl Plugin for TlsHandshake {
 
     fn pattern(&self) -> Pattern {
         Pattern::PerTransaction
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        format!(
+            "tls-handshake {}/{}",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response)
+        )
+    }
+
+    fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        vec![crr::conns_line(it)]
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
