@@ -22,6 +22,7 @@ use crate::model::spec::{self, Direction, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 
+pub mod conn;
 pub mod conns;
 pub mod crr;
 pub mod memcache;
@@ -143,6 +144,7 @@ pub static REGISTRY: &[&dyn Plugin] = &[
     &udp_stream::UdpStream,
     &udp_rr::UdpRr,
     &memcache::Memcache,
+    &conn::Conn,
 ];
 
 /// The workload that runs `kind` (None: a program, not flows).
@@ -231,6 +233,7 @@ mod tests {
             Kind::UdpStream,
             Kind::UdpRr,
             Kind::Memcache,
+            Kind::Conn,
         ] {
             assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
         }
