@@ -75,6 +75,7 @@ pub fn nfqueue(data: &[u8]) {
 pub fn results_json(data: &[u8]) {
     if let Ok(r) = serde_json::from_slice::<crate::model::result::TestResult>(data) {
         let point = crate::study::sweep::Point {
+            groups: Vec::new(),
             index: 0,
             id: "fuzz".into(),
             params: vec![],

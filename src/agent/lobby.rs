@@ -49,7 +49,7 @@ pub struct Tally {
     pub evicted: u64,
 }
 
-/// Accepts on `listener` until `spoke` breaks: greets each connection with
+/// Accepts on `listener` until `spoke` breaks or `done` (asked every 100 ms) says so: greets each connection with
 /// `hello(nonce)`, then hands it to `spoke` once its first bytes arrive.
 /// One that closes without a byte is dropped quietly; one silent for
 /// [`FIRST_BYTES`], or the oldest when [`MAX_SILENT`] wait, is told
@@ -61,6 +61,7 @@ pub fn serve(
     refusal: impl Fn(&str) -> Vec<u8>,
     mut spoke: impl FnMut(Spoken) -> ControlFlow<()>,
     mut tally: impl FnMut(&Tally),
+    mut done: impl FnMut() -> bool,
 ) -> Result<(), String> {
     listener
         .set_nonblocking(true)
@@ -81,6 +82,9 @@ pub fn serve(
             if e.kind() != std::io::ErrorKind::Interrupted {
                 return Err(format!("epoll: {e}"));
             }
+        }
+        if done() {
+            return Ok(());
         }
         for ev in events.iter() {
             if ev.token() == LISTENER {

@@ -203,6 +203,7 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
     };
     // A connection reaches here once it has sent its first bytes (the
     // lobby holds the silent ones without a thread).
+    let first: std::cell::RefCell<Option<std::thread::JoinHandle<()>>> = Default::default();
     let spoke = |c: Spoken| {
         // Admitted before a thread exists for it: past the cap a waiting
         // connection is evicted (see admission.rs).
@@ -235,11 +236,16 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
             .name("linerate-session".into())
             .spawn(move || session(c, ticket, &sh))
         {
-            Ok(h) if shared.cfg.once => {
-                let _ = h.join();
-                ControlFlow::Break(())
+            Ok(h) => {
+                // With `once`, the first controller's session decides
+                // when the agent ends (a mixed test opens more sessions
+                // beside it, which close before it does).
+                let mut first = first.borrow_mut();
+                if shared.cfg.once && first.is_none() {
+                    *first = Some(h);
+                }
+                ControlFlow::Continue(())
             }
-            Ok(_) => ControlFlow::Continue(()),
             Err(e) => {
                 // Out of threads: this connection is dropped, the agent
                 // keeps serving.
@@ -262,7 +268,13 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
             lobby::MAX_SILENT
         )
     };
-    lobby::serve(listener, hello, refusal, spoke, tally)
+    let done = || {
+        first
+            .borrow()
+            .as_ref()
+            .is_some_and(|h: &std::thread::JoinHandle<()>| h.is_finished())
+    };
+    lobby::serve(listener, hello, refusal, spoke, tally, done)
 }
 
 /// A message as one plain frame (the handshake's).

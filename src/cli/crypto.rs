@@ -38,7 +38,7 @@ pub fn crypto(a: CryptoArgs) -> Result<()> {
             "--hw on, but OPENSSL_ia32cap is set in the environment: unset it to measure with the hardware",
         ));
     }
-    let r = crate::measure::crypto::report(a.each);
+    let r = crate::measure::crypto::report(a.each, crate::measure::host::collect());
     if r.hw_masked {
         println!(
             "crypto hardware masked: OPENSSL_ia32cap={}",

@@ -12,7 +12,8 @@ use crate::controller::target::ConnectArgs;
 use crate::error::Result;
 use crate::model::options::{Secs, TestOptions};
 use crate::model::result::TestResult;
-use crate::report::render::{document, human};
+use crate::report::pipeline;
+use crate::report::render::human;
 use crate::study::{builtin, folder, runner};
 use crate::units;
 
@@ -84,7 +85,7 @@ pub fn run(args: QuickArgs) -> Result<()> {
         })
         .collect();
     print!("{}", human::quick_table(&results));
-    let html = document::write_all(&outcome.dir)?;
+    let html = pipeline::write_all(&outcome.dir)?;
     println!("\nreport: {}", html.display());
     if let Some(path) = &args.json {
         let doc = serde_json::json!({

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::write_json;
+use crate::controller::mix::{self, Group};
 use crate::controller::point::{run_point, Point};
 use crate::controller::target::{self, ConnectArgs};
 use crate::error::{usage, Error, Result};
@@ -16,9 +17,12 @@ use crate::units;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), tls-handshake, udp-stream, udp-rr, memcache (get/set against memcached), or a program in a lab (exec, scp).
+    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), tls-handshake, udp-stream, udp-rr, memcache (get/set against memcached), a program in a lab (exec, scp), or mix (several groups on one window).
     #[arg(value_enum)]
     pub workload: Workload,
+    /// mix: the groups, each quoted as `linerate run` takes it ('stream --flows 4' 'rr --rate 100 --request 64 --response 64'); the options after them apply to every group.
+    #[arg(value_name = "GROUP")]
+    pub groups: Vec<String>,
     #[command(flatten)]
     pub test: TestOptions,
     /// With --tls, skip the clear-text run of the same test that measures what TLS costs.
@@ -38,18 +42,49 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The spec these flags run, checked as the agent will check it.
+    /// The spec these flags run, checked as the agent will check it (a
+    /// mix: its own, `mix::spec_of` its groups).
     pub fn spec(&self) -> Result<TestSpec> {
-        let mut o = self.test.clone();
-        o.workload = Some(self.workload);
+        if self.workload == Workload::Mix {
+            return Ok(mix::spec_of(&self.groups()?));
+        }
+        if let Some(g) = self.groups.first() {
+            return Err(usage(format!(
+                "unexpected argument '{g}': only `linerate run mix` takes groups"
+            )));
+        }
+        self.spec_of(self.test.clone(), self.workload)
+    }
+
+    /// A mix's groups: each one's options over the common ones.
+    pub fn groups(&self) -> Result<Vec<Group>> {
+        let mut out = Vec::new();
+        for (i, text) in self.groups.iter().enumerate() {
+            let name = format!("g{}", i + 1);
+            let (w, o) = mix::parse_group(text).map_err(Error::Usage)?;
+            let spec = self
+                .spec_of(self.test.overlay(&o), w)
+                .map_err(|e| usage(format!("group {name} ({text}): {e}")))?;
+            out.push(Group {
+                name,
+                command: text.clone(),
+                spec,
+            });
+        }
+        mix::check(&out).map_err(Error::Usage)?;
+        Ok(out)
+    }
+
+    fn spec_of(&self, mut o: TestOptions, workload: Workload) -> Result<TestSpec> {
+        o.workload = Some(workload);
         o.ipv6 = Some(self.connect.ipv6);
         if let Some(flag) = o.tls_keys_without_tls() {
             return Err(usage(format!("{flag} needs --tls")));
         }
-        if let Some(flag) = o.not_for(self.workload) {
+        if let Some(flag) = o.not_for(workload) {
             return Err(usage(format!(
                 "{flag} does not apply to {}: it would be ignored",
-                self.workload.name()
+                workload.name()
             )));
         }
         let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
@@ -68,6 +103,11 @@ impl RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let spec = args.spec()?;
+    let groups = if args.workload == Workload::Mix {
+        args.groups()?
+    } else {
+        Vec::new()
+    };
     let json_out = args.json.as_deref().is_some_and(super::is_stdout);
     if json_out && args.json_stream {
         return Err(usage(
@@ -101,6 +141,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         quiet: args.quiet,
         json_stream: args.json_stream,
         tls_baseline: !args.no_baseline,
+        groups: &groups,
     };
     let result = run_point(&mut target, lab.as_ref(), &point);
     target.close();

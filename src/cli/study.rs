@@ -10,7 +10,7 @@ use crate::controller::target::ConnectArgs;
 use crate::error::{usage, Error, Result};
 use crate::model::options::{Iterations, Secs, TestOptions};
 use crate::report::analysis::{check, compare, landscape, metrics};
-use crate::report::render::document;
+use crate::report::pipeline;
 use crate::study::{builtin, folder, runner, sweep};
 
 fn dur(s: &str) -> Result<Duration, String> {
@@ -180,7 +180,7 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
         }
         None => builtin::resolve(&a.study).map_err(usage)?,
     };
-    check::study(&study).map_err(Error::Usage)?;
+    check::study(&study)?;
     let opts = runner::RunOptions {
         repeat: a.repeat,
         shuffle: a.shuffle,
@@ -247,7 +247,7 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
         outcome
     };
     if !a.no_report {
-        let html = document::write_all(&outcome.dir).map_err(Error::Failed)?;
+        let html = pipeline::write_all(&outcome.dir)?;
         if !a.quiet {
             eprintln!("report: {} (and report.md, landscape.csv)", html.display());
         }
@@ -265,12 +265,11 @@ pub fn report(a: ReportArgs) -> Result<()> {
                 "--label and --out apply to several folders (one report of several environments)",
             ));
         }
-        let html = document::write_all(&a.dirs[0]).map_err(Error::Failed)?;
+        let html = pipeline::write_all(&a.dirs[0])?;
         println!("{}", html.display());
         return Ok(());
     }
-    let labels = crate::report::analysis::environments::labels(&a.dirs, a.label.as_deref())
-        .map_err(usage)?;
+    let labels = crate::report::analysis::environments::labels(&a.dirs, a.label.as_deref())?;
     for d in &a.dirs {
         if !d.join("manifest.json").exists() {
             return Err(usage(format!(
@@ -294,7 +293,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
             out.display()
         )));
     }
-    let html = document::write_environments(&a.dirs, &labels, &out).map_err(Error::Failed)?;
+    let html = pipeline::write_environments(&a.dirs, &labels, &out)?;
     println!("{}", html.display());
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
+use super::together::{self, Together};
 use crate::control::clock;
 use crate::control::protocol::{
     self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg, Opener, Wire,
@@ -224,6 +225,8 @@ struct ControllerObserver<'a> {
     live: &'a mut dyn Live,
     /// Time limit of a finite test.
     deadline: Option<Instant>,
+    /// A mixed test's rendezvous: another group ended early.
+    together: Option<&'a Together>,
 }
 
 impl ControllerObserver<'_> {
@@ -300,6 +303,7 @@ impl Observer for ControllerObserver<'_> {
             || self.agent_error.is_some()
             || self.deadline.is_some_and(|d| Instant::now() >= d)
             || signals::test_interrupted()
+            || self.together.is_some_and(|t| t.stopped())
     }
 }
 
@@ -408,12 +412,31 @@ impl AgentConn {
 
     /// Runs one iteration of `spec`. Errors before the timeline starts are
     /// returned as Err; errors after it keep what was measured.
+    /// With `together` (a group of a mixed test) the window opens when
+    /// every group's flows are open, and closes when any group's ends.
     pub fn run_iteration(
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
+        together: Option<&Together>,
     ) -> Result<IterationRun, String> {
-        self.iteration(spec, live).map_err(|e| self.reason_for(e))
+        let r = self
+            .iteration(spec, live, together)
+            .map_err(|e| self.reason_for(e));
+        if let Some(t) = together {
+            match &r {
+                Err(e) => t.fail(e),
+                Ok(run) if run.error.is_some() => t.stop(),
+                Ok(_) => {}
+            }
+        }
+        r
+    }
+
+    /// Another control connection to the same agent (a mixed test runs
+    /// one group per connection: the agent runs one test per session).
+    pub fn again(&self) -> Result<AgentConn, String> {
+        connect(self.addr, &self.token)
     }
 
     /// A setup step failed (say, connecting the flows): if the channel
@@ -439,8 +462,19 @@ impl AgentConn {
         e
     }
 
-    fn iteration(&mut self, spec: &TestSpec, live: &mut dyn Live) -> Result<IterationRun, String> {
+    fn iteration(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+        together: Option<&Together>,
+    ) -> Result<IterationRun, String> {
         crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
+        // A group of a mixed test starts at an instant in the agent's
+        // clock: the offset is probed while the connection is idle.
+        let clock = match together {
+            Some(_) => Some(self.probe()?),
+            None => None,
+        };
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
             listen: vec![],
@@ -504,8 +538,37 @@ impl AgentConn {
             service: watch,
             kernel_udp: workload.pattern().kernel_udp(),
         };
+        let mut setup = setup;
+        // (the start in the agent's clock, and in ours)
+        let start = match (together, &clock) {
+            (Some(t), Some(p)) => {
+                let margin = Duration::from_millis(50).max(Duration::from_nanos(p.rtt_ns * 4));
+                let start = match t.arrive(margin) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        // The agent drops a test stopped before its start.
+                        let _ = self.send(&Msg::Stop);
+                        return Err(e);
+                    }
+                };
+                let sync = clock::ClockSync {
+                    offset_ns: p.offset_ns,
+                    uncertainty_ns: p.uncertainty_ns,
+                    rtt_ns: p.rtt_ns,
+                    probes: CLOCK_PROBES,
+                };
+                Some((sync.to_agent(start), start))
+            }
+            _ => None,
+        };
+        if let Some((at, local)) = start {
+            self.send(&Msg::Start { at_ns: Some(at) })?;
+            setup.t0 = Some(together::sleep_until(local));
+        }
         let mut side = Side::start(setup)?;
-        self.send(&Msg::Start { at_ns: None })?;
+        if start.is_none() {
+            self.send(&Msg::Start { at_ns: None })?;
+        }
         let mut agent = AgentSide::default();
         let mut obs = ControllerObserver {
             rx: &self.rx,
@@ -520,6 +583,7 @@ impl AgentConn {
             deadline: spec
                 .is_finite()
                 .then(|| Instant::now() + Duration::from_secs_f64(spec.duration_s)),
+            together,
         };
         side.collect(&mut obs);
         // Finite tests end when the client is done: tell the agent now.

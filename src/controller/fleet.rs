@@ -16,6 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::conn::{self, AgentConn, AgentSide, IterationRun, Live};
+use super::together::Together;
 use crate::control::clock::{self, ClockSync};
 use crate::control::protocol::{HistText, Msg, TargetGroup};
 use crate::engine::side::SideReport;
@@ -71,6 +72,9 @@ impl Member {
 /// The agents of a many-host test, connected and authenticated.
 pub struct Fleet {
     members: Vec<Member>,
+    /// As connected: a mixed test connects the same fleet once per group.
+    clients: Vec<Endpoint>,
+    servers: Vec<Endpoint>,
 }
 
 /// One flow's place: its client, its server and the server address.
@@ -201,7 +205,17 @@ impl Fleet {
                 });
             }
         }
-        Ok(Fleet { members })
+        Ok(Fleet {
+            members,
+            clients: clients.to_vec(),
+            servers: servers.to_vec(),
+        })
+    }
+
+    /// The same agents over new control connections (each group of a mixed
+    /// test runs as a test of its own on every agent).
+    pub fn again(&self) -> Result<Fleet, String> {
+        Fleet::connect(&self.clients, &self.servers)
     }
 
     fn indices(&self, role: Role) -> Vec<usize> {
@@ -340,6 +354,7 @@ impl Fleet {
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
+        together: Option<&Together>,
     ) -> Result<IterationRun, String> {
         let active = self.active(spec)?;
         // Park the members this test leaves out; put everyone back after.
@@ -350,7 +365,14 @@ impl Fleet {
         let (used, parked): (Vec<_>, Vec<_>) = all.into_iter().partition(|(i, _)| active[*i]);
         let order: Vec<usize> = used.iter().map(|(i, _)| *i).collect();
         self.members = used.into_iter().map(|(_, m)| m).collect();
-        let r = self.run_members(spec, live);
+        let r = self.run_members(spec, live, together);
+        if let Some(t) = together {
+            match &r {
+                Err(e) => t.fail(e),
+                Ok(run) if run.error.is_some() => t.stop(),
+                Ok(_) => {}
+            }
+        }
         let mut slots: Vec<Option<Member>> = (0..active.len()).map(|_| None).collect();
         for (i, m) in order.into_iter().zip(std::mem::take(&mut self.members)) {
             slots[i] = Some(m);
@@ -366,6 +388,7 @@ impl Fleet {
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
+        together: Option<&Together>,
     ) -> Result<IterationRun, String> {
         let n = self.members.len();
         let mut reports: Vec<Report> = (0..n).map(|_| Report::default()).collect();
@@ -510,7 +533,17 @@ impl Fleet {
         // that every Start arrives before it.
         let slowest = reports.iter().map(|r| r.clock.rtt_ns).max().unwrap_or(0);
         let margin = Duration::from_millis(50).max(Duration::from_nanos(slowest * 4));
-        let start = clock::mono_ns() + margin.as_nanos() as u64;
+        let start = match together {
+            // A mixed test: one instant for every group's fleet.
+            Some(t) => match t.arrive(margin) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.stop_all(&reports);
+                    return Err(e);
+                }
+            },
+            None => clock::mono_ns() + margin.as_nanos() as u64,
+        };
         for (m, r) in self.members.iter_mut().zip(&reports) {
             let at = r.clock.to_agent(start);
             m.conn
@@ -563,7 +596,8 @@ impl Fleet {
                 .zip(&reports)
                 .filter(|(m, _)| m.role == Role::Server)
                 .all(|(_, r)| r.window_done);
-            let interrupted = crate::engine::signals::test_interrupted();
+            let interrupted =
+                crate::engine::signals::test_interrupted() || together.is_some_and(|t| t.stopped());
             if !stop_sent && (failed || interrupted || (clients_done && (finite || servers_done))) {
                 self.stop_all(&reports);
                 stop_sent = true;

@@ -6,7 +6,9 @@
 pub mod conn;
 pub mod fleet;
 pub mod local;
+pub mod mix;
 pub mod point;
 pub mod progress;
 pub mod run;
 pub mod target;
+pub mod together;

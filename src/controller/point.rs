@@ -3,6 +3,7 @@
 //! test (calibration, emulator counters), flows on the agent or a program
 //! in the lab, and the clear-text twin of a TLS test.
 
+use super::mix::{run_mix, Group};
 use super::progress::Progress;
 use super::run::{clear_baseline, run_test};
 use super::target::Target;
@@ -28,11 +29,16 @@ pub struct Point<'a> {
     /// After a TLS test, run the same test in clear text and keep its
     /// summary as the result's `baseline` (the cost of encryption).
     pub tls_baseline: bool,
+    /// A mixed test: its groups on one window (`spec` is then `mix::spec_of`
+    /// them); empty for a single workload.
+    pub groups: &'a [Group],
 }
 
 /// The progress line shows transactions/s for everything but a continuous stream.
 fn shows_transactions(spec: &TestSpec) -> bool {
-    spec.workload != crate::model::spec::Workload::Stream || spec.bytes.is_some()
+    spec.workload != crate::model::spec::Workload::Stream
+        && spec.workload != crate::model::spec::Workload::Mix
+        || spec.bytes.is_some()
 }
 
 /// Runs `p` on `target`, inside `lab` when given. Err only when nothing was
@@ -66,6 +72,9 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     // A program in its lab, or flows on the agent: both checked above.
     let test = move || match (lab_for_program, conn) {
         (Some(st), _) => crate::program::run(spec, st, p.command.clone()),
+        (None, Some(conn)) if !p.groups.is_empty() => {
+            run_mix(conn, p.groups, p.confidence, info, p.command.clone(), bar)
+        }
         (None, Some(conn)) => run_test(
             conn,
             spec,
@@ -85,6 +94,7 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     let (mut result, rec) = outcome?;
     result.lab = rec;
     if spec.tls.is_some()
+        && p.groups.is_empty()
         && p.tls_baseline
         && result.summary.status.is_ok()
         && !crate::engine::signals::test_interrupted()

@@ -1,16 +1,18 @@
 //! Running one test: iterations until the confidence target is met, each a
 //! full setup/start/window/stop cycle on the agent, folded into one result.
 
+use super::together::Together;
 use crate::controller::conn::{AgentConn, IterationRun, Live};
 use crate::controller::fleet::Fleet;
-use crate::measure::histogram::{self, new_hist};
+use crate::measure::fold::KvHists;
+use crate::measure::histogram::{self, new_hist, Hist};
 use crate::model::host::HostInfo;
 use crate::model::result::{FlowPlace, HostRun};
 
 use crate::measure::fold::SideData;
-use crate::model::result::{self, AgentInfo, Iteration, Pair, TestResult};
+use crate::model::result::{self, AgentInfo, Iteration, Pair, Summary, TestResult};
 use crate::model::sample::Confidence;
-use crate::model::spec::TestSpec;
+use crate::model::spec::{MainMetric, TestSpec};
 
 /// Who runs a test's flows: the controller as the client of one agent, or
 /// a fleet of agents as clients and servers (many hosts).
@@ -20,20 +22,31 @@ pub enum Driver {
 }
 
 impl Driver {
-    fn run_iteration(
+    /// One iteration of `spec`; with `together`, as a group of a mixed test.
+    pub fn run_iteration(
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
+        together: Option<&Together>,
     ) -> Result<IterationRun, String> {
         match self {
-            Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live),
-            Driver::Many(f) => f.run_iteration(spec, live),
+            Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
+            Driver::Many(f) => f.run_iteration(spec, live, together),
         }
+    }
+
+    /// The same agents over new control connections, for another group of
+    /// a mixed test.
+    pub fn again(&self) -> Result<Driver, String> {
+        Ok(match self {
+            Driver::One(c) => Driver::One(Box::new(c.again()?)),
+            Driver::Many(f) => Driver::Many(f.again()?),
+        })
     }
 
     /// What the client and the agent (server) hosts are, as `spec` ran on
     /// them (the agent's companion reports its own crypto setting).
-    fn environment(&mut self, spec: &TestSpec) -> Pair<HostInfo> {
+    pub fn environment(&mut self, spec: &TestSpec) -> Pair<HostInfo> {
         match self {
             Driver::One(c) => Pair {
                 client: crate::measure::host::collect(),
@@ -47,7 +60,7 @@ impl Driver {
         }
     }
 
-    fn flow_map(&self, spec: &TestSpec) -> Vec<FlowPlace> {
+    pub fn flow_map(&self, spec: &TestSpec) -> Vec<FlowPlace> {
         match self {
             Driver::One(_) => Vec::new(),
             Driver::Many(f) => f.flow_map(spec),
@@ -65,7 +78,7 @@ impl Driver {
 
 /// Each host's figures over all iterations: the last iteration's record,
 /// with throughput and transactions/s as means over iterations.
-fn mean_hosts(its: &[Iteration]) -> Vec<HostRun> {
+pub fn mean_hosts(its: &[Iteration]) -> Vec<HostRun> {
     let Some(last) = its.last() else {
         return Vec::new();
     };
@@ -87,41 +100,39 @@ fn mean_hosts(its: &[Iteration]) -> Vec<HostRun> {
         .collect()
 }
 
-/// Runs `spec` on `conn` and returns the result, partial if an iteration
-/// ended early (its error is in the iteration and the summary status).
-/// Errors before anything was measured are returned as Err.
-pub fn run_test(
-    conn: &mut Driver,
-    spec: &TestSpec,
-    conf: Confidence,
-    agent: AgentInfo,
-    command: Vec<String>,
-    live: &mut dyn Live,
-    on_iteration: &mut dyn FnMut(&Iteration),
-) -> Result<TestResult, String> {
-    crate::control::check(spec)?;
-    let metric = crate::workload::main_metric(spec);
-    let started_at = crate::units::rfc3339_now();
-    let mut iterations: Vec<Iteration> = Vec::new();
-    let mut values = Vec::new();
-    let mut hist = new_hist();
-    let mut hist_c = new_hist();
-    let mut kv_hists = crate::measure::fold::KvHists::default();
-    for index in 0..conf.max.max(1) {
-        let run = match conn.run_iteration(spec, live) {
-            Ok(r) => r,
-            Err(e) if iterations.is_empty() => return Err(e),
-            Err(e) => {
-                if let Some(last) = iterations.last_mut() {
-                    last.status = crate::model::result::Status::Partial;
-                    last.error.get_or_insert(e);
-                }
-                break;
-            }
-        };
+/// One test's iterations folded as they arrive: latency histograms merged
+/// over iterations, the main figure's values kept for the confidence
+/// target. `run_test` folds one test; a mixed test folds each group.
+pub struct Folder {
+    spec: TestSpec,
+    metric: MainMetric,
+    pub iterations: Vec<Iteration>,
+    values: Vec<f64>,
+    hist: Hist,
+    hist_c: Hist,
+    kv_hists: KvHists,
+}
+
+impl Folder {
+    pub fn new(spec: &TestSpec) -> Folder {
+        Folder {
+            spec: spec.clone(),
+            metric: crate::workload::main_metric(spec),
+            iterations: Vec::new(),
+            values: Vec::new(),
+            hist: new_hist(),
+            hist_c: new_hist(),
+            kv_hists: KvHists::default(),
+        }
+    }
+
+    /// Folds the next iteration and returns it.
+    pub fn add(&mut self, run: IterationRun) -> &Iteration {
+        let index = self.iterations.len();
+        let spec = &self.spec;
         let c = &run.client;
-        histogram::merge(&mut hist, &c.hist);
-        histogram::merge(&mut hist_c, &c.hist_corrected);
+        histogram::merge(&mut self.hist, &c.hist);
+        histogram::merge(&mut self.hist_c, &c.hist_corrected);
         let mut errors_client = c.errors.clone();
         errors_client.dedup();
         let client = SideData {
@@ -165,28 +176,73 @@ pub fn run_test(
             &mut it,
             run.prefill.clone(),
             run.agent.service.clone().or(run.client.service.clone()),
-            &mut kv_hists,
+            &mut self.kv_hists,
         );
-        on_iteration(&it);
-        values.push(it.main_value(metric));
+        self.values.push(it.main_value(self.metric));
+        self.iterations.push(it);
+        self.iterations.last().expect("pushed above")
+    }
+
+    /// An iteration after the first could not run: the last one measured
+    /// carries the error, and the result is partial.
+    pub fn cut_short(&mut self, e: String) {
+        if let Some(last) = self.iterations.last_mut() {
+            last.status = crate::model::result::Status::Partial;
+            last.error.get_or_insert(e);
+        }
+    }
+
+    /// Whether the confidence target is met.
+    pub fn satisfied(&self, conf: &Confidence) -> bool {
+        crate::measure::stats::satisfied(conf, &self.values)
+    }
+
+    /// The summary over the iterations folded.
+    pub fn summary(&self, conf: &Confidence) -> Summary {
+        crate::measure::fold::summarize_with(
+            &self.spec,
+            &self.iterations,
+            histogram::summarize(&self.hist),
+            histogram::summarize(&self.hist_c),
+            conf.level_pct,
+            self.metric,
+            Some(&self.kv_hists),
+        )
+    }
+}
+
+/// Runs `spec` on `conn` and returns the result, partial if an iteration
+/// ended early (its error is in the iteration and the summary status).
+/// Errors before anything was measured are returned as Err.
+pub fn run_test(
+    conn: &mut Driver,
+    spec: &TestSpec,
+    conf: Confidence,
+    agent: AgentInfo,
+    command: Vec<String>,
+    live: &mut dyn Live,
+    on_iteration: &mut dyn FnMut(&Iteration),
+) -> Result<TestResult, String> {
+    crate::control::check(spec)?;
+    let started_at = crate::units::rfc3339_now();
+    let mut folder = Folder::new(spec);
+    for _ in 0..conf.max.max(1) {
+        let run = match conn.run_iteration(spec, live, None) {
+            Ok(r) => r,
+            Err(e) if folder.iterations.is_empty() => return Err(e),
+            Err(e) => {
+                folder.cut_short(e);
+                break;
+            }
+        };
         let failed = run.error.is_some();
-        iterations.push(it);
-        if failed
-            || crate::measure::stats::satisfied(&conf, &values)
-            || crate::engine::signals::test_interrupted()
-        {
+        on_iteration(folder.add(run));
+        if failed || folder.satisfied(&conf) || crate::engine::signals::test_interrupted() {
             break;
         }
     }
-    let summary = crate::measure::fold::summarize_with(
-        spec,
-        &iterations,
-        histogram::summarize(&hist),
-        histogram::summarize(&hist_c),
-        conf.level_pct,
-        metric,
-        Some(&kv_hists),
-    );
+    let summary = folder.summary(&conf);
+    let iterations = folder.iterations;
     Ok(TestResult {
         schema: result::SCHEMA.into(),
         schema_version: result::SCHEMA_VERSION,
@@ -203,6 +259,7 @@ pub fn run_test(
         hosts: mean_hosts(&iterations),
         flow_map: conn.flow_map(spec),
         iterations,
+        groups: Vec::new(),
     })
 }
 

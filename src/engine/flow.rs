@@ -6,7 +6,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,8 @@ use crate::measure::histogram::Hist;
 
 use crate::measure::tcpinfo;
 
+// Workloads name the I/O step through `flow`, where it was first.
+pub use super::io::{read_some, write_some, Io};
 use super::sockopt;
 use super::tls::TlsConn;
 use crate::model::flow::{FlowReport, ObservedWindow};
@@ -408,42 +410,6 @@ impl FlowBase {
             reads: (self.reads > 0).then_some(self.reads),
             udp: None,
             kv: None,
-        }
-    }
-}
-
-/// Outcome of one non-blocking read or write attempt.
-pub enum Io {
-    /// Moved this many bytes (> 0).
-    Moved(usize),
-    /// Would block: wait for the next readiness event.
-    Blocked,
-    /// The peer closed (read returned 0).
-    Eof,
-}
-
-#[inline]
-pub fn read_some(s: &mut impl Read, buf: &mut [u8]) -> io::Result<Io> {
-    loop {
-        match s.read(buf) {
-            Ok(0) => return Ok(Io::Eof),
-            Ok(n) => return Ok(Io::Moved(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Io::Blocked),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-#[inline]
-pub fn write_some(s: &mut impl Write, buf: &[u8]) -> io::Result<Io> {
-    loop {
-        match s.write(buf) {
-            Ok(0) => return Ok(Io::Eof),
-            Ok(n) => return Ok(Io::Moved(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Io::Blocked),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
         }
     }
 }

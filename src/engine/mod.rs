@@ -2,12 +2,14 @@
 //! many flows from one epoll loop (mio), and a side that runs the workers of
 //! one host on a common timeline and merges their interval counters.
 pub mod flow;
+pub mod io;
 pub mod limits;
 pub mod setup;
 pub mod side;
 pub mod signals;
 pub mod sockopt;
 pub mod tls;
+pub mod tls_common;
 #[cfg(feature = "openssl")]
 pub mod tls_openssl;
 pub mod udp;

@@ -12,124 +12,18 @@
 
 use mio::net::TcpStream;
 use rustls::crypto::{aws_lc_rs, CryptoProvider};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, Connection, HandshakeKind, ServerConfig, SupportedCipherSuite};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
-use super::flow::Io;
+use super::io::Io;
+// The agent and the controller read identity files through `tls`.
+use super::tls_common::{identity, is_aead_name, rustls_pemfile_certs, Identity};
+pub use super::tls_common::{load_identity_files, read_identity_files};
 use crate::model::flow::TlsInfo;
 use crate::model::spec::{CertKind, TlsBackend, TlsSpec};
-
-/// The name in the agent's generated certificate (and what clients verify).
-pub const SERVER_NAME: &str = "linerate-agent";
-
-/// The agent's certificate and key.
-pub struct Identity {
-    /// The leaf, which the controller is sent and pins.
-    pub cert: CertificateDer<'static>,
-    /// Leaf first, then intermediates (what the server presents).
-    pub chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-    /// What results record: "ecdsa-p256", or "file <path>".
-    pub label: String,
-}
-
-/// Certificate and key files `linerate serve --tls-cert/--tls-key` gave:
-/// used for every TLS test instead of a generated identity.
-static FILE_IDENTITY: OnceLock<Arc<Identity>> = OnceLock::new();
-
-/// Loads the agent's certificate (PEM, leaf first) and key (PEM: PKCS#8,
-/// SEC1 or PKCS#1) once, at start, so a bad file fails before any test.
-pub fn load_identity_files(cert: &std::path::Path, key: &std::path::Path) -> Result<(), String> {
-    let id = read_identity_files(cert, key)?;
-    FILE_IDENTITY
-        .set(Arc::new(id))
-        .map_err(|_| "the agent identity is already loaded".to_string())
-}
-
-/// Reads and checks a certificate and key pair (see `load_identity_files`).
-pub fn read_identity_files(
-    cert: &std::path::Path,
-    key: &std::path::Path,
-) -> Result<Identity, String> {
-    use rustls::pki_types::pem::PemObject;
-    let cert_pem = std::fs::read(cert)
-        .map_err(|e| format!("cannot read --tls-cert {}: {e}", cert.display()))?;
-    let key_pem =
-        std::fs::read(key).map_err(|e| format!("cannot read --tls-key {}: {e}", key.display()))?;
-    let chain = rustls_pemfile_certs(&cert_pem)
-        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
-    let leaf = chain
-        .first()
-        .cloned()
-        .ok_or_else(|| format!("--tls-cert {} holds no PEM certificate", cert.display()))?;
-    let k = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| format!("--tls-key {}: not a PEM private key: {e}", key.display()))?;
-    // The pair must match; rustls checks that when it builds a config.
-    ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain.clone(), k.clone_key())
-        .map_err(|e| {
-            format!(
-                "--tls-cert {} and --tls-key {} do not make a usable pair: {e}",
-                cert.display(),
-                key.display()
-            )
-        })?;
-    Ok(Identity {
-        cert: leaf,
-        chain,
-        key: k,
-        label: format!("file {}", cert.display()),
-    })
-}
-
-impl Identity {
-    /// The private key (for the OpenSSL backend).
-    pub fn key(&self) -> &PrivateKeyDer<'static> {
-        &self.key
-    }
-}
-
-/// The agent's identity for `kind`, generated once per process (RSA-4096
-/// takes a second or more; tests should not pay it every time).
-pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
-    if let Some(id) = FILE_IDENTITY.get() {
-        return Ok(id.clone());
-    }
-    static CACHE: OnceLock<Mutex<HashMap<CertKind, Arc<Identity>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(i) = cache.lock().expect("cert cache").get(&kind) {
-        return Ok(i.clone());
-    }
-    let key = match kind {
-        CertKind::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
-        CertKind::Rsa2048 => {
-            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
-        }
-        CertKind::Rsa4096 => {
-            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_4096)
-        }
-    }
-    .map_err(|e| format!("cannot generate a {} key: {e}", kind.name()))?;
-    let params = rcgen::CertificateParams::new(vec![SERVER_NAME.to_string()])
-        .map_err(|e| format!("certificate parameters: {e}"))?;
-    let cert = params
-        .self_signed(&key)
-        .map_err(|e| format!("cannot sign the agent certificate: {e}"))?;
-    let id = Arc::new(Identity {
-        cert: cert.der().clone(),
-        chain: vec![cert.der().clone()],
-        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        label: kind.name().to_string(),
-    });
-    cache.lock().expect("cert cache").insert(kind, id.clone());
-    Ok(id)
-}
 
 fn norm(s: &str) -> String {
     let s: String = s
@@ -167,12 +61,6 @@ fn short_name(s: SupportedCipherSuite) -> String {
         .replace("AES_256_GCM", "aes256-gcm")
         .replace("CHACHA20_POLY1305", "chacha20-poly1305");
     format!("{kx}{cipher}").to_ascii_lowercase()
-}
-
-/// An AEAD suite name (GCM, CCM, ChaCha20); others (AES256-SHA256) are CBC.
-pub(crate) fn is_aead_name(c: &str) -> bool {
-    let up = c.to_ascii_uppercase();
-    ["GCM", "CCM", "CHACHA"].iter().any(|a| up.contains(a))
 }
 
 /// What rustls offers, by short name and version, for error messages.
@@ -303,7 +191,7 @@ pub fn check(t: &TlsSpec) -> Result<(), String> {
 pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, Arc<Identity>), String> {
     let (provider, versions) = provider(t)?;
     let id = identity(t.cert)?;
-    let key = id.key.clone_key();
+    let key = id.key().clone_key();
     let mut cfg = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS server settings: {e}"))?
@@ -354,14 +242,6 @@ pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>
         rustls::client::Resumption::disabled()
     };
     Ok(Arc::new(cfg))
-}
-
-/// PEM certificates from a file's bytes (the `CERTIFICATE` blocks).
-fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    use rustls::pki_types::pem::PemObject;
-    CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not a PEM certificate file: {e}"))
 }
 
 /// Serves reads to rustls from one large recv: rustls asks for 4 KiB at a
@@ -777,7 +657,10 @@ impl Role {
                 ))
             }
             #[cfg(feature = "openssl")]
-            TlsBackend::Openssl => super::tls_openssl::OsslRole::server(t),
+            TlsBackend::Openssl => {
+                let (role, cert, label) = super::tls_openssl::OsslRole::server(t)?;
+                Ok((Role::Openssl(role), cert, label))
+            }
             #[cfg(not(feature = "openssl"))]
             TlsBackend::Openssl => Err(NO_OPENSSL.into()),
         }
@@ -793,7 +676,9 @@ impl Role {
                 Arc::from(label),
             )),
             #[cfg(feature = "openssl")]
-            TlsBackend::Openssl => super::tls_openssl::OsslRole::client(t, agent_cert, label),
+            TlsBackend::Openssl => {
+                super::tls_openssl::OsslRole::client(t, agent_cert, label).map(Role::Openssl)
+            }
             #[cfg(not(feature = "openssl"))]
             TlsBackend::Openssl => Err(NO_OPENSSL.into()),
         }
@@ -916,16 +801,5 @@ mod tests {
             ..Default::default()
         };
         assert!(provider(&kx).unwrap_err().contains("x25519"));
-    }
-
-    #[test]
-    fn pem_round_trips_through_rustls() {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec![SERVER_NAME.to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let back = rustls_pemfile_certs(cert.pem().as_bytes()).unwrap();
-        assert_eq!(back, vec![cert.der().clone()]);
     }
 }

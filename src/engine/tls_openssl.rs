@@ -18,8 +18,8 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
-use super::flow::Io;
-use super::tls::identity;
+use super::io::Io;
+use super::tls_common::{identity, is_aead_name};
 use crate::model::flow::TlsInfo;
 use crate::model::spec::{CertKind, TlsSpec};
 
@@ -153,10 +153,7 @@ fn plan(t: &TlsSpec) -> Result<Plan, String> {
             }
         }
     };
-    let cbc = v12
-        .as_deref()
-        .map(|c| !super::tls::is_aead_name(c))
-        .unwrap_or(false);
+    let cbc = v12.as_deref().map(|c| !is_aead_name(c)).unwrap_or(false);
     if t.etm.is_some() && !cbc {
         return Err("--etm applies to TLS 1.2 CBC suites (such as AES256-SHA256)".into());
     }
@@ -246,7 +243,8 @@ pub struct OsslRole {
 }
 
 impl OsslRole {
-    pub fn server(t: &TlsSpec) -> Result<(super::tls::Role, Vec<u8>, String), String> {
+    /// The agent's settings, its certificate and the certificate's label.
+    pub fn server(t: &TlsSpec) -> Result<(OsslRole, Vec<u8>, String), String> {
         use rustls::pki_types::PrivateKeyDer;
         let id = identity(t.cert)?;
         let mut b = ctx(t, true)?;
@@ -273,7 +271,7 @@ impl OsslRole {
             .map_err(|e| format!("agent key: {e}"))?;
         let p = plan(t)?;
         Ok((
-            super::tls::Role::Openssl(OsslRole {
+            OsslRole {
                 ctx: b.build(),
                 client: false,
                 server_name: t.server_name.clone(),
@@ -283,13 +281,13 @@ impl OsslRole {
                 groups: p.groups,
                 label: Arc::from(id.label.as_str()),
                 resume: t.resume,
-            }),
+            },
             id.cert.as_ref().to_vec(),
             id.label.clone(),
         ))
     }
 
-    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<super::tls::Role, String> {
+    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<OsslRole, String> {
         let mut b = ctx(t, false)?;
         let mut store = X509StoreBuilder::new().map_err(|e| e.to_string())?;
         match &t.ca_file {
@@ -320,7 +318,7 @@ impl OsslRole {
             .map_err(|e| e.to_string())?;
         b.set_verify(SslVerifyMode::PEER);
         let p = plan(t)?;
-        Ok(super::tls::Role::Openssl(OsslRole {
+        Ok(OsslRole {
             ctx: b.build(),
             client: true,
             server_name: t.server_name.clone(),
@@ -330,7 +328,7 @@ impl OsslRole {
             groups: p.groups,
             label: Arc::from(label),
             resume: t.resume,
-        }))
+        })
     }
 
     pub fn session(&self) -> io::Result<OsslConn> {

@@ -554,7 +554,7 @@ mod tests {
             pid,
             start_ticks,
             stats: PathBuf::from("/nonexistent"),
-            config: crate::lab::topology::emulator_config("old", &s.spec, 0, None),
+            config: emulator::Config::default(),
         };
         s.emulator = Some(emu(me, ticks));
         s.link_emulators = vec![emu(me, ticks), emu(me, ticks)];

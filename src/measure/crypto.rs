@@ -11,6 +11,8 @@ use aws_lc_rs::aead::{
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
+use crate::model::host::HostInfo;
+
 pub const RECORD_SIZES: &[usize] = &[64, 256, 1024, 4096, 16384];
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -284,8 +286,10 @@ pub fn verdict_with(flags: &[String], speeds: &[Speed], figures: bool) -> String
     }
 }
 
-pub fn report(budget: Duration) -> CryptoReport {
-    let host = super::host::collect();
+/// `linerate crypto`'s report for `host` (the caller collects it, with
+/// `measure::host::collect`, which itself asks this file for the crypto
+/// verdict).
+pub fn report(budget: Duration, host: HostInfo) -> CryptoReport {
     let speeds = measure(budget);
     CryptoReport {
         verdict: verdict(&host.cpu_flags, &speeds),

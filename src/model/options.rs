@@ -355,6 +355,12 @@ pub struct TestOptions {
     /// What the flows do (on the command line: the word after `run`).
     #[arg(skip)]
     pub workload: Option<Workload>,
+    /// With `workload = "mix"` in a study: the groups on one window, each
+    /// written as `linerate run` takes it (`"rr --rate 100"`); the other
+    /// keys apply to every group, a group's own options win.
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<String>>,
     /// stream: tx = client sends ("put"), rx = agent sends ("get"), bidir = both [default: tx].
     #[arg(long, value_enum)]
     pub direction: Option<Direction>,

@@ -395,9 +395,51 @@ pub struct TestResult {
     /// Many hosts: which client, server and address each flow used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flow_map: Vec<FlowPlace>,
+    /// A mixed test (`linerate run mix`): each group's own spec, summary and
+    /// iterations, all on one window. `summary` is then their total (bytes,
+    /// throughput, transactions summed; CPU is per end and shared, so it is
+    /// the total's alone) and `spec` the first group's with workload `mix`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupResult>,
+}
+
+/// One group of a mixed test: a workload with its options, measured on the
+/// window it shared with the other groups.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GroupResult {
+    /// `g1`, `g2`, ... in the order given.
+    pub name: String,
+    /// The group as written (`rr --rate 100 --request 64`).
+    pub command: String,
+    pub workload: String,
+    pub spec: TestSpec,
+    /// In the single-test schema; its CPU costs per KB and per transaction
+    /// are absent (the CPU of an end is shared by every group).
+    pub summary: Summary,
+    pub iterations: Vec<Iteration>,
 }
 
 impl TestResult {
+    /// Each group of a mixed test as a test result of its own (the group's
+    /// spec, summary and iterations; the rest shared), for tables and plots
+    /// that read one workload at a time. Empty for a single test.
+    pub fn group_results(&self) -> Vec<TestResult> {
+        self.groups
+            .iter()
+            .map(|g| TestResult {
+                spec: g.spec.clone(),
+                summary: g.summary.clone(),
+                iterations: g.iterations.clone(),
+                command: self.command.clone(),
+                groups: Vec::new(),
+                hosts: Vec::new(),
+                flow_map: Vec::new(),
+                baseline: None,
+                ..self.clone()
+            })
+            .collect()
+    }
+
     /// Why nothing at all was measured (every connection failed), if so:
     /// such a result is a failure, not a zero, wherever it is run.
     pub fn nothing_measured(&self) -> Option<String> {

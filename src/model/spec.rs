@@ -37,6 +37,10 @@ pub enum Workload {
     /// Connect (with TLS, handshake), close, again: connections/s and
     /// connect latency (ethr's connections/s).
     Conn,
+    /// Several workloads (groups) on one window: `linerate run mix 'G1'
+    /// 'G2'`. Only a mixed result's own spec says mix; each group's spec
+    /// names its workload.
+    Mix,
 }
 
 impl Workload {
@@ -52,6 +56,7 @@ impl Workload {
             Workload::UdpRr => "udp-rr",
             Workload::Memcache => "memcache",
             Workload::Conn => "conn",
+            Workload::Mix => "mix",
         }
     }
 

@@ -483,5 +483,6 @@ pub fn run(
         exec: Some(rec),
         hosts: Vec::new(),
         flow_map: Vec::new(),
+        groups: Vec::new(),
     })
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::study::file::Study;
+use crate::study::sweep;
 
 /// (name, file text) of every built-in study, in `study list` order.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -37,17 +38,16 @@ pub fn names() -> Vec<&'static str> {
 
 /// A built-in study by name.
 pub fn get(name: &str) -> Option<Result<Study, String>> {
-    BUILTIN
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(n, text)| Study::parse(text, &format!("studies/{n}.toml (built in)"), n))
+    BUILTIN.iter().find(|(n, _)| *n == name).map(|(n, text)| {
+        Study::parse(text, &format!("studies/{n}.toml (built in)"), n).and_then(sweep::checked)
+    })
 }
 
 /// A study file path, or a built-in name.
 pub fn resolve(what: &str) -> Result<Study, String> {
     let path = Path::new(what);
     if path.exists() || what.ends_with(".toml") || what.contains('/') {
-        return Study::load(path);
+        return Study::load(path).and_then(sweep::checked);
     }
     get(what).unwrap_or_else(|| {
         Err(format!(

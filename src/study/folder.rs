@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::model::options::TestOptions;
 use crate::model::result::{Status, TestResult};
 use crate::study::file::Study;
-use crate::study::sweep::Point;
+use crate::study::sweep::{self, Point};
 
 pub const MANIFEST_SCHEMA: &str = "linerate.study";
 pub const MANIFEST_VERSION: u32 = 2;
@@ -143,7 +143,8 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
     let study_path = dir.join("study.toml");
     let text = std::fs::read_to_string(&study_path)
         .map_err(|e| format!("cannot read {}: {e}", study_path.display()))?;
-    let study = Study::parse(&text, &study_path.display().to_string(), &manifest.study)?;
+    let study = Study::parse(&text, &study_path.display().to_string(), &manifest.study)
+        .and_then(sweep::checked)?;
     let mut results = Vec::new();
     for run in &manifest.runs {
         let path = dir.join(&run.file);

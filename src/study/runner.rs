@@ -428,6 +428,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             // Studies put clear and TLS side by side as points of their
             // landscape; a clear twin per TLS point would double the time.
             tls_baseline: false,
+            groups: &point.groups,
         };
         let r = match &mut lab {
             None => run_point(&mut target, None, &p),
@@ -530,6 +531,7 @@ mod tests {
     fn points(n: usize) -> Vec<sweep::Point> {
         (0..n)
             .map(|i| sweep::Point {
+                groups: Vec::new(),
                 index: i,
                 id: format!("p{i}"),
                 params: vec![],

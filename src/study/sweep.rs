@@ -5,9 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::controller::mix;
 use crate::model::options::TestOptions;
 use crate::model::sample::Confidence;
-use crate::model::spec::TestSpec;
+use crate::model::spec::{TestSpec, Workload};
 use crate::study::file::{display_value, Mode, Study};
 
 /// One test of a study.
@@ -21,6 +22,9 @@ pub struct Point {
     pub params: Vec<(String, String)>,
     pub spec: TestSpec,
     pub confidence: Confidence,
+    /// A mixed case: its groups on one window (`spec` is their mix).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::controller::mix::Group>,
 }
 
 /// "flows=8 direction=tx": parameters as people name a point; a case's
@@ -140,6 +144,14 @@ fn combinations(study: &Study) -> Vec<Vec<usize>> {
     }
 }
 
+/// `study` when every point of it is a valid test: checked for all of them
+/// before any runs, wherever a study is read for use (a file, a built-in
+/// study, a results folder). `Study::parse` checks the file alone.
+pub fn checked(study: Study) -> Result<Study, String> {
+    expand(&study, &TestOptions::default())?;
+    Ok(study)
+}
+
 /// Every point of `study`, with `overrides` (from the command line, e.g. a
 /// shorter duration) applied on top of each. Fails on the first point that
 /// is not a valid test, naming it.
@@ -170,8 +182,18 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
             let label = params_label(&params);
             let named = |e: String| format!("{}: point {label}: {e}", study.origin);
             let local = study.network.agent.is_none() && study.network.hosts.is_none();
-            let spec = config.build_for(local).map_err(named)?;
-            crate::control::check(&spec).map_err(named)?;
+            let (spec, groups) = if config.workload == Some(Workload::Mix) {
+                let groups = mix_groups(&config, local).map_err(named)?;
+                (mix::spec_of(&groups), groups)
+            } else if config.groups.is_some() {
+                return Err(named(
+                    "groups are the groups of a mix: add workload = \"mix\"".into(),
+                ));
+            } else {
+                let spec = config.build_for(local).map_err(named)?;
+                crate::control::check(&spec).map_err(named)?;
+                (spec, Vec::new())
+            };
             let confidence = config.confidence();
             let id = if params.is_empty() {
                 "test".to_string()
@@ -194,6 +216,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
                 params,
                 spec,
                 confidence,
+                groups,
             });
         }
     }
@@ -227,6 +250,35 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
         ));
     }
     Ok(points)
+}
+
+/// A mixed point's groups: each group's options over the point's own
+/// (the study's table, its case, its axes), checked as one window.
+fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, String> {
+    let texts = config
+        .groups
+        .as_ref()
+        .ok_or("workload = \"mix\" needs groups = [\"stream --flows 4\", \"rr --rate 100\"]")?;
+    let mut common = config.clone();
+    common.groups = None;
+    common.label = None;
+    let mut groups = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let name = format!("g{}", i + 1);
+        let (w, o) = mix::parse_group(text)?;
+        let mut o = common.overlay(&o);
+        o.workload = Some(w);
+        let spec = o
+            .build_for(local)
+            .map_err(|e| format!("group {name} ({text}): {e}"))?;
+        groups.push(mix::Group {
+            name,
+            command: text.clone(),
+            spec,
+        });
+    }
+    mix::check(&groups)?;
+    Ok(groups)
 }
 
 #[cfg(test)]
@@ -313,8 +365,17 @@ mod tests {
     #[test]
     fn an_invalid_point_is_named() {
         let text = "title = \"t\"\ndescription = \"d\"\n[test]\nworkload = \"crr\"\n[sweep]\nzerocopy = [false, true]\n";
-        let e = Study::parse(text, "t.toml", "t").unwrap_err();
+        let e = Study::parse(text, "t.toml", "t")
+            .and_then(checked)
+            .unwrap_err();
         assert!(e.contains("point zerocopy=true"), "{e}");
         assert!(e.contains("--zerocopy applies to stream"), "{e}");
+        // A value no test takes, found when the points are made.
+        let text =
+            "title = \"t\"\ndescription = \"d\"\n[test]\nduration = 1\n[sweep]\nflows = [0]\n";
+        let e = Study::parse(text, "t.toml", "t")
+            .and_then(checked)
+            .unwrap_err();
+        assert!(e.contains("--flows must be at least 1"), "{e}");
     }
 }

@@ -4,29 +4,31 @@
 //! the command line checks a study before it runs it or reports on it.
 
 use super::metrics;
+use crate::error::{Error, Result};
 use crate::study::file::Study;
 
-/// Fails, naming the file and line, on the first name that is not a metric.
-pub fn study(s: &Study) -> Result<(), String> {
+/// Fails, naming the file and line, on the first name that is not a metric
+/// (a usage error: the study file is wrong).
+pub fn study(s: &Study) -> Result<()> {
     for p in &s.plots {
         if metrics::find(&p.y).is_none() {
-            return Err(format!(
+            return Err(Error::Usage(format!(
                 "{}:{}: plot y `{}` is not a metric; metrics: {}",
                 s.origin,
                 p.line,
                 p.y,
                 metrics::names()
-            ));
+            )));
         }
     }
     for t in &s.tables {
         if let Some(c) = t.columns.iter().find(|c| metrics::find(c).is_none()) {
-            return Err(format!(
+            return Err(Error::Usage(format!(
                 "{}:{}: table column `{c}` is not a metric; metrics: {}",
                 s.origin,
                 t.line,
                 metrics::names()
-            ));
+            )));
         }
     }
     Ok(())
@@ -47,7 +49,9 @@ mod tests {
     fn names_that_are_not_metrics_are_refused_with_their_line() {
         let good = parse("[[plot]]\nx = \"flows\"\ny = \"throughput_bps\"\n[[table]]\ncolumns = [\"client_us_per_kb\"]\n");
         study(&good).unwrap();
-        let e = study(&parse("[[plot]]\nx = \"flows\"\ny = \"speed\"\n")).unwrap_err();
+        let e = study(&parse("[[plot]]\nx = \"flows\"\ny = \"speed\"\n"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("t.toml:7:") && e.contains("plot y `speed` is not a metric"),
             "{e}"
@@ -55,7 +59,8 @@ mod tests {
         let e = study(&parse(
             "\n[[table]]\ncolumns = [\"throughput_bps\", \"zoom\"]\n",
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("t.toml:8:") && e.contains("table column `zoom`"),
             "{e}"

@@ -7,6 +7,7 @@
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use crate::error::{Error, Result};
 use crate::model::sample::Estimate;
 use crate::report::analysis::landscape::Landscape;
 use crate::report::analysis::metrics::{self, Metric};
@@ -158,11 +159,12 @@ pub struct Threshold {
     pub pct: f64,
 }
 
-pub fn parse_threshold(s: &str) -> Result<Threshold, String> {
+/// A malformed threshold or an unknown metric is a usage error.
+pub fn parse_threshold(s: &str) -> Result<Threshold> {
     let bad = || {
-        format!(
+        Error::Usage(format!(
             "'{s}' is not a threshold: write METRIC<-5% (fail when it falls more than 5%) or METRIC>+10%"
-        )
+        ))
     };
     let (metric, rest, below) = if let Some((m, r)) = s.split_once('<') {
         (m, r, true)
@@ -173,10 +175,10 @@ pub fn parse_threshold(s: &str) -> Result<Threshold, String> {
     };
     let metric = metric.trim();
     if metrics::find(metric).is_none() {
-        return Err(format!(
+        return Err(Error::Usage(format!(
             "--fail-if: `{metric}` is not a metric; metrics: {}",
             metrics::names()
-        ));
+        )));
     }
     let pct: f64 = rest
         .trim()
@@ -270,6 +272,7 @@ mod tests {
         );
         assert!(parse_threshold("speed<-5%")
             .unwrap_err()
+            .to_string()
             .contains("not a metric"));
         assert!(parse_threshold("throughput_bps=5").is_err());
         let a = estimate(&[10.0, 10.1, 9.9], 95.0);

@@ -9,8 +9,10 @@
 
 use std::path::PathBuf;
 
+use crate::error::{Error, Result};
 use crate::model::host::HostInfo;
 use crate::report::analysis::compare::welch;
+use crate::report::analysis::hosts::host_rows;
 use crate::report::analysis::landscape::{Landscape, Table};
 use crate::report::analysis::metrics;
 use crate::study::folder::{Loaded, RunRecord};
@@ -20,8 +22,8 @@ use crate::study::sweep::Point;
 pub const ENV: &str = "env";
 
 /// Labels for `dirs`: the given ones (comma separated, one per folder), or
-/// each folder's name.
-pub fn labels(dirs: &[PathBuf], given: Option<&str>) -> Result<Vec<String>, String> {
+/// each folder's name. Labels that do not fit the folders are a usage error.
+pub fn labels(dirs: &[PathBuf], given: Option<&str>) -> Result<Vec<String>> {
     let labels: Vec<String> = match given {
         Some(g) => g.split(',').map(|s| s.trim().to_string()).collect(),
         None => dirs
@@ -34,22 +36,22 @@ pub fn labels(dirs: &[PathBuf], given: Option<&str>) -> Result<Vec<String>, Stri
             .collect(),
     };
     if labels.len() != dirs.len() {
-        return Err(format!(
+        return Err(Error::Usage(format!(
             "--label gives {} for {}: one per folder, comma separated",
             crate::units::plural(labels.len() as u64, "name", "names"),
             crate::units::plural(dirs.len() as u64, "folder", "folders")
-        ));
+        )));
     }
     if let Some(l) = labels.iter().find(|l| l.is_empty() || l.contains('=')) {
-        return Err(format!(
+        return Err(Error::Usage(format!(
             "--label '{l}': a label is a non-empty word without '='"
-        ));
+        )));
     }
     for (i, l) in labels.iter().enumerate() {
         if labels[..i].contains(l) {
-            return Err(format!(
+            return Err(Error::Usage(format!(
                 "--label '{l}' names two folders: labels must differ"
-            ));
+            )));
         }
     }
     Ok(labels)
@@ -58,9 +60,11 @@ pub fn labels(dirs: &[PathBuf], given: Option<&str>) -> Result<Vec<String>, Stri
 /// One folder holding every environment's points, each with `env` first.
 /// The first folder's study gives the tables and plots; a plot's series
 /// becomes the environment (other parameters stay in the series names).
-pub fn merge(all: Vec<Loaded>, labels: &[String], out: PathBuf) -> Result<Loaded, String> {
+pub fn merge(all: Vec<Loaded>, labels: &[String], out: PathBuf) -> Result<Loaded> {
     let mut iter = all.into_iter().zip(labels);
-    let (first, first_label) = iter.next().ok_or("no results folder to report")?;
+    let (first, first_label) = iter
+        .next()
+        .ok_or_else(|| Error::Failed("no results folder to report".into()))?;
     let mut study = first.study.clone();
     study.title = format!("{} — {}", study.title, labels.join(" vs "));
     for p in &mut study.plots {
@@ -81,6 +85,7 @@ pub fn merge(all: Vec<Loaded>, labels: &[String], out: PathBuf) -> Result<Loaded
             let mut params = vec![(ENV.to_string(), label.clone())];
             params.extend(p.params.iter().cloned());
             manifest.points.push(Point {
+                groups: Vec::new(),
                 index: offset + p.index,
                 id: format!("{label}--{}", p.id),
                 params,
@@ -202,7 +207,7 @@ pub fn overview(
 /// Each environment's hosts as (setting, value): client and agent in one
 /// value when they agree, "client / agent" when not.
 fn settings(h: &(HostInfo, HostInfo)) -> Vec<(String, String)> {
-    crate::report::render::document::host_rows(&h.0, &h.1)
+    host_rows(&h.0, &h.1)
         .into_iter()
         .map(|(k, c, a)| {
             let v = if c == a || a.is_empty() {
@@ -283,8 +288,14 @@ mod tests {
         ];
         assert_eq!(labels(&d, None).unwrap(), ["awm-a", "awm-b"]);
         assert_eq!(labels(&d, Some("sles, rhel")).unwrap(), ["sles", "rhel"]);
-        assert!(labels(&d, Some("sles")).unwrap_err().contains("2 folders"));
-        assert!(labels(&d, Some("x,x")).unwrap_err().contains("must differ"));
+        assert!(labels(&d, Some("sles"))
+            .unwrap_err()
+            .to_string()
+            .contains("2 folders"));
+        assert!(labels(&d, Some("x,x"))
+            .unwrap_err()
+            .to_string()
+            .contains("must differ"));
         assert!(labels(&d, Some("a=b,c")).is_err());
     }
 

@@ -3,6 +3,8 @@
 pub mod check;
 pub mod compare;
 pub mod environments;
+pub mod figure;
+pub mod hosts;
 pub mod keypoints;
 pub mod landscape;
 pub mod metrics;

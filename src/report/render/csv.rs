@@ -2,9 +2,10 @@
 //! mean, confidence half-width and sample count, for spreadsheets and
 //! scripts (the figures the report's tables show, unrounded).
 
+use crate::error::{Error, Result};
 use crate::report::analysis::landscape::Landscape;
 
-pub fn landscape(l: &Landscape) -> Result<String, String> {
+pub fn landscape(l: &Landscape) -> Result<String> {
     let metrics = l.present();
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header: Vec<String> = vec!["point".into()];
@@ -19,7 +20,7 @@ pub fn landscape(l: &Landscape) -> Result<String, String> {
         header.push("line_rate_bps".into());
         header.push("throughput_of_line_rate".into());
     }
-    w.write_record(&header).map_err(|e| e.to_string())?;
+    w.write_record(&header).map_err(failed)?;
     for r in &l.rows {
         let mut rec: Vec<String> = vec![r.point.id.clone()];
         rec.extend(
@@ -46,8 +47,12 @@ pub fn landscape(l: &Landscape) -> Result<String, String> {
                     .unwrap_or_default(),
             );
         }
-        w.write_record(&rec).map_err(|e| e.to_string())?;
+        w.write_record(&rec).map_err(failed)?;
     }
-    let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    String::from_utf8(bytes).map_err(|e| e.to_string())
+    let bytes = w.into_inner().map_err(failed)?;
+    String::from_utf8(bytes).map_err(failed)
+}
+
+fn failed(e: impl std::fmt::Display) -> Error {
+    Error::Failed(e.to_string())
 }

@@ -5,16 +5,20 @@ use std::fmt::Write;
 
 use crate::model::result::{Iteration, TestInterval, TestResult};
 use crate::model::sample::WorkerPlacement;
-use crate::model::spec::TestSpec;
+use crate::model::spec::{TestSpec, Workload};
 use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_secs, fmt_us};
 use crate::workload::RateColumn;
 
 pub fn describe(spec: &TestSpec) -> String {
-    let Some(w) = crate::workload::get(spec.workload) else {
+    let what = match crate::workload::get(spec.workload) {
+        Some(w) => w.describe(spec),
+        // A mix: each group is described below, by its own workload.
+        None if spec.workload == Workload::Mix => {
+            "several workloads on one window (each group below)".to_string()
+        }
         // A program (exec, scp): what it runs and its time limit.
-        return crate::program::describe(spec);
+        None => return crate::program::describe(spec),
     };
-    let what = w.describe(spec);
     let what = match &spec.tls {
         None => what,
         Some(t) => format!(
@@ -58,9 +62,14 @@ pub fn describe(spec: &TestSpec) -> String {
     )
 }
 
-/// What the rate column shows for `spec` (a program: nothing).
+/// What the rate column shows for `spec`: its workload's say; a mix's
+/// groups' transactions summed; a program's nothing.
 fn rate_column(spec: &TestSpec) -> RateColumn {
-    crate::workload::get(spec.workload).map_or(RateColumn::None, |w| w.rate_column(spec))
+    match crate::workload::get(spec.workload) {
+        Some(w) => w.rate_column(spec),
+        None if spec.workload == Workload::Mix => RateColumn::Transactions,
+        None => RateColumn::None,
+    }
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -414,6 +423,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     if let Some(line) = tls_cost_line(r) {
         let _ = writeln!(o, "  {:<12} {line}", "tls cost");
     }
+    super::groups::lines(&mut o, r);
     o
 }
 

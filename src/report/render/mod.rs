@@ -2,6 +2,7 @@
 //! landscape as CSV, SVG plots, and one result as text for a terminal.
 pub mod csv;
 pub mod document;
+pub mod groups;
 pub mod html;
 pub mod human;
 pub mod markdown;

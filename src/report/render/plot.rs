@@ -19,6 +19,9 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged, ValueFo
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
+use crate::error::{Error, Result};
+use crate::report::analysis::figure::Chart;
+
 /// Chart size in pixels: wide enough for a sweep of a dozen points and a
 /// legend, small enough to put two side by side on a laptop screen.
 const WIDTH: u32 = 760;
@@ -78,51 +81,6 @@ const HLINE_COLORS: [RGBColor; 4] = [
     RGBColor(110, 110, 110),
 ];
 
-/// One measured curve.
-pub struct Series {
-    /// Legend text.
-    pub name: String,
-    /// (x, y, optional half-width of the confidence interval for an error bar)
-    pub points: Vec<(f64, f64, Option<f64>)>,
-}
-
-/// A horizontal reference line from a model rather than a measurement.
-pub struct HLine {
-    /// Legend text, e.g. "line rate".
-    pub label: String,
-    pub y: f64,
-}
-
-/// A model drawn as a curve beside a measured series (the window/RTT model
-/// of a transfer at each RTT), dashed in that series' colour.
-pub struct Curve {
-    /// Legend text ("" for none).
-    pub label: String,
-    /// Index into `Chart::series` of the series it models (its colour).
-    pub series: usize,
-    pub points: Vec<(f64, f64)>,
-}
-
-/// Everything one chart shows.
-pub struct Chart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    /// Logarithmic x axis, for sweeps over sizes that double; non-positive
-    /// x values are left out. Ignored for a categorical axis.
-    pub log_x: bool,
-    /// Logarithmic y axis; non-positive y values are left out.
-    pub log_y: bool,
-    /// When Some, x values are indices 0..n into these names and the x axis shows the names (categorical axis, e.g. test cases).
-    pub x_categories: Option<Vec<String>>,
-    pub series: Vec<Series>,
-    /// Horizontal model lines (line rate, 90% threshold), drawn dashed and labelled in the legend.
-    pub hlines: Vec<HLine>,
-    /// Model curves, dashed in their series' colour; like `hlines`, they are
-    /// no chart on their own.
-    pub curves: Vec<Curve>,
-}
-
 /// Renders a chart as a standalone `<svg ...>...</svg>` string, 760x420 px, suitable to inline into an HTML page (no XML prolog, no external references, no scripts).
 ///
 /// Points that cannot be placed (non-finite, or non-positive on a log axis,
@@ -130,7 +88,7 @@ pub struct Chart {
 /// would be non-positive on a log axis is cut at the bottom of the chart.
 /// Returns `Err` when no point is left to draw, or when the values span a
 /// range no axis can show (e.g. overflowing to infinity).
-pub fn svg(chart: &Chart) -> Result<String, String> {
+pub fn svg(chart: &Chart) -> Result<String> {
     let plan = Plan::new(chart)?;
     let title = clean_text(&chart.title);
     let x_label = clean_text(&chart.x_label);
@@ -185,12 +143,14 @@ pub fn svg(chart: &Chart) -> Result<String, String> {
     match buf.find("<svg") {
         Some(0) => Ok(buf),
         Some(i) => Ok(buf[i..].to_string()),
-        None => Err("plotters produced no <svg> element".to_string()),
+        None => Err(Error::Failed(
+            "plotters produced no <svg> element".to_string(),
+        )),
     }
 }
 
-fn plot_err<E: std::fmt::Display>(e: E) -> String {
-    format!("drawing the chart failed: {e}")
+fn plot_err<E: std::fmt::Display>(e: E) -> Error {
+    Error::Failed(format!("drawing the chart failed: {e}"))
 }
 
 /// Control characters are not allowed in XML 1.0 text even when escaped, so
@@ -222,7 +182,7 @@ impl Axis {
 
     /// Plotters loops forever or asserts on ranges it cannot subdivide
     /// (NaN, infinite, subnormal spans), so every range is checked here.
-    fn checked(self, what: &str) -> Result<Axis, String> {
+    fn checked(self, what: &str) -> Result<Axis> {
         let ok = self.lo.is_finite()
             && self.hi.is_finite()
             && self.lo < self.hi
@@ -234,10 +194,10 @@ impl Axis {
         if ok {
             Ok(self)
         } else {
-            Err(format!(
+            Err(Error::Failed(format!(
                 "the {what} values span a range that cannot be drawn ({} .. {})",
                 self.lo, self.hi
-            ))
+            )))
         }
     }
 }
@@ -272,13 +232,15 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(chart: &Chart) -> Result<Plan, String> {
+    fn new(chart: &Chart) -> Result<Plan> {
         let categories: Option<Vec<String>> = chart
             .x_categories
             .as_ref()
             .map(|c| c.iter().map(|s| clean_text(s)).collect());
         if categories.as_ref().is_some_and(|c| c.is_empty()) {
-            return Err("a categorical x axis needs at least one category".to_string());
+            return Err(Error::Failed(
+                "a categorical x axis needs at least one category".to_string(),
+            ));
         }
         let log_x = chart.log_x && categories.is_none();
         let log_y = chart.log_y;
@@ -320,7 +282,7 @@ impl Plan {
 
         let all = || series.iter().flat_map(|s| s.points.iter().copied());
         if all().next().is_none() {
-            return Err(format!(
+            return Err(Error::Failed(format!(
                 "no drawable points in chart {:?} (all empty, non-finite{})",
                 chart.title,
                 if log_x || log_y {
@@ -328,7 +290,7 @@ impl Plan {
                 } else {
                     ""
                 }
-            ));
+            )));
         }
 
         let hlines: Vec<(String, f64, RGBColor)> = chart
@@ -735,7 +697,7 @@ fn draw<'a, X, Y>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     plan: &Plan,
     (x_label, y_label): (&str, &str),
-) -> Result<(), String>
+) -> Result<()>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
@@ -915,7 +877,7 @@ fn draw_error_bars<X, Y>(
     s: &Prepared,
     y_axis: Axis,
     color: RGBColor,
-) -> Result<(), String>
+) -> Result<()>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
@@ -967,6 +929,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::analysis::figure::{Curve, HLine, Series};
 
     /// A small XML well-formedness check: tags nest and balance, attribute
     /// values are quoted and free of `<`, text holds no raw `<`, and every
@@ -1516,5 +1479,25 @@ mod tests {
         assert_eq!(fmt_tick(-2.5), "-2.5");
         assert_eq!(fmt_tick(2_500_000.0), "2.5e6");
         assert_eq!(fmt_tick(0.0001), "1e-4");
+    }
+
+    /// The landscape's window/RTT charts draw: a model's legend names its
+    /// window, and five unlabelled model curves still make a chart.
+    #[test]
+    fn landscape_model_curves_draw() {
+        use crate::report::analysis::landscape::testing::{land, plot, point};
+        let mut rows = Vec::new();
+        for w in ["64K", "2M"] {
+            for rtt in [0, 50, 100, 200] {
+                rows.push(point(rtt, w, 0.95));
+            }
+        }
+        let drawn = svg(&land(rows).chart(&plot(Some("rcvbuf")))).unwrap();
+        assert!(drawn.contains("model W=64 KiB"));
+        let rows = ["48K", "64K", "128K", "256K", "512K"]
+            .iter()
+            .flat_map(|w| [50, 100].map(|r| point(r, w, 1.0)))
+            .collect();
+        svg(&land(rows).chart(&plot(Some("rcvbuf")))).unwrap();
     }
 }

@@ -1,0 +1,147 @@
+//! One window for several groups of a mixed test: each group's iteration
+//! runs in a thread of its own (its own control connections, its own
+//! client side), opens its flows, then waits here; the last to arrive
+//! picks one start instant, far enough ahead for every group's agents to
+//! hear of it. A group that fails to set up releases the others with an
+//! error, and a group that ends early stops the rest, so the groups start
+//! and stop together.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::control::clock;
+
+/// How long a group waits for the others to open their flows: the longest
+/// setup a single test allows (30 s plus the flows' share) with room.
+const ARRIVAL_LIMIT: Duration = Duration::from_secs(120);
+
+#[derive(Default)]
+struct State {
+    arrived: usize,
+    /// The largest lead any group asked for, nanoseconds.
+    margin_ns: u64,
+    /// The common start, in this process's monotonic clock.
+    start_ns: Option<u64>,
+    failed: Option<String>,
+}
+
+/// The rendezvous of `n` groups.
+pub struct Together {
+    n: usize,
+    state: Mutex<State>,
+    cv: Condvar,
+    stop: AtomicBool,
+}
+
+impl Together {
+    pub fn new(n: usize) -> Together {
+        Together {
+            n,
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// A group's flows are open: wait for the others, then return the
+    /// start instant (monotonic ns), at least `margin` ahead of the last
+    /// arrival. Err names why another group could not start.
+    pub fn arrive(&self, margin: Duration) -> Result<u64, String> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.arrived += 1;
+        st.margin_ns = st.margin_ns.max(margin.as_nanos() as u64);
+        if st.arrived == self.n && st.failed.is_none() {
+            st.start_ns = Some(clock::mono_ns() + st.margin_ns);
+            self.cv.notify_all();
+        }
+        let until = Instant::now() + ARRIVAL_LIMIT;
+        loop {
+            if let Some(why) = &st.failed {
+                return Err(format!("another group did not start: {why}"));
+            }
+            if let Some(at) = st.start_ns {
+                return Ok(at);
+            }
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                let why = format!(
+                    "the other groups did not open their flows within {} s",
+                    ARRIVAL_LIMIT.as_secs()
+                );
+                st.failed = Some(why.clone());
+                self.cv.notify_all();
+                return Err(why);
+            };
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// This group cannot start (`why`): every group still waiting is
+    /// released with an error. After the start it only stops the others.
+    pub fn fail(&self, why: &str) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.start_ns.is_none() && st.failed.is_none() {
+            st.failed = Some(why.to_string());
+        }
+        self.cv.notify_all();
+        drop(st);
+        self.stop();
+    }
+
+    /// A group ended early: the others end their window too.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether some group asked every group to stop.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// Waits until `start_ns` (monotonic) and returns it as an Instant.
+pub fn sleep_until(start_ns: u64) -> Instant {
+    let when = clock::instant_at(start_ns);
+    let wait = when.saturating_duration_since(Instant::now());
+    std::thread::sleep(wait);
+    when
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_last_arrival_picks_one_start_for_all() {
+        let t = Arc::new(Together::new(3));
+        let hs: Vec<_> = (0..3u64)
+            .map(|i| {
+                let t = t.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(20 * i));
+                    t.arrive(Duration::from_millis(10 + i)).unwrap()
+                })
+            })
+            .collect();
+        let starts: Vec<u64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
+        assert!(starts[0] > clock::mono_ns() - 5_000_000);
+    }
+
+    #[test]
+    fn a_failed_group_releases_the_others_and_stops_them() {
+        let t = Arc::new(Together::new(2));
+        let t2 = t.clone();
+        let h = std::thread::spawn(move || t2.arrive(Duration::from_millis(1)));
+        std::thread::sleep(Duration::from_millis(30));
+        t.fail("agent at X: refused");
+        let e = h.join().unwrap().unwrap_err();
+        assert!(e.contains("refused"), "{e}");
+        assert!(t.stopped());
+    }
+}

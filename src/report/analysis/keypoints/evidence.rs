@@ -1,0 +1,94 @@
+//! How far the numbers carry a conclusion: points without a result (or with
+//! a partial one), and confidence intervals that are missing or too wide.
+
+use super::shared::KeyPoint;
+use crate::report::analysis::landscape::Landscape;
+
+/// Points without a result, or with a partial one.
+pub fn missing(l: &Landscape) -> Vec<KeyPoint> {
+    let none: Vec<String> = l
+        .rows
+        .iter()
+        .filter(|r| r.results.is_empty())
+        .map(|r| r.point.label())
+        .collect();
+    let partial = l
+        .rows
+        .iter()
+        .filter(|r| r.results.iter().any(|x| !x.summary.status.is_ok()))
+        .count();
+    let mut out = Vec::new();
+    if !none.is_empty() {
+        out.push(KeyPoint {
+            rule: "missing",
+            text: format!(
+                "{} of {} points have no result yet (the study stopped early): {}{}.",
+                none.len(),
+                l.rows.len(),
+                none.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+                if none.len() > 4 { ", ..." } else { "" }
+            ),
+            advice:
+                "Continue with `linerate study run STUDY --resume DIR`; finished points are kept."
+                    .into(),
+        });
+    }
+    if partial > 0 {
+        out.push(KeyPoint {
+            rule: "missing",
+            text: format!("{partial} points hold a partial result (a test ended early)."),
+            advice: "See each result's error; rerun those points.".into(),
+        });
+    }
+    out
+}
+
+/// Points whose confidence interval is wider than the target, or that ran
+/// once and have none.
+pub fn noise(l: &Landscape) -> Vec<KeyPoint> {
+    let mut wide: Vec<(String, f64, f64, f64)> = Vec::new();
+    let mut single = 0;
+    let mut measured = 0;
+    for r in &l.rows {
+        let key = match crate::workload::main_metric(&r.point.spec) {
+            crate::model::spec::MainMetric::Throughput => "throughput_bps",
+            crate::model::spec::MainMetric::TransactionRate => "transactions_per_s",
+            crate::model::spec::MainMetric::PacketRate => "packets_per_s",
+        };
+        let Some(e) = r.value(key) else { continue };
+        measured += 1;
+        match e.half_width_pct {
+            Some(hw) if e.n > 1 => {
+                let target = r.point.confidence.width_pct / 2.0;
+                if hw > target {
+                    wide.push((r.point.label(), hw, target, e.level_pct));
+                }
+            }
+            _ => single += 1,
+        }
+    }
+    let mut out = Vec::new();
+    if measured > 0 && single == measured {
+        out.push(KeyPoint {
+            rule: "noise",
+            text: "Every point ran once: no confidence intervals, so differences of 10-30% between points may be noise on a shared machine.".into(),
+
+            advice: "Repeat the study (--repeat 5 --shuffle) or each test (iterations = \"3..10\" in [test]) for error bars.".into(),
+        });
+    }
+    if let Some(worst) = wide.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+        out.push(KeyPoint {
+            rule: "noise",
+            text: format!(
+                "{} of {measured} points have a {:.0}% confidence interval wider than ±{:.1}% (worst: {} at ±{:.1}%): treat their differences with care.",
+                wide.len(),
+                worst.3,
+                worst.2,
+                worst.0,
+                worst.1
+            ),
+            advice: "Add repetitions (--repeat, --shuffle spreads drift), lengthen the window (duration), or pin the ends (cpus, agent_cpus).".into(),
+        });
+    }
+    out
+}

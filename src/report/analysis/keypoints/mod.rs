@@ -1,0 +1,69 @@
+//! Key Points and Best Practices: sentences derived from the numbers by
+//! rules, each with the option or sysctl that would change the result. Every
+//! rule fires only on the evidence it names; the tests (`tests.rs`) feed each one
+//! crafted landscapes on both sides of its threshold.
+//!
+//! One file per topic (throughput, CPU, TLS, the window/RTT model, scp,
+//! UDP, memcached, latency, the hosts, the evidence itself, several
+//! environments); `shared` holds the key point and what the rules share,
+//! and this file runs them in the report's order.
+
+mod cpu;
+mod environments;
+mod evidence;
+mod hosts;
+mod latency;
+mod memcache;
+mod scp;
+mod shared;
+#[cfg(test)]
+mod tests;
+mod throughput;
+mod tls;
+mod udp;
+mod window;
+
+pub use self::cpu::{cpu_bound, host_saturated, service_demand_trend, transaction_cost};
+pub use self::environments::environments;
+pub use self::evidence::{missing, noise};
+pub use self::hosts::{firewall, shared_host};
+pub use self::latency::tail_latency;
+pub use self::memcache::{kv_cost, kv_saturation};
+pub use self::scp::{scp_channel_window, scp_login};
+pub use self::shared::{KeyPoint, MODEL_TOLERANCE};
+pub use self::throughput::{scaling_peak, streams_to_line_rate};
+pub use self::tls::{crypto_hw_saving, tls_cost};
+pub use self::udp::{udp_batching, udp_receiver_drops};
+pub use self::window::{model_mismatch, window_not_proportional, window_or_rate_bound};
+
+use crate::report::analysis::landscape::Landscape;
+
+/// Every rule, in the order the report lists them.
+pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
+    let rules: &[fn(&Landscape) -> Vec<KeyPoint>] = &[
+        missing,
+        environments,
+        streams_to_line_rate,
+        scaling_peak,
+        cpu_bound,
+        host_saturated,
+        service_demand_trend,
+        transaction_cost,
+        tls_cost,
+        window_or_rate_bound,
+        window_not_proportional,
+        model_mismatch,
+        scp_login,
+        scp_channel_window,
+        udp_receiver_drops,
+        udp_batching,
+        kv_saturation,
+        kv_cost,
+        crypto_hw_saving,
+        tail_latency,
+        noise,
+        firewall,
+        shared_host,
+    ];
+    rules.iter().flat_map(|r| r(l)).collect()
+}

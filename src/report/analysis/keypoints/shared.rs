@@ -1,0 +1,89 @@
+//! What the rules share: the key point itself, a metric's curves along one
+//! dimension, which workloads a study holds, and the words and figures the
+//! sentences are made of.
+
+use crate::model::spec::Workload;
+use crate::report::analysis::landscape::{axis_value, Landscape};
+use crate::units::fmt_bytes;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyPoint {
+    /// The rule's name (stable, for tests and scripts).
+    pub rule: &'static str,
+    pub text: String,
+    /// What to change, and where.
+    pub advice: String,
+}
+
+/// One metric along `dim`: rows grouped by every other parameter, each
+/// group as (value of `dim`, mean of `metric`) sorted by `dim`; rows
+/// without the metric are left out.
+pub(super) fn curves(l: &Landscape, dim: &str, metric: &str) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut out: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in &l.rows {
+        let (Some(x), Some(y)) = (
+            r.point.param(dim).and_then(|v| axis_value(dim, v)),
+            r.mean(metric),
+        ) else {
+            continue;
+        };
+        let key = r.point.label_except(dim);
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push((x, y)),
+            None => out.push((key, vec![(x, y)])),
+        }
+    }
+    for (_, v) in &mut out {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+pub(super) fn suffix(group: &str) -> String {
+    if group.is_empty() {
+        String::new()
+    } else {
+        format!(" ({group})")
+    }
+}
+
+pub(super) fn plural(n: f64, one: &str, many: &str) -> String {
+    if n == 1.0 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// Every point of the study is a UDP test: packets, not bytes, are its unit.
+pub(super) fn all_udp(l: &Landscape) -> bool {
+    !l.rows.is_empty() && l.rows.iter().all(|r| r.point.spec.workload.is_udp())
+}
+
+/// Every point is a memcache test.
+pub(super) fn all_kv(l: &Landscape) -> bool {
+    !l.rows.is_empty()
+        && l.rows
+            .iter()
+            .all(|r| r.point.spec.workload == Workload::Memcache)
+}
+
+/// How far a measurement may be from a bound or the model and still be
+/// said to follow it (the write-up's "within 15%").
+pub const MODEL_TOLERANCE: f64 = 0.15;
+
+/// A size that need not be a whole number of KiB or MiB.
+pub(super) fn fmt_window(b: f64) -> String {
+    fmt_bytes(b.max(0.0).round() as u64)
+}
+
+/// "84" or "73-84": the range of some fractions, in percent.
+pub(super) fn pct_range(v: &[f64]) -> String {
+    let lo = (100.0 * v.iter().copied().fold(f64::INFINITY, f64::min)).round();
+    let hi = (100.0 * v.iter().copied().fold(f64::NEG_INFINITY, f64::max)).round();
+    if lo == hi {
+        format!("{lo}")
+    } else {
+        format!("{lo}-{hi}")
+    }
+}

@@ -1,0 +1,93 @@
+//! A mixed test's groups as text: one line per group with its own main
+//! figure (and latency, loss or operations where it has them), below the
+//! total the result's table shows. CPU is per end and shared, so it is
+//! the total's alone.
+
+use std::fmt::Write;
+
+use crate::model::result::{GroupResult, TestResult};
+use crate::model::spec::MainMetric;
+use crate::units::{fmt_bps, fmt_rate, fmt_us};
+
+/// The group's main figure as people read it.
+fn main_figure(g: &GroupResult) -> String {
+    let s = &g.summary;
+    match s.main_metric {
+        Some(MainMetric::TransactionRate) => format!(
+            "{} ({})",
+            fmt_rate(s.transactions_per_s),
+            fmt_bps(s.throughput_bps)
+        ),
+        Some(MainMetric::PacketRate) => match &s.udp {
+            Some(u) => format!(
+                "{} pkt/s ({})",
+                fmt_rate(u.packets_per_s).trim_end_matches("/s"),
+                fmt_bps(s.throughput_bps)
+            ),
+            None => fmt_bps(s.throughput_bps),
+        },
+        _ => fmt_bps(s.throughput_bps),
+    }
+}
+
+/// The rest of a group's line: latency, loss, operations.
+fn extras(g: &GroupResult) -> String {
+    let s = &g.summary;
+    let mut parts = Vec::new();
+    if let Some(l) = &s.latency_us {
+        parts.push(format!("p50 {} p99 {}", fmt_us(l.p50), fmt_us(l.p99)));
+    }
+    if let Some(u) = &s.udp {
+        parts.push(format!("loss {:.2}%", u.loss_pct));
+    }
+    if let Some(k) = &s.kv {
+        parts.push(format!(
+            "{} ops, hit ratio {}",
+            fmt_rate(k.ops_per_s),
+            k.hit_ratio
+                .map_or("-".into(), |h| format!("{:.1}%", h * 100.0))
+        ));
+    }
+    if !s.status.is_ok() {
+        parts.push(s.status.word().to_string());
+    }
+    parts.join(", ")
+}
+
+/// The groups' lines, appended to `o` (nothing for a single test).
+pub fn lines(o: &mut String, r: &TestResult) {
+    if r.groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "  groups       on one window; the CPU above is every group's"
+    );
+    let width = r
+        .groups
+        .iter()
+        .map(|g| g.command.len())
+        .max()
+        .unwrap_or(0)
+        .min(48);
+    for g in &r.groups {
+        let mut command = g.command.clone();
+        if command.len() > width {
+            command.truncate(width.saturating_sub(1));
+            command.push('…');
+        }
+        let extra = extras(g);
+        let _ = writeln!(
+            o,
+            "    {:<4} {:<width$}  {}{}",
+            g.name,
+            command,
+            main_figure(g),
+            if extra.is_empty() {
+                String::new()
+            } else {
+                format!("  {extra}")
+            }
+        );
+    }
+}
