@@ -296,6 +296,62 @@ fn crr_connections_equal_transactions() {
 }
 
 #[test]
+fn conn_measures_connections_per_second_and_connect_latency() {
+    for (name, args, tls) in [
+        ("conn.json", "conn -F 2 -d 1 --warmup 0.3", false),
+        (
+            "conn-tls.json",
+            "conn --tls --no-baseline -d 1 --warmup 0.3",
+            true,
+        ),
+    ] {
+        let r = run_json(name, args);
+        let it = &r["iterations"][0];
+        check_intervals(it);
+        let c = &it["counters"]["client"];
+        let tx = u(&c["transactions"]);
+        assert!(tx > 50, "{args}: only {tx} connections");
+        // A transaction is a connection, closed by the agent first.
+        assert_eq!(u(&c["connections"]), tx, "{args}");
+        assert_eq!(u(&c["graceful_closes"]), tx, "{args}");
+        assert_eq!(u(&c["errors"]), 0, "{args}");
+        assert_eq!(u(&it["bytes"]), 0, "{args}: no payload");
+        let agent = u(&it["counters"]["agent"]["connections"]);
+        assert!(
+            agent.abs_diff(tx) <= tx / 10 + 10,
+            "{args}: agent accepted {agent}, client completed {tx}"
+        );
+        let s = &r["summary"];
+        assert_eq!(s["main_metric"], "transaction_rate", "{args}");
+        assert!(f(&s["connections_per_s"]) > 0.0, "{args}");
+        assert!(f(&s["transactions_per_s"]) > 0.0, "{args}");
+        // Connect latency: SYN to established (or handshake done).
+        let l = &s["latency_us"];
+        let (p50, p99, max) = (f(&l["p50"]), f(&l["p99"]), f(&l["max"]));
+        assert!(p50 > 0.0 && p50 <= p99 && p99 <= max, "{args}: {l}");
+        if tls {
+            assert_eq!(u(&c["tls_handshakes"]), tx, "{args}");
+            assert!(f(&s["tls_handshakes_per_s"]) > 0.0, "{args}");
+            assert!(!s["tls"].is_null(), "{args}: what was negotiated");
+        } else {
+            assert_eq!(u(&c["tls_handshakes"]), 0, "{args}");
+        }
+    }
+    // The client resets instead, with or without TLS.
+    for args in [
+        "conn --close reset -d 1 --warmup 0.3",
+        "conn --close reset --tls --no-baseline -d 1 --warmup 0.3",
+    ] {
+        let r = run_json("conn-reset.json", args);
+        let c = &r["iterations"][0]["counters"]["client"];
+        assert!(u(&c["transactions"]) > 50, "{args}");
+        assert_eq!(u(&c["resets"]), u(&c["transactions"]), "{args}");
+        assert_eq!(u(&c["graceful_closes"]), 0, "{args}");
+        assert_eq!(u(&c["errors"]), 0, "{args}");
+    }
+}
+
+#[test]
 fn finite_transfers_put_and_get() {
     // stream put 20M/20: each flow sends 20 MiB, gets 20 bytes back.
     let r = run_json("put.json", "stream --bytes 20M -F 2");

@@ -4,7 +4,7 @@
 //! out), caps flows, duration and concurrent tests, answers "busy" past the
 //! cap, and survives a controller that vanishes mid-test.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,17 +19,15 @@ use crate::control::protocol::{
     self, mac, mac_eq, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg, Opener,
     TargetGroup, Wire,
 };
-use crate::engine::setup::{accept_flows, connect_flows};
-use crate::engine::side::{Observer, ServiceProbe, Side, SideSetup};
-use crate::engine::sockopt;
-use crate::engine::tls;
+use crate::engine::side::{Observer, Side, SideSetup};
 use crate::kv::service::Service;
 use crate::measure::histogram::{self, Hist};
 use crate::measure::host as env;
-use crate::workload::Conns;
+use crate::workload::conns::{self, Group, SetupError};
+use crate::workload::{Conns, Pattern};
 
 use crate::model::sample::IntervalSample;
-use crate::model::spec::{TestSpec, Workload};
+use crate::model::spec::TestSpec;
 
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -655,19 +653,17 @@ fn run_test(
             Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
         }
     };
-    // memcache: the memcached this agent starts and watches (stopped when
+    // A service (memcached) this agent starts and watches (stopped when
     // this function returns, however it returns).
     let mut service: Option<Service> = None;
+    let pattern = workload.pattern();
     let conns = match role {
-        Role::Server { listen, .. } if spec.workload == Workload::Memcache => {
-            let (c, svc) = kv_server(&spec, listen, stream)?;
+        Role::Server { listen, expect } => {
+            let (c, svc) = server_conns(&spec, pattern, listen, expect, stream, gone)?;
             service = svc;
             vec![c]
         }
-        Role::Server { listen, expect } => {
-            vec![server_conns(&spec, listen, expect, stream, gone)?]
-        }
-        Role::Client { groups } => client_conns(&spec, groups, stream)?,
+        Role::Client { groups } => client_conns(&spec, pattern, groups, stream)?,
     };
     let at = match rx.recv_timeout(Duration::from_secs(60)) {
         Ok(Some(Msg::Start { at_ns })) => at_ns,
@@ -710,11 +706,8 @@ fn run_test(
         spec: spec.clone(),
         flows,
         t0: when,
-        service: service.as_ref().map(|s| ServiceProbe {
-            name: s.name.clone(),
-            pid: Some(s.pid()),
-            stats: Some(s.addr),
-        }),
+        service: service.as_ref().map(crate::workload::memcache::watch),
+        kernel_udp: pattern.kernel_udp(),
         // Each interval goes to the controller as it closes.
         keep_samples: false,
     };
@@ -738,9 +731,9 @@ fn run_test(
         told: None,
     };
     let complete = side.collect(&mut obs);
-    // A memcache test against a server nobody here started has no server
+    // A service test against a server nobody here started has no server
     // process to measure: the agent's idle threads are not its CPU.
-    let no_server = spec.workload == Workload::Memcache && !client && obs.service.is_none();
+    let no_server = pattern == Pattern::Service && !client && obs.service.is_none();
     let cpu = if no_server { None } else { side.window_cpu() };
     if let Some(why) = obs.service_died.take() {
         // Said first, so the controller keeps what was measured as partial.
@@ -787,202 +780,76 @@ fn run_test(
         .map_err(|e| TestEnd::Told(format!("cannot send the final report: {e}")))
 }
 
-/// The server half's connections: listeners on every data address, the
-/// persistent flows accepted (and their TLS done) before the window.
+/// The server half's connections (`workload::conns`): listeners on every
+/// data address (or the service started), `Ready` with where they are,
+/// then the flows that arrive before the window (and their TLS), and for
+/// those `FlowsReady`.
 fn server_conns(
     spec: &TestSpec,
+    pattern: Pattern,
     listen: Vec<IpAddr>,
     expect: Vec<u32>,
     stream: &mut Wire,
     gone: &Arc<AtomicBool>,
-) -> Result<Conns, TestEnd> {
+) -> Result<(Conns, Option<Service>), TestEnd> {
     let refuse = |stream: &mut Wire, code: ErrorCode, msg: String| {
         let _ = send_error(stream, code, &msg);
         Err(TestEnd::Told(msg))
-    };
-    // TLS: the server config and the certificate the controller will trust.
-    let (tls_role, tls_cert, tls_cert_label) = match &spec.tls {
-        None => (None, None, None),
-        Some(t) => match tls::Role::server(t) {
-            Ok((role, cert, label)) => (Some(Arc::new(role)), Some(cert), Some(label)),
-            Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
-        },
     };
     let addrs = if listen.is_empty() {
         vec![stream.stream.local_addr().map_err(|e| e.to_string())?.ip()]
     } else {
         listen
     };
-    let cookie = random_u64();
-    let mut conns = Conns::new(cookie, tls_role.clone());
-    if spec.workload.is_udp() {
-        return udp_server_conns(spec, &addrs, conns, stream, gone, expect);
-    }
-    let mut listeners = Vec::new();
-    let mut data = Vec::new();
-    let per_connection = spec.workload.per_connection();
-    for ip in addrs {
-        let bind = SocketAddr::new(ip, 0);
-        let first = match sockopt::listener(&bind, spec, per_connection) {
-            Ok(l) => l,
-            Err(e) => {
-                return refuse(
-                    stream,
-                    ErrorCode::SetupFailed,
-                    format!("data listener on {bind}: {e} (is {ip} an address of this host?)"),
-                )
-            }
-        };
-        let addr = first
-            .local_addr()
-            .map_err(|e| e.to_string())?
-            .as_socket()
-            .ok_or("not an IP socket")?;
-        data.push(addr);
-        if per_connection {
-            conns
-                .listeners
-                .push(mio::net::TcpListener::from_std(first.into()));
-            // One listener per worker (SO_REUSEPORT) and address.
-            for _ in 1..spec.agent_workers {
-                let more = sockopt::listener(&addr, spec, true)
-                    .map_err(|e| format!("data listener: {e}"))?;
-                conns
-                    .listeners
-                    .push(mio::net::TcpListener::from_std(more.into()));
-            }
-        } else {
-            listeners.push(mio::net::TcpListener::from_std(first.into()));
-        }
-    }
+    let server = match conns::listen(spec, pattern, &addrs, random_u64()) {
+        Ok(s) => s,
+        Err(SetupError::Refused(e)) => return refuse(stream, ErrorCode::BadRequest, e),
+        Err(SetupError::Failed(e)) => return refuse(stream, ErrorCode::SetupFailed, e),
+    };
+    let l = server.listening.clone();
     stream
         .send(&Msg::Ready {
-            data_port: data[0].port(),
-            data,
-            cookie,
+            data_port: l.data.first().map_or(0, |a| a.port()),
+            data: l.data,
+            cookie: l.cookie,
             host: Box::new(env::collect()),
-            tls_cert,
-            tls_cert_label,
+            tls_cert: l.tls_cert,
+            tls_cert_label: l.tls_cert_label,
         })
         .map_err(|e| e.to_string())?;
-    if !per_connection {
-        let expect: BTreeSet<u32> = if expect.is_empty() {
-            (0..spec.flows).collect()
-        } else {
-            expect.into_iter().collect()
-        };
-        let timeout = Duration::from_secs(30 + expect.len() as u64 / 100);
-        match accept_flows(&mut listeners, spec, cookie, &expect, timeout, gone) {
-            Ok((flows, rejected)) => {
-                conns.established = match tls::handshake_all(flows, tls_role.as_deref(), timeout) {
-                    Ok(f) => f,
-                    Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
-                };
-                stream
-                    .send(&Msg::FlowsReady { rejected })
-                    .map_err(|e| e.to_string())?;
-            }
-            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
-        }
+    let accepted = match server.accept(spec, expect, gone) {
+        Ok(a) => a,
+        Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+    };
+    if let Some(rejected) = accepted.rejected {
+        stream
+            .send(&Msg::FlowsReady { rejected })
+            .map_err(|e| e.to_string())?;
     }
-    Ok(conns)
+    Ok((accepted.conns, accepted.service))
 }
 
-/// The server half of a UDP test: a listener per data address, and a
-/// socket of its own for every flow that says hello.
-fn udp_server_conns(
-    spec: &TestSpec,
-    addrs: &[IpAddr],
-    mut conns: Conns,
-    stream: &mut Wire,
-    gone: &Arc<AtomicBool>,
-    expect: Vec<u32>,
-) -> Result<Conns, TestEnd> {
-    let listeners = match crate::engine::udp::listeners(addrs, spec) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = send_error(stream, ErrorCode::SetupFailed, &e);
-            return Err(TestEnd::Told(e));
-        }
-    };
-    let data: Vec<SocketAddr> = listeners
-        .iter()
-        .map(|l| l.local_addr())
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    stream
-        .send(&Msg::Ready {
-            data_port: data[0].port(),
-            data,
-            cookie: conns.cookie,
-            host: Box::new(env::collect()),
-            tls_cert: None,
-            tls_cert_label: None,
-        })
-        .map_err(|e| e.to_string())?;
-    let expect: BTreeSet<u32> = if expect.is_empty() {
-        (0..spec.flows).collect()
-    } else {
-        expect.into_iter().collect()
-    };
-    let timeout = Duration::from_secs(30 + expect.len() as u64 / 100);
-    match crate::engine::udp::accept_flows(&listeners, spec, conns.cookie, &expect, timeout, gone) {
-        Ok((flows, rejected)) => {
-            conns.udp = flows;
-            stream
-                .send(&Msg::FlowsReady { rejected })
-                .map_err(|e| e.to_string())?;
-            Ok(conns)
-        }
-        Err(e) => {
-            let _ = send_error(stream, ErrorCode::SetupFailed, &e);
-            Err(TestEnd::Told(e))
-        }
-    }
-}
-
-/// The client half's connections, one set per server agent: the
-/// persistent flows opened to its listeners (and their TLS done), or the
-/// targets of per-transaction flows.
+/// The client half's connections (`workload::conns`), one set per server
+/// agent; then `Connected`, with the prefill a service got from here.
 fn client_conns(
     spec: &TestSpec,
+    pattern: Pattern,
     groups: Vec<TargetGroup>,
     stream: &mut Wire,
 ) -> Result<Vec<Conns>, TestEnd> {
     let mut all = Vec::new();
     let mut prefill = None;
     for g in groups {
-        if spec.workload == Workload::Memcache {
-            let timeout = Duration::from_secs(60 + g.targets.len() as u64 / 100);
-            let (conns, p) = crate::workload::memcache::open(&g.targets, spec, timeout, g.prefill)?;
-            prefill = prefill.or(p);
-            all.push(conns);
-            continue;
-        }
-        let tls_role = match &spec.tls {
-            None => None,
-            Some(t) => {
-                let cert = g
-                    .tls_cert
-                    .ok_or("TLS asked, but no server certificate was given")?;
-                let label = g
-                    .tls_cert_label
-                    .unwrap_or_else(|| t.cert.name().to_string());
-                Some(Arc::new(tls::Role::client(t, &cert, &label)?))
-            }
+        let group = Group {
+            cookie: g.cookie,
+            targets: g.targets,
+            tls_cert: g.tls_cert,
+            tls_cert_label: g.tls_cert_label,
+            prefill: g.prefill,
         };
-        let mut conns = Conns::new(g.cookie, tls_role.clone());
-        if spec.workload.per_connection() {
-            conns.connect_to = g.targets;
-        } else if spec.workload.is_udp() {
-            let timeout = Duration::from_secs(30 + g.targets.len() as u64 / 100);
-            conns.udp = crate::engine::udp::connect_flows(&g.targets, spec, g.cookie, timeout)?;
-        } else {
-            let timeout = Duration::from_secs(30 + g.targets.len() as u64 / 100);
-            let flows = connect_flows(&g.targets, spec, g.cookie, timeout)?;
-            conns.established = tls::handshake_all(flows, tls_role.as_deref(), timeout)?;
-        }
-        all.push(conns);
+        let c = conns::connect(spec, pattern, group)?;
+        prefill = prefill.or(c.prefill);
+        all.push(c.conns);
     }
     stream
         .send(&Msg::Connected {
@@ -991,47 +858,6 @@ fn client_conns(
         })
         .map_err(|e| e.to_string())?;
     Ok(all)
-}
-
-/// The server half of a memcache test: memcached started on the first data
-/// address (`--service`), or nothing at all (`--target`: the clients load a
-/// server this agent does not own). No flows arrive here.
-fn kv_server(
-    spec: &TestSpec,
-    listen: Vec<IpAddr>,
-    stream: &mut Wire,
-) -> Result<(Conns, Option<Service>), TestEnd> {
-    let kv = spec
-        .kv
-        .as_ref()
-        .ok_or("memcache without its key-value mix")?;
-    let ip = match listen.first() {
-        Some(ip) => *ip,
-        None => stream.stream.local_addr().map_err(|e| e.to_string())?.ip(),
-    };
-    let svc = match &kv.service {
-        Some(cmd) => match Service::start(cmd, ip) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                let _ = send_error(stream, ErrorCode::SetupFailed, &e);
-                return Err(TestEnd::Told(e));
-            }
-        },
-        None => None,
-    };
-    let data: Vec<SocketAddr> = svc.iter().map(|s| s.addr).collect();
-    let cookie = random_u64();
-    stream
-        .send(&Msg::Ready {
-            data_port: data.first().map_or(0, |a| a.port()),
-            data,
-            cookie,
-            host: Box::new(env::collect()),
-            tls_cert: None,
-            tls_cert_label: None,
-        })
-        .map_err(|e| e.to_string())?;
-    Ok((Conns::new(cookie, None), svc))
 }
 
 struct AgentObserver<'a> {

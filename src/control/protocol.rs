@@ -121,7 +121,8 @@ pub enum Msg {
         /// Data addresses to listen on (empty: the control connection's).
         #[serde(default)]
         listen: Vec<IpAddr>,
-        /// Ids of the persistent flows that will arrive here (empty: 0..flows).
+        /// Ids of the flows that will come here (empty: 0..flows); the
+        /// agent accepts these persistent flows, and its caps count them.
         #[serde(default)]
         expect: Vec<u32>,
     },

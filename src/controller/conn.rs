@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::together::{self, Together};
@@ -13,13 +12,12 @@ use crate::control::clock;
 use crate::control::protocol::{
     self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg, Opener, Wire,
 };
-use crate::engine::setup::{connect_flows, targets};
+use crate::engine::setup::targets;
 use crate::engine::side::{Observer, Side, SideReport, SideSetup};
 use crate::engine::signals;
-use crate::engine::tls;
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
-use crate::workload::Conns;
+use crate::workload::conns::{self, Connected, Group, Routes};
 
 use crate::measure::fold::combine;
 use crate::model::result::TestInterval;
@@ -503,59 +501,22 @@ impl AgentConn {
                     ))
                 }
             };
-        let data = match spec.kv.as_ref().and_then(|k| k.target.as_deref()) {
-            Some(t) => crate::kv::resolve_target(t)?,
-            None => SocketAddr::new(self.addr.ip(), port),
-        };
-        let tls_role = match &spec.tls {
-            None => None,
-            Some(t) => {
-                let cert = tls_cert.ok_or_else(|| {
-                    format!(
-                        "agent at {}: asked for TLS, but it sent no certificate",
-                        self.addr
-                    )
-                })?;
-                let label = tls_label.unwrap_or_else(|| t.cert.name().to_string());
-                Some(Arc::new(tls::Role::client(t, &cert, &label)?))
-            }
-        };
         let workload = crate::workload::of(spec)?;
-        let mut conns = Conns::new(cookie, tls_role.clone());
-        let mut prefill = None;
-        if spec.workload == crate::model::spec::Workload::Memcache {
-            let timeout = Duration::from_secs(60 + spec.flows as u64 / 100);
-            let (c, p) =
-                crate::workload::memcache::open(&targets(data, spec.flows), spec, timeout, true)?;
-            conns = c;
-            prefill = p;
-        } else if spec.workload.per_connection() {
-            conns.connect_to = targets(data, spec.flows);
-        } else if spec.workload.is_udp() {
-            let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
-            conns.udp = crate::engine::udp::connect_flows(
-                &targets(data, spec.flows),
-                spec,
-                cookie,
-                timeout,
-            )
+        let pattern = workload.pattern();
+        let routes = Routes::new(spec, pattern)?;
+        let ip = self.addr.ip();
+        let group = Group {
+            cookie,
+            targets: targets(routes.to(&[SocketAddr::new(ip, port)], ip), spec.flows),
+            tls_cert,
+            tls_cert_label: tls_label,
+            prefill: routes.prefill(true, true),
+        };
+        let Connected { conns, prefill } = conns::connect(spec, pattern, group)
             .map_err(|e| format!("agent at {}: {e}", self.addr))?;
-            match self.expect("receiving the UDP flows", timeout + Duration::from_secs(5))? {
-                Msg::FlowsReady { .. } => {}
-                other => {
-                    return Err(format!(
-                        "agent at {}: expected flows_ready, got '{}'",
-                        self.addr,
-                        other.name()
-                    ))
-                }
-            }
-        } else {
-            let timeout = Duration::from_secs(30 + spec.flows as u64 / 100);
-            let flows = connect_flows(&targets(data, spec.flows), spec, cookie, timeout)?;
-            conns.established = tls::handshake_all(flows, tls_role.as_deref(), timeout)
-                .map_err(|e| format!("agent at {}: {e}", self.addr))?;
-            match self.expect("accepting the flows", timeout + Duration::from_secs(5))? {
+        if pattern.waits_for_flows() {
+            let wait = conns::setup_timeout(spec.flows as usize) + Duration::from_secs(5);
+            match self.expect(pattern.arrival(), wait)? {
                 Msg::FlowsReady { .. } => {}
                 other => {
                     return Err(format!(
@@ -566,20 +527,16 @@ impl AgentConn {
                 }
             }
         }
+        // --target: memcached's own counts, read from this side.
+        let watch = routes.watch();
         let setup = SideSetup {
             agent: false,
             keep_samples: true,
             spec: spec.clone(),
             flows: workload.client_flows(spec, conns)?,
             t0: None,
-            // --target: memcached's own counts, read from this side.
-            service: spec.kv.as_ref().and_then(|k| k.target.as_ref()).map(|_| {
-                crate::engine::side::ServiceProbe {
-                    name: crate::kv::service::version(data).unwrap_or_else(|_| "memcached".into()),
-                    pid: None,
-                    stats: Some(data),
-                }
-            }),
+            service: watch,
+            kernel_udp: workload.pattern().kernel_udp(),
         };
         let mut setup = setup;
         // (the start in the agent's clock, and in ours)
@@ -774,16 +731,12 @@ impl AgentConn {
     }
 }
 
-/// memcache: connections that failed mid-test are the server's failure
-/// (a flow never fails on its own): the result is partial, with the cause.
+/// What the client's flow errors mean for the test, as its workload says
+/// (memcache: connections that failed mid-test are the server's failure,
+/// and the result is partial, with the cause).
 pub fn kv_failure(spec: &TestSpec, client: &SideReport) -> Option<String> {
-    if spec.workload != crate::model::spec::Workload::Memcache || client.errors.is_empty() {
+    if client.errors.is_empty() {
         return None;
     }
-    Some(format!(
-        "{} of {} connections to memcached failed mid-test: {}",
-        client.errors.len(),
-        spec.flows,
-        client.errors[0]
-    ))
+    crate::workload::get(spec.workload)?.mid_test_failure(spec, &client.errors)
 }

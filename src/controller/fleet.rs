@@ -28,6 +28,7 @@ use crate::model::host::HostInfo;
 use crate::model::result::{FlowPlace, HostClock, HostRun, Pair};
 use crate::model::sample::{Counters, CpuWindow, IntervalSample, KvPrefill, WorkerPlacement};
 use crate::model::spec::TestSpec;
+use crate::workload::conns::{self, Routes};
 
 /// An agent to use, as the hosts file or a lab names it.
 #[derive(Clone, Debug)]
@@ -401,20 +402,18 @@ impl Fleet {
             };
         }
         let plan = self.plan(spec);
-        let per_connection = spec.workload.per_connection();
+        let pattern = crate::workload::of(spec)?.pattern();
         let mut prefills: Option<KvPrefill> = None;
-        let setup_wait = Duration::from_secs(30 + spec.flows as u64 / 100);
+        let setup_wait = conns::setup_timeout(spec.flows as usize);
         // Servers first: their listeners must exist before clients connect.
         let mut ready: BTreeMap<usize, Listening> = BTreeMap::new();
         for s in self.indices(Role::Server) {
-            let expect: Vec<u32> = if per_connection {
-                Vec::new()
-            } else {
-                plan.iter()
-                    .filter(|p| p.server == s)
-                    .map(|p| p.flow)
-                    .collect()
-            };
+            // The flows this server takes (its caps count them).
+            let expect: Vec<u32> = plan
+                .iter()
+                .filter(|p| p.server == s)
+                .map(|p| p.flow)
+                .collect();
             let m = &mut self.members[s];
             m.conn
                 .send(&Msg::Setup {
@@ -451,35 +450,21 @@ impl Fleet {
                 }
             }
         }
-        let kv = spec.workload == crate::model::spec::Workload::Memcache;
-        let kv_target = match spec.kv.as_ref().and_then(|k| k.target.as_deref()) {
-            Some(t) => Some(crate::kv::resolve_target(t)?),
-            None => None,
-        };
+        let routes = Routes::new(spec, pattern)?;
         for c in self.indices(Role::Client) {
             let mut groups = Vec::new();
             for (&s, (data, cookie, cert, label)) in &ready {
                 let targets: Vec<(u32, SocketAddr)> = plan
                     .iter()
                     .filter(|p| p.client == c && p.server == s)
-                    .map(|p| {
-                        let at = data.iter().find(|a| a.ip() == p.addr).copied();
-                        let to = match (kv_target, at) {
-                            // memcache: the one memcached of that server (or --target).
-                            (Some(t), _) => t,
-                            (None, None) if kv => {
-                                data.first().copied().unwrap_or(SocketAddr::new(p.addr, 0))
-                            }
-                            (None, at) => at.unwrap_or(SocketAddr::new(p.addr, 0)),
-                        };
-                        (p.flow, to)
-                    })
+                    .map(|p| (p.flow, routes.to(data, p.addr)))
                     .collect();
-                // The client of that server's lowest flow fills it.
+                // The client of that server's lowest flow fills a service.
                 let first = plan.iter().filter(|p| p.server == s).map(|p| p.flow).min();
-                let prefill = kv
-                    && targets.iter().any(|(f, _)| Some(*f) == first)
-                    && (kv_target.is_none() || s == *ready.keys().next().unwrap_or(&s));
+                let prefill = routes.prefill(
+                    targets.iter().any(|(f, _)| Some(*f) == first),
+                    s == *ready.keys().next().unwrap_or(&s),
+                );
                 if !targets.is_empty() {
                     groups.push(TargetGroup {
                         cookie: *cookie,
@@ -525,12 +510,12 @@ impl Fleet {
                 }
             }
         }
-        if !per_connection && !kv {
+        if pattern.waits_for_flows() {
             for s in self.indices(Role::Server) {
                 let m = &mut self.members[s];
                 match m
                     .conn
-                    .expect("accepting the flows", setup_wait + Duration::from_secs(5))
+                    .expect(pattern.arrival(), setup_wait + Duration::from_secs(5))
                     .map_err(|e| format!("{}: {e}", m.label()))?
                 {
                     Msg::FlowsReady { .. } => {}

@@ -36,6 +36,9 @@ pub struct SideSetup {
     pub t0: Option<Instant>,
     /// A server process this side watches (memcached).
     pub service: Option<ServiceProbe>,
+    /// Read the kernel's UDP counters at the window's edges (the caller's
+    /// workload moves datagrams).
+    pub kernel_udp: bool,
     /// Keep every interval in `SideReport::samples` (the controller, whose
     /// result holds them); an agent streams each one to its controller and
     /// keeps none, so a day-long test does not grow it.
@@ -45,15 +48,25 @@ pub struct SideSetup {
 /// A server process a side watches over its window: its CPU becomes the
 /// side's process CPU (the agent's own threads are idle), and its `stats`
 /// are read at the window's edges.
-#[derive(Clone, Debug, Default)]
+#[derive(Default)]
 pub struct ServiceProbe {
-    /// "memcached 1.6.38".
-    pub name: String,
     pub pid: Option<u32>,
-    pub stats: Option<std::net::SocketAddr>,
+    /// How its own counters are read (None: only its CPU is watched).
+    pub stats: Option<Box<dyn ServiceStats>>,
 }
 
-type Stats = BTreeMap<String, String>;
+/// A service's own counters, name -> value (memcached's `stats`).
+pub type Stats = BTreeMap<String, String>;
+
+/// How a side reads a watched server's counters: given by the workload
+/// that knows the server (the engine never speaks its protocol).
+pub trait ServiceStats: Send {
+    /// The counters now (None: no answer; the edge keeps the previous
+    /// reading).
+    fn read(&self) -> Option<Stats>;
+    /// What the server counted between two readings.
+    fn window(&self, first: &Stats, last: &Stats) -> ServiceWindow;
+}
 
 struct Pending {
     workers: usize,
@@ -218,7 +231,7 @@ impl Side {
         let mut first_stats = None;
         if timeline.warmup.is_zero() {
             cpu_edges.push(cpu::snapshot_of(service.as_ref().and_then(|s| s.pid), None));
-            first_udp = spec.workload.is_udp().then(crate::engine::udp::kernel_udp);
+            first_udp = setup.kernel_udp.then(crate::engine::udp::kernel_udp);
             first_stats = read_stats(&service);
         }
         Ok(Side {
@@ -238,7 +251,7 @@ impl Side {
             report: SideReport::default(),
             total_hist: new_hist(),
             total_hist_corrected: new_hist(),
-            udp_edges: spec.workload.is_udp().then_some((first_udp, None)),
+            udp_edges: setup.kernel_udp.then_some((first_udp, None)),
             service,
             stats_edges: (first_stats, None),
         })
@@ -277,9 +290,9 @@ impl Side {
 
     /// The watched service's counts over the edges passed so far.
     pub fn window_service(&self) -> Option<ServiceWindow> {
-        let svc = self.service.as_ref()?;
+        let stats = self.service.as_ref()?.stats.as_ref()?;
         match &self.stats_edges {
-            (Some(a), Some(b)) => Some(crate::kv::service::window(&svc.name, svc.pid, a, b)),
+            (Some(a), Some(b)) => Some(stats.window(a, b)),
             _ => None,
         }
     }
@@ -500,7 +513,7 @@ impl Side {
 /// The service's stats now (None: no service to ask, or it did not answer:
 /// the edge keeps the previous reading).
 fn read_stats(service: &Option<ServiceProbe>) -> Option<Stats> {
-    crate::kv::service::stats(service.as_ref()?.stats?).ok()
+    service.as_ref()?.stats.as_ref()?.read()
 }
 
 /// The CPU snapshots at the window's edges that are still needed: the

@@ -34,6 +34,9 @@ pub enum Workload {
     /// or one that runs already (`--target`): operations/s, hit ratio,
     /// latency per operation type (memtier_benchmark, memaslap).
     Memcache,
+    /// Connect (with TLS, handshake), close, again: connections/s and
+    /// connect latency (ethr's connections/s).
+    Conn,
     /// Several workloads (groups) on one window: `linerate run mix 'G1'
     /// 'G2'`. Only a mixed result's own spec says mix; each group's spec
     /// names its workload.
@@ -52,6 +55,7 @@ impl Workload {
             Workload::UdpStream => "udp-stream",
             Workload::UdpRr => "udp-rr",
             Workload::Memcache => "memcache",
+            Workload::Conn => "conn",
             Workload::Mix => "mix",
         }
     }
@@ -66,10 +70,13 @@ impl Workload {
         matches!(self, Workload::Exec | Workload::Scp)
     }
 
-    /// One connection per transaction (crr, tls-handshake): the agent
-    /// listens on one SO_REUSEPORT socket per worker.
+    /// One connection per transaction (crr, tls-handshake, conn): the
+    /// agent listens on one SO_REUSEPORT socket per worker.
     pub fn per_connection(self) -> bool {
-        matches!(self, Workload::Crr | Workload::TlsHandshake)
+        matches!(
+            self,
+            Workload::Crr | Workload::TlsHandshake | Workload::Conn
+        )
     }
 }
 

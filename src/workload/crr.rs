@@ -27,14 +27,33 @@ use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
 
-use super::{Conns, Workload};
+use super::{Conns, Pattern, Plugin};
+use crate::model::result::Iteration;
+use crate::units::{fmt_bytes, fmt_rate};
 
 /// Connect, request, response, close per transaction.
 pub struct Crr;
 
-impl Workload for Crr {
+impl Plugin for Crr {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Crr
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::PerTransaction
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        format!(
+            "crr {}/{}, {} close",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response),
+            format!("{:?}", spec.close).to_lowercase()
+        )
+    }
+
+    fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        vec![conns_line(it)]
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
@@ -48,6 +67,20 @@ impl Workload for Crr {
     fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
         agent_flows(spec, conns)
     }
+}
+
+/// Connections per second and how they ended (the client's count).
+pub fn conns_line(it: &Iteration) -> (&'static str, String) {
+    let c = &it.counters.client;
+    (
+        "conns/s",
+        format!(
+            "{} ({} graceful, {} reset)",
+            fmt_rate(it.connections_per_s),
+            c.graceful_closes,
+            c.resets
+        ),
+    )
 }
 
 /// One connecting slot per flow, each to its agent data address.

@@ -18,24 +18,70 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream as StdStream};
+use std::net::{IpAddr, SocketAddr, TcpStream as StdStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Supports, Workload};
+use super::{Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
+use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
 use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
+use crate::kv::service::Service;
 use crate::measure::histogram::{self, new_hist, record_ns, Hist};
 use crate::model::flow::{FlowReport, KvFlowStats};
-use crate::model::sample::KvPrefill;
+use crate::model::result::{Iteration, KvFigures};
+use crate::model::sample::{KvPrefill, ServiceWindow};
 use crate::model::spec::{self, KvDialect, KvSpec, MainMetric, TestSpec};
+use crate::units::{fmt_bytes, fmt_rate, fmt_us};
+use std::fmt::Write as _;
 
 pub struct Memcache;
 
-impl Workload for Memcache {
+impl Plugin for Memcache {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Memcache
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Service
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        let kv = spec.kv.clone().unwrap_or_default();
+        let server = match (&kv.service, &kv.target) {
+            (_, Some(t)) => format!("memcached at {t}"),
+            (Some(s), None) => format!("`{s}` on the agent"),
+            (None, None) => "memcached".into(),
+        };
+        let mut s =
+            format!(
+            "memcache {}:{} get:set, {} keys of {} B ({}), values {}, {} commands against {server}",
+            kv.gets,
+            kv.sets,
+            kv.keys,
+            kv.key_size,
+            kv.zipf.map(|z| format!("zipf {z}")).unwrap_or_else(|| "uniform".into()),
+            kv.values,
+            match kv.dialect {
+                KvDialect::Text => "get/set",
+                KvDialect::Meta => "mg/ms",
+            },
+        );
+        if kv.multiget > 1 {
+            let _ = write!(s, ", {} keys per get", kv.multiget);
+        }
+        if spec.outstanding > 1 {
+            let _ = write!(s, ", {} outstanding", spec.outstanding);
+        }
+        if let Some(r) = spec.rate {
+            let _ = write!(s, ", open loop at {} ops/s total", fmt_rate(r));
+        }
+        s
+    }
+
+    fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        it.kv.as_ref().map(kv_lines).unwrap_or_default()
     }
 
     fn supports(&self) -> Supports {
@@ -63,6 +109,17 @@ impl Workload for Memcache {
         Ok(())
     }
 
+    /// Connections that failed mid-test are the server's failure (a flow
+    /// never fails on its own): the result is partial, with the cause.
+    fn mid_test_failure(&self, spec: &TestSpec, errors: &[String]) -> Option<String> {
+        Some(format!(
+            "{} of {} connections to memcached failed mid-test: {}",
+            errors.len(),
+            spec.flows,
+            errors.first()?
+        ))
+    }
+
     fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
         let mix = Arc::new(Mix::new(spec)?);
         let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
@@ -84,6 +141,105 @@ impl Workload for Memcache {
         // memcached is the server: the agent runs no flows of its own.
         Ok(Vec::new())
     }
+}
+
+/// A memcache result's own lines: operations and hit ratio, latency per
+/// operation type, what was checked, CPU per operation, the prefill, and
+/// memcached's own counts.
+fn kv_lines(k: &KvFigures) -> Vec<(&'static str, String)> {
+    let mut lines = vec![(
+        "memcache",
+        format!(
+            "{} operations: gets {} (keys), sets {}; hit ratio {}",
+            fmt_rate(k.ops_per_s),
+            fmt_rate(k.gets_per_s),
+            fmt_rate(k.sets_per_s),
+            k.hit_ratio
+                .map(|h| format!("{:.4} ({} hits, {} misses)", h, k.hits, k.misses))
+                .unwrap_or_else(|| "- (no gets)".into())
+        ),
+    )];
+    for (name, l) in [
+        ("get latency", &k.get_latency_us),
+        ("set latency", &k.set_latency_us),
+        ("get (CO)", &k.get_corrected_us),
+        ("set (CO)", &k.set_corrected_us),
+    ] {
+        if let Some(l) = l {
+            lines.push((
+                name,
+                format!(
+                    "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} requests)",
+                    fmt_us(l.p50),
+                    fmt_us(l.p90),
+                    fmt_us(l.p99),
+                    fmt_us(l.p999),
+                    fmt_us(l.max),
+                    l.count
+                ),
+            ));
+        }
+    }
+    lines.push((
+        "checked",
+        format!(
+            "{} bad values, {} error replies{}",
+            k.bad_values,
+            k.errors,
+            k.first_problem
+                .as_ref()
+                .map(|p| format!(" (first: {p})"))
+                .unwrap_or_default()
+        ),
+    ));
+    let per = |v: Option<f64>| {
+        v.map(|v| format!("{v:.2} µs"))
+            .unwrap_or_else(|| "-".into())
+    };
+    lines.push((
+        "cpu/op",
+        format!(
+            "client {}, memcached {} (process CPU per operation)",
+            per(k.client_us_per_op),
+            per(k.server_us_per_op)
+        ),
+    ));
+    if let Some(p) = &k.prefill {
+        lines.push((
+            "prefill",
+            format!(
+                "{} keys ({}) set in {:.2} s over {} connections{}",
+                p.keys,
+                fmt_bytes(p.bytes),
+                p.seconds,
+                p.connections,
+                if p.errors > 0 {
+                    format!(", {} sets refused", p.errors)
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    if let Some(s) = &k.server {
+        let d = |n: &str| s.delta.get(n).copied().unwrap_or(0);
+        lines.push((
+            "server",
+            format!(
+                "{}: cmd_get +{}, cmd_set +{}, get_hits +{}, get_misses +{}, evictions +{}; {} items, {} in use of {}",
+                s.name,
+                d("cmd_get"),
+                d("cmd_set"),
+                d("get_hits"),
+                d("get_misses"),
+                d("evictions"),
+                s.end.get("curr_items").copied().unwrap_or(0),
+                fmt_bytes(s.end.get("bytes").copied().unwrap_or(0).max(0) as u64),
+                fmt_bytes(s.end.get("limit_maxbytes").copied().unwrap_or(0).max(0) as u64),
+            ),
+        ));
+    }
+    lines
 }
 
 fn dialect(d: KvDialect) -> Dialect {
@@ -541,6 +697,75 @@ impl Flow for KvFlow {
 
     fn persistent(&self) -> bool {
         true
+    }
+}
+
+/// The server half of a memcache test: memcached started on `ip`
+/// (`--service`), or nothing at all (`--target`: the clients load a
+/// server this agent does not own). No flows arrive at the agent.
+pub fn serve(spec: &TestSpec, ip: IpAddr) -> Result<Option<Service>, String> {
+    let kv = spec
+        .kv
+        .as_ref()
+        .ok_or("memcache without its key-value mix")?;
+    kv.service
+        .as_deref()
+        .map(|cmd| Service::start(cmd, ip))
+        .transpose()
+}
+
+/// `--target`, resolved: the memcached every client loads (None: each
+/// server agent starts its own).
+pub fn target(spec: &TestSpec) -> Result<Option<SocketAddr>, String> {
+    spec.kv
+        .as_ref()
+        .and_then(|k| k.target.as_deref())
+        .map(crate::kv::resolve_target)
+        .transpose()
+}
+
+/// memcached's own counts, read by a side that watches it: its `stats`
+/// at the window's edges (the engine never speaks memcached).
+struct MemcachedStats {
+    /// "memcached 1.6.38".
+    name: String,
+    pid: Option<u32>,
+    addr: SocketAddr,
+}
+
+impl ServiceStats for MemcachedStats {
+    fn read(&self) -> Option<Stats> {
+        crate::kv::service::stats(self.addr).ok()
+    }
+
+    fn window(&self, first: &Stats, last: &Stats) -> ServiceWindow {
+        crate::kv::service::window(&self.name, self.pid, first, last)
+    }
+}
+
+/// The memcached this agent started, watched over the window: its CPU
+/// and its counts.
+pub fn watch(svc: &Service) -> ServiceProbe {
+    ServiceProbe {
+        pid: Some(svc.pid()),
+        stats: Some(Box::new(MemcachedStats {
+            name: svc.name.clone(),
+            pid: Some(svc.pid()),
+            addr: svc.addr,
+        })),
+    }
+}
+
+/// A memcached nobody here started (`--target`), watched from the client
+/// side: its counts only.
+pub fn watch_target(addr: SocketAddr) -> ServiceProbe {
+    ServiceProbe {
+        pid: None,
+        stats: Some(Box::new(MemcachedStats {
+            name: crate::kv::service::version(addr).unwrap_or_else(|_| "memcached".into()),
+            pid: None,
+            addr,
+        })),
     }
 }
 

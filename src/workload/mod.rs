@@ -7,8 +7,9 @@
 //! table is the model: a workload is a handful of functions over shared
 //! flow, worker and histogram code).
 //!
-//! Adding a workload: a file here implementing `Workload`, and one line in
-//! `REGISTRY`.
+//! Adding a workload: a file here implementing `Plugin`, one line in
+//! `REGISTRY`, and a variant of `model::spec::Workload` (the name a spec
+//! carries; the plug-in is what runs it).
 
 use mio::net::{TcpListener, TcpStream};
 use std::net::SocketAddr;
@@ -16,8 +17,13 @@ use std::sync::Arc;
 
 use crate::engine::flow::{Flow, FlowBase};
 use crate::engine::tls::{Role, TlsConn};
-use crate::model::spec::{self, MainMetric, TestSpec};
+use crate::model::result::Iteration;
+use crate::model::spec::{self, Direction, MainMetric, TestSpec};
 
+pub use conns::Pattern;
+
+pub mod conn;
+pub mod conns;
 pub mod crr;
 pub mod memcache;
 pub mod rr;
@@ -70,9 +76,12 @@ pub struct Supports {
     pub exact_window: bool,
 }
 
-pub trait Workload: Sync {
+/// A flow workload: the plug-in that runs a `spec::Workload`.
+pub trait Plugin: Sync {
     /// The spec's name for it.
     fn kind(&self) -> spec::Workload;
+    /// How its connections are made (see `conns`).
+    fn pattern(&self) -> Pattern;
     /// Which optional options apply.
     fn supports(&self) -> Supports {
         Supports::default()
@@ -83,14 +92,51 @@ pub trait Workload: Sync {
     fn validate(&self, _spec: &TestSpec) -> Result<(), String> {
         Ok(())
     }
+    /// What the client's flow errors mean for the test: None, they are
+    /// the flows' own (counted); Some, the test failed with this reason
+    /// (its result is partial).
+    fn mid_test_failure(&self, _spec: &TestSpec, _errors: &[String]) -> Option<String> {
+        None
+    }
+    /// What it runs, in words: the head of a result's first line
+    /// ("rr 1 B/1 B, 4 outstanding"); the TLS, flows and window that
+    /// follow are the report's.
+    fn describe(&self, spec: &TestSpec) -> String;
+    /// What a result's rate column (and its trans/s line) shows.
+    fn rate_column(&self, _spec: &TestSpec) -> RateColumn {
+        RateColumn::Transactions
+    }
+    /// Lines of its own in a result, after the rate: (label, text).
+    fn report_lines(&self, _spec: &TestSpec, _it: &Iteration) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
     /// The controller's flows.
     fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
     /// The agent's flows.
     fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
 }
 
+/// What a result's rate column shows for a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateColumn {
+    Transactions,
+    /// Datagrams received per second (udp-stream).
+    Packets,
+    /// Nothing: a bulk transfer's figure is its throughput.
+    None,
+}
+
+/// A direction as a description says it.
+fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::Tx => "tx (client sends)",
+        Direction::Rx => "rx (agent sends)",
+        Direction::Bidir => "bidir",
+    }
+}
+
 /// Every flow workload; programs (exec, scp) live in `crate::program`.
-pub static REGISTRY: &[&dyn Workload] = &[
+pub static REGISTRY: &[&dyn Plugin] = &[
     &stream::Stream,
     &rr::Rr,
     &crr::Crr,
@@ -98,15 +144,16 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &udp_stream::UdpStream,
     &udp_rr::UdpRr,
     &memcache::Memcache,
+    &conn::Conn,
 ];
 
 /// The workload that runs `kind` (None: a program, not flows).
-pub fn get(kind: spec::Workload) -> Option<&'static dyn Workload> {
+pub fn get(kind: spec::Workload) -> Option<&'static dyn Plugin> {
     REGISTRY.iter().copied().find(|w| w.kind() == kind)
 }
 
 /// The workload of `spec`, or why it has none.
-pub fn of(spec: &TestSpec) -> Result<&'static dyn Workload, String> {
+pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, String> {
     get(spec.workload).ok_or_else(|| {
         format!(
             "{} is a program run in a lab, not flows on an agent",
@@ -186,10 +233,25 @@ mod tests {
             Kind::UdpStream,
             Kind::UdpRr,
             Kind::Memcache,
+            Kind::Conn,
         ] {
             assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
         }
         assert!(get(Kind::Exec).is_none() && get(Kind::Scp).is_none());
+    }
+
+    #[test]
+    fn patterns_agree_with_the_spec() {
+        for w in REGISTRY {
+            let k = w.kind();
+            assert_eq!(w.pattern() == Pattern::Datagram, k.is_udp(), "{}", k.name());
+            assert_eq!(
+                w.pattern() == Pattern::PerTransaction,
+                k.per_connection(),
+                "{}",
+                k.name()
+            );
+        }
     }
 
     #[test]

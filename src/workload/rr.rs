@@ -22,15 +22,36 @@ use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
-use super::{base, Conns, Supports, Workload};
+use super::{base, Conns, Pattern, Plugin, Supports};
+use crate::units::{fmt_bytes, fmt_rate};
+use std::fmt::Write as _;
 
 /// Request/response on persistent connections: closed loop with
 /// `outstanding` in flight, or open loop at `--rate` over all flows.
 pub struct Rr;
 
-impl Workload for Rr {
+impl Plugin for Rr {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Rr
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Persistent
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        let mut s = format!(
+            "rr {}/{}",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response)
+        );
+        if spec.outstanding > 1 {
+            let _ = write!(s, ", {} outstanding", spec.outstanding);
+        }
+        if let Some(r) = spec.rate {
+            let _ = write!(s, ", open loop at {} total", fmt_rate(r));
+        }
+        s
     }
 
     fn supports(&self) -> Supports {

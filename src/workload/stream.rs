@@ -10,19 +10,50 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
-use super::{base, rr, Conns, Supports, Workload};
+use super::RateColumn;
+use super::{base, rr, Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, Direction, MainMetric, Per, TestSpec};
+use crate::units::fmt_bytes;
 
 /// Bulk transfer: continuous (`message`-sized writes for the window), or
 /// finite (`--bytes`: a request/response of that size, once per flow or
 /// repeated with `--per transaction`).
 pub struct Stream;
 
-impl Workload for Stream {
+impl Plugin for Stream {
     fn kind(&self) -> spec::Workload {
         spec::Workload::Stream
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Persistent
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        let dir = super::direction_words(spec.direction);
+        match spec.bytes {
+            Some(b) => format!(
+                "stream {dir}, {} per {}, reply {}",
+                fmt_bytes(b),
+                format!("{:?}", spec.per).to_lowercase(),
+                fmt_bytes(spec.reply)
+            ),
+            None => format!(
+                "stream {dir}, {} writes, {} reads",
+                fmt_bytes(spec.message as u64),
+                fmt_bytes(spec.effective_read_size() as u64)
+            ),
+        }
+    }
+
+    /// A finite transfer is a transaction; a continuous stream has none.
+    fn rate_column(&self, spec: &TestSpec) -> RateColumn {
+        match spec.bytes {
+            Some(_) => RateColumn::Transactions,
+            None => RateColumn::None,
+        }
     }
 
     fn supports(&self) -> Supports {

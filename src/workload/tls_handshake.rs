@@ -2,15 +2,33 @@
 //! handshake, one small request/response, close. crr's flows with TLS
 //! required: handshakes/s and CPU per handshake on each end.
 
-use super::{crr, Conns, Workload};
+use super::{crr, Conns, Pattern, Plugin};
 use crate::engine::flow::Flow;
+use crate::model::result::Iteration;
 use crate::model::spec::{self, MainMetric, TestSpec};
+use crate::units::fmt_bytes;
 
 pub struct TlsHandshake;
 
-impl Workload for TlsHandshake {
+impl Plugin for TlsHandshake {
     fn kind(&self) -> spec::Workload {
         spec::Workload::TlsHandshake
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::PerTransaction
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        format!(
+            "tls-handshake {}/{}",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response)
+        )
+    }
+
+    fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        vec![crr::conns_line(it)]
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {

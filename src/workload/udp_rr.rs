@@ -11,18 +11,43 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Supports, Workload};
+use super::{Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, Status};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::histogram::record_ns;
 use crate::model::flow::{FlowReport, UdpFlowStats};
+use crate::model::result::Iteration;
 use crate::model::spec::{self, MainMetric, TestSpec};
+use crate::units::{fmt_bytes, fmt_us};
+use std::fmt::Write as _;
 
 pub struct UdpRr;
 
-impl Workload for UdpRr {
+impl Plugin for UdpRr {
     fn kind(&self) -> spec::Workload {
         spec::Workload::UdpRr
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Datagram
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        let mut s = format!(
+            "udp-rr {}/{}, timeout {}",
+            fmt_bytes(spec.request),
+            fmt_bytes(spec.response),
+            fmt_us(spec.timeout_s * 1e6)
+        );
+        if spec.outstanding > 1 {
+            let _ = write!(s, ", {} outstanding", spec.outstanding);
+        }
+        s
+    }
+
+    fn report_lines(&self, spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        let size = format!("{}/{} B", spec.request, spec.response);
+        super::udp_stream::udp_lines(spec, it, size, true)
     }
 
     fn supports(&self) -> Supports {

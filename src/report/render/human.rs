@@ -5,135 +5,19 @@ use std::fmt::Write;
 
 use crate::model::result::{Iteration, TestInterval, TestResult};
 use crate::model::sample::WorkerPlacement;
-use crate::model::spec::{Direction, TestSpec, Workload};
+use crate::model::spec::{TestSpec, Workload};
 use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_secs, fmt_us};
+use crate::workload::RateColumn;
 
 pub fn describe(spec: &TestSpec) -> String {
-    let what = match spec.workload {
-        Workload::Mix => "several workloads on one window (each group below)".to_string(),
-        Workload::Scp => format!(
-            "scp of {} to the server's sshd{}",
-            fmt_bytes(spec.bytes.unwrap_or(0)),
-            spec.rcvbuf
-                .map(|w| format!(", server window {} via tcp_rmem", fmt_bytes(w as u64)))
-                .unwrap_or_default()
-        ),
-        Workload::Exec => format!(
-            "exec: {}",
-            spec.exec
-                .as_ref()
-                .map(|e| e.command.join(" "))
-                .unwrap_or_default()
-        ),
-        Workload::Stream => {
-            let dir = match spec.direction {
-                Direction::Tx => "tx (client sends)",
-                Direction::Rx => "rx (agent sends)",
-                Direction::Bidir => "bidir",
-            };
-            match spec.bytes {
-                Some(b) => format!(
-                    "stream {dir}, {} per {}, reply {}",
-                    fmt_bytes(b),
-                    format!("{:?}", spec.per).to_lowercase(),
-                    fmt_bytes(spec.reply)
-                ),
-                None => format!(
-                    "stream {dir}, {} writes, {} reads",
-                    fmt_bytes(spec.message as u64),
-                    fmt_bytes(spec.effective_read_size() as u64)
-                ),
-            }
+    let what = match crate::workload::get(spec.workload) {
+        Some(w) => w.describe(spec),
+        // A mix: each group is described below, by its own workload.
+        None if spec.workload == Workload::Mix => {
+            "several workloads on one window (each group below)".to_string()
         }
-        Workload::Rr => {
-            let mut s = format!(
-                "rr {}/{}",
-                fmt_bytes(spec.request),
-                fmt_bytes(spec.response)
-            );
-            if spec.outstanding > 1 {
-                let _ = write!(s, ", {} outstanding", spec.outstanding);
-            }
-            if let Some(r) = spec.rate {
-                let _ = write!(s, ", open loop at {} total", fmt_rate(r));
-            }
-            s
-        }
-        Workload::Crr => format!(
-            "crr {}/{}, {} close",
-            fmt_bytes(spec.request),
-            fmt_bytes(spec.response),
-            format!("{:?}", spec.close).to_lowercase()
-        ),
-        Workload::TlsHandshake => format!(
-            "tls-handshake {}/{}",
-            fmt_bytes(spec.request),
-            fmt_bytes(spec.response)
-        ),
-        Workload::UdpStream => {
-            let dir = match spec.direction {
-                Direction::Tx => "tx (client sends)",
-                Direction::Rx => "rx (agent sends)",
-                Direction::Bidir => "bidir",
-            };
-            let mut s = format!(
-                "udp-stream {dir}, {} B datagrams, {} per {}{}",
-                spec.message,
-                spec.udp_batch(),
-                if spec.gso { "GSO send" } else { "sendmmsg" },
-                if spec.gro { ", GRO on receive" } else { "" }
-            );
-            if let Some(r) = spec.rate {
-                let _ = write!(s, ", paced at {} packets in total", fmt_rate(r));
-            }
-            if let Some(b) = spec.rate_bps {
-                let _ = write!(s, ", paced at {} of payload in total", fmt_bps(b));
-            }
-            s
-        }
-        Workload::UdpRr => {
-            let mut s = format!(
-                "udp-rr {}/{}, timeout {}",
-                fmt_bytes(spec.request),
-                fmt_bytes(spec.response),
-                fmt_us(spec.timeout_s * 1e6)
-            );
-            if spec.outstanding > 1 {
-                let _ = write!(s, ", {} outstanding", spec.outstanding);
-            }
-            s
-        }
-        Workload::Memcache => {
-            let kv = spec.kv.clone().unwrap_or_default();
-            let server = match (&kv.service, &kv.target) {
-                (_, Some(t)) => format!("memcached at {t}"),
-                (Some(s), None) => format!("`{s}` on the agent"),
-                (None, None) => "memcached".into(),
-            };
-            let mut s = format!(
-                "memcache {}:{} get:set, {} keys of {} B ({}), values {}, {} commands against {server}",
-                kv.gets,
-                kv.sets,
-                kv.keys,
-                kv.key_size,
-                kv.zipf.map(|z| format!("zipf {z}")).unwrap_or_else(|| "uniform".into()),
-                kv.values,
-                match kv.dialect {
-                    crate::model::spec::KvDialect::Text => "get/set",
-                    crate::model::spec::KvDialect::Meta => "mg/ms",
-                },
-            );
-            if kv.multiget > 1 {
-                let _ = write!(s, ", {} keys per get", kv.multiget);
-            }
-            if spec.outstanding > 1 {
-                let _ = write!(s, ", {} outstanding", spec.outstanding);
-            }
-            if let Some(r) = spec.rate {
-                let _ = write!(s, ", open loop at {} ops/s total", fmt_rate(r));
-            }
-            s
-        }
+        // A program (exec, scp): what it runs and its time limit.
+        None => return crate::program::describe(spec),
     };
     let what = match &spec.tls {
         None => what,
@@ -152,9 +36,6 @@ pub fn describe(spec: &TestSpec) -> String {
         .replace("Rustls", "rustls")
         .replace("Openssl", "openssl"),
     };
-    if spec.workload.is_program() {
-        return format!("{what} (time limit {:.0} s)", spec.duration_s);
-    }
     let window = if spec.is_finite() {
         format!("until done (limit {:.0} s)", spec.duration_s)
     } else {
@@ -179,6 +60,16 @@ pub fn describe(spec: &TestSpec) -> String {
         if spec.workers == 1 { "" } else { "s" },
         spec.agent_workers
     )
+}
+
+/// What the rate column shows for `spec`: its workload's say; a mix's
+/// groups' transactions summed; a program's nothing.
+fn rate_column(spec: &TestSpec) -> RateColumn {
+    match crate::workload::get(spec.workload) {
+        Some(w) => w.rate_column(spec),
+        None if spec.workload == Workload::Mix => RateColumn::Transactions,
+        None => RateColumn::None,
+    }
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -327,20 +218,17 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
             fmt_bytes(w)
         );
     }
-    let exec = spec.workload.is_program();
-    let show_tx = !exec
-        && spec.workload != Workload::UdpStream
-        && (spec.workload != Workload::Stream || spec.bytes.is_some());
+    // A program's result: its record, no placement or kernel view.
+    let exec = r.exec.is_some();
+    let plugin = crate::workload::get(spec.workload);
+    let rate = rate_column(spec);
+    let show_tx = rate == RateColumn::Transactions;
     for it in &r.iterations {
         if r.iterations.len() > 1 {
             let _ = writeln!(o, "\niteration {}", it.index + 1);
         }
         if intervals && !it.intervals.is_empty() {
-            let _ = writeln!(
-                o,
-                "{}",
-                interval_header(spec.workload == Workload::UdpStream)
-            );
+            let _ = writeln!(o, "{}", interval_header(rate == RateColumn::Packets));
             for i in &it.intervals {
                 let _ = writeln!(o, "{}", interval_line(i, show_tx));
             }
@@ -378,22 +266,10 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
                 it.transactions
             );
         }
-        if let Some(u) = &it.udp {
-            udp_lines(&mut o, u, spec, it.duration_s);
-        }
-        if let Some(k) = &it.kv {
-            kv_lines(&mut o, k);
-        }
-        if spec.workload.per_connection() {
-            let c = &it.counters.client;
-            let _ = writeln!(
-                o,
-                "  {:<12} {} ({} graceful, {} reset)",
-                "conns/s",
-                fmt_rate(it.connections_per_s),
-                c.graceful_closes,
-                c.resets
-            );
+        // The workload's own lines (UDP packets and loss, memcache
+        // operations, connections).
+        for (label, text) in plugin.map(|w| w.report_lines(spec, it)).unwrap_or_default() {
+            let _ = writeln!(o, "  {label:<12} {text}");
         }
         if let Some(l) = &it.latency_us {
             let _ = writeln!(
@@ -549,181 +425,6 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     }
     super::groups::lines(&mut o, r);
     o
-}
-
-/// A UDP test's packets, loss (receiver drops apart), jitter, the kernel's
-/// own count, and CPU per packet.
-fn udp_lines(o: &mut String, u: &crate::model::result::UdpFigures, spec: &TestSpec, secs: f64) {
-    let size = if spec.workload == Workload::UdpStream {
-        format!("{} B", spec.message)
-    } else {
-        format!("{}/{} B", spec.request, spec.response)
-    };
-    // "Sent" as the receiver accounts for it (received + lost, by sequence
-    // numbers), so that it agrees with the loss line; the sender's own
-    // count covers its window, offset from the receiver's by the datagrams
-    // in flight at the edges (it once read 241.2k/s received of 239.6k/s
-    // sent beside a loss of 0.5%).
-    let accounted = (u.packets + u.lost) as f64 / secs.max(1e-9);
-    let _ = writeln!(
-        o,
-        "  {:<12} {} received of {} sent ({size}; {} on the wire with UDP/IP{} and Ethernet framing); the sender counted {} in its own window",
-        "packets",
-        fmt_rate(u.packets_per_s),
-        fmt_rate(if u.packets > 0 { accounted } else { u.packets_sent_per_s }),
-        fmt_bps(u.wire_bps),
-        if spec.ipv6 { "v6" } else { "v4" },
-        fmt_rate(u.packets_sent_per_s),
-    );
-    let _ = writeln!(
-        o,
-        "  {:<12} {:.3}% ({} of {}): receiver drops {} (socket buffer full), network {}; reordered {}, duplicates {}{}",
-        "loss",
-        u.loss_pct,
-        u.lost,
-        u.packets + u.lost,
-        u.receiver_drops,
-        u.network_lost,
-        u.reordered,
-        u.duplicates,
-        if u.timeouts > 0 || spec.workload == Workload::UdpRr {
-            format!(", {} requests timed out", u.timeouts)
-        } else {
-            String::new()
-        }
-    );
-    if let Some(j) = u.jitter_us {
-        let _ = writeln!(
-            o,
-            "  {:<12} {} (RFC 3550){}",
-            "jitter",
-            fmt_us(j),
-            u.transit_delta_us
-                .map(|d| format!(", mean |D| {} between consecutive datagrams", fmt_us(d)))
-                .unwrap_or_default()
-        );
-    }
-    if let Some(k) = u.kernel_in_datagrams {
-        let _ = writeln!(
-            o,
-            "  {:<12} Udp InDatagrams +{k}, RcvbufErrors +{} (the receiving end's namespace, over its window)",
-            "kernel udp",
-            u.kernel_rcvbuf_errors.unwrap_or(0)
-        );
-    }
-    let per = |v: Option<f64>| {
-        v.map(|v| format!("{v:.3} µs"))
-            .unwrap_or_else(|| "-".into())
-    };
-    let _ = writeln!(
-        o,
-        "  {:<12} client {}, agent {} (process CPU per datagram sent or received)",
-        "cpu/packet",
-        per(u.client_us_per_packet),
-        per(u.agent_us_per_packet)
-    );
-    if let (Some(s), Some(r)) = (u.datagrams_per_send, u.datagrams_per_recv) {
-        let send = if spec.gso { "GSO send" } else { "sendmmsg" };
-        let recv = if spec.gro {
-            "recvmmsg (GRO-coalesced datagrams counted one by one)"
-        } else {
-            "recvmmsg"
-        };
-        let _ = writeln!(
-            o,
-            "  {:<12} {s:.1} datagrams per {send} (asked: {}), {r:.1} per {recv}",
-            "per call",
-            spec.udp_batch()
-        );
-    }
-}
-
-fn kv_lines(o: &mut String, k: &crate::model::result::KvFigures) {
-    let _ = writeln!(
-        o,
-        "  {:<12} {} operations: gets {} (keys), sets {}; hit ratio {}",
-        "memcache",
-        fmt_rate(k.ops_per_s),
-        fmt_rate(k.gets_per_s),
-        fmt_rate(k.sets_per_s),
-        k.hit_ratio
-            .map(|h| format!("{:.4} ({} hits, {} misses)", h, k.hits, k.misses))
-            .unwrap_or_else(|| "- (no gets)".into())
-    );
-    let lat = |name: &str, l: &Option<crate::model::sample::LatencySummary>, o: &mut String| {
-        if let Some(l) = l {
-            let _ = writeln!(
-                o,
-                "  {:<12} p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} requests)",
-                name,
-                fmt_us(l.p50),
-                fmt_us(l.p90),
-                fmt_us(l.p99),
-                fmt_us(l.p999),
-                fmt_us(l.max),
-                l.count
-            );
-        }
-    };
-    lat("get latency", &k.get_latency_us, o);
-    lat("set latency", &k.set_latency_us, o);
-    lat("get (CO)", &k.get_corrected_us, o);
-    lat("set (CO)", &k.set_corrected_us, o);
-    let _ = writeln!(
-        o,
-        "  {:<12} {} bad values, {} error replies{}",
-        "checked",
-        k.bad_values,
-        k.errors,
-        k.first_problem
-            .as_ref()
-            .map(|p| format!(" (first: {p})"))
-            .unwrap_or_default()
-    );
-    let per = |v: Option<f64>| {
-        v.map(|v| format!("{v:.2} µs"))
-            .unwrap_or_else(|| "-".into())
-    };
-    let _ = writeln!(
-        o,
-        "  {:<12} client {}, memcached {} (process CPU per operation)",
-        "cpu/op",
-        per(k.client_us_per_op),
-        per(k.server_us_per_op)
-    );
-    if let Some(p) = &k.prefill {
-        let _ = writeln!(
-            o,
-            "  {:<12} {} keys ({}) set in {:.2} s over {} connections{}",
-            "prefill",
-            p.keys,
-            fmt_bytes(p.bytes),
-            p.seconds,
-            p.connections,
-            if p.errors > 0 {
-                format!(", {} sets refused", p.errors)
-            } else {
-                String::new()
-            }
-        );
-    }
-    if let Some(s) = &k.server {
-        let d = |n: &str| s.delta.get(n).copied().unwrap_or(0);
-        let _ = writeln!(
-            o,
-            "  {:<12} {}: cmd_get +{}, cmd_set +{}, get_hits +{}, get_misses +{}, evictions +{}; {} items, {} in use of {}",
-            "server",
-            s.name,
-            d("cmd_get"),
-            d("cmd_set"),
-            d("get_hits"),
-            d("get_misses"),
-            d("evictions"),
-            s.end.get("curr_items").copied().unwrap_or(0),
-            fmt_bytes(s.end.get("bytes").copied().unwrap_or(0).max(0) as u64),
-            fmt_bytes(s.end.get("limit_maxbytes").copied().unwrap_or(0).max(0) as u64),
-        );
-    }
 }
 
 /// Many hosts: one row per host over the common window, its clock offset,
@@ -894,7 +595,7 @@ pub fn quick_table(results: &[(String, TestResult)]) -> String {
     );
     for (label, r) in results {
         let s = &r.summary;
-        let is_tx = r.spec.workload != Workload::Stream;
+        let is_tx = rate_column(&r.spec) == RateColumn::Transactions;
         let _ = writeln!(
             o,
             "{:<16} {:>14} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",

@@ -1,0 +1,476 @@
+//! `conn`: connections per second (ethr's connections/s): each flow
+//! connects to the agent, with `--tls` also completes a TLS handshake,
+//! then closes, and connects again. No request, no response: crr without
+//! its exchange. A connection is a transaction; its latency is the time
+//! from connect(2) (the SYN) to established, or with TLS to the end of
+//! the client's handshake.
+//!
+//! The agent accepts on one SO_REUSEPORT listener per worker. In clear
+//! text it closes each connection as soon as it has it (it reads nothing
+//! and serves nothing, so no cookie is checked); with TLS it first reads
+//! the data header (checked against the test's cookie, before any
+//! handshake work), completes the handshake, then closes. Closing follows
+//! `--close` as in crr: `graceful`, the agent closes first (TIME_WAIT on
+//! its side) and the client closes on EOF; `reset`, the client resets
+//! (SO_LINGER 0) once established, and the agent waits for it.
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Registry, Token};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{crr, Conns, Pattern, Plugin};
+use crate::engine::flow::{
+    decode_header, encode_header, read_some, Ctx, Flow, Io, Status, HEADER_LEN,
+};
+use crate::engine::sockopt;
+use crate::engine::tls::{Role, TlsConn};
+use crate::measure::histogram::record_ns;
+use crate::model::flow::{FlowReport, TlsInfo};
+use crate::model::result::Iteration;
+use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
+
+/// Connect (and TLS handshake), close, again.
+pub struct Conn;
+
+impl Plugin for Conn {
+    fn kind(&self) -> spec::Workload {
+        spec::Workload::Conn
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::PerTransaction
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::TransactionRate
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        format!(
+            "conn, {} close: transactions are connections, latency is connect to {}",
+            format!("{:?}", spec.close).to_lowercase(),
+            if spec.tls.is_some() {
+                "TLS handshake done"
+            } else {
+                "established"
+            }
+        )
+    }
+
+    fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        vec![crr::conns_line(it)]
+    }
+
+    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        if conns.connect_to.is_empty() {
+            return Err("conn needs the agent's data address".into());
+        }
+        Ok(conns
+            .connect_to
+            .iter()
+            .map(|&(id, to)| {
+                Box::new(Dialer::new(id, to, spec, conns.cookie, conns.tls.clone()))
+                    as Box<dyn Flow>
+            })
+            .collect())
+    }
+
+    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+        let reset = spec.close == CloseMode::Reset;
+        Ok(conns
+            .listeners
+            .into_iter()
+            .map(|l| {
+                Box::new(Acceptor {
+                    listener: l,
+                    cookie: conns.cookie,
+                    tls: conns.tls.clone(),
+                    reset,
+                }) as Box<dyn Flow>
+            })
+            .collect())
+    }
+}
+
+enum State {
+    Connecting,
+    Handshaking,
+    AwaitEof,
+}
+
+/// A client flow: one connection after another to its agent address.
+pub struct Dialer {
+    id: u32,
+    addr: SocketAddr,
+    spec: TestSpec,
+    header: [u8; HEADER_LEN],
+    reset: bool,
+    stream: Option<TcpStream>,
+    state: State,
+    /// When connect(2) was called (the SYN left).
+    began: Instant,
+    /// The current connection's latency, recorded when it is counted.
+    latency: Option<Duration>,
+    /// TLS client settings (shared by the side: resumption spans connections).
+    tls: Option<Arc<Role>>,
+    session: Option<TlsConn>,
+    /// What the first TLS connection negotiated, for the result.
+    tls_info: Option<TlsInfo>,
+}
+
+impl Dialer {
+    fn new(
+        id: u32,
+        addr: SocketAddr,
+        spec: &TestSpec,
+        cookie: u64,
+        tls: Option<Arc<Role>>,
+    ) -> Self {
+        Dialer {
+            id,
+            addr,
+            spec: spec.clone(),
+            header: encode_header(cookie, id),
+            reset: spec.close == CloseMode::Reset,
+            stream: None,
+            state: State::Connecting,
+            began: Instant::now(),
+            latency: None,
+            tls,
+            session: None,
+            tls_info: None,
+        }
+    }
+
+    fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
+        let sock = sockopt::tcp_socket(&self.addr, &self.spec, false)?;
+        self.began = Instant::now();
+        match sock.connect(&self.addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    "out of ephemeral ports (EADDRNOTAVAIL)",
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+        let mut stream = TcpStream::from_std(sock.into());
+        cx.registry.register(
+            &mut stream,
+            cx.token,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.stream = Some(stream);
+        self.state = State::Connecting;
+        Ok(())
+    }
+
+    /// Closing the only descriptor removes the socket from the epoll set.
+    fn close(&mut self) {
+        self.stream = None;
+        self.session = None;
+        self.latency = None;
+    }
+
+    /// Drives the current connection. Ok(true) when one ended: the next
+    /// is opened on the next call (Status::Busy), so a peer that connects
+    /// at once cannot keep the worker from its other flows and its clock.
+    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
+        loop {
+            let Some(stream) = self.stream.as_mut() else {
+                self.open(cx)?;
+                continue;
+            };
+            match self.state {
+                State::Connecting => {
+                    if let Some(e) = stream.take_error()? {
+                        return Err(e);
+                    }
+                    match stream.peer_addr() {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(false),
+                        Err(e) => return Err(e),
+                    }
+                    if let Some(role) = &self.tls {
+                        // The header goes in clear ahead of the ClientHello:
+                        // the agent checks it before any handshake work.
+                        let mut session = role.session()?;
+                        session.set_prefix(&self.header);
+                        self.session = Some(session);
+                        self.state = State::Handshaking;
+                        continue;
+                    }
+                    if self.established(cx)? {
+                        return Ok(true);
+                    }
+                    if cx.peer_closed == Some(false) {
+                        // The agent's FIN is not here yet: its arrival
+                        // raises an edge, no read to say EAGAIN first.
+                        return Ok(false);
+                    }
+                }
+                State::Handshaking => {
+                    let session = self.session.as_mut().expect("set when handshaking");
+                    if !session.handshake(stream)? {
+                        return Ok(false);
+                    }
+                    if self.established(cx)? {
+                        return Ok(true);
+                    }
+                }
+                State::AwaitEof => {
+                    let got = match &mut self.session {
+                        Some(t) => t.read(stream, cx.buf)?,
+                        None => read_some(stream, cx.buf)?,
+                    };
+                    match got {
+                        Io::Eof => {
+                            self.finish(cx, true);
+                            return Ok(true);
+                        }
+                        Io::Blocked => return Ok(false),
+                        Io::Moved(_) => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "data from the agent on a conn connection",
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Connected (and the handshake done): take the latency, then reset
+    /// at once (Ok(true): this connection ended) or wait for the agent's
+    /// close.
+    fn established(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
+        self.latency = Some(Instant::now().saturating_duration_since(self.began));
+        if !self.reset {
+            self.state = State::AwaitEof;
+            return Ok(false);
+        }
+        let stream = self.stream.as_ref().expect("connected");
+        sockopt::set_reset_on_close(stream.as_raw_fd())?;
+        self.finish(cx, false);
+        Ok(true)
+    }
+
+    /// One connection done: count it, close, and open the next.
+    fn finish(&mut self, cx: &mut Ctx<'_>, graceful: bool) {
+        if let Some(l) = self.latency {
+            record_ns(cx.hist, l.as_nanos() as u64);
+        }
+        cx.counters.transactions += 1;
+        cx.counters.connections += 1;
+        if let Some(t) = &mut self.session {
+            cx.counters.tls_handshakes += 1;
+            cx.counters.tls_resumed += u64::from(t.resumed());
+            t.done();
+            if self.tls_info.is_none() {
+                self.tls_info = Some(t.info());
+            }
+        }
+        if graceful {
+            cx.counters.graceful_closes += 1;
+        } else {
+            cx.counters.resets += 1;
+        }
+        self.close();
+    }
+}
+
+impl Flow for Dialer {
+    fn register(&mut self, _registry: &Registry, _token: Token) -> io::Result<()> {
+        Ok(()) // each connection registers itself when opened
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
+        match self.step(cx) {
+            Ok(true) => return Status::Busy,
+            Ok(false) => return Status::Open,
+            Err(e) => {
+                self.close();
+                if !cx.stopping {
+                    cx.counters.errors += 1;
+                }
+                // Back off briefly so a dead peer does not turn into a busy loop.
+                let at = cx.now + Duration::from_millis(10);
+                cx.schedule(at);
+                if !cx.stopping && e.kind() != io::ErrorKind::ConnectionRefused {
+                    crate::engine::worker::note_error(&e, self.id);
+                }
+            }
+        }
+        Status::Open
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        if self.stream.is_none() {
+            return self.ready(cx, false, false);
+        }
+        Status::Open
+    }
+
+    /// With TLS: what the flow's first connection negotiated.
+    fn report(&self) -> Option<FlowReport> {
+        self.tls_info.as_ref().map(|i| FlowReport {
+            flow: self.id,
+            tls: Some(i.clone()),
+            ..Default::default()
+        })
+    }
+}
+
+/// The agent's listener: accepts every pending connection; closes it at
+/// once in clear text, or hands it to a `Handshake` with TLS.
+pub struct Acceptor {
+    listener: TcpListener,
+    cookie: u64,
+    tls: Option<Arc<Role>>,
+    reset: bool,
+}
+
+impl Flow for Acceptor {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(&mut self.listener, token, Interest::READABLE)
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    cx.counters.connections += 1;
+                    if let Some(role) = &self.tls {
+                        cx.spawned.push(Box::new(Handshake {
+                            stream,
+                            cookie: self.cookie,
+                            header: [0; HEADER_LEN],
+                            got: 0,
+                            role: role.clone(),
+                            session: None,
+                            done: false,
+                            reset: self.reset,
+                        }));
+                    }
+                    // Clear text: dropped here, so closed (FIN) at once.
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Open,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // EMFILE and friends: count, and retry soon (edge-triggered:
+                // no new event comes for connections already pending).
+                Err(e) => {
+                    cx.counters.errors += 1;
+                    crate::engine::worker::note_error(&e, 0);
+                    let at = cx.now + Duration::from_millis(10);
+                    cx.schedule(at);
+                    return Status::Open;
+                }
+            }
+        }
+    }
+
+    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
+        self.ready(cx, true, false)
+    }
+}
+
+/// The agent's end of a TLS connection: the data header, the handshake,
+/// then close_notify and close (graceful) or the client's reset.
+struct Handshake {
+    stream: TcpStream,
+    cookie: u64,
+    header: [u8; HEADER_LEN],
+    got: usize,
+    role: Arc<Role>,
+    session: Option<TlsConn>,
+    done: bool,
+    reset: bool,
+}
+
+impl Handshake {
+    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
+        // Only the header: the bytes after it are the session's.
+        while self.got < HEADER_LEN {
+            match read_some(&mut self.stream, &mut self.header[self.got..])? {
+                Io::Moved(n) => self.got += n,
+                Io::Blocked => return Ok(Status::Open),
+                Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
+            }
+        }
+        let session = match &mut self.session {
+            Some(s) => s,
+            None => {
+                if decode_header(&self.header, self.cookie).is_none() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        "data connection with a wrong cookie",
+                    ));
+                }
+                self.session.insert(self.role.session()?)
+            }
+        };
+        if !self.done {
+            if !session.handshake(&mut self.stream)? {
+                return Ok(Status::Open);
+            }
+            self.done = true;
+            cx.counters.tls_handshakes += 1;
+            cx.counters.tls_resumed += u64::from(session.resumed());
+        }
+        if self.reset {
+            // The client resets once its handshake is done: wait for it.
+            return Ok(match session.read(&mut self.stream, cx.buf)? {
+                Io::Blocked => Status::Open,
+                Io::Eof => Status::Done,
+                Io::Moved(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "data from the client on a conn connection",
+                    ))
+                }
+            });
+        }
+        // close_notify, then the socket closes when the flow is dropped.
+        Ok(if session.close(&mut self.stream)? {
+            Status::Done
+        } else {
+            Status::Open
+        })
+    }
+}
+
+impl Flow for Handshake {
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(
+            &mut self.stream,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+
+    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
+        match self.step(cx) {
+            Ok(s) => s,
+            // `--close reset`: the client's reset ends it, whenever it lands.
+            Err(e)
+                if self.reset
+                    && self.session.is_some()
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                    ) =>
+            {
+                cx.counters.resets += 1;
+                Status::Done
+            }
+            Err(e) => Status::Failed(e),
+        }
+    }
+}
