@@ -1,6 +1,7 @@
 //! `linerate run WORKLOAD [options]`: one test through the same pipeline as
 //! a study's point (`controller::point::run_point`), printed for people.
 
+use crate::model::spec::RunsAs;
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,7 +46,7 @@ impl RunArgs {
     /// The spec these flags run, checked as the agent will check it (a
     /// mix: its own, `mix::spec_of` its groups).
     pub fn spec(&self) -> Result<TestSpec> {
-        if self.workload == Workload::Mix {
+        if self.workload.runs_as() == RunsAs::Mix {
             return Ok(mix::spec_of(&self.groups()?));
         }
         if let Some(g) = self.groups.first() {
@@ -103,7 +104,7 @@ impl RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let spec = args.spec()?;
-    let groups = if args.workload == Workload::Mix {
+    let groups = if args.workload.runs_as() == RunsAs::Mix {
         args.groups()?
     } else {
         Vec::new()
@@ -126,7 +127,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "OPENSSL_ia32cap masks the crypto extensions in this environment, but the test asks for them (--crypto-hw on): unset it",
         ));
     }
-    let program = spec.workload.is_program();
+    let program = spec.workload.runs_as() == RunsAs::Program;
     // The first Ctrl-C ends the test now and keeps what it measured (the
     // summary, the JSON, exit 3); a second one ends the process.
     crate::engine::signals::on_signals(&[libc::SIGINT], true);

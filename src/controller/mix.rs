@@ -12,6 +12,7 @@
 //! (`run::Folder`); the total sums what adds up (bytes, transactions) and
 //! keeps CPU per end, which every group shares.
 
+use crate::model::spec::RunsAs;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use crate::model::result::{
     self, AgentInfo, GroupResult, Iteration, Pair, Status, TestInterval, TestResult,
 };
 use crate::model::sample::Confidence;
-use crate::model::spec::{MainMetric, TestSpec, Workload};
+use crate::model::spec::{Figures, MainMetric, TestSpec, Workload};
 
 /// One group of a mixed test.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -44,13 +45,13 @@ pub fn check(groups: &[Group]) -> Result<(), String> {
     }
     for g in groups {
         let w = g.spec.workload;
-        if w == Workload::Mix {
+        if w.runs_as() == RunsAs::Mix {
             return Err(format!(
                 "group {} is itself a mix: list its groups instead",
                 g.name
             ));
         }
-        if w.is_program() {
+        if w.runs_as() == RunsAs::Program {
             return Err(format!(
                 "group {} ({}): {} is a program, not flows; a mix runs flows on one window",
                 g.name,
@@ -282,9 +283,9 @@ pub fn run_mix(
     let iterations = total_iterations(&folders);
     let summary = crate::measure::fold::summarize_with(
         &spec,
+        Figures::default(),
         &iterations,
-        None,
-        None,
+        (None, None),
         conf.level_pct,
         MainMetric::Throughput,
         None,
@@ -456,7 +457,7 @@ pub fn parse_group(text: &str) -> Result<(Workload, crate::model::options::TestO
             .to_string();
         format!("group '{text}': {first} (a group takes a workload and test options; where the test runs, --duration and --json go after the groups)")
     })?;
-    if a.workload == Workload::Mix {
+    if a.workload.runs_as() == RunsAs::Mix {
         return Err(format!("group '{text}': a mix cannot hold a mix"));
     }
     Ok((a.workload, a.test))

@@ -12,6 +12,7 @@ use crate::lab::record;
 use crate::lab::state::LabState;
 use crate::model::result::TestResult;
 use crate::model::sample::Confidence;
+use crate::model::spec::RunsAs;
 use crate::model::spec::TestSpec;
 
 /// What to run and how to show it.
@@ -36,16 +37,14 @@ pub struct Point<'a> {
 
 /// The progress line shows transactions/s for everything but a continuous stream.
 fn shows_transactions(spec: &TestSpec) -> bool {
-    spec.workload != crate::model::spec::Workload::Stream
-        && spec.workload != crate::model::spec::Workload::Mix
-        || spec.bytes.is_some()
+    crate::workload::rate_column(spec) != crate::workload::RateColumn::None
 }
 
 /// Runs `p` on `target`, inside `lab` when given. Err only when nothing was
 /// measured; a test that ended early is a result with status partial.
 pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
     let spec = p.spec;
-    let program = spec.workload.is_program();
+    let program = spec.workload.runs_as() == RunsAs::Program;
     let lab_for_program = match (program, lab) {
         (true, None) => {
             return Err(usage(format!(

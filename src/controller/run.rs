@@ -12,7 +12,7 @@ use crate::model::result::{FlowPlace, HostRun};
 use crate::measure::fold::SideData;
 use crate::model::result::{self, AgentInfo, Iteration, Pair, Summary, TestResult};
 use crate::model::sample::Confidence;
-use crate::model::spec::{MainMetric, TestSpec};
+use crate::model::spec::{Figures, MainMetric, TestSpec};
 
 /// Who runs a test's flows: the controller as the client of one agent, or
 /// a fleet of agents as clients and servers (many hosts).
@@ -106,6 +106,7 @@ pub fn mean_hosts(its: &[Iteration]) -> Vec<HostRun> {
 pub struct Folder {
     spec: TestSpec,
     metric: MainMetric,
+    figures: Figures,
     pub iterations: Vec<Iteration>,
     values: Vec<f64>,
     hist: Hist,
@@ -118,6 +119,7 @@ impl Folder {
         Folder {
             spec: spec.clone(),
             metric: crate::workload::main_metric(spec),
+            figures: crate::workload::figures(spec),
             iterations: Vec::new(),
             values: Vec::new(),
             hist: new_hist(),
@@ -170,13 +172,14 @@ impl Folder {
                 client: run.client.kernel_udp,
                 agent: run.agent.kernel_udp,
             },
+            self.figures,
         );
         it.kv = crate::measure::fold::kv_figures(
-            spec,
             &mut it,
             run.prefill.clone(),
             run.agent.service.clone().or(run.client.service.clone()),
             &mut self.kv_hists,
+            self.figures,
         );
         self.values.push(it.main_value(self.metric));
         self.iterations.push(it);
@@ -201,9 +204,12 @@ impl Folder {
     pub fn summary(&self, conf: &Confidence) -> Summary {
         crate::measure::fold::summarize_with(
             &self.spec,
+            self.figures,
             &self.iterations,
-            histogram::summarize(&self.hist),
-            histogram::summarize(&self.hist_c),
+            (
+                histogram::summarize(&self.hist),
+                histogram::summarize(&self.hist_c),
+            ),
             conf.level_pct,
             self.metric,
             Some(&self.kv_hists),
@@ -276,9 +282,7 @@ pub fn clear_baseline(
     clear.tls = None;
     // Clear text uses no crypto: the mask is not its setting.
     clear.crypto_hw = true;
-    if clear.workload == crate::model::spec::Workload::TlsHandshake {
-        clear.workload = crate::model::spec::Workload::Crr;
-    }
+    clear.workload = crate::workload::clear_twin(spec);
     let r = run_test(
         conn,
         &clear,

@@ -18,7 +18,7 @@ use crate::model::sample::{
     Counters, CpuWindow, IntervalSample, KernelUdp, KvPrefill, LatencySummary, ServiceWindow,
     WorkerPlacement,
 };
-use crate::model::spec::{MainMetric, TestSpec, Workload};
+use crate::model::spec::{Figures, MainMetric, TestSpec};
 
 pub fn combine(client: &IntervalSample, agent: Option<&IntervalSample>) -> TestInterval {
     let a = agent.map(|a| a.counters).unwrap_or_default();
@@ -168,13 +168,13 @@ impl KvHists {
 /// reports; the flows' histograms are merged into `totals` and dropped
 /// from the flow reports (they are in the figures now).
 pub fn kv_figures(
-    spec: &TestSpec,
     it: &mut Iteration,
     prefill: Option<KvPrefill>,
     server: Option<ServiceWindow>,
     totals: &mut KvHists,
+    figures: Figures,
 ) -> Option<KvFigures> {
-    if spec.workload != Workload::Memcache {
+    if !figures.kv {
         return None;
     }
     let mut h = KvHists::default();
@@ -283,8 +283,9 @@ pub fn udp_figures(
     spec: &TestSpec,
     it: &Iteration,
     kernel: Pair<Option<KernelUdp>>,
+    figures: Figures,
 ) -> Option<UdpFigures> {
-    if !spec.workload.is_udp() {
+    if !figures.udp {
         return None;
     }
     let (c, a) = (&it.counters.client, &it.counters.agent);
@@ -395,6 +396,7 @@ fn mean_udp(its: &[Iteration]) -> Option<UdpFigures> {
 /// of every iteration (passed in), not from averaging percentiles.
 pub fn summarize(
     spec: &TestSpec,
+    figures: Figures,
     its: &[Iteration],
     latency: Option<LatencySummary>,
     latency_corrected: Option<LatencySummary>,
@@ -403,9 +405,9 @@ pub fn summarize(
 ) -> Summary {
     summarize_with(
         spec,
+        figures,
         its,
-        latency,
-        latency_corrected,
+        (latency, latency_corrected),
         level_pct,
         metric,
         None,
@@ -413,15 +415,17 @@ pub fn summarize(
 }
 
 /// `summarize`, with memcache's per-type histograms over all iterations.
+/// `latency` is (as measured, corrected for coordinated omission).
 pub fn summarize_with(
     spec: &TestSpec,
+    figures: Figures,
     its: &[Iteration],
-    latency: Option<LatencySummary>,
-    latency_corrected: Option<LatencySummary>,
+    latency: (Option<LatencySummary>, Option<LatencySummary>),
     level_pct: f64,
     metric: MainMetric,
     kv: Option<&KvHists>,
 ) -> Summary {
+    let (latency, latency_corrected) = latency;
     let kv = mean_kv(its, kv);
     let n = its.len().max(1) as f64;
     let mean = |f: &dyn Fn(&Iteration) -> f64| its.iter().map(f).sum::<f64>() / n;
@@ -452,7 +456,7 @@ pub fn summarize_with(
         }
     };
     let values: Vec<f64> = its.iter().map(|i| i.main_value(metric)).collect();
-    let is_tx = spec.workload != Workload::Stream || spec.bytes.is_some();
+    let is_tx = figures.latency;
     Summary {
         workload: spec.workload.name().into(),
         duration_s: its.iter().map(|i| i.duration_s).sum(),
@@ -468,10 +472,7 @@ pub fn summarize_with(
         direction: format!("{:?}", spec.direction).to_lowercase(),
         flows: spec.flows,
         iterations: its.len(),
-        connections_per_s: spec
-            .workload
-            .per_connection()
-            .then(|| mean(&|i| i.connections_per_s)),
+        connections_per_s: figures.connections.then(|| mean(&|i| i.connections_per_s)),
         latency_corrected_us: latency_corrected.as_ref().map(LatencyFields::from),
         confidence: (its.len() > 1).then(|| stats::estimate(&values, level_pct)),
         main_metric: Some(metric),
@@ -484,7 +485,7 @@ pub fn summarize_with(
             .iter()
             .flat_map(|i| i.flows.client.iter())
             .find_map(|f| f.tls.clone()),
-        tls_handshakes_per_s: (spec.tls.is_some() && spec.workload.per_connection())
+        tls_handshakes_per_s: (spec.tls.is_some() && figures.connections)
             .then(|| mean(&|i| i.counters.client.tls_handshakes as f64 / i.duration_s.max(1e-9))),
         observed_window_bytes: {
             let mut w: Vec<u32> = its
@@ -505,6 +506,7 @@ pub fn summarize_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::spec::Workload;
 
     fn sample(index: usize, rx: u64, tx: u64, trans: u64) -> IntervalSample {
         IntervalSample {
@@ -548,6 +550,10 @@ mod tests {
         };
         let s = summarize(
             &spec,
+            Figures {
+                latency: true,
+                ..Default::default()
+            },
             &[it.clone(), it],
             None,
             None,

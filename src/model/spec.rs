@@ -80,6 +80,40 @@ impl Workload {
     }
 }
 
+/// How a spec runs: flows on agents, a program in a lab, or groups of
+/// flows on one window. The roof dispatches on this, never on a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsAs {
+    Flows,
+    Program,
+    Mix,
+}
+
+impl Workload {
+    pub fn runs_as(self) -> RunsAs {
+        match self {
+            Workload::Exec | Workload::Scp => RunsAs::Program,
+            Workload::Mix => RunsAs::Mix,
+            _ => RunsAs::Flows,
+        }
+    }
+}
+
+/// What a test's results carry beyond bytes and CPU. The workload decides
+/// (its plug-in's `figures`); the fold, a floor below the workloads, reads
+/// it instead of asking which workload ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// Transaction latency worth a summary (not a continuous stream's).
+    pub latency: bool,
+    /// Connections per second (and TLS handshakes per second with TLS).
+    pub connections: bool,
+    /// Datagram counts: packets, loss, reordering, jitter.
+    pub udp: bool,
+    /// A key-value service's operations.
+    pub kv: bool,
+}
+
 /// Which way payload flows in a `stream` test, seen from the client.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -4,6 +4,7 @@
 //! last ones), run each against one agent, and store each result as it ends.
 //! `--resume` picks up a folder and runs only what has no result yet.
 
+use crate::model::spec::RunsAs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -326,7 +327,11 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         }
     }
     if study.lab.is_none() || connect.agent.is_some() {
-        if let Some(p) = m.points.iter().find(|p| p.spec.workload.is_program()) {
+        if let Some(p) = m
+            .points
+            .iter()
+            .find(|p| p.spec.workload.runs_as() == RunsAs::Program)
+        {
             return Err(Error::Failed(format!(
                 "point {} runs a program ({}), which needs a [lab] in the study",
                 p.label(),
@@ -384,7 +389,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     if let Some(l) = &lab {
         connect.lab = Some(l.lab.state.name.clone());
     }
-    let flows = m.points.iter().any(|p| !p.spec.workload.is_program());
+    let flows = m
+        .points
+        .iter()
+        .any(|p| !(p.spec.workload.runs_as() == RunsAs::Program));
     let mut target = match target::open(&connect, flows) {
         Ok(t) => t,
         Err(e) => {

@@ -3,12 +3,13 @@
 //! not their position, so a resumed or compared study finds the same point
 //! even when axes grew (hyperfine's `parameter/` idea).
 
+use crate::model::spec::RunsAs;
 use serde::{Deserialize, Serialize};
 
 use crate::controller::mix;
 use crate::model::options::TestOptions;
 use crate::model::sample::Confidence;
-use crate::model::spec::{TestSpec, Workload};
+use crate::model::spec::TestSpec;
 use crate::study::file::{display_value, Mode, Study};
 
 /// One test of a study.
@@ -182,7 +183,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
             let label = params_label(&params);
             let named = |e: String| format!("{}: point {label}: {e}", study.origin);
             let local = study.network.agent.is_none() && study.network.hosts.is_none();
-            let (spec, groups) = if config.workload == Some(Workload::Mix) {
+            let (spec, groups) = if config.workload.map(|w| w.runs_as()) == Some(RunsAs::Mix) {
                 let groups = mix_groups(&config, local).map_err(named)?;
                 (mix::spec_of(&groups), groups)
             } else if config.groups.is_some() {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::engine::flow::{Flow, FlowBase};
 use crate::engine::tls::{Role, TlsConn};
 use crate::model::result::Iteration;
-use crate::model::spec::{self, Direction, MainMetric, TestSpec};
+use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 
@@ -102,6 +102,21 @@ pub trait Plugin: Sync {
     /// ("rr 1 B/1 B, 4 outstanding"); the TLS, flows and window that
     /// follow are the report's.
     fn describe(&self, spec: &TestSpec) -> String;
+    /// Its clear-text twin, the baseline of its TLS cost.
+    fn clear_twin(&self) -> spec::Workload {
+        self.kind()
+    }
+    /// What its results carry (from its connection pattern unless it says
+    /// otherwise).
+    fn figures(&self, _spec: &TestSpec) -> Figures {
+        let p = self.pattern();
+        Figures {
+            latency: true,
+            connections: p == Pattern::PerTransaction,
+            udp: p == Pattern::Datagram,
+            kv: p == Pattern::Service,
+        }
+    }
     /// What a result's rate column (and its trans/s line) shows.
     fn rate_column(&self, _spec: &TestSpec) -> RateColumn {
         RateColumn::Transactions
@@ -160,6 +175,42 @@ pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, String> {
             spec.workload.name()
         )
     })
+}
+
+/// What the rate column shows for `spec`: its workload's say; a mix's
+/// groups' transactions summed; a program's nothing.
+pub fn rate_column(spec: &TestSpec) -> RateColumn {
+    match (get(spec.workload), spec.workload.runs_as()) {
+        (Some(w), _) => w.rate_column(spec),
+        (None, spec::RunsAs::Mix) => RateColumn::Transactions,
+        (None, _) => RateColumn::None,
+    }
+}
+
+/// What `spec` runs, in words: its workload's own description, or a
+/// mix's (None: a program, which `crate::program` describes).
+pub fn describe(spec: &TestSpec) -> Option<String> {
+    match (get(spec.workload), spec.workload.runs_as()) {
+        (Some(w), _) => Some(w.describe(spec)),
+        // Each group is described below it, by its own workload.
+        (None, spec::RunsAs::Mix) => {
+            Some("several workloads on one window (each group below)".to_string())
+        }
+        (None, _) => None,
+    }
+}
+
+/// The clear-text twin of a TLS test of `spec`: the same workload, or
+/// the one that measures the same without TLS (tls-handshake's is crr).
+pub fn clear_twin(spec: &TestSpec) -> spec::Workload {
+    get(spec.workload).map_or(spec.workload, |w| w.clear_twin())
+}
+
+/// What the results of `spec` carry (programs and mixes: bytes and CPU).
+pub fn figures(spec: &TestSpec) -> Figures {
+    get(spec.workload)
+        .map(|w| w.figures(spec))
+        .unwrap_or_default()
 }
 
 /// The headline metric of `spec` (programs report transfer throughput).

@@ -14,6 +14,7 @@ use super::RateColumn;
 use super::{base, rr, Conns, Pattern, Plugin, Supports};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
 use crate::model::flow::FlowReport;
+use crate::model::spec::Figures;
 use crate::model::spec::{self, Direction, MainMetric, Per, TestSpec};
 use crate::units::fmt_bytes;
 
@@ -29,6 +30,15 @@ impl Plugin for Stream {
 
     fn pattern(&self) -> Pattern {
         Pattern::Persistent
+    }
+
+    /// A continuous stream's latency is not a transaction's: only a finite
+    /// transfer (one request of `--bytes`) has one.
+    fn figures(&self, spec: &TestSpec) -> Figures {
+        Figures {
+            latency: spec.bytes.is_some(),
+            ..Figures::default()
+        }
     }
 
     fn describe(&self, spec: &TestSpec) -> String {

@@ -15,6 +15,11 @@ impl Plugin for TlsHandshake {
         spec::Workload::TlsHandshake
     }
 
+    /// Without TLS a handshake is a connection with one exchange: crr.
+    fn clear_twin(&self) -> spec::Workload {
+        spec::Workload::Crr
+    }
+
     fn pattern(&self) -> Pattern {
         Pattern::PerTransaction
     }

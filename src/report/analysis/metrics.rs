@@ -103,7 +103,7 @@ fn fmt_seconds(v: f64) -> String {
 /// transfer (first byte to the reply, or the command's wall time), not a
 /// measurement window chosen in advance.
 fn is_transfer(r: &TestResult) -> bool {
-    r.spec.is_finite() || r.spec.workload.is_program()
+    r.spec.is_finite() || r.exec.is_some()
 }
 
 fn is_transactional(r: &TestResult) -> bool {

@@ -11,7 +11,7 @@
 //! one in the key points.
 
 use crate::model::result::TestResult;
-use crate::model::spec::{Direction, WindowMode, Workload};
+use crate::model::spec::{Direction, WindowMode};
 
 /// TCP payload per segment at MTU 1500 with timestamps (1500 - 20 - 32).
 pub const DEFAULT_MSS: u64 = 1448;
@@ -220,7 +220,8 @@ impl PointModel {
 /// rather than a wrong one.
 pub fn for_result(r: &TestResult) -> Option<PointModel> {
     let spec = &r.spec;
-    let scp = spec.workload == Workload::Scp;
+    // scp: a program's transfer over linerate's own sshd.
+    let scp = r.exec.as_ref().is_some_and(|e| e.ssh_version.is_some());
     if !(scp || spec.is_finite()) || spec.flows != 1 {
         return None;
     }
@@ -389,6 +390,7 @@ pub mod testing {
 mod tests {
     use super::*;
     use crate::lab::spec::LabOptions;
+    use crate::model::spec::Workload;
 
     /// 1 Gbit/s at MTU 1500: 1448 of every 1538 wire bytes are payload.
     const C: f64 = 1e9 * 1448.0 / 1538.0;
@@ -566,6 +568,7 @@ mod tests {
     fn scp_adds_its_login_and_uses_the_observed_window() {
         let mut r = lab_result(Workload::Scp);
         r.exec = Some(crate::model::exec::ExecRecord {
+            ssh_version: Some("OpenSSH_9.2p1".into()),
             elapsed_s: 3.0,
             login_s: Some(0.9),
             observed_window: Some(crate::model::flow::ObservedWindow {

@@ -5,17 +5,13 @@ use std::fmt::Write;
 
 use crate::model::result::{Iteration, TestInterval, TestResult};
 use crate::model::sample::WorkerPlacement;
-use crate::model::spec::{TestSpec, Workload};
+use crate::model::spec::TestSpec;
 use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_secs, fmt_us};
 use crate::workload::RateColumn;
 
 pub fn describe(spec: &TestSpec) -> String {
-    let what = match crate::workload::get(spec.workload) {
-        Some(w) => w.describe(spec),
-        // A mix: each group is described below, by its own workload.
-        None if spec.workload == Workload::Mix => {
-            "several workloads on one window (each group below)".to_string()
-        }
+    let what = match crate::workload::describe(spec) {
+        Some(what) => what,
         // A program (exec, scp): what it runs and its time limit.
         None => return crate::program::describe(spec),
     };
@@ -62,15 +58,7 @@ pub fn describe(spec: &TestSpec) -> String {
     )
 }
 
-/// What the rate column shows for `spec`: its workload's say; a mix's
-/// groups' transactions summed; a program's nothing.
-fn rate_column(spec: &TestSpec) -> RateColumn {
-    match crate::workload::get(spec.workload) {
-        Some(w) => w.rate_column(spec),
-        None if spec.workload == Workload::Mix => RateColumn::Transactions,
-        None => RateColumn::None,
-    }
-}
+use crate::workload::rate_column;
 
 fn pct(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.0}%")).unwrap_or_else(|| "-".into())

@@ -2,7 +2,6 @@
 //! window capping it.
 
 use super::shared::{fmt_window, pct_range, KeyPoint, MODEL_TOLERANCE};
-use crate::model::spec::Workload;
 use crate::report::analysis::landscape::{Landscape, Row};
 use crate::report::analysis::wanmodel::{self, PointModel, SSH_CHANNEL_WINDOW};
 use crate::units::fmt_bps;
@@ -14,7 +13,6 @@ pub fn scp_login(l: &Landscape) -> Vec<KeyPoint> {
     let v: Vec<(&Row, f64, f64)> = l
         .rows
         .iter()
-        .filter(|r| r.point.spec.workload == Workload::Scp)
         .filter_map(|r| {
             let (login, total) = (r.mean("login_s")?, r.mean("transfer_s")?);
             (total > 0.0 && login >= 0.0).then_some((r, login, total))
@@ -63,7 +61,6 @@ pub fn scp_channel_window(l: &Landscape) -> Vec<KeyPoint> {
     let hits: Vec<(String, PointModel, f64, wanmodel::Prediction)> = l
         .rows
         .iter()
-        .filter(|r| r.point.spec.workload == Workload::Scp)
         .filter_map(|r| {
             let measured = r.mean("throughput_bps").filter(|v| *v > 0.0)?;
             let m = r.model().filter(|m| {

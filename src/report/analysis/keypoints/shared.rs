@@ -2,7 +2,6 @@
 //! dimension, which workloads a study holds, and the words and figures the
 //! sentences are made of.
 
-use crate::model::spec::Workload;
 use crate::report::analysis::landscape::{axis_value, Landscape};
 use crate::units::fmt_bytes;
 
@@ -57,7 +56,10 @@ pub(super) fn plural(n: f64, one: &str, many: &str) -> String {
 
 /// Every point of the study is a UDP test: packets, not bytes, are its unit.
 pub(super) fn all_udp(l: &Landscape) -> bool {
-    !l.rows.is_empty() && l.rows.iter().all(|r| r.point.spec.workload.is_udp())
+    !l.rows.is_empty()
+        && l.rows
+            .iter()
+            .all(|r| crate::workload::figures(&r.point.spec).udp)
 }
 
 /// Every point is a memcache test.
@@ -65,7 +67,7 @@ pub(super) fn all_kv(l: &Landscape) -> bool {
     !l.rows.is_empty()
         && l.rows
             .iter()
-            .all(|r| r.point.spec.workload == Workload::Memcache)
+            .all(|r| crate::workload::figures(&r.point.spec).kv)
 }
 
 /// How far a measurement may be from a bound or the model and still be

@@ -683,6 +683,7 @@ fn scp(rtt_ms: u32, window: u64, login: f64, elapsed: f64) -> Row {
     res.spec.window = crate::model::spec::WindowMode::Buffer;
     res.spec.rcvbuf = None;
     res.exec = Some(crate::model::exec::ExecRecord {
+        ssh_version: Some("OpenSSH_9.2p1".into()),
         elapsed_s: elapsed,
         login_s: Some(login),
         observed_window: Some(crate::model::flow::ObservedWindow {
