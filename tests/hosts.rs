@@ -426,3 +426,41 @@ fn two_client_hosts_load_the_memcached_of_a_server_host() {
     }
     assert!(f(&k["server_us_per_op"]) > 0.0, "{k}");
 }
+
+#[test]
+fn a_mix_runs_across_client_hosts_on_one_window() {
+    let rig = Rig::start("mix", [0; 3]);
+    let out = tmp("hosts-mix.json");
+    let hosts = rig.file.display().to_string();
+    let o = run(
+        &[
+            "run",
+            "mix",
+            "stream --flows 2",
+            "rr --rate 100 --flows 2 --request 64 --response 64",
+            "--hosts",
+            &hosts,
+            "-d",
+            "1.5",
+            "--warmup",
+            "0.5",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out);
+    assert_eq!(r["summary"]["status"], "ok", "{}", r["summary"]);
+    let rr = &r["groups"][1];
+    assert!((f(&rr["summary"]["transactions_per_s"]) - 100.0).abs() < 5.0, "{}", rr["summary"]);
+    // Each group's flows went round robin over both client hosts.
+    for g in r["groups"].as_array().unwrap() {
+        let hosts = g["iterations"][0]["hosts"].as_array().expect("hosts per group");
+        let clients: Vec<_> = hosts.iter().filter(|h| h["role"] == "client").collect();
+        assert_eq!(clients.len(), 2, "{}", g["iterations"][0]["hosts"]);
+    }
+    assert!(f(&r["groups"][0]["summary"]["throughput_bps"]) > 1e8);
+}

@@ -1406,3 +1406,55 @@ fn bare_numbers_are_refused_before_a_lab_is_made() {
         assert!(!namespaces().contains("bare"));
     }
 }
+
+#[test]
+fn an_rr_group_waits_behind_a_stream_group_on_a_slow_link() {
+    let Some(_s) = measuring() else { return };
+    // 20 Mbit/s with the default deep FIFO: two streams fill its queue,
+    // and every rr round trip beside them waits behind it.
+    let (lab, _) = Lab::up("mix", "--rtt 10ms --rate 20mbit --no-calibrate");
+    let rr = "rr --rate 20 --request 64 --response 64";
+    let alone = run_json(
+        &format!("{}-rr-alone.json", lab.name),
+        &format!("{rr} --lab {} -d 2 --warmup 0.5", lab.name),
+        Duration::from_secs(60),
+    );
+    let out = tmp(&format!("{}-mix.json", lab.name));
+    let o = run(
+        &[
+            "run",
+            "mix",
+            rr,
+            "stream --flows 2",
+            "--lab",
+            &lab.name,
+            "-d",
+            "3",
+            "--warmup",
+            "1",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out);
+    let g1 = &r["groups"][0];
+    let g2 = &r["groups"][1];
+    assert_eq!(g1["workload"], "rr");
+    let idle = f(&alone["summary"]["latency_us"]["p50"]);
+    let loaded = f(&g1["summary"]["latency_us"]["p50"]);
+    assert!((9_000.0..20_000.0).contains(&idle), "rr alone p50 {idle} µs over 10 ms");
+    assert!(
+        loaded > idle + 10_000.0,
+        "rr beside streams p50 {loaded} µs vs {idle} alone"
+    );
+    // The streams take the link (the rr, one request in flight, loses
+    // rate as its round trips grow: that is the point).
+    let bps = f(&g2["summary"]["throughput_bps"]);
+    assert!((14e6..20.5e6).contains(&bps), "streams {bps} b/s on 20 Mbit/s");
+    assert!(f(&g1["summary"]["transactions_per_s"]) > 2.0, "{}", g1["summary"]);
+    assert!((f(&g1["summary"]["load_beside_bps"]) - bps).abs() < 1.0);
+}
