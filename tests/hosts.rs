@@ -455,10 +455,16 @@ fn a_mix_runs_across_client_hosts_on_one_window() {
     let r = json(&out);
     assert_eq!(r["summary"]["status"], "ok", "{}", r["summary"]);
     let rr = &r["groups"][1];
-    assert!((f(&rr["summary"]["transactions_per_s"]) - 100.0).abs() < 5.0, "{}", rr["summary"]);
+    assert!(
+        (f(&rr["summary"]["transactions_per_s"]) - 100.0).abs() < 5.0,
+        "{}",
+        rr["summary"]
+    );
     // Each group's flows went round robin over both client hosts.
     for g in r["groups"].as_array().unwrap() {
-        let hosts = g["iterations"][0]["hosts"].as_array().expect("hosts per group");
+        let hosts = g["iterations"][0]["hosts"]
+            .as_array()
+            .expect("hosts per group");
         let clients: Vec<_> = hosts.iter().filter(|h| h["role"] == "client").collect();
         assert_eq!(clients.len(), 2, "{}", g["iterations"][0]["hosts"]);
     }

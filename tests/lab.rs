@@ -1446,7 +1446,10 @@ fn an_rr_group_waits_behind_a_stream_group_on_a_slow_link() {
     assert_eq!(g1["workload"], "rr");
     let idle = f(&alone["summary"]["latency_us"]["p50"]);
     let loaded = f(&g1["summary"]["latency_us"]["p50"]);
-    assert!((9_000.0..20_000.0).contains(&idle), "rr alone p50 {idle} µs over 10 ms");
+    assert!(
+        (9_000.0..20_000.0).contains(&idle),
+        "rr alone p50 {idle} µs over 10 ms"
+    );
     assert!(
         loaded > idle + 10_000.0,
         "rr beside streams p50 {loaded} µs vs {idle} alone"
@@ -1454,7 +1457,14 @@ fn an_rr_group_waits_behind_a_stream_group_on_a_slow_link() {
     // The streams take the link (the rr, one request in flight, loses
     // rate as its round trips grow: that is the point).
     let bps = f(&g2["summary"]["throughput_bps"]);
-    assert!((14e6..20.5e6).contains(&bps), "streams {bps} b/s on 20 Mbit/s");
-    assert!(f(&g1["summary"]["transactions_per_s"]) > 2.0, "{}", g1["summary"]);
+    assert!(
+        (14e6..20.5e6).contains(&bps),
+        "streams {bps} b/s on 20 Mbit/s"
+    );
+    assert!(
+        f(&g1["summary"]["transactions_per_s"]) > 2.0,
+        "{}",
+        g1["summary"]
+    );
     assert!((f(&g1["summary"]["load_beside_bps"]) - bps).abs() < 1.0);
 }

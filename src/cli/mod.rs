@@ -33,7 +33,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run one test against an agent (a local one is started when --agent is not given).
+    /// Run one test against an agent (a local one is started when --agent is not given); `run mix` runs several groups on one window.
     Run(run::RunArgs),
     /// Run the agent: serve tests for controllers.
     Serve(serve::ServeArgs),
