@@ -462,19 +462,12 @@ impl AgentConn {
         e
     }
 
-    fn iteration(
+    /// The test set up on the agent and its flows opened: the client
+    /// side ready to start, and memcache's prefill.
+    fn prepare(
         &mut self,
         spec: &TestSpec,
-        live: &mut dyn Live,
-        together: Option<&Together>,
-    ) -> Result<IterationRun, String> {
-        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
-        // A group of a mixed test starts at an instant in the agent's
-        // clock: the offset is probed while the connection is idle.
-        let clock = match together {
-            Some(_) => Some(self.probe()?),
-            None => None,
-        };
+    ) -> Result<(SideSetup, Option<crate::model::sample::KvPrefill>), String> {
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
             listen: vec![],
@@ -538,9 +531,19 @@ impl AgentConn {
             service: watch,
             kernel_udp: workload.pattern().kernel_udp(),
         };
-        let mut setup = setup;
+        Ok((setup, prefill))
+    }
+
+    /// Starts this side and the agent: now, or (a group of a mixed test)
+    /// at the instant every group agrees on, in the agent's clock.
+    fn start(
+        &mut self,
+        mut setup: SideSetup,
+        together: Option<&Together>,
+        clock: Option<&Probe>,
+    ) -> Result<Side, String> {
         // (the start in the agent's clock, and in ours)
-        let start = match (together, &clock) {
+        let start = match (together, clock) {
             (Some(t), Some(p)) => {
                 let margin = Duration::from_millis(50).max(Duration::from_nanos(p.rtt_ns * 4));
                 let start = match t.arrive(margin) {
@@ -565,10 +568,72 @@ impl AgentConn {
             self.send(&Msg::Start { at_ns: Some(at) })?;
             setup.t0 = Some(together::sleep_until(local));
         }
-        let mut side = Side::start(setup)?;
+        let side = Side::start(setup)?;
         if start.is_none() {
             self.send(&Msg::Start { at_ns: None })?;
         }
+        Ok(side)
+    }
+
+    /// Why an iteration is partial or failed, from what the window saw
+    /// (None: it ran to its end).
+    fn verdict(
+        &self,
+        spec: &TestSpec,
+        obs: &mut ControllerObserver,
+        client: &SideReport,
+    ) -> Option<String> {
+        let said_why = if obs.dead {
+            obs.agent_error.take()
+        } else {
+            None
+        };
+        if let Some(e) = said_why {
+            // The connection ended with a reason (a broken seal on either
+            // side, a failure the agent named): that, not "died".
+            Some(format!("agent at {}: {e}; results are partial", self.addr))
+        } else if signals::test_interrupted() && !obs.dead {
+            Some(INTERRUPTED.into())
+        } else if obs.dead {
+            Some(format!(
+                "agent at {} died mid-test (control connection lost after {} of the agent's intervals): results are partial",
+                self.addr,
+                obs.agent.samples.len()
+            ))
+        } else if let Some(e) = obs.agent_error.take() {
+            Some(format!("agent at {}: {e}", self.addr))
+        } else if !obs.window_done {
+            Some(format!(
+                "agent at {} did not finish its window in time: results are partial",
+                self.addr
+            ))
+        } else if let Some(e) = kv_failure(spec, client) {
+            Some(e)
+        } else if !client.complete && spec.is_finite() {
+            Some(format!(
+                "transfer did not complete within {:.0} s (--duration is the time limit with --bytes)",
+                spec.duration_s
+            ))
+        } else {
+            None
+        }
+    }
+
+    fn iteration(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+        together: Option<&Together>,
+    ) -> Result<IterationRun, String> {
+        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
+        // A group of a mixed test starts at an instant in the agent's
+        // clock: the offset is probed while the connection is idle.
+        let clock = match together {
+            Some(_) => Some(self.probe()?),
+            None => None,
+        };
+        let (setup, prefill) = self.prepare(spec)?;
+        let mut side = self.start(setup, together, clock.as_ref())?;
         let mut agent = AgentSide::default();
         let mut obs = ControllerObserver {
             rx: &self.rx,
@@ -641,40 +706,7 @@ impl AgentConn {
         if let Some(reason) = obs.broken.take() {
             tell_broken(&mut self.writer, &reason);
         }
-        let said_why = if obs.dead {
-            obs.agent_error.take()
-        } else {
-            None
-        };
-        let error = if let Some(e) = said_why {
-            // The connection ended with a reason (a broken seal on either
-            // side, a failure the agent named): that, not "died".
-            Some(format!("agent at {}: {e}; results are partial", self.addr))
-        } else if signals::test_interrupted() && !obs.dead {
-            Some(INTERRUPTED.into())
-        } else if obs.dead {
-            Some(format!(
-                "agent at {} died mid-test (control connection lost after {} of the agent's intervals): results are partial",
-                self.addr,
-                obs.agent.samples.len()
-            ))
-        } else if let Some(e) = obs.agent_error.take() {
-            Some(format!("agent at {}: {e}", self.addr))
-        } else if !obs.window_done {
-            Some(format!(
-                "agent at {} did not finish its window in time: results are partial",
-                self.addr
-            ))
-        } else if let Some(e) = kv_failure(spec, &client) {
-            Some(e)
-        } else if !client.complete && spec.is_finite() {
-            Some(format!(
-                "transfer did not complete within {:.0} s (--duration is the time limit with --bytes)",
-                spec.duration_s
-            ))
-        } else {
-            None
-        };
+        let error = self.verdict(spec, &mut obs, &client);
         Ok(IterationRun {
             client,
             agent,

@@ -11,6 +11,7 @@
 //! host's own figures beside the aggregate. A host that dies stops the
 //! others; what was measured is kept and the result names the host.
 
+use crate::workload::Pattern;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -21,12 +22,12 @@ use crate::control::clock::{self, ClockSync};
 use crate::control::protocol::{HistText, Msg, TargetGroup};
 use crate::engine::side::SideReport;
 use crate::measure::cpu;
-use crate::measure::fold::combine;
-use crate::measure::histogram::{self, new_hist, Hist};
+use crate::measure::fold::{self, combine};
+use crate::measure::histogram::{self, Hist};
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
 use crate::model::result::{FlowPlace, HostClock, HostRun, Pair};
-use crate::model::sample::{Counters, CpuWindow, IntervalSample, KvPrefill, WorkerPlacement};
+use crate::model::sample::{CpuWindow, IntervalSample, KvPrefill, WorkerPlacement};
 use crate::model::spec::TestSpec;
 use crate::workload::conns::{self, Routes};
 
@@ -384,28 +385,13 @@ impl Fleet {
         r
     }
 
-    fn run_members(
+    /// Every server sets the test up (listeners on its data addresses,
+    /// told which flows are its): what each answered.
+    fn set_up_servers(
         &mut self,
         spec: &TestSpec,
-        live: &mut dyn Live,
-        together: Option<&Together>,
-    ) -> Result<IterationRun, String> {
-        let n = self.members.len();
-        let mut reports: Vec<Report> = (0..n).map(|_| Report::default()).collect();
-        for (m, r) in self.members.iter_mut().zip(reports.iter_mut()) {
-            let p = m.conn.probe().map_err(|e| format!("{}: {e}", m.label()))?;
-            r.clock = ClockSync {
-                offset_ns: p.offset_ns,
-                uncertainty_ns: p.uncertainty_ns,
-                rtt_ns: p.rtt_ns,
-                probes: conn::CLOCK_PROBES,
-            };
-        }
-        let plan = self.plan(spec);
-        let pattern = crate::workload::of(spec)?.pattern();
-        let mut prefills: Option<KvPrefill> = None;
-        let setup_wait = conns::setup_timeout(spec.flows as usize);
-        // Servers first: their listeners must exist before clients connect.
+        plan: &[Place],
+    ) -> Result<BTreeMap<usize, Listening>, String> {
         let mut ready: BTreeMap<usize, Listening> = BTreeMap::new();
         for s in self.indices(Role::Server) {
             // The flows this server takes (its caps count them).
@@ -450,10 +436,25 @@ impl Fleet {
                 }
             }
         }
+        Ok(ready)
+    }
+
+    /// Every client opens its flows to the servers' listeners (round
+    /// robin, `plan`); then the servers confirm they took them where the
+    /// pattern waits for that. Returns the memcache prefill, summed.
+    fn set_up_clients(
+        &mut self,
+        spec: &TestSpec,
+        plan: &[Place],
+        pattern: Pattern,
+        ready: &BTreeMap<usize, Listening>,
+    ) -> Result<Option<KvPrefill>, String> {
+        let mut prefills: Option<KvPrefill> = None;
+        let setup_wait = conns::setup_timeout(spec.flows as usize);
         let routes = Routes::new(spec, pattern)?;
         for c in self.indices(Role::Client) {
             let mut groups = Vec::new();
-            for (&s, (data, cookie, cert, label)) in &ready {
+            for (&s, (data, cookie, cert, label)) in ready {
                 let targets: Vec<(u32, SocketAddr)> = plan
                     .iter()
                     .filter(|p| p.client == c && p.server == s)
@@ -529,28 +530,20 @@ impl Fleet {
                 }
             }
         }
-        // One start instant, in each agent's own clock: far enough ahead
-        // that every Start arrives before it.
-        let slowest = reports.iter().map(|r| r.clock.rtt_ns).max().unwrap_or(0);
-        let margin = Duration::from_millis(50).max(Duration::from_nanos(slowest * 4));
-        let start = match together {
-            // A mixed test: one instant for every group's fleet.
-            Some(t) => match t.arrive(margin) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.stop_all(&reports);
-                    return Err(e);
-                }
-            },
-            None => clock::mono_ns() + margin.as_nanos() as u64,
-        };
-        for (m, r) in self.members.iter_mut().zip(&reports) {
-            let at = r.clock.to_agent(start);
-            m.conn
-                .send(&Msg::Start { at_ns: Some(at) })
-                .map_err(|e| format!("{}: {e}", m.label()))?;
-        }
+        Ok(prefills)
+    }
 
+    /// The window: every member's messages gathered until each is done
+    /// (or one fails, Ctrl-C, another group of a mix ends, the deadline);
+    /// stops them all once. Returns how far the live line went.
+    fn gather(
+        &mut self,
+        spec: &TestSpec,
+        reports: &mut [Report],
+        margin: Duration,
+        live: &mut dyn Live,
+        together: Option<&Together>,
+    ) -> usize {
         // The window: gather every member's messages until each is done.
         let finite = spec.is_finite();
         let deadline = Instant::now()
@@ -582,24 +575,24 @@ impl Fleet {
                     }
                 }
             }
-            next_live = self.flush_live(&reports, next_live, live);
+            next_live = self.flush_live(reports, next_live, live);
             let failed = reports.iter().any(|r| r.failure.is_some());
             let clients_done = self
                 .members
                 .iter()
-                .zip(&reports)
+                .zip(reports.iter())
                 .filter(|(m, _)| m.role == Role::Client)
                 .all(|(_, r)| r.window_done);
             let servers_done = self
                 .members
                 .iter()
-                .zip(&reports)
+                .zip(reports.iter())
                 .filter(|(m, _)| m.role == Role::Server)
                 .all(|(_, r)| r.window_done);
             let interrupted =
                 crate::engine::signals::test_interrupted() || together.is_some_and(|t| t.stopped());
             if !stop_sent && (failed || interrupted || (clients_done && (finite || servers_done))) {
-                self.stop_all(&reports);
+                self.stop_all(reports);
                 stop_sent = true;
             }
             if stop_sent && reports.iter().all(|r| r.finished || r.failure.is_some()) {
@@ -607,7 +600,7 @@ impl Fleet {
             }
             if Instant::now() >= deadline {
                 if !stop_sent {
-                    self.stop_all(&reports);
+                    self.stop_all(reports);
                 }
                 // A last grace period for the final reports.
                 let grace = Instant::now() + Duration::from_secs(15);
@@ -633,6 +626,54 @@ impl Fleet {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
+        next_live
+    }
+
+    fn run_members(
+        &mut self,
+        spec: &TestSpec,
+        live: &mut dyn Live,
+        together: Option<&Together>,
+    ) -> Result<IterationRun, String> {
+        let n = self.members.len();
+        let mut reports: Vec<Report> = (0..n).map(|_| Report::default()).collect();
+        for (m, r) in self.members.iter_mut().zip(reports.iter_mut()) {
+            let p = m.conn.probe().map_err(|e| format!("{}: {e}", m.label()))?;
+            r.clock = ClockSync {
+                offset_ns: p.offset_ns,
+                uncertainty_ns: p.uncertainty_ns,
+                rtt_ns: p.rtt_ns,
+                probes: conn::CLOCK_PROBES,
+            };
+        }
+        let plan = self.plan(spec);
+        let pattern = crate::workload::of(spec)?.pattern();
+        // Servers first: their listeners must exist before clients connect.
+        let ready = self.set_up_servers(spec, &plan)?;
+        let prefills = self.set_up_clients(spec, &plan, pattern, &ready)?;
+        // One start instant, in each agent's own clock: far enough ahead
+        // that every Start arrives before it.
+        let slowest = reports.iter().map(|r| r.clock.rtt_ns).max().unwrap_or(0);
+        let margin = Duration::from_millis(50).max(Duration::from_nanos(slowest * 4));
+        let start = match together {
+            // A mixed test: one instant for every group's fleet.
+            Some(t) => match t.arrive(margin) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.stop_all(&reports);
+                    return Err(e);
+                }
+            },
+            None => clock::mono_ns() + margin.as_nanos() as u64,
+        };
+        for (m, r) in self.members.iter_mut().zip(&reports) {
+            let at = r.clock.to_agent(start);
+            m.conn
+                .send(&Msg::Start { at_ns: Some(at) })
+                .map_err(|e| format!("{}: {e}", m.label()))?;
+        }
+
+        let next_live = self.gather(spec, &mut reports, margin, live, together);
         self.flush_live(&reports, next_live, live);
         let mut run = self.fold(&plan, reports);
         run.prefill = prefills;
@@ -660,40 +701,15 @@ impl Fleet {
 
     /// The sum over `role`'s members of interval `k`.
     fn merged_interval(&self, reports: &[Report], role: Role, k: usize) -> IntervalSample {
-        let mut counters = Counters::default();
-        let mut lat = new_hist();
-        let mut cor = new_hist();
-        let mut cpus = Vec::new();
-        let mut edges: Option<(f64, f64)> = None;
-        for (m, r) in self.members.iter().zip(reports) {
-            if m.role != role {
-                continue;
-            }
-            let Some((s, l, c)) = r.samples.get(&k) else {
-                continue;
-            };
-            counters += s.counters;
-            if let Some(l) = l {
-                histogram::merge(&mut lat, l);
-            }
-            if let Some(c) = c {
-                histogram::merge(&mut cor, c);
-            }
-            if let Some(c) = &s.cpu {
-                cpus.push(c);
-            }
-            edges.get_or_insert((s.start_s, s.end_s));
-        }
-        let (start_s, end_s) = edges.unwrap_or_default();
-        IntervalSample {
-            index: k,
-            start_s,
-            end_s,
-            counters,
-            latency_us: histogram::summarize(&lat),
-            latency_corrected_us: histogram::summarize(&cor),
-            cpu: cpu::merge_hosts(&cpus),
-        }
+        let parts: Vec<_> = self
+            .members
+            .iter()
+            .zip(reports)
+            .filter(|(m, _)| m.role == role)
+            .filter_map(|(_, r)| r.samples.get(&k))
+            .map(|(s, l, c)| (s, l.as_ref(), c.as_ref()))
+            .collect();
+        fold::merge_samples(k, &parts)
     }
 
     /// Shows every interval all members have reported, once.
@@ -727,16 +743,13 @@ impl Fleet {
         let (client_samples, client_cpu) = side(Role::Client);
         let (agent_samples, agent_cpu) = side(Role::Server);
         let kernel = |role: Role| {
-            let mut sum: Option<crate::model::sample::KernelUdp> = None;
-            for (m, r) in self.members.iter().zip(&reports) {
-                if let (true, Some(k)) = (m.role == role, r.kernel_udp) {
-                    let s = sum.get_or_insert_with(Default::default);
-                    s.in_datagrams += k.in_datagrams;
-                    s.rcvbuf_errors += k.rcvbuf_errors;
-                    s.in_errors += k.in_errors;
-                }
-            }
-            sum
+            fold::sum_kernel_udp(
+                self.members
+                    .iter()
+                    .zip(&reports)
+                    .filter(|(m, _)| m.role == role)
+                    .filter_map(|(_, r)| r.kernel_udp.as_ref()),
+            )
         };
         let window = |s: &[IntervalSample]| match (s.first(), s.last()) {
             (Some(f), Some(l)) => l.end_s - f.start_s,
@@ -751,21 +764,13 @@ impl Fleet {
             ..Default::default()
         };
         // memcache: every server's memcached counts, added up.
-        let mut service: Option<crate::model::sample::ServiceWindow> = None;
-        for (m, r) in self.members.iter().zip(&reports) {
-            if let (Role::Server, Some(w)) = (m.role, &r.service) {
-                let sum = service.get_or_insert_with(|| crate::model::sample::ServiceWindow {
-                    name: w.name.clone(),
-                    ..Default::default()
-                });
-                for (k, v) in &w.delta {
-                    *sum.delta.entry(k.clone()).or_default() += v;
-                }
-                for (k, v) in &w.end {
-                    *sum.end.entry(k.clone()).or_default() += v;
-                }
-            }
-        }
+        let service = fold::sum_services(
+            self.members
+                .iter()
+                .zip(&reports)
+                .filter(|(m, _)| m.role == Role::Server)
+                .filter_map(|(_, r)| r.service.as_ref()),
+        );
         let mut agent = AgentSide {
             samples: agent_samples,
             window_cpu: agent_cpu,
@@ -794,16 +799,7 @@ impl Fleet {
                 .iter()
                 .filter_map(|k| r.samples.get(k).map(|(s, _, _)| s))
                 .collect();
-            let mut counters = Counters::default();
-            for s in &own {
-                counters += s.counters;
-            }
-            let window_s = match (own.first(), own.last()) {
-                (Some(f), Some(l)) => l.end_s - f.start_s,
-                _ => 0.0,
-            };
-            let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
-            let moved = counters.bytes_rx + counters.bytes_tx;
+            let f = fold::host_figures(&own, r.window_cpu.as_ref());
             let prefix = |e: &String| format!("{}: {e}", m.name);
             match m.role {
                 Role::Client => {
@@ -838,17 +834,13 @@ impl Fleet {
                     _ => 0.0,
                 },
                 start_late_us: r.late_ns as f64 / 1e3,
-                window_s,
-                counters,
-                throughput_bps: 8.0 * per_s(moved as f64),
-                transactions_per_s: per_s(counters.transactions as f64),
+                window_s: f.window_s,
+                counters: f.counters,
+                throughput_bps: f.throughput_bps,
+                transactions_per_s: f.transactions_per_s,
                 latency_us: r.hist.as_ref().and_then(|(l, _)| histogram::summarize(l)),
                 cpu: r.window_cpu.clone(),
-                cost: r
-                    .window_cpu
-                    .as_ref()
-                    .map(|w| cpu::cost(w, moved, counters.transactions))
-                    .unwrap_or_default(),
+                cost: f.cost,
                 placement: r.placement.clone(),
                 errors: r.errors.clone(),
                 environment: m.info.clone(),

@@ -503,6 +503,106 @@ pub fn summarize_with(
     }
 }
 
+/// Many hosts: several hosts' samples of one interval as one (counters
+/// added, latency histograms merged, CPU merged as one machine).
+pub fn merge_samples(
+    k: usize,
+    parts: &[(&IntervalSample, Option<&Hist>, Option<&Hist>)],
+) -> IntervalSample {
+    let mut counters = Counters::default();
+    let mut lat = new_hist();
+    let mut cor = new_hist();
+    let mut cpus = Vec::new();
+    let mut edges: Option<(f64, f64)> = None;
+    for (s, l, c) in parts {
+        counters += s.counters;
+        if let Some(l) = l {
+            histogram::merge(&mut lat, l);
+        }
+        if let Some(c) = c {
+            histogram::merge(&mut cor, c);
+        }
+        if let Some(c) = &s.cpu {
+            cpus.push(c);
+        }
+        edges.get_or_insert((s.start_s, s.end_s));
+    }
+    let (start_s, end_s) = edges.unwrap_or_default();
+    IntervalSample {
+        index: k,
+        start_s,
+        end_s,
+        counters,
+        latency_us: histogram::summarize(&lat),
+        latency_corrected_us: histogram::summarize(&cor),
+        cpu: cpu::merge_hosts(&cpus),
+    }
+}
+
+/// Many hosts: the kernel's UDP counters of several hosts, added up.
+pub fn sum_kernel_udp<'a>(ks: impl Iterator<Item = &'a KernelUdp>) -> Option<KernelUdp> {
+    let mut sum: Option<KernelUdp> = None;
+    for k in ks {
+        let s = sum.get_or_insert_with(Default::default);
+        s.in_datagrams += k.in_datagrams;
+        s.rcvbuf_errors += k.rcvbuf_errors;
+        s.in_errors += k.in_errors;
+    }
+    sum
+}
+
+/// Many hosts: every server's memcached counts over one window, added up.
+pub fn sum_services<'a>(ws: impl Iterator<Item = &'a ServiceWindow>) -> Option<ServiceWindow> {
+    let mut sum: Option<ServiceWindow> = None;
+    for w in ws {
+        let s = sum.get_or_insert_with(|| ServiceWindow {
+            name: w.name.clone(),
+            ..Default::default()
+        });
+        for (k, v) in &w.delta {
+            *s.delta.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &w.end {
+            *s.end.entry(k.clone()).or_default() += v;
+        }
+    }
+    sum
+}
+
+/// One host's figures over its own samples of the common window.
+#[derive(Clone, Debug, Default)]
+pub struct HostFigures {
+    pub counters: Counters,
+    pub window_s: f64,
+    pub throughput_bps: f64,
+    pub transactions_per_s: f64,
+    pub cost: crate::model::sample::CpuCost,
+}
+
+/// A host's counters, window, throughput (bytes it moved either way),
+/// transactions/s and CPU cost over `own` samples.
+pub fn host_figures(own: &[&IntervalSample], window_cpu: Option<&CpuWindow>) -> HostFigures {
+    let mut counters = Counters::default();
+    for s in own {
+        counters += s.counters;
+    }
+    let window_s = match (own.first(), own.last()) {
+        (Some(f), Some(l)) => l.end_s - f.start_s,
+        _ => 0.0,
+    };
+    let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
+    let moved = counters.bytes_rx + counters.bytes_tx;
+    HostFigures {
+        counters,
+        window_s,
+        throughput_bps: 8.0 * per_s(moved as f64),
+        transactions_per_s: per_s(counters.transactions as f64),
+        cost: window_cpu
+            .map(|w| cpu::cost(w, moved, counters.transactions))
+            .unwrap_or_default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
