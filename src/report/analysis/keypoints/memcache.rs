@@ -18,9 +18,10 @@ pub fn kv_saturation(l: &Landscape) -> Vec<KeyPoint> {
             continue;
         }
         // The first step where doubling (or more) the connections adds
-        // less than 10% of operations.
-        let Some(i) =
-            (1..v.len()).find(|&i| v[i].0 >= 2.0 * v[i - 1].0 && v[i].1 < 1.1 * v[i - 1].1)
+        // less than 10% of operations, and no later point adds 10% either:
+        // a plateau, not one noisy step on a rising curve.
+        let Some(i) = (1..v.len())
+            .find(|&i| v[i].0 >= 2.0 * v[i - 1].0 && v[i..].iter().all(|p| p.1 < 1.1 * v[i - 1].1))
         else {
             continue;
         };
