@@ -598,7 +598,7 @@ fn run_test(
         ),
     };
     if let Err(e) = crate::engine::limits::ensure_fds(flows_here, workers, "the agent") {
-        return refuse(stream, ErrorCode::SetupFailed, e);
+        return refuse(stream, ErrorCode::SetupFailed, e.to_string());
     }
     if flows_here > sh.cfg.max_flows {
         return refuse(
@@ -711,7 +711,7 @@ fn run_test(
         // Each interval goes to the controller as it closes.
         keep_samples: false,
     };
-    let mut side = Side::start(setup)?;
+    let mut side = Side::start(setup).map_err(|e| e.to_string())?;
     let t0 = side.t0();
     let _ = stream.send(&Msg::Started {
         t0_ns: clock::ns_of(t0),

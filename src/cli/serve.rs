@@ -94,7 +94,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         crate::lab::netns::enter(ns).map_err(Error::Failed)?;
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        crate::engine::tls::load_identity_files(cert, key).map_err(Error::Usage)?;
+        crate::engine::tls::load_identity_files(cert, key)?;
     }
     if args.exit_with_parent {
         // SAFETY: asks the kernel for SIGTERM when the parent exits.

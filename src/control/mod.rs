@@ -16,7 +16,7 @@ pub fn check(spec: &TestSpec) -> Result<(), String> {
     spec.validate()?;
     crate::workload::validate(spec)?;
     if let Some(t) = &spec.tls {
-        crate::engine::tls::check(t)?;
+        crate::engine::tls::check(t).map_err(|e| e.to_string())?;
     }
     Ok(())
 }

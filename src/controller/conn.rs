@@ -468,7 +468,8 @@ impl AgentConn {
         live: &mut dyn Live,
         together: Option<&Together>,
     ) -> Result<IterationRun, String> {
-        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
+        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")
+            .map_err(|e| e.to_string())?;
         // A group of a mixed test starts at an instant in the agent's
         // clock: the offset is probed while the connection is idle.
         let clock = match together {
@@ -565,7 +566,7 @@ impl AgentConn {
             self.send(&Msg::Start { at_ns: Some(at) })?;
             setup.t0 = Some(together::sleep_until(local));
         }
-        let mut side = Side::start(setup)?;
+        let mut side = Side::start(setup).map_err(|e| e.to_string())?;
         if start.is_none() {
             self.send(&Msg::Start { at_ns: None })?;
         }

@@ -151,7 +151,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
     }
     let mut extra = Vec::new();
     if let (Some(cert), Some(key)) = (&c.tls_cert, &c.tls_key) {
-        crate::engine::tls::read_identity_files(cert, key).map_err(Error::Usage)?;
+        crate::engine::tls::read_identity_files(cert, key)?;
         for (flag, path) in [("--tls-cert", cert), ("--tls-key", key)] {
             let abs = std::fs::canonicalize(path)
                 .map_err(|e| usage(format!("{flag} {}: {e}", path.display())))?;

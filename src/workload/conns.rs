@@ -129,7 +129,8 @@ pub fn listen(
     let (role, tls_cert, tls_cert_label) = match &spec.tls {
         None => (None, None, None),
         Some(t) => {
-            let (role, cert, label) = tls::Role::server(t).map_err(SetupError::Refused)?;
+            let (role, cert, label) =
+                tls::Role::server(t).map_err(|e| SetupError::Refused(e.to_string()))?;
             (Some(Arc::new(role)), Some(cert), Some(label))
         }
     };
@@ -177,7 +178,7 @@ pub fn listen(
             }
         }
         Pattern::Datagram => {
-            s.udp = udp::listeners(addrs, spec).map_err(Failed)?;
+            s.udp = udp::listeners(addrs, spec).map_err(|e| Failed(e.to_string()))?;
             s.listening.data = s
                 .udp
                 .iter()
@@ -224,13 +225,16 @@ impl Server {
         let rejected = match pattern {
             Pattern::Persistent => {
                 let (flows, rejected) =
-                    accept_flows(&mut tcp, spec, conns.cookie, &expect, timeout, cancel)?;
-                conns.established = tls::handshake_all(flows, conns.tls.as_deref(), timeout)?;
+                    accept_flows(&mut tcp, spec, conns.cookie, &expect, timeout, cancel)
+                        .map_err(|e| e.to_string())?;
+                conns.established = tls::handshake_all(flows, conns.tls.as_deref(), timeout)
+                    .map_err(|e| e.to_string())?;
                 Some(rejected)
             }
             Pattern::Datagram => {
                 let (flows, rejected) =
-                    udp::accept_flows(&udp, spec, conns.cookie, &expect, timeout, cancel)?;
+                    udp::accept_flows(&udp, spec, conns.cookie, &expect, timeout, cancel)
+                        .map_err(|e| e.to_string())?;
                 conns.udp = flows;
                 Some(rejected)
             }
@@ -280,19 +284,24 @@ pub fn connect(spec: &TestSpec, pattern: Pattern, group: Group) -> Result<Connec
             let label = group
                 .tls_cert_label
                 .unwrap_or_else(|| t.cert.name().to_string());
-            Some(Arc::new(tls::Role::client(t, &cert, &label)?))
+            Some(Arc::new(
+                tls::Role::client(t, &cert, &label).map_err(|e| e.to_string())?,
+            ))
         }
     };
     let mut conns = Conns::new(group.cookie, role);
     let timeout = setup_timeout(group.targets.len());
     match pattern {
         Pattern::Persistent => {
-            let flows = connect_flows(&group.targets, spec, group.cookie, timeout)?;
-            conns.established = tls::handshake_all(flows, conns.tls.as_deref(), timeout)?;
+            let flows = connect_flows(&group.targets, spec, group.cookie, timeout)
+                .map_err(|e| e.to_string())?;
+            conns.established = tls::handshake_all(flows, conns.tls.as_deref(), timeout)
+                .map_err(|e| e.to_string())?;
         }
         Pattern::PerTransaction => conns.connect_to = group.targets,
         Pattern::Datagram => {
-            conns.udp = udp::connect_flows(&group.targets, spec, group.cookie, timeout)?
+            conns.udp = udp::connect_flows(&group.targets, spec, group.cookie, timeout)
+                .map_err(|e| e.to_string())?
         }
         Pattern::Service => {
             // The key space may be set first: half a minute more.

@@ -786,7 +786,8 @@ pub fn open(
         Some((_, addr)) if fill => Some(prefill(*addr, kv, spec.flows.min(8), timeout)?),
         _ => None,
     };
-    let flows = crate::engine::setup::connect_plain(targets, spec, timeout)?;
+    let flows =
+        crate::engine::setup::connect_plain(targets, spec, timeout).map_err(|e| e.to_string())?;
     let mut conns = Conns::new(0, None);
     conns.established = flows.into_iter().map(|(id, s)| (id, s, None)).collect();
     Ok((conns, prefill))
