@@ -568,7 +568,9 @@ fn run_test(
         let _ = send_error(stream, code, &msg);
         Err(TestEnd::Told(msg))
     };
-    let workload = match crate::control::check(&spec).and_then(|_| crate::workload::of(&spec)) {
+    let workload = match crate::control::check(&spec)
+        .and_then(|_| crate::workload::of(&spec).map_err(|e| e.to_string()))
+    {
         Ok(w) => w,
         Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
     };
@@ -683,9 +685,9 @@ fn run_test(
     let mut flows = Vec::new();
     for c in conns {
         flows.extend(if client {
-            workload.client_flows(&spec, c)?
+            workload.client_flows(&spec, c).map_err(|e| e.to_string())?
         } else {
-            workload.agent_flows(&spec, c)?
+            workload.agent_flows(&spec, c).map_err(|e| e.to_string())?
         });
     }
     // A scheduled start: every host's timeline begins at the same instant.
@@ -803,8 +805,8 @@ fn server_conns(
     };
     let server = match conns::listen(spec, pattern, &addrs, random_u64()) {
         Ok(s) => s,
-        Err(SetupError::Refused(e)) => return refuse(stream, ErrorCode::BadRequest, e),
-        Err(SetupError::Failed(e)) => return refuse(stream, ErrorCode::SetupFailed, e),
+        Err(SetupError::Refused(e)) => return refuse(stream, ErrorCode::BadRequest, e.to_string()),
+        Err(SetupError::Failed(e)) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),
     };
     let l = server.listening.clone();
     stream
@@ -819,7 +821,7 @@ fn server_conns(
         .map_err(|e| e.to_string())?;
     let accepted = match server.accept(spec, expect, gone) {
         Ok(a) => a,
-        Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+        Err(e) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),
     };
     if let Some(rejected) = accepted.rejected {
         stream
@@ -847,7 +849,7 @@ fn client_conns(
             tls_cert_label: g.tls_cert_label,
             prefill: g.prefill,
         };
-        let c = conns::connect(spec, pattern, group)?;
+        let c = conns::connect(spec, pattern, group).map_err(|e| e.to_string())?;
         prefill = prefill.or(c.prefill);
         all.push(c.conns);
     }

@@ -14,7 +14,7 @@ use crate::model::spec::TestSpec;
 /// it asks for.
 pub fn check(spec: &TestSpec) -> Result<(), String> {
     spec.validate()?;
-    crate::workload::validate(spec)?;
+    crate::workload::validate(spec).map_err(|e| e.to_string())?;
     if let Some(t) = &spec.tls {
         crate::engine::tls::check(t).map_err(|e| e.to_string())?;
     }

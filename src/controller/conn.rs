@@ -502,9 +502,9 @@ impl AgentConn {
                     ))
                 }
             };
-        let workload = crate::workload::of(spec)?;
+        let workload = crate::workload::of(spec).map_err(|e| e.to_string())?;
         let pattern = workload.pattern();
-        let routes = Routes::new(spec, pattern)?;
+        let routes = Routes::new(spec, pattern).map_err(|e| e.to_string())?;
         let ip = self.addr.ip();
         let group = Group {
             cookie,
@@ -534,7 +534,9 @@ impl AgentConn {
             agent: false,
             keep_samples: true,
             spec: spec.clone(),
-            flows: workload.client_flows(spec, conns)?,
+            flows: workload
+                .client_flows(spec, conns)
+                .map_err(|e| e.to_string())?,
             t0: None,
             service: watch,
             kernel_udp: workload.pattern().kernel_udp(),

@@ -402,7 +402,9 @@ impl Fleet {
             };
         }
         let plan = self.plan(spec);
-        let pattern = crate::workload::of(spec)?.pattern();
+        let pattern = crate::workload::of(spec)
+            .map_err(|e| e.to_string())?
+            .pattern();
         let mut prefills: Option<KvPrefill> = None;
         let setup_wait = conns::setup_timeout(spec.flows as usize);
         // Servers first: their listeners must exist before clients connect.
@@ -450,7 +452,7 @@ impl Fleet {
                 }
             }
         }
-        let routes = Routes::new(spec, pattern)?;
+        let routes = Routes::new(spec, pattern).map_err(|e| e.to_string())?;
         for c in self.indices(Role::Client) {
             let mut groups = Vec::new();
             for (&s, (data, cookie, cert, label)) in &ready {
