@@ -569,6 +569,7 @@ fn run_test(
         Err(TestEnd::Told(msg))
     };
     let workload = match crate::control::check(&spec)
+        .map_err(|e| e.to_string())
         .and_then(|_| crate::workload::of(&spec).map_err(|e| e.to_string()))
     {
         Ok(w) => w,

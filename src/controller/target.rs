@@ -98,7 +98,7 @@ impl Target {
 /// The shared token from `--token-file` or `LINERATE_TOKEN`.
 pub fn token(file: &Option<PathBuf>) -> Result<String> {
     if let Some(f) = file {
-        return protocol::read_token_file(f).map_err(Error::Failed);
+        return Ok(protocol::read_token_file(f)?);
     }
     match std::env::var("LINERATE_TOKEN") {
         Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
