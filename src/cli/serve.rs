@@ -100,7 +100,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         // SAFETY: asks the kernel for SIGTERM when the parent exits.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
     }
-    let listener = agent::bind(args.listen).map_err(Error::Failed)?;
+    let listener = agent::bind(args.listen)?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Failed(e.to_string()))?;
@@ -145,7 +145,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         quiet: args.quiet,
         allow_sysctl: args.allow_sysctl,
     };
-    let served = agent::serve_on(listener, cfg).map_err(Error::Failed);
+    let served = agent::serve_on(listener, cfg).map_err(Error::from);
     drop(twin);
     served
 }
