@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
 
+use super::AgentError;
+
 /// Connections that may wait silent at once (a socket each).
 pub const MAX_SILENT: usize = 256;
 
@@ -62,15 +64,15 @@ pub fn serve(
     mut spoke: impl FnMut(Spoken) -> ControlFlow<()>,
     mut tally: impl FnMut(&Tally),
     mut done: impl FnMut() -> bool,
-) -> Result<(), String> {
+) -> Result<(), AgentError> {
     listener
         .set_nonblocking(true)
-        .map_err(|e| format!("listener: {e}"))?;
+        .map_err(AgentError::Listener)?;
     let mut listener = mio::net::TcpListener::from_std(listener);
-    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+    let mut poll = Poll::new().map_err(AgentError::Epoll)?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)
-        .map_err(|e| format!("epoll: {e}"))?;
+        .map_err(AgentError::Epoll)?;
     // Keyed by arrival, so the first entry is always the oldest.
     let mut waiting: BTreeMap<usize, Waiting> = BTreeMap::new();
     let mut next = 0usize;
@@ -80,7 +82,7 @@ pub fn serve(
     loop {
         if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
             if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(format!("epoll: {e}"));
+                return Err(AgentError::Epoll(e));
             }
         }
         if done() {

@@ -14,17 +14,19 @@ use std::time::{Duration, Instant};
 
 use super::admission::{Admission, Ticket, HANDSHAKE_DEADLINE, MAX_UNAUTHENTICATED};
 use super::lobby::{self, Spoken};
+use super::AgentError;
 use crate::control::clock;
 use crate::control::protocol::{
     self, mac, mac_eq, random_u64, read_msg, write_msg, ErrorCode, HistText, Msg, Opener,
     TargetGroup, Wire,
 };
 use crate::engine::side::{Observer, Side, SideSetup};
+use crate::engine::EngineError;
 use crate::kv::service::Service;
 use crate::measure::histogram::{self, Hist};
 use crate::measure::host as env;
 use crate::workload::conns::{self, Group, SetupError};
-use crate::workload::{Conns, Pattern};
+use crate::workload::{Conns, Pattern, WorkloadError};
 
 use crate::model::sample::IntervalSample;
 use crate::model::spec::TestSpec;
@@ -126,7 +128,7 @@ macro_rules! log {
 
 /// Binds, announces the address on stdout, and serves until killed (or,
 /// with `once`, until the first controller leaves).
-pub fn serve(cfg: ServeConfig) -> Result<(), String> {
+pub fn serve(cfg: ServeConfig) -> Result<(), AgentError> {
     let listener = bind(cfg.listen)?;
     serve_on(
         listener,
@@ -139,26 +141,23 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
 
 /// The agent's control listener (`serve --detach` binds before it forks,
 /// so a port in use is reported by the process that was asked).
-pub fn bind(listen: SocketAddr) -> Result<TcpListener, String> {
-    TcpListener::bind(listen).map_err(|e| {
-        let hint = match e.kind() {
-            std::io::ErrorKind::AddrNotAvailable => "is that an address of this host?",
-            _ => "is another agent running there? pick another port with --listen",
-        };
-        format!("cannot listen on {listen}: {e} ({hint})")
+pub fn bind(listen: SocketAddr) -> Result<TcpListener, AgentError> {
+    TcpListener::bind(listen).map_err(|source| AgentError::Listen {
+        addr: listen,
+        source,
     })
 }
 
 /// Serves controllers on a bound listener until killed (or, with `once`,
 /// until the first controller leaves). Starts the process's first threads.
-pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
+pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentError> {
     if let Some(ns) = &cfg.data_netns {
         // Sessions are threads of this one: they start in the namespace.
-        crate::lab::netns::enter(ns)?;
+        crate::lab::netns::enter(ns).map_err(AgentError::Netns)?;
     }
     if cfg.allow_sysctl {
         // A journal left by an agent that died: its values go back first.
-        let restored = crate::hostops::sysctl::replay()?;
+        let restored = crate::hostops::sysctl::replay().map_err(AgentError::Sysctl)?;
         if !restored.is_empty() && !cfg.quiet {
             eprintln!(
                 "linerate agent: put back sysctls a previous agent left changed: {}",
@@ -176,10 +175,10 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), String> {
                 }
                 std::thread::sleep(Duration::from_millis(50));
             })
-            .map_err(|e| format!("cannot start the sysctl watcher: {e}"))?;
+            .map_err(AgentError::SysctlWatcher)?;
     }
     if cfg.announce {
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(AgentError::LocalAddr)?;
         println!("linerate agent listening on {addr}");
         use std::io::Write;
         let _ = std::io::stdout().flush();
@@ -399,6 +398,7 @@ fn session(c: Spoken, ticket: Ticket, sh: &Shared) {
                         // Every failure reaches the controller, not only the
                         // refusals: else it waits for a reply until timeout.
                         TestEnd::Untold(e) => {
+                            let e = e.to_string();
                             let _ = send_error(&mut stream, ErrorCode::SetupFailed, &e);
                             e
                         }
@@ -436,33 +436,30 @@ fn handshake(
     since: Instant,
     ticket: &Ticket,
     sh: &Shared,
-) -> Result<protocol::SessionKeys, String> {
+) -> Result<protocol::SessionKeys, AgentError> {
     // The lobby sent the hello with this nonce when it accepted.
     let nonce = nonce.to_string();
     let until = since + HANDSHAKE_DEADLINE;
     stream
         .set_write_timeout(Some(HANDSHAKE_DEADLINE))
-        .map_err(|e| e.to_string())?;
+        .map_err(AgentError::Io)?;
     let auth = read_msg(&mut Deadline {
         stream: &mut *stream,
         until,
     })
     .map_err(|e| match e.kind() {
         // A peer that connects and closes (a port scan, a health check).
-        std::io::ErrorKind::UnexpectedEof => {
-            "it closed the connection without authenticating".to_string()
-        }
-        _ => format!("no authentication: {e}"),
+        std::io::ErrorKind::UnexpectedEof => AgentError::ClosedUnauthenticated,
+        _ => AgentError::NoAuth(e),
     })?;
-    stream.set_write_timeout(None).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(None).map_err(AgentError::Io)?;
     match auth {
         Msg::Auth { version, .. } if version != protocol::VERSION => {
-            let msg = format!(
-                "version mismatch: this agent speaks control protocol v{}, the controller v{version}; run the same linerate version on both ends",
-                protocol::VERSION
-            );
-            let _ = send_plain_error(stream, ErrorCode::VersionMismatch, &msg);
-            Err(msg)
+            let e = AgentError::VersionMismatch {
+                controller: version,
+            };
+            let _ = send_plain_error(stream, ErrorCode::VersionMismatch, &e.to_string());
+            Err(e)
         }
         Msg::Auth {
             nonce: cnonce,
@@ -475,13 +472,13 @@ fn handshake(
                     ErrorCode::AuthFailed,
                     "authentication failed: wrong token (check --token-file on both ends)",
                 );
-                return Err("authentication failed (wrong token)".into());
+                return Err(AgentError::WrongToken);
             }
             // Proven: out of the waiting list before anything else, under
             // the lock evictions take, unless one came first (its read side
             // is shut; the session tells it why).
             if !ticket.settle() {
-                return Err("evicted as it authenticated".into());
+                return Err(AgentError::Evicted);
             }
             write_msg(
                 stream,
@@ -489,12 +486,12 @@ fn handshake(
                     mac: mac(&sh.cfg.token, "agent", &cnonce, &nonce),
                 },
             )
-            .map_err(|e| e.to_string())?;
-            stream.set_read_timeout(None).map_err(|e| e.to_string())?;
+            .map_err(AgentError::Io)?;
+            stream.set_read_timeout(None).map_err(AgentError::Io)?;
             Ok(protocol::session_keys(&sh.cfg.token, &nonce, &cnonce))
         }
-        Msg::Error { message, .. } => Err(message),
-        other => Err(format!("expected auth, got '{}'", other.name())),
+        Msg::Error { message, .. } => Err(AgentError::Refused(message)),
+        other => Err(AgentError::NotAuth(other.name())),
     }
 }
 
@@ -526,21 +523,28 @@ impl Drop for Slot<'_> {
 
 /// How a test that did not run to its end ended.
 enum TestEnd {
-    /// The controller was sent the reason.
+    /// The controller was sent the reason, as the protocol carries it:
+    /// text.
     Told(String),
     /// Not yet: the session sends it (any `?` in `run_test` lands here).
-    Untold(String),
+    Untold(AgentError),
 }
 
-impl From<String> for TestEnd {
-    fn from(e: String) -> Self {
+impl From<AgentError> for TestEnd {
+    fn from(e: AgentError) -> Self {
         TestEnd::Untold(e)
     }
 }
 
-impl From<&str> for TestEnd {
-    fn from(e: &str) -> Self {
-        TestEnd::Untold(e.to_string())
+impl From<WorkloadError> for TestEnd {
+    fn from(e: WorkloadError) -> Self {
+        TestEnd::Untold(e.into())
+    }
+}
+
+impl From<EngineError> for TestEnd {
+    fn from(e: EngineError) -> Self {
+        TestEnd::Untold(e.into())
     }
 }
 
@@ -568,9 +572,10 @@ fn run_test(
         let _ = send_error(stream, code, &msg);
         Err(TestEnd::Told(msg))
     };
-    let workload = match crate::control::check(&spec).and_then(|_| crate::workload::of(&spec)) {
+    let workload = match crate::control::check(&spec).and_then(|_| Ok(crate::workload::of(&spec)?))
+    {
         Ok(w) => w,
-        Err(e) => return refuse(stream, ErrorCode::BadRequest, e),
+        Err(e) => return refuse(stream, ErrorCode::BadRequest, e.to_string()),
     };
     // Crypto hardware is the process's (the libraries read the mask once):
     // a test asks for what this agent runs with, or is refused.
@@ -598,7 +603,7 @@ fn run_test(
         ),
     };
     if let Err(e) = crate::engine::limits::ensure_fds(flows_here, workers, "the agent") {
-        return refuse(stream, ErrorCode::SetupFailed, e);
+        return refuse(stream, ErrorCode::SetupFailed, e.to_string());
     }
     if flows_here > sh.cfg.max_flows {
         return refuse(
@@ -676,9 +681,9 @@ fn run_test(
             )
         }
         Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-            return Err("controller went away before start".into())
+            return Err(AgentError::GoneBeforeStart.into())
         }
-        Err(RecvTimeoutError::Timeout) => return Err("no start within 60 s".into()),
+        Err(RecvTimeoutError::Timeout) => return Err(AgentError::NoStart.into()),
     };
     let mut flows = Vec::new();
     for c in conns {
@@ -694,7 +699,7 @@ fn run_test(
             let when = clock::instant_at(at);
             let wait = when.saturating_duration_since(Instant::now());
             if wait > Duration::from_secs(30) {
-                return Err(format!("a start {:.0} s away is refused", wait.as_secs_f64()).into());
+                return Err(AgentError::StartTooFar(wait).into());
             }
             std::thread::sleep(wait);
             Some(when)
@@ -759,8 +764,8 @@ fn run_test(
     let report = side.finish(&mut obs);
     if obs.gone {
         return Err(match obs.told.take() {
-            Some(why) => format!("{why}; flows closed"),
-            None => "controller went away mid-test; flows closed".into(),
+            Some(why) => AgentError::EndedMidTest(why),
+            None => AgentError::GoneMidTest,
         }
         .into());
     }
@@ -797,14 +802,18 @@ fn server_conns(
         Err(TestEnd::Told(msg))
     };
     let addrs = if listen.is_empty() {
-        vec![stream.stream.local_addr().map_err(|e| e.to_string())?.ip()]
+        vec![stream
+            .stream
+            .local_addr()
+            .map_err(AgentError::LocalAddr)?
+            .ip()]
     } else {
         listen
     };
     let server = match conns::listen(spec, pattern, &addrs, random_u64()) {
         Ok(s) => s,
-        Err(SetupError::Refused(e)) => return refuse(stream, ErrorCode::BadRequest, e),
-        Err(SetupError::Failed(e)) => return refuse(stream, ErrorCode::SetupFailed, e),
+        Err(SetupError::Refused(e)) => return refuse(stream, ErrorCode::BadRequest, e.to_string()),
+        Err(SetupError::Failed(e)) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),
     };
     let l = server.listening.clone();
     stream
@@ -816,15 +825,15 @@ fn server_conns(
             tls_cert: l.tls_cert,
             tls_cert_label: l.tls_cert_label,
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(AgentError::Send)?;
     let accepted = match server.accept(spec, expect, gone) {
         Ok(a) => a,
-        Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+        Err(e) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),
     };
     if let Some(rejected) = accepted.rejected {
         stream
             .send(&Msg::FlowsReady { rejected })
-            .map_err(|e| e.to_string())?;
+            .map_err(AgentError::Send)?;
     }
     Ok((accepted.conns, accepted.service))
 }
@@ -856,7 +865,7 @@ fn client_conns(
             host: Box::new(env::collect()),
             prefill,
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(AgentError::Send)?;
     Ok(all)
 }
 

@@ -94,13 +94,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         crate::lab::netns::enter(ns).map_err(Error::Failed)?;
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        crate::engine::tls::load_identity_files(cert, key).map_err(Error::Usage)?;
+        crate::engine::tls::load_identity_files(cert, key)?;
     }
     if args.exit_with_parent {
         // SAFETY: asks the kernel for SIGTERM when the parent exits.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
     }
-    let listener = agent::bind(args.listen).map_err(Error::Failed)?;
+    let listener = agent::bind(args.listen)?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Failed(e.to_string()))?;
@@ -145,7 +145,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         quiet: args.quiet,
         allow_sysctl: args.allow_sysctl,
     };
-    let served = agent::serve_on(listener, cfg).map_err(Error::Failed);
+    let served = agent::serve_on(listener, cfg).map_err(Error::from);
     drop(twin);
     served
 }

@@ -4,7 +4,10 @@
 //! `crate::agent`, the controller's in `crate::controller`; neither imports
 //! the other, so what crosses between them is only what is here.
 pub mod clock;
+pub mod error;
 pub mod protocol;
+
+pub use error::ControlError;
 
 use crate::model::spec::TestSpec;
 
@@ -12,8 +15,8 @@ use crate::model::spec::TestSpec;
 /// command line, a study's points) and where it is received (the agent):
 /// the spec's own, its workload's, and whether the TLS library offers what
 /// it asks for.
-pub fn check(spec: &TestSpec) -> Result<(), String> {
-    spec.validate()?;
+pub fn check(spec: &TestSpec) -> Result<(), ControlError> {
+    spec.validate().map_err(ControlError::Spec)?;
     crate::workload::validate(spec)?;
     if let Some(t) = &spec.tls {
         crate::engine::tls::check(t)?;

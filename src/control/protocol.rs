@@ -527,18 +527,20 @@ pub fn mac_eq(a: &str, b: &str) -> bool {
 /// Reads a token file: the first line, trimmed; refuses empty tokens.
 /// Warns (on stderr) when other users can read it: whoever holds the token
 /// can run any test on the agents that trust it.
-pub fn read_token_file(path: &std::path::Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
+pub fn read_token_file(path: &std::path::Path) -> Result<String, super::ControlError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| super::ControlError::ReadTokenFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if let Some(w) = token_file_warning(path) {
         eprintln!("linerate: warning: {w}");
     }
     let token = text.lines().next().unwrap_or("").trim().to_string();
     if token.is_empty() {
-        return Err(format!(
-            "token file {} is empty: put a shared secret on its first line",
-            path.display()
-        ));
+        return Err(super::ControlError::EmptyToken {
+            path: path.to_path_buf(),
+        });
     }
     Ok(token)
 }

@@ -494,9 +494,9 @@ impl AgentConn {
                     ))
                 }
             };
-        let workload = crate::workload::of(spec)?;
+        let workload = crate::workload::of(spec).map_err(|e| e.to_string())?;
         let pattern = workload.pattern();
-        let routes = Routes::new(spec, pattern)?;
+        let routes = Routes::new(spec, pattern).map_err(|e| e.to_string())?;
         let ip = self.addr.ip();
         let group = Group {
             cookie,
@@ -526,7 +526,9 @@ impl AgentConn {
             agent: false,
             keep_samples: true,
             spec: spec.clone(),
-            flows: workload.client_flows(spec, conns)?,
+            flows: workload
+                .client_flows(spec, conns)
+                .map_err(|e| e.to_string())?,
             t0: None,
             service: watch,
             kernel_udp: workload.pattern().kernel_udp(),
@@ -568,7 +570,7 @@ impl AgentConn {
             self.send(&Msg::Start { at_ns: Some(at) })?;
             setup.t0 = Some(together::sleep_until(local));
         }
-        let side = Side::start(setup)?;
+        let side = Side::start(setup).map_err(|e| e.to_string())?;
         if start.is_none() {
             self.send(&Msg::Start { at_ns: None })?;
         }
@@ -625,7 +627,8 @@ impl AgentConn {
         live: &mut dyn Live,
         together: Option<&Together>,
     ) -> Result<IterationRun, String> {
-        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
+        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")
+            .map_err(|e| e.to_string())?;
         // A group of a mixed test starts at an instant in the agent's
         // clock: the offset is probed while the connection is idle.
         let clock = match together {

@@ -451,7 +451,7 @@ impl Fleet {
     ) -> Result<Option<KvPrefill>, String> {
         let mut prefills: Option<KvPrefill> = None;
         let setup_wait = conns::setup_timeout(spec.flows as usize);
-        let routes = Routes::new(spec, pattern)?;
+        let routes = Routes::new(spec, pattern).map_err(|e| e.to_string())?;
         for c in self.indices(Role::Client) {
             let mut groups = Vec::new();
             for (&s, (data, cookie, cert, label)) in ready {
@@ -647,7 +647,9 @@ impl Fleet {
             };
         }
         let plan = self.plan(spec);
-        let pattern = crate::workload::of(spec)?.pattern();
+        let pattern = crate::workload::of(spec)
+            .map_err(|e| e.to_string())?
+            .pattern();
         // Servers first: their listeners must exist before clients connect.
         let ready = self.set_up_servers(spec, &plan)?;
         let prefills = self.set_up_clients(spec, &plan, pattern, &ready)?;

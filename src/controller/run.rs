@@ -229,7 +229,7 @@ pub fn run_test(
     live: &mut dyn Live,
     on_iteration: &mut dyn FnMut(&Iteration),
 ) -> Result<TestResult, String> {
-    crate::control::check(spec)?;
+    crate::control::check(spec).map_err(|e| e.to_string())?;
     let started_at = crate::units::rfc3339_now();
     let mut folder = Folder::new(spec);
     for _ in 0..conf.max.max(1) {

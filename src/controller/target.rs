@@ -98,7 +98,7 @@ impl Target {
 /// The shared token from `--token-file` or `LINERATE_TOKEN`.
 pub fn token(file: &Option<PathBuf>) -> Result<String> {
     if let Some(f) = file {
-        return protocol::read_token_file(f).map_err(Error::Failed);
+        return Ok(protocol::read_token_file(f)?);
     }
     match std::env::var("LINERATE_TOKEN") {
         Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
@@ -151,7 +151,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
     }
     let mut extra = Vec::new();
     if let (Some(cert), Some(key)) = (&c.tls_cert, &c.tls_key) {
-        crate::engine::tls::read_identity_files(cert, key).map_err(Error::Usage)?;
+        crate::engine::tls::read_identity_files(cert, key)?;
         for (flag, path) in [("--tls-cert", cert), ("--tls-key", key)] {
             let abs = std::fs::canonicalize(path)
                 .map_err(|e| usage(format!("{flag} {}: {e}", path.display())))?;

@@ -4,6 +4,8 @@
 //! opens its flows, checks that they fit, so a short limit is one clear
 //! error naming `ulimit -n` instead of EMFILE on flow 1,021.
 
+use super::EngineError;
+
 /// Descriptors a side needs beyond its flows: stdio, the control
 /// connection, one epoll per worker, listeners, the memfd of --zerocopy.
 const SPARE: u64 = 64;
@@ -31,16 +33,19 @@ pub fn raise_nofile() -> (u64, u64) {
 /// Checks that `flows` sockets (plus `workers` event loops and spares) fit
 /// under the descriptor limit of this process, raised first if it can be.
 /// `who` names this end in the error ("the client", "the agent").
-pub fn ensure_fds(flows: u32, workers: u32, who: &str) -> Result<(), String> {
+pub fn ensure_fds(flows: u32, workers: u32, who: &str) -> Result<(), EngineError> {
     let need = flows as u64 + 2 * workers as u64 + SPARE;
     let (soft, hard) = raise_nofile();
     if soft == 0 || need <= soft {
         return Ok(());
     }
-    Err(format!(
-        "{flows} flows need about {need} file descriptors, but {who} may open {soft} (hard limit {hard}): raise it, e.g. `ulimit -n {}` in the shell that starts it (LimitNOFILE= for a service), or use fewer flows",
-        need.next_power_of_two().max(need + 1024)
-    ))
+    Err(EngineError::TooFewFds {
+        flows,
+        need,
+        who: who.to_string(),
+        soft,
+        hard,
+    })
 }
 
 #[cfg(test)]
@@ -52,7 +57,9 @@ mod tests {
         let (soft, _) = raise_nofile();
         assert!(ensure_fds(10, 2, "the client").is_ok());
         let too_many = (soft.min(u32::MAX as u64 - 1000) + 1) as u32;
-        let e = ensure_fds(too_many, 2, "the client").unwrap_err();
+        let e = ensure_fds(too_many, 2, "the client")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("ulimit -n") && e.contains("the client may open"),
             "{e}"

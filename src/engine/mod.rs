@@ -1,6 +1,7 @@
 //! The data path: sockets, flows as small state machines, workers that drive
 //! many flows from one epoll loop (mio), and a side that runs the workers of
 //! one host on a common timeline and merges their interval counters.
+pub mod error;
 pub mod flow;
 pub mod io;
 pub mod limits;
@@ -14,3 +15,5 @@ pub mod tls_common;
 pub mod tls_openssl;
 pub mod udp;
 pub mod worker;
+
+pub use error::EngineError;

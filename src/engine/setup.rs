@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::flow::{decode_header, encode_header, HEADER_LEN};
 use super::sockopt;
+use super::EngineError;
 use crate::model::spec::TestSpec;
 
 /// At most this many connects in progress at once (keeps SYN queues sane).
@@ -31,7 +32,7 @@ pub fn connect_flows(
     spec: &TestSpec,
     cookie: u64,
     timeout: Duration,
-) -> Result<Vec<(u32, TcpStream)>, String> {
+) -> Result<Vec<(u32, TcpStream)>, EngineError> {
     connect(targets, spec, Some(cookie), timeout)
 }
 
@@ -41,7 +42,7 @@ pub fn connect_plain(
     targets: &[(u32, SocketAddr)],
     spec: &TestSpec,
     timeout: Duration,
-) -> Result<Vec<(u32, TcpStream)>, String> {
+) -> Result<Vec<(u32, TcpStream)>, EngineError> {
     connect(targets, spec, None, timeout)
 }
 
@@ -50,30 +51,29 @@ fn connect(
     spec: &TestSpec,
     cookie: Option<u64>,
     timeout: Duration,
-) -> Result<Vec<(u32, TcpStream)>, String> {
-    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+) -> Result<Vec<(u32, TcpStream)>, EngineError> {
+    let mut poll = Poll::new().map_err(EngineError::Epoll)?;
     let mut events = Events::with_capacity(1024);
     let mut pending: HashMap<u32, (TcpStream, SocketAddr)> = HashMap::new();
     let n = targets.len();
     let mut done = Vec::with_capacity(n);
     let mut next = 0usize;
     let deadline = Instant::now() + timeout;
-    let fail = |id: u32, addr: SocketAddr, e: &dyn std::fmt::Display| {
-        format!("flow {id}: connecting to {addr} failed: {e}")
-    };
+    let fail =
+        |id: u32, addr: SocketAddr, source: io::Error| EngineError::Connect { id, addr, source };
     while done.len() < n {
         while next < n && pending.len() < MAX_IN_PROGRESS {
             let (id, addr) = targets[next];
-            let sock = sockopt::tcp_socket(&addr, spec, false).map_err(|e| fail(id, addr, &e))?;
+            let sock = sockopt::tcp_socket(&addr, spec, false).map_err(|e| fail(id, addr, e))?;
             match sock.connect(&addr.into()) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-                Err(e) => return Err(fail(id, addr, &e)),
+                Err(e) => return Err(fail(id, addr, e)),
             }
             let mut s = TcpStream::from_std(sock.into());
             poll.registry()
                 .register(&mut s, Token(id as usize), Interest::WRITABLE)
-                .map_err(|e| fail(id, addr, &e))?;
+                .map_err(|e| fail(id, addr, e))?;
             pending.insert(id, (s, addr));
             next += 1;
         }
@@ -81,41 +81,47 @@ fn connect(
         if now >= deadline {
             let to: std::collections::BTreeSet<String> =
                 targets.iter().map(|(_, a)| a.to_string()).collect();
-            return Err(format!(
-                "only {} of {n} flows connected to {} within {:.0} s",
-                done.len(),
-                to.into_iter().collect::<Vec<_>>().join(", "),
-                timeout.as_secs_f64()
-            ));
+            return Err(EngineError::ConnectTimeout {
+                connected: done.len(),
+                n,
+                to: to.into_iter().collect::<Vec<_>>().join(", "),
+                timeout,
+            });
         }
         poll.poll(
             &mut events,
             Some((deadline - now).min(Duration::from_millis(100))),
         )
-        .map_err(|e| format!("epoll: {e}"))?;
+        .map_err(EngineError::Epoll)?;
         for ev in events.iter() {
             let id = ev.token().0 as u32;
             let Some((s, addr)) = pending.get_mut(&id) else {
                 continue;
             };
             let addr = *addr;
-            if let Some(e) = s.take_error().map_err(|e| fail(id, addr, &e))? {
-                return Err(fail(id, addr, &e));
+            if let Some(e) = s.take_error().map_err(|e| fail(id, addr, e))? {
+                return Err(fail(id, addr, e));
             }
             match s.peer_addr() {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => continue,
-                Err(e) => return Err(fail(id, addr, &e)),
+                Err(e) => return Err(fail(id, addr, e)),
             }
             let (mut s, _) = pending.remove(&id).unwrap();
             let _ = poll.registry().deregister(&mut s);
-            sockopt::clamp_window(s.as_raw_fd(), spec, false).map_err(|e| fail(id, addr, &e))?;
+            sockopt::clamp_window(s.as_raw_fd(), spec, false).map_err(|e| fail(id, addr, e))?;
             // A fresh socket's send buffer always holds 16 bytes.
             if let Some(cookie) = cookie {
                 match s.write(&encode_header(cookie, id)) {
                     Ok(HEADER_LEN) => {}
-                    Ok(_) => return Err(fail(id, addr, &"short write of the data header")),
-                    Err(e) => return Err(fail(id, addr, &e)),
+                    Ok(_) => {
+                        let short = io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "short write of the data header",
+                        );
+                        return Err(fail(id, addr, short));
+                    }
+                    Err(e) => return Err(fail(id, addr, e)),
                 }
             }
             done.push((id, s));
@@ -135,15 +141,15 @@ pub fn accept_flows(
     expect: &std::collections::BTreeSet<u32>,
     timeout: Duration,
     cancel: &AtomicBool,
-) -> Result<(Vec<(u32, TcpStream)>, u32), String> {
+) -> Result<(Vec<(u32, TcpStream)>, u32), EngineError> {
     // Listener k has token FIRST_LISTENER - k; connections count up from 0.
     const FIRST_LISTENER: usize = usize::MAX - 1;
     let n = expect.len();
-    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+    let mut poll = Poll::new().map_err(EngineError::Epoll)?;
     for (k, l) in listeners.iter_mut().enumerate() {
         poll.registry()
             .register(l, Token(FIRST_LISTENER - k), Interest::READABLE)
-            .map_err(|e| format!("epoll: {e}"))?;
+            .map_err(EngineError::Epoll)?;
     }
     let deregister = |poll: &Poll, listeners: &mut [mio::net::TcpListener]| {
         for l in listeners.iter_mut() {
@@ -159,22 +165,22 @@ pub fn accept_flows(
     while done.len() < n {
         if cancel.load(Ordering::Relaxed) {
             deregister(&poll, listeners);
-            return Err("controller went away while flows were being opened".into());
+            return Err(EngineError::Cancelled);
         }
         let now = Instant::now();
         if now >= deadline {
             deregister(&poll, listeners);
-            return Err(format!(
-                "only {} of {n} flows arrived within {:.0} s",
-                done.len(),
-                timeout.as_secs_f64()
-            ));
+            return Err(EngineError::ArriveTimeout {
+                arrived: done.len(),
+                n,
+                timeout,
+            });
         }
         poll.poll(
             &mut events,
             Some((deadline - now).min(Duration::from_millis(100))),
         )
-        .map_err(|e| format!("epoll: {e}"))?;
+        .map_err(EngineError::Epoll)?;
         for ev in events.iter() {
             let t = ev.token().0;
             if t > FIRST_LISTENER - listeners.len() {
@@ -183,7 +189,7 @@ pub fn accept_flows(
                     match listener.accept() {
                         Ok((mut s, _)) => {
                             sockopt::clamp_window(s.as_raw_fd(), spec, true)
-                                .map_err(|e| format!("TCP_WINDOW_CLAMP: {e}"))?;
+                                .map_err(EngineError::WindowClamp)?;
                             let t = next_token;
                             next_token += 1;
                             if poll
@@ -196,7 +202,7 @@ pub fn accept_flows(
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(format!("accept failed: {e}")),
+                        Err(e) => return Err(EngineError::Accept(e)),
                     }
                 }
                 continue;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::flow::Flow;
 use super::worker::{self, WorkerMsg, WorkerSetup};
+use super::EngineError;
 use crate::measure::cpu::{self, CpuSnapshot};
 use crate::measure::histogram::{self, new_hist, Hist};
 use crate::measure::interval::Timeline;
@@ -175,7 +176,7 @@ fn payload_len(spec: &TestSpec) -> usize {
 }
 
 impl Side {
-    pub fn start(mut setup: SideSetup) -> Result<Side, String> {
+    pub fn start(mut setup: SideSetup) -> Result<Side, EngineError> {
         let spec = setup.spec.clone();
         let workers = if setup.agent {
             spec.agent_workers
@@ -222,7 +223,7 @@ impl Side {
             let h = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
                 .spawn(move || worker::run(ws))
-                .map_err(|e| format!("cannot start worker thread: {e}"))?;
+                .map_err(EngineError::WorkerThread)?;
             handles.push(h);
         }
         let service = setup.service.take();

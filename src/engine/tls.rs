@@ -19,8 +19,9 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use super::io::Io;
+use super::EngineError;
 // The agent and the controller read identity files through `tls`.
-use super::tls_common::{identity, is_aead_name, rustls_pemfile_certs, Identity};
+use super::tls_common::{identity, rustls_pemfile_certs, Identity};
 pub use super::tls_common::{load_identity_files, read_identity_files};
 use crate::model::flow::TlsInfo;
 use crate::model::spec::{CertKind, TlsBackend, TlsSpec};
@@ -89,13 +90,10 @@ fn provider(
         CryptoProvider,
         Vec<&'static rustls::SupportedProtocolVersion>,
     ),
-    String,
+    EngineError,
 > {
     if t.etm.is_some() {
-        return Err(
-            "--etm applies to the openssl backend's TLS 1.2 CBC suites; rustls has no CBC suites"
-                .into(),
-        );
+        return Err(EngineError::EtmNeedsOpenssl);
     }
     let want13 = t.version.as_deref() != Some("1.2");
     let want12 = t.version.as_deref() != Some("1.3");
@@ -123,23 +121,18 @@ fn provider(
             match found {
                 Some(s) => vec![s],
                 None => {
-                    return Err(format!(
-                        "cipher '{c}' is not offered by rustls for TLS {} with a {} certificate; rustls offers: {}{}",
-                        t.version.as_deref().unwrap_or("1.3"),
-                        t.cert.name(),
-                        offered().join(", "),
-                        if is_aead_name(c) {
-                            ""
-                        } else {
-                            " (CBC suites such as AES256-SHA256 need --backend openssl)"
-                        }
-                    ))
+                    return Err(EngineError::CipherNotOffered {
+                        cipher: c.clone(),
+                        version: t.version.as_deref().unwrap_or("1.3").to_string(),
+                        cert: t.cert.name(),
+                        offered: offered().join(", "),
+                    })
                 }
             }
         }
     };
     if suites.is_empty() {
-        return Err("no cipher suite fits these TLS settings".into());
+        return Err(EngineError::NoSuite);
     }
     let kx: &'static dyn rustls::crypto::SupportedKxGroup = match t.kx.to_ascii_lowercase().as_str()
     {
@@ -148,9 +141,10 @@ fn provider(
         "p256" | "secp256r1" => aws_lc_rs::kx_group::SECP256R1,
         "p384" | "secp384r1" => aws_lc_rs::kx_group::SECP384R1,
         other => {
-            return Err(format!(
-                "key exchange '{other}' is unknown; use x25519, x25519mlkem768, p256 or p384"
-            ))
+            return Err(EngineError::UnknownKx {
+                kx: other.to_string(),
+                known: "x25519, x25519mlkem768, p256 or p384",
+            })
         }
     };
     let has13 = suites
@@ -160,7 +154,7 @@ fn provider(
         .iter()
         .any(|s| matches!(s, SupportedCipherSuite::Tls12(_)));
     if has12 && !has13 && t.kx.eq_ignore_ascii_case("x25519mlkem768") {
-        return Err("x25519mlkem768 is a TLS 1.3 group".into());
+        return Err(EngineError::KxNeedsTls13);
     }
     let mut versions = Vec::new();
     if has13 {
@@ -178,26 +172,32 @@ fn provider(
 }
 
 /// Checks a spec's TLS settings before a test starts (both ends call it).
-pub fn check(t: &TlsSpec) -> Result<(), String> {
+pub fn check(t: &TlsSpec) -> Result<(), EngineError> {
     match t.backend {
         TlsBackend::Rustls => provider(t).map(|_| ()),
         #[cfg(feature = "openssl")]
         TlsBackend::Openssl => super::tls_openssl::check(t),
         #[cfg(not(feature = "openssl"))]
-        TlsBackend::Openssl => Err(NO_OPENSSL.into()),
+        TlsBackend::Openssl => Err(EngineError::NoOpenssl),
     }
 }
 
-pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, Arc<Identity>), String> {
+pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, Arc<Identity>), EngineError> {
     let (provider, versions) = provider(t)?;
     let id = identity(t.cert)?;
     let key = id.key().clone_key();
     let mut cfg = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("TLS server settings: {e}"))?
+        .map_err(|source| EngineError::Rustls {
+            what: "TLS server settings",
+            source,
+        })?
         .with_no_client_auth()
         .with_single_cert(id.chain.clone(), key)
-        .map_err(|e| format!("TLS server certificate: {e}"))?;
+        .map_err(|source| EngineError::Rustls {
+            what: "TLS server certificate",
+            source,
+        })?;
     if t.resume {
         cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(65_536);
         cfg.send_tls13_tickets = 1;
@@ -211,29 +211,47 @@ pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, Arc<Identity>), 
 /// A client config trusting exactly `agent_cert` (or the CA in the spec's
 /// `ca_file`). Resumption (when asked) is shared by every connection made
 /// with this config, so each worker should hold one.
-pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>, String> {
+pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>, EngineError> {
     let (provider, versions) = provider(t)?;
     let mut roots = rustls::RootCertStore::empty();
     match &t.ca_file {
         Some(path) => {
-            let pem =
-                std::fs::read(path).map_err(|e| format!("cannot read --tls-ca {path}: {e}"))?;
+            let path = std::path::PathBuf::from(path);
+            let pem = std::fs::read(&path).map_err(|source| EngineError::Unreadable {
+                flag: "--tls-ca",
+                path: path.clone(),
+                source,
+            })?;
+            let certs = rustls_pemfile_certs(&pem).map_err(|source| EngineError::NotPem {
+                flag: "--tls-ca",
+                path: path.clone(),
+                source,
+            })?;
             let mut n = 0;
-            for c in rustls_pemfile_certs(&pem).map_err(|e| format!("--tls-ca {path}: {e}"))? {
-                roots.add(c).map_err(|e| format!("--tls-ca {path}: {e}"))?;
+            for c in certs {
+                roots.add(c).map_err(|source| EngineError::BadCa {
+                    path: path.clone(),
+                    source,
+                })?;
                 n += 1;
             }
             if n == 0 {
-                return Err(format!("--tls-ca {path} holds no PEM certificate"));
+                return Err(EngineError::NoPemCert {
+                    flag: "--tls-ca",
+                    path,
+                });
             }
         }
         None => roots
             .add(CertificateDer::from(agent_cert.to_vec()))
-            .map_err(|e| format!("the agent's certificate is unusable: {e}"))?,
+            .map_err(EngineError::AgentCertUnusable)?,
     }
     let mut cfg = ClientConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("TLS client settings: {e}"))?
+        .map_err(|source| EngineError::Rustls {
+            what: "TLS client settings",
+            source,
+        })?
         .with_root_certificates(roots)
         .with_no_client_auth();
     cfg.resumption = if t.resume {
@@ -646,7 +664,7 @@ impl Role {
 
     /// The agent's role, the certificate the controller will trust, and
     /// its label.
-    pub fn server(t: &TlsSpec) -> Result<(Role, Vec<u8>, String), String> {
+    pub fn server(t: &TlsSpec) -> Result<(Role, Vec<u8>, String), EngineError> {
         match t.backend {
             TlsBackend::Rustls => {
                 let (cfg, id) = server_config(t)?;
@@ -662,17 +680,21 @@ impl Role {
                 Ok((Role::Openssl(role), cert, label))
             }
             #[cfg(not(feature = "openssl"))]
-            TlsBackend::Openssl => Err(NO_OPENSSL.into()),
+            TlsBackend::Openssl => Err(EngineError::NoOpenssl),
         }
     }
 
     /// The controller's role, trusting `agent_cert` (or the spec's CA file).
-    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<Role, String> {
+    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<Role, EngineError> {
         match t.backend {
             TlsBackend::Rustls => Ok(Role::Client(
                 client_config(t, agent_cert)?,
-                ServerName::try_from(t.server_name.clone())
-                    .map_err(|e| format!("--tls-name {}: {e}", t.server_name))?,
+                ServerName::try_from(t.server_name.clone()).map_err(|source| {
+                    EngineError::ServerName {
+                        name: t.server_name.clone(),
+                        source,
+                    }
+                })?,
                 Arc::from(label),
             )),
             #[cfg(feature = "openssl")]
@@ -680,14 +702,10 @@ impl Role {
                 super::tls_openssl::OsslRole::client(t, agent_cert, label).map(Role::Openssl)
             }
             #[cfg(not(feature = "openssl"))]
-            TlsBackend::Openssl => Err(NO_OPENSSL.into()),
+            TlsBackend::Openssl => Err(EngineError::NoOpenssl),
         }
     }
 }
-
-#[cfg(not(feature = "openssl"))]
-const NO_OPENSSL: &str =
-    "this linerate was built without the openssl backend: rebuild with `cargo build --release --features openssl`";
 
 /// Runs the handshakes of established flows in parallel (one epoll loop),
 /// before the timeline starts, so the window holds no handshake.
@@ -697,21 +715,21 @@ pub fn handshake_all(
     flows: Vec<(u32, TcpStream)>,
     role: Option<&Role>,
     timeout: std::time::Duration,
-) -> Result<Vec<(u32, TcpStream, Option<TlsConn>)>, String> {
+) -> Result<Vec<(u32, TcpStream, Option<TlsConn>)>, EngineError> {
     use mio::{Events, Interest, Poll, Token};
     let Some(role) = role else {
         return Ok(flows.into_iter().map(|(i, s)| (i, s, None)).collect());
     };
-    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+    let mut poll = Poll::new().map_err(EngineError::Epoll)?;
     let mut events = Events::with_capacity(1024);
     let deadline = std::time::Instant::now() + timeout;
     let n = flows.len();
     let mut pending: HashMap<u32, (TcpStream, TlsConn)> = HashMap::new();
     let mut done = Vec::with_capacity(n);
-    let fail = |id: u32, e: &dyn std::fmt::Display| format!("flow {id}: TLS handshake failed: {e}");
+    let fail = |id: u32, source: io::Error| EngineError::Handshake { id, source };
     for (id, mut s) in flows {
-        let mut c = role.session().map_err(|e| fail(id, &e))?;
-        if c.handshake(&mut s).map_err(|e| fail(id, &e))? {
+        let mut c = role.session().map_err(|e| fail(id, e))?;
+        if c.handshake(&mut s).map_err(|e| fail(id, e))? {
             done.push((id, s, Some(c)));
             continue;
         }
@@ -721,29 +739,29 @@ pub fn handshake_all(
                 Token(id as usize),
                 Interest::READABLE | Interest::WRITABLE,
             )
-            .map_err(|e| fail(id, &e))?;
+            .map_err(|e| fail(id, e))?;
         pending.insert(id, (s, c));
     }
     while !pending.is_empty() {
         let now = std::time::Instant::now();
         if now >= deadline {
-            return Err(format!(
-                "{} of {n} TLS handshakes did not finish within {:.0} s",
-                pending.len(),
-                timeout.as_secs_f64()
-            ));
+            return Err(EngineError::HandshakeTimeout {
+                pending: pending.len(),
+                n,
+                timeout,
+            });
         }
         poll.poll(
             &mut events,
             Some((deadline - now).min(std::time::Duration::from_millis(100))),
         )
-        .map_err(|e| format!("epoll: {e}"))?;
+        .map_err(EngineError::Epoll)?;
         for ev in events.iter() {
             let id = ev.token().0 as u32;
             let Some((s, c)) = pending.get_mut(&id) else {
                 continue;
             };
-            if c.handshake(s).map_err(|e| fail(id, &e))? {
+            if c.handshake(s).map_err(|e| fail(id, e))? {
                 let (mut s, c) = pending.remove(&id).expect("pending");
                 let _ = poll.registry().deregister(&mut s);
                 done.push((id, s, Some(c)));
@@ -793,13 +811,13 @@ mod tests {
             cipher: Some("AES256-SHA256".into()),
             ..Default::default()
         };
-        let e = provider(&cbc).unwrap_err();
+        let e = provider(&cbc).unwrap_err().to_string();
         assert!(e.contains("rustls offers: aes256-gcm (TLS 1.3)"), "{e}");
         assert!(e.contains("--backend openssl"), "{e}");
         let kx = TlsSpec {
             kx: "ffdhe2048".into(),
             ..Default::default()
         };
-        assert!(provider(&kx).unwrap_err().contains("x25519"));
+        assert!(provider(&kx).unwrap_err().to_string().contains("x25519"));
     }
 }

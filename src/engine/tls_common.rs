@@ -10,6 +10,7 @@ use rustls::ServerConfig;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::EngineError;
 use crate::model::spec::CertKind;
 
 /// The name in the agent's generated certificate (and what clients verify).
@@ -32,43 +33,57 @@ static FILE_IDENTITY: OnceLock<Arc<Identity>> = OnceLock::new();
 
 /// Loads the agent's certificate (PEM, leaf first) and key (PEM: PKCS#8,
 /// SEC1 or PKCS#1) once, at start, so a bad file fails before any test.
-pub fn load_identity_files(cert: &std::path::Path, key: &std::path::Path) -> Result<(), String> {
+pub fn load_identity_files(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<(), EngineError> {
     let id = read_identity_files(cert, key)?;
     FILE_IDENTITY
         .set(Arc::new(id))
-        .map_err(|_| "the agent identity is already loaded".to_string())
+        .map_err(|_| EngineError::AlreadyLoaded)
 }
 
 /// Reads and checks a certificate and key pair (see `load_identity_files`).
 pub fn read_identity_files(
     cert: &std::path::Path,
     key: &std::path::Path,
-) -> Result<Identity, String> {
+) -> Result<Identity, EngineError> {
     use rustls::pki_types::pem::PemObject;
-    let cert_pem = std::fs::read(cert)
-        .map_err(|e| format!("cannot read --tls-cert {}: {e}", cert.display()))?;
-    let key_pem =
-        std::fs::read(key).map_err(|e| format!("cannot read --tls-key {}: {e}", key.display()))?;
-    let chain = rustls_pemfile_certs(&cert_pem)
-        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
+    let read = |flag: &'static str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|source| EngineError::Unreadable {
+            flag,
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let cert_pem = read("--tls-cert", cert)?;
+    let key_pem = read("--tls-key", key)?;
+    let chain = rustls_pemfile_certs(&cert_pem).map_err(|source| EngineError::NotPem {
+        flag: "--tls-cert",
+        path: cert.to_path_buf(),
+        source,
+    })?;
     let leaf = chain
         .first()
         .cloned()
-        .ok_or_else(|| format!("--tls-cert {} holds no PEM certificate", cert.display()))?;
-    let k = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| format!("--tls-key {}: not a PEM private key: {e}", key.display()))?;
+        .ok_or_else(|| EngineError::NoPemCert {
+            flag: "--tls-cert",
+            path: cert.to_path_buf(),
+        })?;
+    let k = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|source| EngineError::NotPemKey {
+        path: key.to_path_buf(),
+        source,
+    })?;
     // The pair must match; rustls checks that when it builds a config.
     ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(EngineError::PairCheck)?
         .with_no_client_auth()
         .with_single_cert(chain.clone(), k.clone_key())
-        .map_err(|e| {
-            format!(
-                "--tls-cert {} and --tls-key {} do not make a usable pair: {e}",
-                cert.display(),
-                key.display()
-            )
+        .map_err(|source| EngineError::NoPair {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            source,
         })?;
     Ok(Identity {
         cert: leaf,
@@ -87,7 +102,7 @@ impl Identity {
 
 /// The agent's identity for `kind`, generated once per process (RSA-4096
 /// takes a second or more; tests should not pay it every time).
-pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
+pub fn identity(kind: CertKind) -> Result<Arc<Identity>, EngineError> {
     if let Some(id) = FILE_IDENTITY.get() {
         return Ok(id.clone());
     }
@@ -105,12 +120,13 @@ pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
             rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_4096)
         }
     }
-    .map_err(|e| format!("cannot generate a {} key: {e}", kind.name()))?;
+    .map_err(|source| EngineError::KeyGen {
+        kind: kind.name(),
+        source,
+    })?;
     let params = rcgen::CertificateParams::new(vec![SERVER_NAME.to_string()])
-        .map_err(|e| format!("certificate parameters: {e}"))?;
-    let cert = params
-        .self_signed(&key)
-        .map_err(|e| format!("cannot sign the agent certificate: {e}"))?;
+        .map_err(EngineError::CertParams)?;
+    let cert = params.self_signed(&key).map_err(EngineError::Sign)?;
     let id = Arc::new(Identity {
         cert: cert.der().clone(),
         chain: vec![cert.der().clone()],
@@ -121,12 +137,13 @@ pub fn identity(kind: CertKind) -> Result<Arc<Identity>, String> {
     Ok(id)
 }
 
-/// PEM certificates from a file's bytes (the `CERTIFICATE` blocks).
-pub(crate) fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+/// PEM certificates from a file's bytes (the `CERTIFICATE` blocks). The
+/// caller names the file (`EngineError::NotPem`).
+pub(crate) fn rustls_pemfile_certs(
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {
     use rustls::pki_types::pem::PemObject;
-    CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not a PEM certificate file: {e}"))
+    CertificateDer::pem_slice_iter(pem).collect()
 }
 
 /// An AEAD suite name (GCM, CCM, ChaCha20); others (AES256-SHA256) are CBC.

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use super::io::Io;
 use super::tls_common::{identity, is_aead_name};
+use super::EngineError;
 use crate::model::flow::TlsInfo;
 use crate::model::spec::{CertKind, TlsSpec};
 
@@ -78,7 +79,7 @@ struct Plan {
     cbc: bool,
 }
 
-fn plan(t: &TlsSpec) -> Result<Plan, String> {
+fn plan(t: &TlsSpec) -> Result<Plan, EngineError> {
     let want12 = t.version.as_deref() == Some("1.2");
     let ecdsa = t.cert == CertKind::EcdsaP256;
     let groups = match t.kx.to_ascii_lowercase().as_str() {
@@ -86,15 +87,15 @@ fn plan(t: &TlsSpec) -> Result<Plan, String> {
         "p256" | "secp256r1" => "P-256",
         "p384" | "secp384r1" => "P-384",
         "x25519mlkem768" => {
-            return Err(format!(
-                "x25519mlkem768 is not in {}; use the rustls backend for it",
-                openssl::version::version()
-            ))
+            return Err(EngineError::KxNotInOpenssl {
+                openssl: openssl::version::version(),
+            })
         }
         other => {
-            return Err(format!(
-                "key exchange '{other}' is unknown; use x25519, p256 or p384"
-            ))
+            return Err(EngineError::UnknownKx {
+                kx: other.to_string(),
+                known: "x25519, p256 or p384",
+            })
         }
     }
     .to_string();
@@ -141,12 +142,10 @@ fn plan(t: &TlsSpec) -> Result<Plan, String> {
                 None => {
                     // An OpenSSL TLS 1.2 cipher string, e.g. AES256-SHA256.
                     if t.version.as_deref() == Some("1.3") {
-                        return Err(format!("'{c}' is a TLS 1.2 suite; drop --tls-version 1.3"));
+                        return Err(EngineError::Tls12Suite(c.to_string()));
                     }
                     if ecdsa && !c.to_ascii_uppercase().contains("ECDSA") {
-                        return Err(format!(
-                            "'{c}' needs an RSA certificate: add --cert rsa2048 (or rsa4096)"
-                        ));
+                        return Err(EngineError::NeedsRsa(c.to_string()));
                     }
                     (None, Some(c.to_string()))
                 }
@@ -155,7 +154,7 @@ fn plan(t: &TlsSpec) -> Result<Plan, String> {
     };
     let cbc = v12.as_deref().map(|c| !is_aead_name(c)).unwrap_or(false);
     if t.etm.is_some() && !cbc {
-        return Err("--etm applies to TLS 1.2 CBC suites (such as AES256-SHA256)".into());
+        return Err(EngineError::EtmNeedsCbc);
     }
     Ok(Plan {
         version: if v12.is_some() {
@@ -170,10 +169,10 @@ fn plan(t: &TlsSpec) -> Result<Plan, String> {
     })
 }
 
-fn ctx(t: &TlsSpec, server: bool) -> Result<SslContextBuilder, String> {
+fn ctx(t: &TlsSpec, server: bool) -> Result<SslContextBuilder, EngineError> {
     let p = plan(t)?;
-    fn e(what: &'static str) -> impl Fn(openssl::error::ErrorStack) -> String {
-        move |err| format!("OpenSSL {what}: {err}")
+    fn e(what: &'static str) -> impl Fn(openssl::error::ErrorStack) -> EngineError {
+        move |source| EngineError::Openssl { what, source }
     }
     let mut b = SslContext::builder(if server {
         SslMethod::tls_server()
@@ -187,17 +186,16 @@ fn ctx(t: &TlsSpec, server: bool) -> Result<SslContextBuilder, String> {
         .map_err(e("version"))?;
     if let Some(s) = &p.v13 {
         b.set_ciphersuites(s)
-            .map_err(|_| format!("OpenSSL does not offer TLS 1.3 suite {s}"))?;
+            .map_err(|_| EngineError::OpensslNo13(s.clone()))?;
     }
     if let Some(c) = &p.v12 {
-        b.set_cipher_list(c).map_err(|_| {
-            format!(
-                "cipher '{c}' is not offered by {}; it offers TLS 1.3 {} and TLS 1.2 {}",
-                openssl::version::version(),
-                TLS13.iter().map(|x| x.0).collect::<Vec<_>>().join(", "),
-                offered12().join(", ")
-            )
-        })?;
+        b.set_cipher_list(c)
+            .map_err(|_| EngineError::OpensslCipherNotOffered {
+                cipher: c.clone(),
+                openssl: openssl::version::version(),
+                tls13: TLS13.iter().map(|x| x.0).collect::<Vec<_>>().join(", "),
+                tls12: offered12().join(", "),
+            })?;
     }
     b.set_groups_list(&p.groups).map_err(e("groups"))?;
     b.set_mode(SslMode::ENABLE_PARTIAL_WRITE | SslMode::ACCEPT_MOVING_WRITE_BUFFER);
@@ -221,7 +219,7 @@ fn ctx(t: &TlsSpec, server: bool) -> Result<SslContextBuilder, String> {
 }
 
 /// Checks a spec against OpenSSL before a test starts.
-pub fn check(t: &TlsSpec) -> Result<(), String> {
+pub fn check(t: &TlsSpec) -> Result<(), EngineError> {
     ctx(t, true).map(|_| ())
 }
 
@@ -244,11 +242,12 @@ pub struct OsslRole {
 
 impl OsslRole {
     /// The agent's settings, its certificate and the certificate's label.
-    pub fn server(t: &TlsSpec) -> Result<(OsslRole, Vec<u8>, String), String> {
+    pub fn server(t: &TlsSpec) -> Result<(OsslRole, Vec<u8>, String), EngineError> {
         use rustls::pki_types::PrivateKeyDer;
         let id = identity(t.cert)?;
         let mut b = ctx(t, true)?;
-        let cert = X509::from_der(&id.cert).map_err(|e| format!("agent certificate: {e}"))?;
+        let agent = |what: &'static str| move |source| EngineError::AgentIdentity { what, source };
+        let cert = X509::from_der(&id.cert).map_err(agent("agent certificate"))?;
         let key = match id.key() {
             PrivateKeyDer::Pkcs8(k) => PKey::private_key_from_pkcs8(k.secret_pkcs8_der()),
             PrivateKeyDer::Sec1(k) => openssl::ec::EcKey::private_key_from_der(k.secret_sec1_der())
@@ -257,18 +256,17 @@ impl OsslRole {
                 openssl::rsa::Rsa::private_key_from_der(k.secret_pkcs1_der())
                     .and_then(PKey::from_rsa)
             }
-            _ => return Err("agent key: an unsupported key format".into()),
+            _ => return Err(EngineError::UnsupportedKey),
         }
-        .map_err(|e| format!("agent key: {e}"))?;
+        .map_err(agent("agent key"))?;
         b.set_certificate(&cert)
-            .map_err(|e| format!("agent certificate: {e}"))?;
+            .map_err(agent("agent certificate"))?;
         for extra in id.chain.iter().skip(1) {
-            let c = X509::from_der(extra).map_err(|e| format!("agent certificate chain: {e}"))?;
+            let c = X509::from_der(extra).map_err(agent("agent certificate chain"))?;
             b.add_extra_chain_cert(c)
-                .map_err(|e| format!("agent certificate chain: {e}"))?;
+                .map_err(agent("agent certificate chain"))?;
         }
-        b.set_private_key(&key)
-            .map_err(|e| format!("agent key: {e}"))?;
+        b.set_private_key(&key).map_err(agent("agent key"))?;
         let p = plan(t)?;
         Ok((
             OsslRole {
@@ -287,35 +285,44 @@ impl OsslRole {
         ))
     }
 
-    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<OsslRole, String> {
+    pub fn client(t: &TlsSpec, agent_cert: &[u8], label: &str) -> Result<OsslRole, EngineError> {
         let mut b = ctx(t, false)?;
-        let mut store = X509StoreBuilder::new().map_err(|e| e.to_string())?;
+        let mut store = X509StoreBuilder::new().map_err(EngineError::CertStore)?;
         match &t.ca_file {
             Some(path) => {
-                let pem =
-                    std::fs::read(path).map_err(|e| format!("cannot read --tls-ca {path}: {e}"))?;
+                let path = std::path::PathBuf::from(path);
+                let pem = std::fs::read(&path).map_err(|source| EngineError::Unreadable {
+                    flag: "--tls-ca",
+                    path: path.clone(),
+                    source,
+                })?;
                 let certs =
-                    X509::stack_from_pem(&pem).map_err(|e| format!("--tls-ca {path}: {e}"))?;
+                    X509::stack_from_pem(&pem).map_err(|source| EngineError::OpensslCa {
+                        path: path.clone(),
+                        source,
+                    })?;
                 if certs.is_empty() {
-                    return Err(format!("--tls-ca {path} holds no PEM certificate"));
+                    return Err(EngineError::NoPemCert {
+                        flag: "--tls-ca",
+                        path,
+                    });
                 }
                 for c in certs {
-                    store.add_cert(c).map_err(|e| e.to_string())?;
+                    store.add_cert(c).map_err(EngineError::CertStore)?;
                 }
             }
             None => store
                 .add_cert(
-                    X509::from_der(agent_cert)
-                        .map_err(|e| format!("the agent's certificate is unusable: {e}"))?,
+                    X509::from_der(agent_cert).map_err(EngineError::OpensslAgentCertUnusable)?,
                 )
-                .map_err(|e| e.to_string())?,
+                .map_err(EngineError::CertStore)?,
         }
         // The agent's certificate is its own anchor (self-signed, not a CA).
         store
             .set_flags(X509VerifyFlags::PARTIAL_CHAIN)
-            .map_err(|e| e.to_string())?;
+            .map_err(EngineError::CertStore)?;
         b.set_verify_cert_store(store.build())
-            .map_err(|e| e.to_string())?;
+            .map_err(EngineError::CertStore)?;
         b.set_verify(SslVerifyMode::PEER);
         let p = plan(t)?;
         Ok(OsslRole {

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::sockopt::set_int;
+use super::EngineError;
 use crate::model::sample::KernelUdp;
 use crate::model::spec::{TestSpec, UDP_HEADER};
 
@@ -363,15 +364,15 @@ impl RecvBatch {
 }
 
 /// The agent's UDP listeners: one per data address, on a free port each.
-pub fn listeners(addrs: &[IpAddr], spec: &TestSpec) -> Result<Vec<UdpSocket>, String> {
+pub fn listeners(addrs: &[IpAddr], spec: &TestSpec) -> Result<Vec<UdpSocket>, EngineError> {
     addrs
         .iter()
         .map(|ip| {
             let at = SocketAddr::new(*ip, 0);
-            let s = socket(&at, spec, true).map_err(|e| format!("UDP socket on {at}: {e}"))?;
-            s.bind(&at.into()).map_err(|e| {
-                format!("UDP listener on {at}: {e} (is {ip} an address of this host?)")
-            })?;
+            let s =
+                socket(&at, spec, true).map_err(|source| EngineError::UdpSocket { at, source })?;
+            s.bind(&at.into())
+                .map_err(|source| EngineError::UdpListener { at, source })?;
             Ok(s.into())
         })
         .collect()
@@ -407,7 +408,7 @@ pub fn accept_flows(
     expect: &BTreeSet<u32>,
     timeout: Duration,
     cancel: &AtomicBool,
-) -> Result<(Vec<(u32, UdpSocket)>, u32), String> {
+) -> Result<(Vec<(u32, UdpSocket)>, u32), EngineError> {
     let deadline = Instant::now() + timeout;
     let mut flows: BTreeMap<u32, UdpSocket> = BTreeMap::new();
     let mut rejected = 0u32;
@@ -440,14 +441,18 @@ pub fn accept_flows(
                     let _ = s.send(&datagram(Kind::Ack, h.flow, cookie));
                     continue;
                 }
-                let local = l.local_addr().map_err(|e| e.to_string())?;
+                let local = l.local_addr().map_err(EngineError::LocalAddr)?;
                 let s = socket(&local, spec, true)
                     .and_then(|s| {
                         s.bind(&local.into())?;
                         s.connect(&from.into())?;
                         Ok(s)
                     })
-                    .map_err(|e| format!("UDP flow {} from {from}: {e}", h.flow))?;
+                    .map_err(|source| EngineError::UdpFlowFrom {
+                        id: h.flow,
+                        from,
+                        source,
+                    })?;
                 let s: UdpSocket = s.into();
                 let _ = s.send(&datagram(Kind::Ack, h.flow, cookie));
                 flows.insert(h.flow, s);
@@ -468,15 +473,14 @@ pub fn accept_flows(
             break;
         }
         if cancel.load(Ordering::Relaxed) {
-            return Err("controller went away while UDP flows were being opened".into());
+            return Err(EngineError::UdpCancelled);
         }
         if !all && Instant::now() >= deadline {
-            return Err(format!(
-                "only {} of {} UDP flows said hello within {:.0} s (is UDP blocked on the way?)",
-                flows.len(),
-                expect.len(),
-                timeout.as_secs_f64()
-            ));
+            return Err(EngineError::UdpHelloTimeout {
+                arrived: flows.len(),
+                n: expect.len(),
+                timeout,
+            });
         }
         if !busy {
             std::thread::sleep(Duration::from_millis(1));
@@ -492,7 +496,7 @@ pub fn connect_flows(
     spec: &TestSpec,
     cookie: u64,
     timeout: Duration,
-) -> Result<Vec<(u32, UdpSocket)>, String> {
+) -> Result<Vec<(u32, UdpSocket)>, EngineError> {
     let mut pending: BTreeMap<u32, (UdpSocket, Instant)> = BTreeMap::new();
     let mut done = Vec::with_capacity(targets.len());
     for &(id, to) in targets {
@@ -501,7 +505,7 @@ pub fn connect_flows(
                 s.connect(&to.into())?;
                 Ok(s)
             })
-            .map_err(|e| format!("UDP flow {id} to {to}: {e}"))?;
+            .map_err(|source| EngineError::UdpFlowTo { id, to, source })?;
         let s: UdpSocket = s.into();
         let _ = s.send(&datagram(Kind::Hello, id, cookie));
         pending.insert(id, (s, Instant::now()));
@@ -540,13 +544,12 @@ pub fn connect_flows(
         }
         if Instant::now() >= deadline {
             let to: BTreeSet<String> = targets.iter().map(|(_, a)| a.to_string()).collect();
-            return Err(format!(
-                "only {} of {} UDP flows were answered by {} within {:.0} s (is UDP blocked on the way?)",
-                done.len(),
-                targets.len(),
-                to.into_iter().collect::<Vec<_>>().join(", "),
-                timeout.as_secs_f64()
-            ));
+            return Err(EngineError::UdpAnswerTimeout {
+                answered: done.len(),
+                n: targets.len(),
+                to: to.into_iter().collect::<Vec<_>>().join(", "),
+                timeout,
+            });
         }
         if !busy {
             std::thread::sleep(Duration::from_millis(1));

@@ -192,7 +192,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
                 ));
             } else {
                 let spec = config.build_for(local).map_err(named)?;
-                crate::control::check(&spec).map_err(named)?;
+                crate::control::check(&spec).map_err(|e| named(e.to_string()))?;
                 (spec, Vec::new())
             };
             let confidence = config.confidence();

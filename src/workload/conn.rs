@@ -22,7 +22,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{crr, Conns, Pattern, Plugin};
+use super::{crr, Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{
     decode_header, encode_header, read_some, Ctx, Flow, Io, Status, HEADER_LEN,
 };
@@ -65,9 +65,13 @@ impl Plugin for Conn {
         vec![crr::conns_line(it)]
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         if conns.connect_to.is_empty() {
-            return Err("conn needs the agent's data address".into());
+            return Err(WorkloadError::NoDataAddress("conn"));
         }
         Ok(conns
             .connect_to
@@ -79,7 +83,11 @@ impl Plugin for Conn {
             .collect())
     }
 
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let reset = spec.close == CloseMode::Reset;
         Ok(conns
             .listeners

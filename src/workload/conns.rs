@@ -16,10 +16,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{memcache, Conns};
+use super::{memcache, Conns, WorkloadError};
 use crate::engine::setup::{accept_flows, connect_flows};
 use crate::engine::side::ServiceProbe;
-use crate::engine::{sockopt, tls, udp};
+use crate::engine::{sockopt, tls, udp, EngineError};
 use crate::kv::service::Service;
 use crate::model::sample::KvPrefill;
 use crate::model::spec::TestSpec;
@@ -71,13 +71,16 @@ pub fn setup_timeout(n: usize) -> Duration {
     Duration::from_secs(30 + n as u64 / 100)
 }
 
-/// Why the server half could not set up.
-#[derive(Debug)]
+/// Why the server half could not set up: the agent answers a refusal and
+/// a failure with different codes.
+#[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// The test asks for what this side cannot give (its TLS settings).
-    Refused(String),
+    #[error(transparent)]
+    Refused(EngineError),
     /// Setting up failed (a listener, a service that did not start).
-    Failed(String),
+    #[error(transparent)]
+    Failed(WorkloadError),
 }
 
 /// What the controller is told once the server half listens (`Ready`).
@@ -151,16 +154,13 @@ pub fn listen(
             let reuse_port = pattern == Pattern::PerTransaction;
             for &ip in addrs {
                 let bind = SocketAddr::new(ip, 0);
-                let first = sockopt::listener(&bind, spec, reuse_port).map_err(|e| {
-                    Failed(format!(
-                        "data listener on {bind}: {e} (is {ip} an address of this host?)"
-                    ))
-                })?;
+                let first = sockopt::listener(&bind, spec, reuse_port)
+                    .map_err(|source| Failed(WorkloadError::DataListener { bind, source }))?;
                 let addr = first
                     .local_addr()
-                    .map_err(|e| Failed(e.to_string()))?
+                    .map_err(|e| Failed(WorkloadError::LocalAddr(e)))?
                     .as_socket()
-                    .ok_or_else(|| Failed("not an IP socket".into()))?;
+                    .ok_or(Failed(WorkloadError::NotIp))?;
                 s.listening.data.push(addr);
                 let first = TcpListener::from_std(first.into());
                 if !reuse_port {
@@ -171,24 +171,24 @@ pub fn listen(
                 // One listener per worker (SO_REUSEPORT) and address.
                 for _ in 1..spec.agent_workers {
                     let more = sockopt::listener(&addr, spec, true)
-                        .map_err(|e| Failed(format!("data listener: {e}")))?;
+                        .map_err(|e| Failed(WorkloadError::MoreListeners(e)))?;
                     s.conns.listeners.push(TcpListener::from_std(more.into()));
                 }
             }
         }
         Pattern::Datagram => {
-            s.udp = udp::listeners(addrs, spec).map_err(Failed)?;
+            s.udp = udp::listeners(addrs, spec).map_err(|e| Failed(e.into()))?;
             s.listening.data = s
                 .udp
                 .iter()
                 .map(|l| l.local_addr())
                 .collect::<Result<_, _>>()
-                .map_err(|e| Failed(e.to_string()))?;
+                .map_err(|e| Failed(WorkloadError::LocalAddr(e)))?;
         }
         Pattern::Service => {
             let ip = *addrs
                 .first()
-                .ok_or_else(|| Failed("no data address to start the service on".into()))?;
+                .ok_or(Failed(WorkloadError::NoServiceAddress))?;
             s.service = memcache::serve(spec, ip).map_err(Failed)?;
             s.listening.data = s.service.iter().map(|svc| svc.addr).collect();
         }
@@ -206,7 +206,7 @@ impl Server {
         spec: &TestSpec,
         expect: Vec<u32>,
         cancel: &AtomicBool,
-    ) -> Result<Accepted, String> {
+    ) -> Result<Accepted, WorkloadError> {
         let Server {
             pattern,
             mut conns,
@@ -270,13 +270,15 @@ pub struct Connected {
 /// The client half: the persistent flows opened (and their TLS done), the
 /// UDP flows answered, the targets of per-transaction flows, or the
 /// connections to a service (loaded first when asked).
-pub fn connect(spec: &TestSpec, pattern: Pattern, group: Group) -> Result<Connected, String> {
+pub fn connect(
+    spec: &TestSpec,
+    pattern: Pattern,
+    group: Group,
+) -> Result<Connected, WorkloadError> {
     let role = match &spec.tls {
         None => None,
         Some(t) => {
-            let cert = group
-                .tls_cert
-                .ok_or("TLS asked, but the server sent no certificate")?;
+            let cert = group.tls_cert.ok_or(WorkloadError::NoServerCert)?;
             let label = group
                 .tls_cert_label
                 .unwrap_or_else(|| t.cert.name().to_string());
@@ -316,7 +318,7 @@ pub struct Routes {
 }
 
 impl Routes {
-    pub fn new(spec: &TestSpec, pattern: Pattern) -> Result<Routes, String> {
+    pub fn new(spec: &TestSpec, pattern: Pattern) -> Result<Routes, WorkloadError> {
         let target = match pattern {
             Pattern::Service => memcache::target(spec)?,
             _ => None,

@@ -27,7 +27,7 @@ use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
 
-use super::{Conns, Pattern, Plugin};
+use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::model::result::Iteration;
 use crate::units::{fmt_bytes, fmt_rate};
 
@@ -60,11 +60,19 @@ impl Plugin for Crr {
         MainMetric::TransactionRate
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         client_flows(spec, conns)
     }
 
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         agent_flows(spec, conns)
     }
 }
@@ -84,9 +92,9 @@ pub fn conns_line(it: &Iteration) -> (&'static str, String) {
 }
 
 /// One connecting slot per flow, each to its agent data address.
-pub fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+pub fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
     if conns.connect_to.is_empty() {
-        return Err("a per-transaction workload needs the agent's data address".into());
+        return Err(WorkloadError::NoDataAddress("a per-transaction workload"));
     }
     Ok(conns
         .connect_to
@@ -104,7 +112,7 @@ pub fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>,
 }
 
 /// One acceptor per listener (one per agent worker, SO_REUSEPORT).
-pub fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+pub fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
     Ok(conns
         .listeners
         .into_iter()

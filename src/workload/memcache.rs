@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream as StdStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Pattern, Plugin, Supports};
+use super::{Conns, Pattern, Plugin, PrefillError, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
 use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
@@ -95,16 +95,12 @@ impl Plugin for Memcache {
         MainMetric::TransactionRate
     }
 
-    fn validate(&self, spec: &TestSpec) -> Result<(), String> {
-        let kv = spec
-            .kv
-            .as_ref()
-            .ok_or("memcache without its key-value mix")?;
-        ValueSizes::parse(&kv.values).map_err(|e| format!("--values {e}"))?;
-        KeySpace::new(kv.keys, kv.key_size, kv.zipf)
-            .map_err(|e| format!("--keys/--key-size/--zipf: {e}"))?;
+    fn validate(&self, spec: &TestSpec) -> Result<(), WorkloadError> {
+        let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
+        ValueSizes::parse(&kv.values).map_err(WorkloadError::Values)?;
+        KeySpace::new(kv.keys, kv.key_size, kv.zipf).map_err(WorkloadError::KeySpace)?;
         if let Some(s) = &kv.service {
-            crate::kv::service::check_command(s)?;
+            crate::kv::service::check_command(s).map_err(WorkloadError::KvInput)?;
         }
         Ok(())
     }
@@ -120,7 +116,11 @@ impl Plugin for Memcache {
         ))
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let mix = Arc::new(Mix::new(spec)?);
         let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
         Ok(conns
@@ -137,7 +137,11 @@ impl Plugin for Memcache {
             .collect())
     }
 
-    fn agent_flows(&self, _spec: &TestSpec, _conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        _spec: &TestSpec,
+        _conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         // memcached is the server: the agent runs no flows of its own.
         Ok(Vec::new())
     }
@@ -261,18 +265,15 @@ pub struct Mix {
 }
 
 impl Mix {
-    pub fn new(spec: &TestSpec) -> Result<Mix, String> {
-        let kv = spec
-            .kv
-            .as_ref()
-            .ok_or("memcache without its key-value mix")?;
+    pub fn new(spec: &TestSpec) -> Result<Mix, WorkloadError> {
+        let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
         Mix::of(kv)
     }
 
-    pub fn of(kv: &KvSpec) -> Result<Mix, String> {
+    pub fn of(kv: &KvSpec) -> Result<Mix, WorkloadError> {
         Ok(Mix {
-            keys: KeySpace::new(kv.keys, kv.key_size, kv.zipf)?,
-            sizes: ValueSizes::parse(&kv.values)?,
+            keys: KeySpace::new(kv.keys, kv.key_size, kv.zipf).map_err(WorkloadError::KvInput)?,
+            sizes: ValueSizes::parse(&kv.values).map_err(WorkloadError::KvInput)?,
             dialect: dialect(kv.dialect),
             get_share: kv.gets as f64 / (kv.gets + kv.sets) as f64,
             multiget: kv.multiget.max(1) as usize,
@@ -703,24 +704,21 @@ impl Flow for KvFlow {
 /// The server half of a memcache test: memcached started on `ip`
 /// (`--service`), or nothing at all (`--target`: the clients load a
 /// server this agent does not own). No flows arrive at the agent.
-pub fn serve(spec: &TestSpec, ip: IpAddr) -> Result<Option<Service>, String> {
-    let kv = spec
-        .kv
-        .as_ref()
-        .ok_or("memcache without its key-value mix")?;
+pub fn serve(spec: &TestSpec, ip: IpAddr) -> Result<Option<Service>, WorkloadError> {
+    let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
     kv.service
         .as_deref()
-        .map(|cmd| Service::start(cmd, ip))
+        .map(|cmd| Service::start(cmd, ip).map_err(WorkloadError::Service))
         .transpose()
 }
 
 /// `--target`, resolved: the memcached every client loads (None: each
 /// server agent starts its own).
-pub fn target(spec: &TestSpec) -> Result<Option<SocketAddr>, String> {
+pub fn target(spec: &TestSpec) -> Result<Option<SocketAddr>, WorkloadError> {
     spec.kv
         .as_ref()
         .and_then(|k| k.target.as_deref())
-        .map(crate::kv::resolve_target)
+        .map(|t| crate::kv::resolve_target(t).map_err(WorkloadError::KvInput))
         .transpose()
 }
 
@@ -777,11 +775,8 @@ pub fn open(
     spec: &TestSpec,
     timeout: Duration,
     fill: bool,
-) -> Result<(Conns, Option<KvPrefill>), String> {
-    let kv = spec
-        .kv
-        .as_ref()
-        .ok_or("memcache without its key-value mix")?;
+) -> Result<(Conns, Option<KvPrefill>), WorkloadError> {
+    let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
     let prefill = match targets.first() {
         Some((_, addr)) if fill => Some(prefill(*addr, kv, spec.flows.min(8), timeout)?),
         _ => None,
@@ -799,7 +794,7 @@ pub fn prefill(
     kv: &KvSpec,
     conns: u32,
     timeout: Duration,
-) -> Result<KvPrefill, String> {
+) -> Result<KvPrefill, WorkloadError> {
     let mix = Arc::new(Mix::of(kv)?);
     let n = conns.max(1) as u64;
     let t0 = Instant::now();
@@ -826,12 +821,12 @@ pub fn prefill(
                 first_err.get_or_insert(e);
             }
             Err(_) => {
-                first_err.get_or_insert("a prefill thread panicked".to_string());
+                first_err.get_or_insert(PrefillError::Panicked);
             }
         }
     }
-    if let Some(e) = first_err {
-        return Err(format!("prefilling memcached at {addr}: {e}"));
+    if let Some(source) = first_err {
+        return Err(WorkloadError::Prefill { addr, source });
     }
     total.seconds = t0.elapsed().as_secs_f64();
     Ok(total)
@@ -844,13 +839,13 @@ fn prefill_share(
     k: u64,
     n: u64,
     deadline: Instant,
-) -> Result<(u64, u64, u64), String> {
+) -> Result<(u64, u64, u64), PrefillError> {
     let left = || {
         deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1))
     };
-    let mut s = StdStream::connect_timeout(&addr, left()).map_err(|e| e.to_string())?;
+    let mut s = StdStream::connect_timeout(&addr, left()).map_err(PrefillError::Io)?;
     let _ = s.set_nodelay(true);
     let mut out = Vec::with_capacity(1 << 20);
     let mut inbuf: Vec<u8> = Vec::with_capacity(64 << 10);
@@ -878,21 +873,18 @@ fn prefill_share(
             i += n;
         }
         s.set_write_timeout(Some(left()))
-            .map_err(|e| e.to_string())?;
-        s.write_all(&out)
-            .map_err(|e| format!("{e} (timeout or memcached gone)"))?;
+            .map_err(PrefillError::Io)?;
+        s.write_all(&out).map_err(PrefillError::Gone)?;
         let mut got = 0;
         while got < batch {
             let mut at = 0;
-            while let Some((reply, used)) =
-                protocol::parse(mix.dialect, &inbuf[at..]).map_err(|e| e.to_string())?
-            {
+            while let Some((reply, used)) = protocol::parse(mix.dialect, &inbuf[at..])? {
                 at += used;
                 got += 1;
                 match reply {
                     Reply::Stored => keys += 1,
                     Reply::Error { .. } | Reply::NotStored => errors += 1,
-                    other => return Err(format!("unexpected reply to a set: {other:?}")),
+                    other => return Err(PrefillError::UnexpectedReply(format!("{other:?}"))),
                 }
                 if got == batch {
                     break;
@@ -902,18 +894,15 @@ fn prefill_share(
             if got == batch {
                 break;
             }
-            s.set_read_timeout(Some(left()))
-                .map_err(|e| e.to_string())?;
-            let r = s
-                .read(&mut chunk)
-                .map_err(|e| format!("{e} (timeout or memcached gone)"))?;
+            s.set_read_timeout(Some(left())).map_err(PrefillError::Io)?;
+            let r = s.read(&mut chunk).map_err(PrefillError::Gone)?;
             if r == 0 {
-                return Err("memcached closed the connection".into());
+                return Err(PrefillError::Closed);
             }
             inbuf.extend_from_slice(&chunk[..r]);
         }
         if Instant::now() >= deadline {
-            return Err(format!("not done within the time limit ({keys} keys set)"));
+            return Err(PrefillError::Late { keys });
         }
     }
     Ok((keys, bytes, errors))

@@ -21,10 +21,12 @@ use crate::model::result::Iteration;
 use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
+pub use error::{PrefillError, WorkloadError};
 
 pub mod conn;
 pub mod conns;
 pub mod crr;
+pub mod error;
 pub mod memcache;
 pub mod rr;
 pub mod stream;
@@ -89,7 +91,7 @@ pub trait Plugin: Sync {
     /// The headline figure: what confidence intervals and progress follow.
     fn main_metric(&self, spec: &TestSpec) -> MainMetric;
     /// Checks of its own, beyond `TestSpec::validate` and `supports`.
-    fn validate(&self, _spec: &TestSpec) -> Result<(), String> {
+    fn validate(&self, _spec: &TestSpec) -> Result<(), WorkloadError> {
         Ok(())
     }
     /// What the client's flow errors mean for the test: None, they are
@@ -126,9 +128,17 @@ pub trait Plugin: Sync {
         Vec::new()
     }
     /// The controller's flows.
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError>;
     /// The agent's flows.
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String>;
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError>;
 }
 
 /// What a result's rate column shows for a workload.
@@ -168,12 +178,9 @@ pub fn get(kind: spec::Workload) -> Option<&'static dyn Plugin> {
 }
 
 /// The workload of `spec`, or why it has none.
-pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, String> {
-    get(spec.workload).ok_or_else(|| {
-        format!(
-            "{} is a program run in a lab, not flows on an agent",
-            spec.workload.name()
-        )
+pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, WorkloadError> {
+    get(spec.workload).ok_or(WorkloadError::NotFlows {
+        workload: spec.workload.name(),
     })
 }
 
@@ -241,13 +248,17 @@ fn names(pick: impl Fn(Supports) -> bool) -> String {
 
 /// The checks a workload adds to `TestSpec::validate`: options it does not
 /// take, and its own. Programs are checked by the spec alone.
-pub fn validate(spec: &TestSpec) -> Result<(), String> {
+pub fn validate(spec: &TestSpec) -> Result<(), WorkloadError> {
     let Some(w) = get(spec.workload) else {
         return Ok(());
     };
     let s = w.supports();
-    let refuse =
-        |flag: &str, pick: fn(Supports) -> bool| Err(format!("{flag} applies to {}", names(pick)));
+    let refuse = |flag: &'static str, pick: fn(Supports) -> bool| {
+        Err(WorkloadError::NotTaken {
+            flag,
+            takers: names(pick),
+        })
+    };
     if spec.rate.is_some() && !s.rate {
         return refuse("--rate (open loop)", |s| s.rate);
     }
@@ -255,16 +266,14 @@ pub fn validate(spec: &TestSpec) -> Result<(), String> {
         return refuse("--zerocopy", |s| s.zerocopy);
     }
     if spec.bytes.is_some() && !s.bytes {
-        return Err(format!(
-            "--bytes applies to {}; for rr use --request/--response",
-            names(|s| s.bytes)
-        ));
+        return Err(WorkloadError::BytesNotTaken {
+            takers: names(|s| s.bytes),
+        });
     }
     if spec.window == spec::WindowMode::Exact && !s.exact_window {
-        return Err(format!(
-            "--window exact applies to {} (persistent flows)",
-            names(|s| s.exact_window)
-        ));
+        return Err(WorkloadError::ExactWindowNotTaken {
+            takers: names(|s| s.exact_window),
+        });
     }
     w.validate(spec)
 }
@@ -313,7 +322,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            validate(&s).unwrap_err(),
+            validate(&s).unwrap_err().to_string(),
             "--rate (open loop) applies to rr, udp-stream, memcache"
         );
         let z = TestSpec {
@@ -321,18 +330,21 @@ mod tests {
             zerocopy: true,
             ..Default::default()
         };
-        assert_eq!(validate(&z).unwrap_err(), "--zerocopy applies to stream");
+        assert_eq!(
+            validate(&z).unwrap_err().to_string(),
+            "--zerocopy applies to stream"
+        );
         let w = TestSpec {
             workload: Kind::Crr,
             window: spec::WindowMode::Exact,
             rcvbuf: Some(65536),
             ..Default::default()
         };
-        assert!(validate(&w).unwrap_err().contains("stream, rr"));
+        assert!(validate(&w).unwrap_err().to_string().contains("stream, rr"));
         let h = TestSpec {
             workload: Kind::TlsHandshake,
             ..Default::default()
         };
-        assert!(validate(&h).unwrap_err().contains("TLS"));
+        assert!(validate(&h).unwrap_err().to_string().contains("TLS"));
     }
 }

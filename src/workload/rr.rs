@@ -22,7 +22,7 @@ use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
-use super::{base, Conns, Pattern, Plugin, Supports};
+use super::{base, Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::units::{fmt_bytes, fmt_rate};
 use std::fmt::Write as _;
 
@@ -66,7 +66,11 @@ impl Plugin for Rr {
         MainMetric::TransactionRate
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
         Ok(conns
             .established
@@ -84,7 +88,11 @@ impl Plugin for Rr {
             .collect())
     }
 
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         Ok(conns
             .established
             .into_iter()

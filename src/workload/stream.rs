@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
 use super::RateColumn;
-use super::{base, rr, Conns, Pattern, Plugin, Supports};
+use super::{base, rr, Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
 use crate::model::flow::FlowReport;
 use crate::model::spec::Figures;
@@ -83,18 +83,26 @@ impl Plugin for Stream {
         }
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         flows(spec, conns, false)
     }
 
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         flows(spec, conns, true)
     }
 }
 
 /// One side's flows. A finite transfer is a transaction: the client asks
 /// for (or sends) `bytes`, the other end answers with `reply` bytes.
-fn flows(spec: &TestSpec, conns: Conns, agent: bool) -> Result<Vec<Box<dyn Flow>>, String> {
+fn flows(spec: &TestSpec, conns: Conns, agent: bool) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
     let mut out: Vec<Box<dyn Flow>> = Vec::with_capacity(conns.established.len());
     if let Some((request, response)) = transaction(spec) {
         for c in conns.established {
@@ -111,8 +119,7 @@ fn flows(spec: &TestSpec, conns: Conns, agent: bool) -> Result<Vec<Box<dyn Flow>
     let (send, recv) = directions(spec, agent);
     let zerocopy = match send && spec.zerocopy {
         true => Some(Arc::new(
-            ZeroCopySource::new(spec.message)
-                .map_err(|e| format!("zero-copy payload (memfd): {e}"))?,
+            ZeroCopySource::new(spec.message).map_err(WorkloadError::ZeroCopy)?,
         )),
         false => None,
     };

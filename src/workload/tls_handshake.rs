@@ -2,7 +2,7 @@
 //! handshake, one small request/response, close. crr's flows with TLS
 //! required: handshakes/s and CPU per handshake on each end.
 
-use super::{crr, Conns, Pattern, Plugin};
+use super::{crr, Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::Flow;
 use crate::model::result::Iteration;
 use crate::model::spec::{self, MainMetric, TestSpec};
@@ -40,20 +40,26 @@ impl Plugin for TlsHandshake {
         MainMetric::TransactionRate
     }
 
-    fn validate(&self, spec: &TestSpec) -> Result<(), String> {
+    fn validate(&self, spec: &TestSpec) -> Result<(), WorkloadError> {
         match spec.tls {
             Some(_) => Ok(()),
-            None => Err(
-                "tls-handshake needs TLS settings (--tls is implied on the command line)".into(),
-            ),
+            None => Err(WorkloadError::TlsHandshakeNeedsTls),
         }
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         crr::client_flows(spec, conns)
     }
 
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         crr::agent_flows(spec, conns)
     }
 }

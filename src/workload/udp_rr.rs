@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Pattern, Plugin, Supports};
+use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::histogram::record_ns;
@@ -58,7 +58,11 @@ impl Plugin for UdpRr {
         MainMetric::TransactionRate
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         Ok(conns
             .udp
             .into_iter()
@@ -73,7 +77,11 @@ impl Plugin for UdpRr {
             .collect())
     }
 
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         Ok(conns
             .udp
             .into_iter()

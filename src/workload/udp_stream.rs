@@ -16,7 +16,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use super::RateColumn;
-use super::{Conns, Pattern, Plugin, Supports};
+use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status, BUDGET};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::udpseq::SeqTracker;
@@ -84,11 +84,19 @@ impl Plugin for UdpStream {
         MainMetric::PacketRate
     }
 
-    fn client_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         Ok(flows(spec, conns, false))
     }
 
-    fn agent_flows(&self, spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, String> {
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         Ok(flows(spec, conns, true))
     }
 }
