@@ -560,6 +560,79 @@ enum Role {
     Client { groups: Vec<TargetGroup> },
 }
 
+/// Why this agent refuses `spec` in `role` before taking a slot: crypto
+/// hardware it does not run with, descriptors, its flow and time caps.
+fn refusal(spec: &TestSpec, role: &Role, sh: &Shared) -> Option<(ErrorCode, String)> {
+    // Crypto hardware is the process's (the libraries read the mask once):
+    // a test asks for what this agent runs with, or is refused.
+    let masked = crate::measure::crypto::hw_masked();
+    if spec.tls.is_some() && spec.crypto_hw == masked {
+        return Some((
+            ErrorCode::BadRequest,
+            if masked {
+                "this agent runs with the crypto extensions masked (serve --crypto-hw off); the test wants them on".into()
+            } else {
+                "this agent uses the CPU's crypto extensions; for --crypto-hw off start it with `linerate serve --crypto-hw off`".into()
+            },
+        ));
+    }
+    let (flows_here, workers) = match role {
+        Role::Server { expect, .. } if !expect.is_empty() => {
+            (expect.len() as u32, spec.agent_workers)
+        }
+        Role::Server { .. } => (spec.flows, spec.agent_workers),
+        Role::Client { groups } => (
+            groups.iter().map(|g| g.targets.len() as u32).sum(),
+            spec.workers,
+        ),
+    };
+    if let Err(e) = crate::engine::limits::ensure_fds(flows_here, workers, "the agent") {
+        return Some((ErrorCode::SetupFailed, e.to_string()));
+    }
+    if flows_here > sh.cfg.max_flows {
+        return Some((
+            ErrorCode::BadRequest,
+            format!(
+                "{flows_here} flows asked, this agent allows {} (--max-flows)",
+                sh.cfg.max_flows
+            ),
+        ));
+    }
+    if spec.duration_s + spec.warmup_s > sh.cfg.max_duration_s {
+        return Some((
+            ErrorCode::BadRequest,
+            format!(
+                "{} s asked ({} s + {} s warm-up), this agent allows {} s \
+                 (--max-duration); ask for less or start the agent with a larger --max-duration",
+                spec.duration_s + spec.warmup_s,
+                spec.duration_s,
+                spec.warmup_s,
+                sh.cfg.max_duration_s
+            ),
+        ));
+    }
+    None
+}
+
+/// The controller's start: when (None: now), or Ok(None) when it stopped
+/// the test before its start (a mixed test whose other group failed).
+fn await_start(
+    rx: &Receiver<Option<Msg>>,
+    stream: &mut Wire,
+) -> Result<Option<Option<u64>>, TestEnd> {
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Some(Msg::Start { at_ns })) => Ok(Some(at_ns)),
+        Ok(Some(Msg::Stop)) | Ok(Some(Msg::Bye)) => Ok(None),
+        Ok(Some(other)) => {
+            let why = format!("expected start, got '{}'", other.name());
+            let _ = send_error(stream, ErrorCode::BadRequest, &why);
+            Err(TestEnd::Told(why))
+        }
+        Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(AgentError::GoneBeforeStart.into()),
+        Err(RecvTimeoutError::Timeout) => Err(AgentError::NoStart.into()),
+    }
+}
+
 fn run_test(
     spec: TestSpec,
     role: Role,
@@ -577,58 +650,10 @@ fn run_test(
         Ok(w) => w,
         Err(e) => return refuse(stream, ErrorCode::BadRequest, e.to_string()),
     };
-    // Crypto hardware is the process's (the libraries read the mask once):
-    // a test asks for what this agent runs with, or is refused.
-    let masked = crate::measure::crypto::hw_masked();
-    if spec.tls.is_some() && spec.crypto_hw == masked {
-        return refuse(
-            stream,
-            ErrorCode::BadRequest,
-            if masked {
-                "this agent runs with the crypto extensions masked (serve --crypto-hw off); the test wants them on".into()
-            } else {
-                "this agent uses the CPU's crypto extensions; for --crypto-hw off start it with `linerate serve --crypto-hw off`".into()
-            },
-        );
+    if let Some((code, why)) = refusal(&spec, &role, sh) {
+        return refuse(stream, code, why);
     }
     let client = matches!(role, Role::Client { .. });
-    let (flows_here, workers) = match &role {
-        Role::Server { expect, .. } if !expect.is_empty() => {
-            (expect.len() as u32, spec.agent_workers)
-        }
-        Role::Server { .. } => (spec.flows, spec.agent_workers),
-        Role::Client { groups } => (
-            groups.iter().map(|g| g.targets.len() as u32).sum(),
-            spec.workers,
-        ),
-    };
-    if let Err(e) = crate::engine::limits::ensure_fds(flows_here, workers, "the agent") {
-        return refuse(stream, ErrorCode::SetupFailed, e.to_string());
-    }
-    if flows_here > sh.cfg.max_flows {
-        return refuse(
-            stream,
-            ErrorCode::BadRequest,
-            format!(
-                "{flows_here} flows asked, this agent allows {} (--max-flows)",
-                sh.cfg.max_flows
-            ),
-        );
-    }
-    if spec.duration_s + spec.warmup_s > sh.cfg.max_duration_s {
-        return refuse(
-            stream,
-            ErrorCode::BadRequest,
-            format!(
-                "{} s asked ({} s + {} s warm-up), this agent allows {} s \
-                 (--max-duration); ask for less or start the agent with a larger --max-duration",
-                spec.duration_s + spec.warmup_s,
-                spec.duration_s,
-                spec.warmup_s,
-                sh.cfg.max_duration_s
-            ),
-        );
-    }
     let running = sh.active.fetch_add(1, Ordering::SeqCst);
     let _slot = Slot(&sh.active);
     if running >= sh.cfg.max_tests {
@@ -670,20 +695,8 @@ fn run_test(
         }
         Role::Client { groups } => client_conns(&spec, pattern, groups, stream)?,
     };
-    let at = match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Some(Msg::Start { at_ns })) => at_ns,
-        Ok(Some(Msg::Stop)) | Ok(Some(Msg::Bye)) => return Ok(()),
-        Ok(Some(other)) => {
-            return refuse(
-                stream,
-                ErrorCode::BadRequest,
-                format!("expected start, got '{}'", other.name()),
-            )
-        }
-        Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-            return Err(AgentError::GoneBeforeStart.into())
-        }
-        Err(RecvTimeoutError::Timeout) => return Err(AgentError::NoStart.into()),
+    let Some(at) = await_start(rx, stream)? else {
+        return Ok(());
     };
     let mut flows = Vec::new();
     for c in conns {
