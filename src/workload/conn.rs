@@ -275,21 +275,7 @@ impl Dialer {
         if let Some(l) = self.latency {
             record_ns(cx.hist, l.as_nanos() as u64);
         }
-        cx.counters.transactions += 1;
-        cx.counters.connections += 1;
-        if let Some(t) = &mut self.session {
-            cx.counters.tls_handshakes += 1;
-            cx.counters.tls_resumed += u64::from(t.resumed());
-            t.done();
-            if self.tls_info.is_none() {
-                self.tls_info = Some(t.info());
-            }
-        }
-        if graceful {
-            cx.counters.graceful_closes += 1;
-        } else {
-            cx.counters.resets += 1;
-        }
+        crr::count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
         self.close();
     }
 }

@@ -359,22 +359,34 @@ impl Connector {
     fn finish(&mut self, cx: &mut Ctx<'_>, graceful: bool) {
         let took = Instant::now().saturating_duration_since(self.began);
         record_ns(cx.hist, took.as_nanos() as u64);
-        cx.counters.transactions += 1;
-        cx.counters.connections += 1;
-        if let Some(t) = &mut self.session {
-            cx.counters.tls_handshakes += 1;
-            cx.counters.tls_resumed += u64::from(t.resumed());
-            t.done();
-            if self.tls_info.is_none() {
-                self.tls_info = Some(t.info());
-            }
-        }
-        if graceful {
-            cx.counters.graceful_closes += 1;
-        } else {
-            cx.counters.resets += 1;
-        }
+        count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
         self.close();
+    }
+}
+
+/// A connection of a per-transaction flow (crr, conn) ended: one
+/// transaction and one connection, its TLS session (the first one's facts
+/// kept for the report), and how it closed.
+pub fn count_connection(
+    cx: &mut Ctx<'_>,
+    session: Option<&mut TlsConn>,
+    tls_info: &mut Option<crate::model::flow::TlsInfo>,
+    graceful: bool,
+) {
+    cx.counters.transactions += 1;
+    cx.counters.connections += 1;
+    if let Some(t) = session {
+        cx.counters.tls_handshakes += 1;
+        cx.counters.tls_resumed += u64::from(t.resumed());
+        t.done();
+        if tls_info.is_none() {
+            *tls_info = Some(t.info());
+        }
+    }
+    if graceful {
+        cx.counters.graceful_closes += 1;
+    } else {
+        cx.counters.resets += 1;
     }
 }
 
