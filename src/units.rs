@@ -7,47 +7,78 @@
 
 use std::time::Duration;
 
+/// A quantity typed wrong, by which quantity and how: every one is the
+/// user's input (a flag, a study key), so the floors above report it as a
+/// usage error. `units` is a leaf beside `error`: it cannot name
+/// `crate::error::Error`, so the floors that wrap it map it there.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UnitsError {
+    #[error("'{0}' is not a size (examples: 64, 128K, 20M, 1G)")]
+    NotASize(String),
+    #[error("unknown size unit '{unit}' in '{input}' (use K, M or G, binary multiples)")]
+    SizeUnit { unit: String, input: String },
+    #[error("size '{0}' is out of range")]
+    SizeRange(String),
+    #[error("'{0}' is not a duration (examples: 10, 2.5s, 500ms, 1m)")]
+    NotADuration(String),
+    #[error("unknown duration unit '{unit}' in '{input}' (use ms, s, m or h)")]
+    DurationUnit { unit: String, input: String },
+    #[error("duration '{0}' is out of range (0 to 24 h)")]
+    DurationRange(String),
+    #[error("'{0}' is not a number (examples: 500, 10k, 1.5M)")]
+    NotACount(String),
+    #[error("'{0}' must be a positive number")]
+    CountNotPositive(String),
+    #[error("'{0}' is not a bit rate (examples: 941mbit, 10gbit)")]
+    NotARate(String),
+    #[error("bit rate '{0}' must be positive")]
+    RateNotPositive(String),
+    #[error("'{0}' is not a CPU list (examples: 0, 0,2, 0-3)")]
+    NotACpuList(String),
+    #[error("'{0}' names no CPU")]
+    NoCpu(String),
+}
+
+use UnitsError::*;
+
 /// Parses a byte size such as `64`, `128K`, `128KiB`, `20M`, `1G`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, UnitsError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("'{s}' is not a size (examples: 64, 128K, 20M, 1G)"));
+        return Err(NotASize(s.into()));
     }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 64, 128K, 20M, 1G)"))?;
+    let value: f64 = num.parse().map_err(|_| NotASize(s.into()))?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" | "kib" => 1024.0,
         "m" | "mb" | "mib" => 1024.0 * 1024.0,
         "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
         other => {
-            return Err(format!(
-                "unknown size unit '{other}' in '{s}' (use K, M or G, binary multiples)"
-            ))
+            return Err(SizeUnit {
+                unit: other.into(),
+                input: s.into(),
+            })
         }
     };
     let bytes = value * mult;
     if !bytes.is_finite() || !(0.0..=1e15).contains(&bytes) {
-        return Err(format!("size '{s}' is out of range"));
+        return Err(SizeRange(s.into()));
     }
     Ok(bytes.round() as u64)
 }
 
 /// Parses a duration: a plain number is seconds; `ms`, `s`, `m` suffixes.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, UnitsError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (examples: 10, 2.5s, 500ms, 1m)"))?;
+    let value: f64 = num.parse().map_err(|_| NotADuration(s.into()))?;
     let secs = match unit.trim() {
         "" | "s" => value,
         "ms" => value / 1e3,
@@ -55,37 +86,36 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => value * 60.0,
         "h" => value * 3600.0,
         other => {
-            return Err(format!(
-                "unknown duration unit '{other}' in '{s}' (use ms, s, m or h)"
-            ))
+            return Err(DurationUnit {
+                unit: other.into(),
+                input: s.into(),
+            })
         }
     };
     if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
-        return Err(format!("duration '{s}' is out of range (0 to 24 h)"));
+        return Err(DurationRange(s.into()));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
 /// Parses a count or rate with optional decimal suffix: `500`, `10k`, `1.5M`.
-pub fn parse_count(s: &str) -> Result<f64, String> {
+pub fn parse_count(s: &str) -> Result<f64, UnitsError> {
     let t = s.trim();
     let (num, mult) = match t.chars().last().map(|c| c.to_ascii_lowercase()) {
         Some('k') => (&t[..t.len() - 1], 1e3),
         Some('m') => (&t[..t.len() - 1], 1e6),
         _ => (t, 1.0),
     };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number (examples: 500, 10k, 1.5M)"))?;
+    let v: f64 = num.parse().map_err(|_| NotACount(s.into()))?;
     if !v.is_finite() || v <= 0.0 {
-        return Err(format!("'{s}' must be a positive number"));
+        return Err(CountNotPositive(s.into()));
     }
     Ok(v * mult)
 }
 
 /// Parses a bit rate: `10gbit`, `941mbit`, `1.5G`, `1e9` (decimal multiples,
 /// as `tc` writes them), in bits per second.
-pub fn parse_rate(s: &str) -> Result<f64, String> {
+pub fn parse_rate(s: &str) -> Result<f64, UnitsError> {
     let t = s.trim().to_ascii_lowercase();
     let t = t.strip_suffix("/s").unwrap_or(&t);
     let t = t
@@ -99,21 +129,18 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         Some('t') => (&t[..t.len() - 1], 1e12),
         _ => (t, 1.0),
     };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a bit rate (examples: 941mbit, 10gbit)"))?;
+    let v: f64 = num.trim().parse().map_err(|_| NotARate(s.into()))?;
     if !v.is_finite() || v <= 0.0 {
-        return Err(format!("bit rate '{s}' must be positive"));
+        return Err(RateNotPositive(s.into()));
     }
     Ok(v * mult)
 }
 
 /// Parses a CPU list such as `0`, `0,2`, `0-3,6`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, UnitsError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("'{s}' is not a CPU list (examples: 0, 0,2, 0-3)");
+        let bad = || NotACpuList(s.into());
         if let Some((a, b)) = part.split_once('-') {
             let a: usize = a.trim().parse().map_err(|_| bad())?;
             let b: usize = b.trim().parse().map_err(|_| bad())?;
@@ -126,7 +153,7 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         }
     }
     if out.is_empty() {
-        return Err(format!("'{s}' names no CPU"));
+        return Err(NoCpu(s.into()));
     }
     out.sort_unstable();
     out.dedup();
@@ -299,7 +326,10 @@ mod tests {
         assert_eq!(parse_size("20M").unwrap(), 20 * 1024 * 1024);
         assert_eq!(parse_size("1g").unwrap(), 1 << 30);
         assert_eq!(parse_size("1.5K").unwrap(), 1536);
-        assert!(parse_size("12Q").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("12Q")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown size unit"));
         assert!(parse_size("").is_err());
         assert!(parse_size("-5").is_err());
         assert!(parse_size("K").is_err());
@@ -336,6 +366,25 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
         assert_eq!(fmt_cpu_list(&[0, 1, 2, 5]), "0-2,5");
+    }
+
+    #[test]
+    fn messages_name_the_input() {
+        let said = |r: Result<f64, UnitsError>| r.unwrap_err().to_string();
+        assert_eq!(
+            said(parse_size("x").map(|b| b as f64)),
+            "'x' is not a size (examples: 64, 128K, 20M, 1G)"
+        );
+        assert_eq!(
+            said(parse_duration("5d").map(|d| d.as_secs_f64())),
+            "unknown duration unit 'd' in '5d' (use ms, s, m or h)"
+        );
+        assert_eq!(said(parse_count("-1")), "'-1' must be a positive number");
+        assert_eq!(said(parse_rate("0")), "bit rate '0' must be positive");
+        assert_eq!(
+            said(parse_cpu_list(",").map(|c| c.len() as f64)),
+            "',' names no CPU"
+        );
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl RunArgs {
             )));
         }
         let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
-        let spec = o.build_for(local).map_err(Error::Usage)?;
+        let spec = o.build_for(local)?;
         crate::control::check(&spec)?;
         let allowed = crate::measure::placement::allowed_cpus();
         if let Some(c) = spec.cpus.iter().flatten().find(|c| !allowed.contains(c)) {

@@ -14,7 +14,7 @@ use crate::report::pipeline;
 use crate::study::{builtin, folder, runner, sweep};
 
 fn dur(s: &str) -> Result<Duration, String> {
-    crate::units::parse_duration(s)
+    crate::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]

@@ -222,6 +222,7 @@ pub fn load_hosts(file: &Path) -> Result<Vec<Host>> {
     let base = file.parent().unwrap_or(Path::new("."));
     HostsFile::parse(&text)
         .and_then(|f| f.hosts(base))
+        .map_err(|e| e.to_string())
         .map_err(|e| {
             // Parse errors start with their line: FILE:LINE: message.
             let sep = if e
@@ -280,7 +281,7 @@ fn pick_endpoints(
     };
     let picks = |text: &Option<String>, r: Role| -> Result<Vec<hosts::Pick>> {
         match text {
-            Some(t) => hosts::parse_picks(t).map_err(usage),
+            Some(t) => hosts::parse_picks(t).map_err(Into::into),
             None => Ok(by_role(r)),
         }
     };

@@ -95,7 +95,9 @@ fn duration(s: &str) -> Result<f64, String> {
             "give a unit: {s}ms or {s}s (a bare number is ambiguous here)"
         ));
     }
-    units::parse_duration(s).map(|d| d.as_secs_f64())
+    units::parse_duration(s)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| e.to_string())
 }
 
 /// A link rate: its unit is required (a bare `100` would be 100 bit/s).
@@ -105,7 +107,7 @@ fn link_rate(s: &str) -> Result<f64, String> {
             "give a unit: {s}mbit, {s}gbit or {s}kbit (a bare number would be {s} bit/s)"
         ));
     }
-    units::parse_rate(s)
+    units::parse_rate(s).map_err(|e| e.to_string())
 }
 
 /// `0.5%`, `0.005` or `0`: a probability.
@@ -136,7 +138,9 @@ fn parse_queue(s: &str) -> Result<Queue, String> {
     if s.ends_with('s') {
         duration(s).map(Queue::Time)
     } else {
-        units::parse_size(s).map(Queue::Bytes)
+        units::parse_size(s)
+            .map(Queue::Bytes)
+            .map_err(|e| e.to_string())
     }
 }
 

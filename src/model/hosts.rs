@@ -28,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use super::error::ModelError;
+
 /// The agents' default control port.
 pub const DEFAULT_PORT: u16 = 7470;
 
@@ -108,16 +110,18 @@ impl Host {
 /// Where `cluster up` puts the binary when the file does not say.
 pub const DEFAULT_REMOTE_BINARY: &str = ".cache/linerate/linerate";
 
-fn ip(host: &str, what: &str, text: &str) -> Result<IpAddr, String> {
+fn ip(host: &str, what: &'static str, text: &str) -> Result<IpAddr, ModelError> {
     text.trim_matches(|c| c == '[' || c == ']')
         .parse()
-        .map_err(|_| {
-            format!("host {host}: {what} '{text}' is not an IP address (write e.g. 10.0.0.1)")
+        .map_err(|_| ModelError::NotAnIp {
+            host: host.into(),
+            what,
+            text: text.into(),
         })
 }
 
 /// A host name: what `--clients d1,d2` and results call it.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), ModelError> {
     let ok = !name.is_empty()
         && name.len() <= 32
         && name
@@ -126,34 +130,35 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "host name '{name}' must be 1-32 characters of letters, digits, '-', '_' and '.'"
-        ))
+        Err(ModelError::HostName(name.into()))
     }
 }
 
 impl HostsFile {
-    pub fn parse(text: &str) -> Result<HostsFile, String> {
+    pub fn parse(text: &str) -> Result<HostsFile, ModelError> {
         // "LINE: message", as study files are reported (the whole TOML
         // error, with its source excerpt, read as one mangled line).
         toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |s| {
                 text[..s.start.min(text.len())].matches('\n').count() + 1
             });
-            format!("{line}: {}", e.message().trim())
+            ModelError::HostsSyntax {
+                line,
+                message: e.message().trim().into(),
+            }
         })
     }
 
     /// Every host with the defaults applied; names unique, addresses valid.
-    pub fn hosts(&self, base: &Path) -> Result<Vec<Host>, String> {
+    pub fn hosts(&self, base: &Path) -> Result<Vec<Host>, ModelError> {
         if self.host.is_empty() {
-            return Err("no [[host]] entries: list each machine with a name and an address".into());
+            return Err(ModelError::NoHosts);
         }
         let mut out: Vec<Host> = Vec::new();
         for e in &self.host {
             check_name(&e.name)?;
             if out.iter().any(|h| h.name == e.name) {
-                return Err(format!("host {} is listed twice", e.name));
+                return Err(ModelError::HostTwice(e.name.clone()));
             }
             let address = ip(&e.name, "address", &e.address)?;
             let mut data = e
@@ -205,7 +210,7 @@ pub struct Pick {
 }
 
 /// Parses `--clients d1,d2` / `--servers sut:10.0.0.1,sut:10.0.1.1`.
-pub fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
+pub fn parse_picks(text: &str) -> Result<Vec<Pick>, ModelError> {
     let mut out = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (host, address) = match item.split_once(':') {
@@ -219,7 +224,7 @@ pub fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
         });
     }
     if out.is_empty() {
-        return Err("an empty host list: name hosts of the hosts file, e.g. d1,d2".into());
+        return Err(ModelError::NoPicks);
     }
     Ok(out)
 }
@@ -274,16 +279,19 @@ role = "client"
         let e = HostsFile::parse("[[host]]\nname = \"a\"\naddress = \"x\"\n")
             .unwrap()
             .hosts(Path::new("."))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("host a") && e.contains("not an IP"), "{e}");
-        let e = HostsFile::parse("[[host]]\nname = \"a\"\naddres = \"1.2.3.4\"\n").unwrap_err();
+        let e = HostsFile::parse("[[host]]\nname = \"a\"\naddres = \"1.2.3.4\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("addres"), "{e}");
         let twice = "[[host]]\nname = \"a\"\naddress = \"127.0.0.1\"\n[[host]]\nname = \"a\"\naddress = \"127.0.0.2\"\n";
         let e = HostsFile::parse(twice)
             .unwrap()
             .hosts(Path::new("."))
             .unwrap_err();
-        assert!(e.contains("twice"), "{e}");
+        assert_eq!(e.to_string(), "host a is listed twice");
         assert!(HostsFile::default().hosts(Path::new(".")).is_err());
     }
 

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ModelError;
 use crate::units;
 
 /// Ethernet framing per packet that a wire rate pays beyond the IP packet:
@@ -121,15 +122,18 @@ pub enum EmulatorCpu {
 }
 
 impl std::str::FromStr for EmulatorCpu {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
         match s {
             "auto" => Ok(EmulatorCpu::Auto),
             "off" | "none" => Ok(EmulatorCpu::Off),
             n => n
                 .parse()
                 .map(EmulatorCpu::Cpu)
-                .map_err(|_| format!("'{s}' is not auto, off or a CPU number")),
+                .map_err(|_| ModelError::Form {
+                    input: s.into(),
+                    form: "auto, off or a CPU number",
+                }),
         }
     }
 }

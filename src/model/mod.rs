@@ -1,8 +1,10 @@
 //! The foundation floor: everything linerate persists or exchanges (the
 //! test spec, the options that build it, results, flow and host reports,
 //! lab and program records). Data and pure functions only: nothing here
-//! imports another floor of linerate (only `units`), so a schema change is
-//! audited in one folder. docs/result-schema.md mirrors `result`.
+//! imports another floor of linerate (only the leaves `units` and `error`),
+//! so a schema change is audited in one folder. docs/result-schema.md
+//! mirrors `result`.
+pub mod error;
 pub mod exec;
 pub mod flow;
 pub mod host;
@@ -13,4 +15,5 @@ pub mod result;
 pub mod sample;
 pub mod spec;
 
+pub use error::{Invalid, ModelError};
 pub use result::{SCHEMA, SCHEMA_VERSION};

@@ -11,6 +11,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use super::error::{Invalid, ModelError};
 use super::exec::ExecSpec;
 use super::sample::Confidence;
 use super::spec::{
@@ -51,13 +52,16 @@ pub enum Rate {
 pub struct GetSet(pub u32, pub u32);
 
 impl GetSet {
-    pub fn parse(s: &str) -> Result<GetSet, String> {
-        let bad = || format!("'{s}' is not GETS:SETS (example: 9:1 = 90% gets, 10% sets)");
+    pub fn parse(s: &str) -> Result<GetSet, ModelError> {
+        let bad = || ModelError::Form {
+            input: s.into(),
+            form: "GETS:SETS (example: 9:1 = 90% gets, 10% sets)",
+        };
         let (a, b) = s.split_once(':').ok_or_else(bad)?;
         let g = a.trim().parse().map_err(|_| bad())?;
         let w = b.trim().parse().map_err(|_| bad())?;
         if g == 0 && w == 0 {
-            return Err(format!("'{s}' asks for no operation (example: 9:1)"));
+            return Err(Invalid(format!("'{s}' asks for no operation (example: 9:1)")).into());
         }
         Ok(GetSet(g, w))
     }
@@ -71,11 +75,7 @@ impl Serialize for GetSet {
 
 impl<'de> Deserialize<'de> for GetSet {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        de(
-            d,
-            |_| Err("a get-set mix is text: \"9:1\"".into()),
-            GetSet::parse,
-        )
+        de(d, |_| Err("a get-set mix is text: \"9:1\""), GetSet::parse)
     }
 }
 
@@ -105,23 +105,29 @@ enum NumOrText {
     Text(String),
 }
 
-fn de<'de, D: serde::Deserializer<'de>, T>(
+/// A value written as a number (`num`) or as text (`text`), each with its
+/// own complaint, which becomes the deserializer's message.
+fn de<'de, D: serde::Deserializer<'de>, T, N, E>(
     d: D,
-    num: impl FnOnce(f64) -> Result<T, String>,
-    text: impl FnOnce(&str) -> Result<T, String>,
-) -> Result<T, D::Error> {
-    let r = match NumOrText::deserialize(d)? {
-        NumOrText::Int(i) => num(i as f64),
-        NumOrText::Float(f) => num(f),
-        NumOrText::Text(s) => text(&s),
-        NumOrText::Bool(_) => Err("a number or a string, not true/false".into()),
-    };
-    r.map_err(serde::de::Error::custom)
+    num: impl FnOnce(f64) -> Result<T, N>,
+    text: impl FnOnce(&str) -> Result<T, E>,
+) -> Result<T, D::Error>
+where
+    N: std::fmt::Display,
+    E: std::fmt::Display,
+{
+    use serde::de::Error;
+    match NumOrText::deserialize(d)? {
+        NumOrText::Int(i) => num(i as f64).map_err(D::Error::custom),
+        NumOrText::Float(f) => num(f).map_err(D::Error::custom),
+        NumOrText::Text(s) => text(&s).map_err(D::Error::custom),
+        NumOrText::Bool(_) => Err(D::Error::custom("a number or a string, not true/false")),
+    }
 }
 
 impl Size {
-    pub fn parse(s: &str) -> Result<Size, String> {
-        units::parse_size(s).map(Size)
+    pub fn parse(s: &str) -> Result<Size, ModelError> {
+        Ok(Size(units::parse_size(s)?))
     }
 }
 
@@ -133,10 +139,7 @@ impl<'de> Deserialize<'de> for Size {
                 if f >= 0.0 && f.fract() == 0.0 {
                     Ok(Size(f as u64))
                 } else {
-                    Err(
-                        "a size must be a whole number of bytes or a string such as \"128K\""
-                            .into(),
-                    )
+                    Err("a size must be a whole number of bytes or a string such as \"128K\"")
                 }
             },
             Size::parse,
@@ -145,8 +148,8 @@ impl<'de> Deserialize<'de> for Size {
 }
 
 impl Secs {
-    pub fn parse(s: &str) -> Result<Secs, String> {
-        units::parse_duration(s).map(|d| Secs(d.as_secs_f64()))
+    pub fn parse(s: &str) -> Result<Secs, ModelError> {
+        Ok(Secs(units::parse_duration(s)?.as_secs_f64()))
     }
 }
 
@@ -158,7 +161,7 @@ impl<'de> Deserialize<'de> for Secs {
                 if f.is_finite() && f >= 0.0 {
                     Ok(Secs(f))
                 } else {
-                    Err("a duration must be 0 or more".into())
+                    Err("a duration must be 0 or more")
                 }
             },
             Secs::parse,
@@ -167,20 +170,20 @@ impl<'de> Deserialize<'de> for Secs {
 }
 
 impl Count {
-    pub fn parse(s: &str) -> Result<Count, String> {
-        units::parse_count(s).map(Count)
+    pub fn parse(s: &str) -> Result<Count, ModelError> {
+        Ok(Count(units::parse_count(s)?))
     }
 }
 
 impl Rate {
-    pub fn parse(s: &str) -> Result<Rate, String> {
+    pub fn parse(s: &str) -> Result<Rate, ModelError> {
         let t = s.trim().to_ascii_lowercase();
         if t.ends_with("bit") || t.ends_with("bps") || t.ends_with("bit/s") {
-            units::parse_rate(&t).map(Rate::Bits)
+            Ok(Rate::Bits(units::parse_rate(&t)?))
         } else {
             units::parse_count(&t)
                 .map(Rate::PerSecond)
-                .map_err(|e| format!("{e}; a bit rate takes its unit: 500mbit"))
+                .map_err(ModelError::Rate)
         }
     }
 }
@@ -202,7 +205,7 @@ impl<'de> Deserialize<'de> for Rate {
                 if f.is_finite() && f > 0.0 {
                     Ok(Rate::PerSecond(f))
                 } else {
-                    Err("a rate must be a positive number".into())
+                    Err("a rate must be a positive number")
                 }
             },
             Rate::parse,
@@ -218,7 +221,7 @@ impl<'de> Deserialize<'de> for Count {
                 if f.is_finite() && f > 0.0 {
                     Ok(Count(f))
                 } else {
-                    Err("a rate must be a positive number".into())
+                    Err("a rate must be a positive number")
                 }
             },
             Count::parse,
@@ -227,8 +230,8 @@ impl<'de> Deserialize<'de> for Count {
 }
 
 impl Cpus {
-    pub fn parse(s: &str) -> Result<Cpus, String> {
-        units::parse_cpu_list(s).map(Cpus)
+    pub fn parse(s: &str) -> Result<Cpus, ModelError> {
+        Ok(Cpus(units::parse_cpu_list(s)?))
     }
 }
 
@@ -249,11 +252,14 @@ impl<'de> Deserialize<'de> for Cpus {
 }
 
 impl Switch {
-    pub fn parse(s: &str) -> Result<Switch, String> {
+    pub fn parse(s: &str) -> Result<Switch, ModelError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "on" | "true" | "yes" => Ok(Switch(true)),
             "off" | "false" | "no" => Ok(Switch(false)),
-            _ => Err(format!("'{s}' is not on or off")),
+            _ => Err(ModelError::Form {
+                input: s.into(),
+                form: "on or off",
+            }),
         }
     }
 }
@@ -269,8 +275,11 @@ impl<'de> Deserialize<'de> for Switch {
 }
 
 impl Iterations {
-    pub fn parse(s: &str) -> Result<Iterations, String> {
-        let bad = || format!("'{s}' is not an iteration count (examples: 3, 3..10)");
+    pub fn parse(s: &str) -> Result<Iterations, ModelError> {
+        let bad = || ModelError::Form {
+            input: s.into(),
+            form: "an iteration count (examples: 3, 3..10)",
+        };
         let (a, b) = match s.split_once("..") {
             Some((a, b)) => (
                 a.trim().parse().map_err(|_| bad())?,
@@ -282,7 +291,7 @@ impl Iterations {
             }
         };
         if a == 0 || b < a || b > 100 {
-            return Err(format!("--iterations '{s}': need 1 <= MIN <= MAX <= 100"));
+            return Err(Invalid(format!("--iterations '{s}': need 1 <= MIN <= MAX <= 100")).into());
         }
         Ok(Iterations(a, b))
     }
@@ -311,19 +320,19 @@ impl<'de> Deserialize<'de> for Iterations {
 }
 
 impl Target {
-    pub fn parse(s: &str) -> Result<Target, String> {
-        let bad = || {
-            format!(
-                "'{s}' is not LEVEL,WIDTH (example: 99,5 = 99% CI no wider than 5% of the mean)"
-            )
+    pub fn parse(s: &str) -> Result<Target, ModelError> {
+        let bad = || ModelError::Form {
+            input: s.into(),
+            form: "LEVEL,WIDTH (example: 99,5 = 99% CI no wider than 5% of the mean)",
         };
         let (a, b) = s.split_once(',').ok_or_else(bad)?;
         let level: f64 = a.trim().parse().map_err(|_| bad())?;
         let width: f64 = b.trim().parse().map_err(|_| bad())?;
         if !(50.0..100.0).contains(&level) || !(0.0..=100.0).contains(&width) || width == 0.0 {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "--confidence '{s}': level must be 50..100 and width 0..100"
-            ));
+            ))
+            .into());
         }
         Ok(Target(level, width))
     }
@@ -339,7 +348,7 @@ impl<'de> Deserialize<'de> for Target {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         de(
             d,
-            |_| Err("a confidence target is text: \"LEVEL,WIDTH\"".into()),
+            |_| Err("a confidence target is text: \"LEVEL,WIDTH\""),
             Target::parse,
         )
     }
@@ -614,7 +623,7 @@ impl TestOptions {
 
     /// Keys set from TOML values, as a sweep point does (`lab.mtu` and
     /// `sysctl.NAME` go into their tables).
-    pub fn from_pairs(pairs: &BTreeMap<String, toml::Value>) -> Result<TestOptions, String> {
+    pub fn from_pairs(pairs: &BTreeMap<String, toml::Value>) -> Result<TestOptions, ModelError> {
         let mut table = toml::Table::new();
         for (k, v) in pairs {
             let (outer, inner) = match (k.strip_prefix("lab."), k.strip_prefix("sysctl.")) {
@@ -640,15 +649,13 @@ impl TestOptions {
                 t.insert(inner.to_string(), v);
             }
         }
-        table
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().trim().to_string())
+        table.try_into().map_err(ModelError::Keys)
     }
 
     /// The spec these options run, with the defaults applied and the
     /// combinations checked (`TestSpec::validate`). The TLS library's own
     /// checks (is this suite offered?) are the caller's: they need the engine.
-    pub fn build(&self) -> Result<TestSpec, String> {
+    pub fn build(&self) -> Result<TestSpec, Invalid> {
         self.build_for(false)
     }
 
@@ -661,7 +668,7 @@ impl TestOptions {
     /// with a third dropped, 1+1 received 346k; bench/RESULTS.md). There,
     /// unless asked, each end gets half the CPUs. TCP and paced or
     /// request/response UDP wait for their peer and keep a worker per flow.
-    pub fn build_for(&self, local_agent: bool) -> Result<TestSpec, String> {
+    pub fn build_for(&self, local_agent: bool) -> Result<TestSpec, Invalid> {
         let mut o = self.clone();
         let workload = o.workload.unwrap_or(Workload::Stream);
         if local_agent
@@ -679,7 +686,7 @@ impl TestOptions {
         o.build_spec()
     }
 
-    fn build_spec(&self) -> Result<TestSpec, String> {
+    fn build_spec(&self) -> Result<TestSpec, Invalid> {
         let d = TestSpec::default();
         let workload = self.workload.unwrap_or(d.workload);
         let flows = self.flows.unwrap_or(d.flows);
@@ -689,9 +696,11 @@ impl TestOptions {
         let per = self.per.unwrap_or(d.per);
         let program = workload.is_program();
         let finite = (self.bytes.is_some() && per == Per::Flow) || program;
-        let to_usize = |v: Option<Size>, name: &str| -> Result<Option<usize>, String> {
+        let to_usize = |v: Option<Size>, name: &str| -> Result<Option<usize>, Invalid> {
             match v {
-                Some(Size(b)) if b > (1 << 30) => Err(format!("--{name} {b} is larger than 1 GiB")),
+                Some(Size(b)) if b > (1 << 30) => {
+                    Err(format!("--{name} {b} is larger than 1 GiB").into())
+                }
                 Some(Size(b)) => Ok(Some(b as usize)),
                 None => Ok(None),
             }
@@ -744,7 +753,8 @@ impl TestOptions {
                     return Err(format!(
                         "--read-size {b}: from 1 byte to {} MiB",
                         MAX_READ_SIZE >> 20
-                    ))
+                    )
+                    .into())
                 }
                 Some(Size(b)) => b as usize,
                 None => 0,
@@ -810,7 +820,7 @@ impl TestOptions {
         Ok(spec)
     }
 
-    fn kv_spec(&self, workload: Workload) -> Result<Option<KvSpec>, String> {
+    fn kv_spec(&self, workload: Workload) -> Result<Option<KvSpec>, Invalid> {
         if workload != Workload::Memcache {
             let set = [
                 (self.service.is_some(), "--service"),
@@ -824,14 +834,14 @@ impl TestOptions {
                 (self.protocol.is_some(), "--protocol"),
             ];
             if let Some((_, name)) = set.iter().find(|(on, _)| *on) {
-                return Err(format!("{name} applies to memcache"));
+                return Err(format!("{name} applies to memcache").into());
             }
             return Ok(None);
         }
         let d = KvSpec::default();
         let keys = match self.keys {
             Some(Count(k)) if k < 1.0 || k.fract() != 0.0 || k > 1e9 => {
-                return Err(format!("--keys {k}: a whole number from 1 to 1G"))
+                return Err(format!("--keys {k}: a whole number from 1 to 1G").into())
             }
             Some(Count(k)) => k as u64,
             None => d.keys,
@@ -854,7 +864,7 @@ impl TestOptions {
         }))
     }
 
-    fn tls_spec(&self, workload: Workload) -> Result<Option<TlsSpec>, String> {
+    fn tls_spec(&self, workload: Workload) -> Result<Option<TlsSpec>, Invalid> {
         let on = self.tls.unwrap_or(false) || workload == Workload::TlsHandshake;
         if !on {
             // TLS keys apply to the points where tls = true, so one base test
@@ -1368,7 +1378,7 @@ mod tests {
             ("run stream --io threads --flows 2000", "at most"),
         ] {
             let e = build(line).unwrap_err();
-            assert!(e.contains(why), "{line}: {e}");
+            assert!(e.0.contains(why), "{line}: {e}");
         }
     }
 
@@ -1387,12 +1397,15 @@ mod tests {
         );
         assert!(opts("run stream --read-size 0")
             .unwrap_err()
+            .0
             .contains("--read-size"));
         assert!(opts("run stream --read-size 17M")
             .unwrap_err()
+            .0
             .contains("--read-size"));
         assert!(opts("run udp-stream --read-size 16K")
             .unwrap_err()
+            .0
             .contains("TCP"));
         // UDP keeps 0 (it reads whole datagrams).
         assert_eq!(opts("run udp-stream").unwrap().read_size, 0);
@@ -1466,6 +1479,32 @@ mod tests {
         assert_eq!(Target::parse("99,5").unwrap(), Target(99.0, 5.0));
         assert!(Target::parse("99").is_err());
         assert!(Target::parse("120,5").is_err());
+        // The messages a user reads, word for word.
+        let said = |e: ModelError| e.to_string();
+        assert_eq!(
+            said(Iterations::parse("x").unwrap_err()),
+            "'x' is not an iteration count (examples: 3, 3..10)"
+        );
+        assert_eq!(
+            said(Iterations::parse("0").unwrap_err()),
+            "--iterations '0': need 1 <= MIN <= MAX <= 100"
+        );
+        assert_eq!(
+            said(GetSet::parse("0:0").unwrap_err()),
+            "'0:0' asks for no operation (example: 9:1)"
+        );
+        assert_eq!(
+            said(Switch::parse("maybe").unwrap_err()),
+            "'maybe' is not on or off"
+        );
+        assert_eq!(
+            said(Rate::parse("fast").unwrap_err()),
+            "'fast' is not a number (examples: 500, 10k, 1.5M); a bit rate takes its unit: 500mbit"
+        );
+        assert_eq!(
+            said(Size::parse("12Q").unwrap_err()),
+            "unknown size unit 'q' in '12Q' (use K, M or G, binary multiples)"
+        );
     }
 
     #[test]
@@ -1496,7 +1535,7 @@ mod tests {
         let e = toml::from_str::<TestOptions>("flowz = 3").unwrap_err();
         assert!(e.to_string().contains("flowz"), "{e}");
         let c: TestOptions = toml::from_str("flows = 0").unwrap();
-        assert!(c.build().unwrap_err().contains("--flows"));
+        assert!(c.build().unwrap_err().0.contains("--flows"));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::Invalid;
+
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
@@ -444,7 +446,7 @@ impl Default for KvSpec {
 impl KvSpec {
     /// Checks what a flag alone cannot; the value sizes, key space and
     /// service command are the workload's to parse (`workload::memcache`).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         if self.gets == 0 && self.sets == 0 {
             return Err("--get-set 0:0 asks for no operation: use e.g. 9:1".into());
         }
@@ -583,7 +585,7 @@ impl TestSpec {
         }
     }
 
-    fn validate_exec(&self) -> Result<(), String> {
+    fn validate_exec(&self) -> Result<(), Invalid> {
         let e = self.exec.as_ref();
         if self.workload == Workload::Exec && e.is_none_or(|e| e.command.is_empty()) {
             return Err(
@@ -622,7 +624,7 @@ impl TestSpec {
 
     /// `--io threads`: a blocking thread per flow on each end, for the
     /// flows that wait on one socket in one direction at a time.
-    fn validate_threads(&self) -> Result<(), String> {
+    fn validate_threads(&self) -> Result<(), Invalid> {
         let what = match self.workload {
             Workload::Stream if self.direction == Direction::Bidir => {
                 Some("a bidir stream (one thread cannot block on its reads and its writes at once)")
@@ -633,7 +635,7 @@ impl TestSpec {
         if let Some(w) = what {
             return Err(format!(
                 "--io threads runs stream (tx or rx), closed-loop rr and crr, not {w}: use --io epoll"
-            ));
+            ).into());
         }
         if self.rate.is_some() {
             return Err(
@@ -648,12 +650,12 @@ impl TestSpec {
             return Err(format!(
                 "--io threads runs one thread per flow on each end ({} flows): leave --workers and --agent-workers out",
                 self.flows
-            ));
+            ).into());
         }
         if self.flows > MAX_THREAD_FLOWS {
             return Err(format!(
                 "--io threads is for a few flows (at most {MAX_THREAD_FLOWS} threads per end): use --io epoll"
-            ));
+            ).into());
         }
         Ok(())
     }
@@ -722,7 +724,7 @@ impl TestSpec {
         }
     }
 
-    fn validate_udp(&self) -> Result<(), String> {
+    fn validate_udp(&self) -> Result<(), Invalid> {
         let size = |name: &str, v: u64| {
             if (v as usize) < UDP_HEADER || v as usize > UDP_MAX {
                 Err(format!(
@@ -748,7 +750,7 @@ impl TestSpec {
         if self.gso && self.batch > UDP_MAX_SEGMENTS {
             return Err(format!(
                 "--gso carries at most {UDP_MAX_SEGMENTS} datagrams per send (the kernel's UDP_MAX_SEGMENTS): lower --batch"
-            ));
+            ).into());
         }
         if self.read_size != 0 {
             return Err("--read-size applies to TCP workloads (UDP reads whole datagrams)".into());
@@ -756,7 +758,7 @@ impl TestSpec {
         if self.gso && self.message * self.udp_batch() as usize > UDP_MAX {
             return Err(format!(
                 "--gso sends --batch x --message in one datagram of at most {UDP_MAX} bytes: lower --batch"
-            ));
+            ).into());
         }
         if self.rate.is_some() && self.rate_bps.is_some() {
             return Err("--rate is packets/s or a bit rate, not both".into());
@@ -783,7 +785,7 @@ impl TestSpec {
 
     /// Checks combinations that flags alone cannot rule out. Used by the
     /// controller before it starts and by the agent before it accepts.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         if self.flows == 0 {
             return Err("--flows must be at least 1".into());
         }
@@ -808,7 +810,8 @@ impl TestSpec {
             return Err(format!(
                 "--request and --response are capped at {} MiB",
                 MAX_MESSAGE_BYTES >> 20
-            ));
+            )
+            .into());
         }
         for (name, v) in [
             ("--duration", self.duration_s),
@@ -816,11 +819,11 @@ impl TestSpec {
             ("--interval", self.interval_s),
         ] {
             if !v.is_finite() || !(0.0..=MAX_SECONDS).contains(&v) {
-                return Err(format!("{name} must be between 0 and {MAX_SECONDS} s"));
+                return Err(format!("{name} must be between 0 and {MAX_SECONDS} s").into());
             }
         }
         if self.flows > MAX_FLOWS {
-            return Err(format!("--flows is capped at {MAX_FLOWS}"));
+            return Err(format!("--flows is capped at {MAX_FLOWS}").into());
         }
         if self.sysctl.len() > 64
             || self
@@ -837,10 +840,7 @@ impl TestSpec {
             return Err("--duration must be at least 0.1 s".into());
         }
         if self.read_size > MAX_READ_SIZE {
-            return Err(format!(
-                "--read-size is capped at {} MiB",
-                MAX_READ_SIZE >> 20
-            ));
+            return Err(format!("--read-size is capped at {} MiB", MAX_READ_SIZE >> 20).into());
         }
         if self.outstanding == 0 || self.outstanding > 1024 {
             return Err("--outstanding must be between 1 and 1024".into());
@@ -888,7 +888,8 @@ impl TestSpec {
             if !ok {
                 return Err(format!(
                     "sysctl.\"{k}\": only net.* sysctls are set in a lab's namespaces"
-                ));
+                )
+                .into());
             }
         }
         if self.rtt_s.is_some_and(|r| !(0.0..=20.0).contains(&r)) {
@@ -909,7 +910,7 @@ impl TestSpec {
         if let Some(t) = &self.tls {
             if let Some(v) = &t.version {
                 if v != "1.2" && v != "1.3" {
-                    return Err(format!("--tls-version {v}: use 1.2 or 1.3"));
+                    return Err(format!("--tls-version {v}: use 1.2 or 1.3").into());
                 }
             }
         }
@@ -918,7 +919,7 @@ impl TestSpec {
                 || cc.len() > 15
                 || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             {
-                return Err(format!("--cc '{cc}' is not a congestion control name"));
+                return Err(format!("--cc '{cc}' is not a congestion control name").into());
             }
         }
         Ok(())
@@ -951,34 +952,34 @@ mod tests {
             flows: 0,
             ..Default::default()
         };
-        assert!(s.validate().unwrap_err().contains("--flows"));
+        assert!(s.validate().unwrap_err().0.contains("--flows"));
         let s = TestSpec {
             cc: Some("re no".into()),
             ..Default::default()
         };
-        assert!(s.validate().unwrap_err().contains("--cc"));
+        assert!(s.validate().unwrap_err().0.contains("--cc"));
         assert!(TestSpec::default().validate().is_ok());
         // What a peer could ask an agent to allocate or wait for.
         let huge = TestSpec {
             request: 1 << 40,
             ..Default::default()
         };
-        assert!(huge.validate().unwrap_err().contains("capped"));
+        assert!(huge.validate().unwrap_err().0.contains("capped"));
         for bad in [f64::NAN, f64::INFINITY, -1.0, 1e12] {
             let t = TestSpec {
                 duration_s: bad,
                 ..Default::default()
             };
-            assert!(t.validate().unwrap_err().contains("--duration"), "{bad}");
+            assert!(t.validate().unwrap_err().0.contains("--duration"), "{bad}");
         }
         let many = TestSpec {
             flows: u32::MAX,
             ..Default::default()
         };
-        assert!(many.validate().unwrap_err().contains("--flows"));
+        assert!(many.validate().unwrap_err().0.contains("--flows"));
         let mut nl = TestSpec::default();
         nl.sysctl.insert("net.core.rmem_max".into(), "1\n2".into());
-        assert!(nl.validate().unwrap_err().contains("one line"));
+        assert!(nl.validate().unwrap_err().0.contains("one line"));
         let exec = TestSpec {
             workload: Workload::Exec,
             exec: Some(super::super::exec::ExecSpec {
@@ -991,13 +992,13 @@ mod tests {
         assert!(exec.validate().is_ok());
         let mut no_sshd = exec.clone();
         no_sshd.exec.as_mut().unwrap().sshd = false;
-        assert!(no_sshd.validate().unwrap_err().contains("--sshd"));
+        assert!(no_sshd.validate().unwrap_err().0.contains("--sshd"));
         let exact = TestSpec {
             window: WindowMode::Exact,
             rcvbuf: Some(65536),
             ..exec
         };
-        assert!(exact.validate().unwrap_err().contains("tcp_rmem"));
+        assert!(exact.validate().unwrap_err().0.contains("tcp_rmem"));
     }
 
     #[test]
@@ -1035,7 +1036,7 @@ mod tests {
             read_size: MAX_READ_SIZE + 1,
             ..Default::default()
         };
-        assert!(huge.validate().unwrap_err().contains("--read-size"));
+        assert!(huge.validate().unwrap_err().0.contains("--read-size"));
     }
 
     #[test]
@@ -1058,9 +1059,10 @@ mod tests {
         assert!(udp(64, true, 200)
             .validate()
             .unwrap_err()
+            .0
             .contains("UDP_MAX_SEGMENTS"));
         let mut read = udp(64, false, 0);
         read.read_size = 4096;
-        assert!(read.validate().unwrap_err().contains("--read-size"));
+        assert!(read.validate().unwrap_err().0.contains("--read-size"));
     }
 }

@@ -460,7 +460,9 @@ fn axis_values(v: &toml::Value) -> Result<Vec<toml::Value>, String> {
                     None => Ok(None),
                     Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
                     Some(toml::Value::Float(f)) => Ok(Some(*f)),
-                    Some(toml::Value::String(s)) => units::parse_size(s).map(|b| Some(b as f64)),
+                    Some(toml::Value::String(s)) => units::parse_size(s)
+                        .map(|b| Some(b as f64))
+                        .map_err(|e| e.to_string()),
                     Some(_) => Err(format!("range `{k}` must be a number or a size")),
                 }
             };

@@ -177,7 +177,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
                 pairs.insert(a.key.clone(), v.clone());
                 params.push((a.key.clone(), display_value(v)));
             }
-            let axis_config = TestOptions::from_pairs(&pairs)?;
+            let axis_config = TestOptions::from_pairs(&pairs).map_err(|e| e.to_string())?;
             let mut config = config.overlay(&axis_config).overlay(overrides);
             config.label = None;
             let label = params_label(&params);
@@ -191,7 +191,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
                     "groups are the groups of a mix: add workload = \"mix\"".into(),
                 ));
             } else {
-                let spec = config.build_for(local).map_err(named)?;
+                let spec = config.build_for(local).map_err(|e| named(e.to_string()))?;
                 crate::control::check(&spec).map_err(|e| named(e.to_string()))?;
                 (spec, Vec::new())
             };
