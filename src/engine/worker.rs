@@ -126,7 +126,7 @@ pub fn run(w: WorkerSetup) {
     };
     if let Some(c) = &w.cpus {
         if let Err(e) = placement::pin_current_thread(c) {
-            return fail(e);
+            return fail(e.to_string());
         }
     }
     match Worker::new(w) {

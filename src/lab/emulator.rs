@@ -891,7 +891,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
     }
     if let Some(cpu) = cfg.cpu {
         // Before any thread starts: the counters writer inherits it.
-        crate::measure::placement::pin_current_thread(&[cpu])?;
+        crate::measure::placement::pin_current_thread(&[cpu]).map_err(|e| e.to_string())?;
     }
     // Timers fire within 1 ns of their time instead of the default 50 µs slack.
     // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.

@@ -9,6 +9,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::MeasureError;
 use crate::model::host::Firewall;
 
 /// `IPT_SO_GET_INFO` / `IP6T_SO_GET_INFO`: both are 64 on their level.
@@ -80,14 +81,14 @@ pub fn nft_rules_in(json: &str) -> Option<u32> {
 }
 
 /// Runs `nft -j list ruleset` for at most two seconds.
-fn nft_rules() -> Result<u32, String> {
+fn nft_rules() -> Result<u32, MeasureError> {
     let mut child = Command::new("nft")
         .args(["-j", "list", "ruleset"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|_| "nft not installed".to_string())?;
+        .map_err(|_| MeasureError::NftMissing)?;
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         match child.try_wait() {
@@ -96,7 +97,7 @@ fn nft_rules() -> Result<u32, String> {
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("nft did not answer".into());
+                return Err(MeasureError::NftSilent);
             }
         }
     }
@@ -106,8 +107,8 @@ fn nft_rules() -> Result<u32, String> {
         let _ = s.read_to_string(&mut out);
     }
     match child.wait() {
-        Ok(st) if st.success() => nft_rules_in(&out).ok_or_else(|| "nft output unreadable".into()),
-        _ => Err("nftables rules need root to list".into()),
+        Ok(st) if st.success() => nft_rules_in(&out).ok_or(MeasureError::NftUnreadable),
+        _ => Err(MeasureError::NftNeedsRoot),
     }
 }
 
@@ -150,7 +151,7 @@ pub fn collect() -> Firewall {
     }
     match nft_rules() {
         Ok(n) => fw.nft_rules = Some(n),
-        Err(e) => fw.unknown.push(e),
+        Err(e) => fw.unknown.push(e.to_string()),
     }
     fw.conntrack = std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_count")
         .ok()

@@ -2,6 +2,7 @@
 //! about 200 KiB), recorded in nanoseconds, merged at interval edges and at
 //! the end. Summaries are reported in microseconds.
 
+use super::MeasureError;
 use crate::model::sample::LatencySummary;
 use hdrhistogram::Histogram;
 
@@ -55,22 +56,21 @@ pub fn encode(h: &Hist) -> String {
 }
 
 /// The inverse of [`encode`], re-ranged to [`new_hist`]'s bounds.
-pub fn decode(text: &str) -> Result<Hist, String> {
+pub fn decode(text: &str) -> Result<Hist, MeasureError> {
     use hdrhistogram::serialization::Deserializer;
     if !text.len().is_multiple_of(2) || text.len() > 8 << 20 {
-        return Err("a latency histogram of odd or excessive length".into());
+        return Err(MeasureError::HistogramLength);
     }
     let bytes = (0..text.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16))
         .collect::<Result<Vec<u8>, _>>()
-        .map_err(|e| format!("a latency histogram that is not hex: {e}"))?;
+        .map_err(MeasureError::HistogramHex)?;
     let h: Hist = Deserializer::new()
         .deserialize(&mut &bytes[..])
-        .map_err(|e| format!("an unreadable latency histogram: {e:?}"))?;
+        .map_err(MeasureError::HistogramUnreadable)?;
     let mut out = new_hist();
-    out.add(&h)
-        .map_err(|e| format!("a latency histogram out of range: {e:?}"))?;
+    out.add(&h).map_err(MeasureError::HistogramRange)?;
     Ok(out)
 }
 

@@ -1,6 +1,7 @@
 //! Measurement: CPU on both ends, latency histograms, TCP_INFO, statistics.
 pub mod cpu;
 pub mod crypto;
+pub mod error;
 pub mod firewall;
 pub mod fold;
 pub mod histogram;
@@ -12,3 +13,5 @@ pub mod sockdiag;
 pub mod stats;
 pub mod tcpinfo;
 pub mod udpseq;
+
+pub use error::MeasureError;

@@ -3,23 +3,22 @@
 //! which CPUs each worker was allowed and which it was seen on.
 
 /// Pins the calling thread to `cpus`.
-pub fn pin_current_thread(cpus: &[usize]) -> Result<(), String> {
+pub fn pin_current_thread(cpus: &[usize]) -> Result<(), super::MeasureError> {
     // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         for &c in cpus {
             if c >= libc::CPU_SETSIZE as usize {
-                return Err(format!("CPU {c} is beyond CPU_SETSIZE"));
+                return Err(super::MeasureError::CpuBeyondSet(c));
             }
             libc::CPU_SET(c, &mut set);
         }
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!(
-                "cannot pin to CPUs {:?}: {} (this machine has CPUs {})",
-                cpus,
-                std::io::Error::last_os_error(),
-                crate::units::fmt_cpu_list(&allowed_cpus())
-            ));
+            return Err(super::MeasureError::Pin {
+                cpus: cpus.to_vec(),
+                source: std::io::Error::last_os_error(),
+                allowed: crate::units::fmt_cpu_list(&allowed_cpus()),
+            });
         }
     }
     Ok(())
@@ -101,7 +100,10 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert!(pin_current_thread(&[100_000]).is_err());
+        assert_eq!(
+            pin_current_thread(&[100_000]).unwrap_err().to_string(),
+            "CPU 100000 is beyond CPU_SETSIZE"
+        );
         assert_eq!(cpu_for_worker(&[2, 3], 3), vec![3]);
     }
 }

@@ -6,7 +6,7 @@
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use super::tcpinfo;
+use super::{tcpinfo, MeasureError};
 use crate::model::sample::TcpInfo;
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -49,7 +49,7 @@ fn align4(n: usize) -> usize {
 }
 
 /// Every established IPv4 TCP connection in this thread's namespace.
-pub fn tcp_connections() -> Result<Vec<Conn>, String> {
+pub fn tcp_connections() -> Result<Vec<Conn>, MeasureError> {
     // SAFETY: plain socket call; the descriptor is owned right away.
     let fd = unsafe {
         libc::socket(
@@ -59,7 +59,7 @@ pub fn tcp_connections() -> Result<Vec<Conn>, String> {
         )
     };
     if fd < 0 {
-        return Err(format!("sock_diag: {}", std::io::Error::last_os_error()));
+        return Err(MeasureError::SockDiag(std::io::Error::last_os_error()));
     }
     // SAFETY: fd is a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -88,7 +88,7 @@ pub fn tcp_connections() -> Result<Vec<Conn>, String> {
         )
     };
     if rc < 0 {
-        return Err(format!("sock_diag: {}", std::io::Error::last_os_error()));
+        return Err(MeasureError::SockDiag(std::io::Error::last_os_error()));
     }
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -103,7 +103,7 @@ pub fn tcp_connections() -> Result<Vec<Conn>, String> {
             )
         };
         if n < 0 {
-            return Err(format!("sock_diag: {}", std::io::Error::last_os_error()));
+            return Err(MeasureError::SockDiag(std::io::Error::last_os_error()));
         }
         let n = n as usize;
         let mut off = 0;
@@ -117,7 +117,7 @@ pub fn tcp_connections() -> Result<Vec<Conn>, String> {
                 return Ok(out);
             }
             if typ == libc::NLMSG_ERROR as u16 {
-                return Err("sock_diag: the kernel refused the dump".into());
+                return Err(MeasureError::DumpRefused);
             }
             if let Some(c) = parse(&buf[off + 16..off + len]) {
                 out.push(c);
