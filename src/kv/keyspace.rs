@@ -10,6 +10,8 @@
 use rand::Rng;
 use rand_distr::{Distribution, Zipf};
 
+use super::KvError;
+
 /// memcached's longest key.
 pub const MAX_KEY: usize = 250;
 /// memcached's default largest item (`-I 1m`), less room for its header.
@@ -36,23 +38,27 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 impl KeySpace {
-    pub fn new(keys: u64, key_size: usize, zipf: Option<f64>) -> Result<KeySpace, String> {
+    pub fn new(keys: u64, key_size: usize, zipf: Option<f64>) -> Result<KeySpace, KvError> {
         if keys == 0 {
-            return Err("the key space needs at least one key".into());
+            return Err(KvError::NoKeys);
         }
         let digits = (keys - 1).max(1).ilog10() as usize + 1;
         let key_size = key_size.max(digits + 2);
         if key_size > MAX_KEY {
-            return Err(format!(
-                "keys of {key_size} bytes: memcached takes at most {MAX_KEY}"
-            ));
+            return Err(KvError::KeyTooLong {
+                size: key_size,
+                max: MAX_KEY,
+            });
         }
         let zipf = match zipf {
             None => None,
             Some(s) if s.is_finite() && s > 0.0 => {
-                Some(Zipf::new(keys as f64, s).map_err(|e| format!("zipf {s}: {e}"))?)
+                Some(Zipf::new(keys as f64, s).map_err(|source| KvError::Zipf {
+                    exponent: s,
+                    source,
+                })?)
             }
-            Some(s) => return Err(format!("zipf exponent {s}: must be above 0 (e.g. 0.99)")),
+            Some(s) => return Err(KvError::ZipfExponent(s)),
         };
         // A multiplier near N / golden ratio, moved to be coprime with N.
         let mut mult = ((keys as f64 * 0.618_033_988_75) as u64).max(1);
@@ -129,7 +135,7 @@ pub struct ValueSizes {
     weights: Vec<f64>,
 }
 
-fn size(s: &str, all: &str) -> Result<usize, String> {
+fn size(s: &str, all: &str) -> Result<usize, KvError> {
     let t = s.trim().to_ascii_lowercase();
     let t = t
         .strip_suffix("kib")
@@ -144,36 +150,41 @@ fn size(s: &str, all: &str) -> Result<usize, String> {
         Some('m') => (&t[..t.len() - 1], 1_048_576.0),
         _ => (&t[..], 1.0),
     };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{all}': '{s}' is not a size (examples: 100, 1K, 1K-2K)"))?;
+    let v: f64 = num.trim().parse().map_err(|_| KvError::ValueSize {
+        all: all.into(),
+        size: s.into(),
+    })?;
     let b = (v * mul).round();
     if !(b.is_finite() && b >= 1.0) {
-        return Err(format!("'{all}': values of 0 bytes are not a load"));
+        return Err(KvError::ZeroValue(all.into()));
     }
     if b > MAX_VALUE as f64 {
-        return Err(format!(
-            "'{all}': {s} is above 1,000,000 bytes, memcached's default largest item (-I 1m)"
-        ));
+        return Err(KvError::ValueTooLarge {
+            all: all.into(),
+            size: s.into(),
+        });
     }
     Ok(b as usize)
 }
 
 impl ValueSizes {
-    pub fn parse(s: &str) -> Result<ValueSizes, String> {
+    pub fn parse(s: &str) -> Result<ValueSizes, KvError> {
         if s.trim().is_empty() {
-            return Err("an empty value size (examples: 1K, 1K-2K, 4-100,1K-2K)".into());
+            return Err(KvError::NoValueSize);
         }
         let mut raw = Vec::new();
         for part in s.split(',') {
             let (range, weight) = match part.split_once(':') {
                 Some((r, w)) => {
-                    let w: f64 = w.trim().parse().map_err(|_| {
-                        format!("'{s}': weight '{w}' is not a number (example: 4-100:8,1K-2K:1)")
+                    let w: f64 = w.trim().parse().map_err(|_| KvError::Weight {
+                        all: s.into(),
+                        weight: w.into(),
                     })?;
                     if !(w.is_finite() && w > 0.0) {
-                        return Err(format!("'{s}': weight {w} must be above 0"));
+                        return Err(KvError::WeightNotPositive {
+                            all: s.into(),
+                            weight: w,
+                        });
                     }
                     (r, w)
                 }
@@ -187,7 +198,10 @@ impl ValueSizes {
                 }
             };
             if hi < lo {
-                return Err(format!("'{s}': {} : the range is reversed", range.trim()));
+                return Err(KvError::Reversed {
+                    all: s.into(),
+                    range: range.trim().into(),
+                });
             }
             raw.push((lo, hi, weight));
         }
@@ -291,6 +305,10 @@ mod tests {
         assert!(KeySpace::new(10, 300, None).is_err());
         assert!(KeySpace::new(0, 16, None).is_err());
         assert!(KeySpace::new(10, 16, Some(0.0)).is_err());
+        assert_eq!(
+            KeySpace::new(10, 300, None).unwrap_err().to_string(),
+            "keys of 300 bytes: memcached takes at most 250"
+        );
     }
 
     #[test]
@@ -348,7 +366,7 @@ mod tests {
             ("1K:x", "not a number"),
             ("lots", "not a size"),
         ] {
-            let e = ValueSizes::parse(bad).unwrap_err();
+            let e = ValueSizes::parse(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }

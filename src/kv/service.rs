@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::protocol::parse_stats;
+use super::KvError;
 use crate::model::sample::ServiceWindow;
 
 /// Options linerate sets itself (the address, the port, the process's life).
@@ -30,25 +31,21 @@ const OURS: &[&str] = &[
 
 /// The words of a `--service` command, checked: the program is memcached,
 /// and it does not set what linerate sets.
-pub fn check_command(cmd: &str) -> Result<Vec<String>, String> {
+pub fn check_command(cmd: &str) -> Result<Vec<String>, KvError> {
     let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
     let Some(prog) = words.first() else {
-        return Err("--service is empty: use --service memcached".into());
+        return Err(KvError::NoService);
     };
     let base = prog.rsplit('/').next().unwrap_or(prog);
     if base != "memcached" {
-        return Err(format!(
-            "--service '{prog}': the agent starts only memcached (a service is a known server, not any command)"
-        ));
+        return Err(KvError::NotMemcached(prog.clone()));
     }
     for w in &words[1..] {
         let flag = w.split('=').next().unwrap_or(w);
         if OURS.contains(&flag)
             || (flag.starts_with("-p") && flag.len() > 2 && flag.as_bytes()[2].is_ascii_digit())
         {
-            return Err(format!(
-                "--service: {w} is linerate's to set (it binds memcached to the agent's data address on a free port)"
-            ));
+            return Err(KvError::OursToSet(w.clone()));
         }
     }
     Ok(words)
@@ -80,20 +77,15 @@ pub struct Service {
 impl Service {
     /// Starts `cmd` bound to `ip` on a free port and waits (5 s at most)
     /// until it answers `version`.
-    pub fn start(cmd: &str, ip: IpAddr) -> Result<Service, String> {
+    pub fn start(cmd: &str, ip: IpAddr) -> Result<Service, KvError> {
         let words = check_command(cmd)?;
-        let prog = find(&words[0]).ok_or_else(|| {
-            format!(
-                "{} is not installed on the agent's host (apt install memcached)",
-                words[0]
-            )
-        })?;
-        let mut last = String::new();
+        let prog = find(&words[0]).ok_or_else(|| KvError::NotInstalled(words[0].clone()))?;
+        let mut last = None;
         // A free port is only free until someone takes it: try again.
         for _ in 0..3 {
             let port = TcpListener::bind(SocketAddr::new(ip, 0))
                 .and_then(|l| l.local_addr())
-                .map_err(|e| format!("no free port on {ip}: {e}"))?
+                .map_err(|source| KvError::NoFreePort { ip, source })?
                 .port();
             let addr = SocketAddr::new(ip, port);
             let log = std::env::temp_dir().join(format!(
@@ -113,14 +105,20 @@ impl Service {
             if root && !words.iter().any(|w| w == "-u" || w.starts_with("--user")) {
                 args.extend(["-u".into(), "nobody".into()]);
             }
-            let err = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+            let err = std::fs::File::create(&log).map_err(|source| KvError::Log {
+                path: log.clone(),
+                source,
+            })?;
             let child = Command::new(&prog)
                 .args(&args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(err)
                 .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", prog.display()))?;
+                .map_err(|source| KvError::Start {
+                    program: prog.clone(),
+                    source,
+                })?;
             let mut svc = Service {
                 child,
                 addr,
@@ -133,32 +131,31 @@ impl Service {
                     svc.name = v;
                     return Ok(svc);
                 }
-                Err(e) => last = e,
+                Err(e) => last = Some(e),
             }
         }
-        Err(last)
+        Err(last.expect("three tries"))
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn wait_ready(&mut self, limit: Duration) -> Result<String, String> {
+    fn wait_ready(&mut self, limit: Duration) -> Result<String, KvError> {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(why) = self.exited() {
-                return Err(why);
+                return Err(KvError::Exited(why));
             }
             if let Ok(v) = version(self.addr) {
                 return Ok(v);
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "memcached on {} did not answer within {:.0} s{}",
-                    self.addr,
-                    limit.as_secs_f64(),
-                    self.log_tail()
-                ));
+                return Err(KvError::NotReady {
+                    addr: self.addr,
+                    secs: limit.as_secs_f64(),
+                    tail: self.log_tail(),
+                });
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -214,32 +211,32 @@ impl Drop for Service {
 fn ask<T>(
     addr: SocketAddr,
     req: &[u8],
-    done: impl Fn(&[u8]) -> Result<Option<T>, String>,
-) -> Result<T, String> {
+    done: impl Fn(&[u8]) -> Result<Option<T>, KvError>,
+) -> Result<T, KvError> {
     let t = Duration::from_secs(2);
-    let mut s = TcpStream::connect_timeout(&addr, t).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(t)).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(t)).map_err(|e| e.to_string())?;
-    s.write_all(req).map_err(|e| e.to_string())?;
+    let mut s = TcpStream::connect_timeout(&addr, t).map_err(KvError::Connection)?;
+    s.set_read_timeout(Some(t)).map_err(KvError::Connection)?;
+    s.set_write_timeout(Some(t)).map_err(KvError::Connection)?;
+    s.write_all(req).map_err(KvError::Connection)?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 << 10];
     loop {
-        let n = s.read(&mut chunk).map_err(|e| e.to_string())?;
+        let n = s.read(&mut chunk).map_err(KvError::Connection)?;
         if n == 0 {
-            return Err("memcached closed the connection".into());
+            return Err(KvError::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
         if let Some(v) = done(&buf)? {
             return Ok(v);
         }
         if buf.len() > 1 << 20 {
-            return Err("memcached's reply is over 1 MiB".into());
+            return Err(KvError::ReplyTooLong);
         }
     }
 }
 
 /// "memcached 1.6.38", from its `version` command.
-pub fn version(addr: SocketAddr) -> Result<String, String> {
+pub fn version(addr: SocketAddr) -> Result<String, KvError> {
     ask(addr, b"version\r\n", |b| {
         let Some(end) = b.windows(2).position(|w| w == b"\r\n") else {
             return Ok(None);
@@ -247,16 +244,14 @@ pub fn version(addr: SocketAddr) -> Result<String, String> {
         let line = String::from_utf8_lossy(&b[..end]).to_string();
         match line.strip_prefix("VERSION ") {
             Some(v) => Ok(Some(format!("memcached {v}"))),
-            None => Err(format!("not memcached: it said '{line}'")),
+            None => Err(KvError::NotMemcachedReply(line)),
         }
     })
 }
 
 /// memcached's `stats`, as name -> value.
-pub fn stats(addr: SocketAddr) -> Result<BTreeMap<String, String>, String> {
-    ask(addr, b"stats\r\n", |b| {
-        parse_stats(b).map_err(|e| e.to_string())
-    })
+pub fn stats(addr: SocketAddr) -> Result<BTreeMap<String, String>, KvError> {
+    ask(addr, b"stats\r\n", |b| Ok(parse_stats(b)?))
 }
 
 /// Stats that are levels, not running counts: the window reports their
@@ -312,12 +307,15 @@ mod tests {
         assert!(check_command("/usr/bin/memcached").is_ok());
         assert!(check_command("sh -c 'rm -rf /'")
             .unwrap_err()
+            .to_string()
             .contains("only memcached"));
         assert!(check_command("memcached -p 11211")
             .unwrap_err()
+            .to_string()
             .contains("-p"));
         assert!(check_command("memcached -p11211")
             .unwrap_err()
+            .to_string()
             .contains("-p11211"));
         assert!(check_command("memcached --listen=0.0.0.0").is_err());
         assert!(check_command("memcached -d").is_err());

@@ -97,10 +97,12 @@ impl Plugin for Memcache {
 
     fn validate(&self, spec: &TestSpec) -> Result<(), WorkloadError> {
         let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
-        ValueSizes::parse(&kv.values).map_err(WorkloadError::Values)?;
-        KeySpace::new(kv.keys, kv.key_size, kv.zipf).map_err(WorkloadError::KeySpace)?;
+        ValueSizes::parse(&kv.values).map_err(|e| WorkloadError::Values(e.to_string()))?;
+        KeySpace::new(kv.keys, kv.key_size, kv.zipf)
+            .map_err(|e| WorkloadError::KeySpace(e.to_string()))?;
         if let Some(s) = &kv.service {
-            crate::kv::service::check_command(s).map_err(WorkloadError::KvInput)?;
+            crate::kv::service::check_command(s)
+                .map_err(|e| WorkloadError::KvInput(e.to_string()))?;
         }
         Ok(())
     }
@@ -272,8 +274,10 @@ impl Mix {
 
     pub fn of(kv: &KvSpec) -> Result<Mix, WorkloadError> {
         Ok(Mix {
-            keys: KeySpace::new(kv.keys, kv.key_size, kv.zipf).map_err(WorkloadError::KvInput)?,
-            sizes: ValueSizes::parse(&kv.values).map_err(WorkloadError::KvInput)?,
+            keys: KeySpace::new(kv.keys, kv.key_size, kv.zipf)
+                .map_err(|e| WorkloadError::KvInput(e.to_string()))?,
+            sizes: ValueSizes::parse(&kv.values)
+                .map_err(|e| WorkloadError::KvInput(e.to_string()))?,
             dialect: dialect(kv.dialect),
             get_share: kv.gets as f64 / (kv.gets + kv.sets) as f64,
             multiget: kv.multiget.max(1) as usize,
@@ -708,7 +712,7 @@ pub fn serve(spec: &TestSpec, ip: IpAddr) -> Result<Option<Service>, WorkloadErr
     let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
     kv.service
         .as_deref()
-        .map(|cmd| Service::start(cmd, ip).map_err(WorkloadError::Service))
+        .map(|cmd| Service::start(cmd, ip).map_err(|e| WorkloadError::Service(e.to_string())))
         .transpose()
 }
 
@@ -718,7 +722,7 @@ pub fn target(spec: &TestSpec) -> Result<Option<SocketAddr>, WorkloadError> {
     spec.kv
         .as_ref()
         .and_then(|k| k.target.as_deref())
-        .map(|t| crate::kv::resolve_target(t).map_err(WorkloadError::KvInput))
+        .map(|t| crate::kv::resolve_target(t).map_err(|e| WorkloadError::KvInput(e.to_string())))
         .transpose()
 }
 
