@@ -153,7 +153,7 @@ pub fn bind(listen: SocketAddr) -> Result<TcpListener, AgentError> {
 pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentError> {
     if let Some(ns) = &cfg.data_netns {
         // Sessions are threads of this one: they start in the namespace.
-        crate::lab::netns::enter(ns).map_err(AgentError::Netns)?;
+        crate::lab::netns::enter(ns).map_err(|e| AgentError::Netns(e.to_string()))?;
     }
     if cfg.allow_sysctl {
         // A journal left by an agent that died: its values go back first.

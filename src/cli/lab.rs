@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 
 use crate::engine::signals;
-use crate::error::{usage, Error, Result};
+use crate::error::{Error, Result};
 
 use crate::lab::calibrate;
 use crate::lab::emulator;
@@ -95,18 +95,18 @@ fn need_root() -> Result<()> {
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    topology::check_name(&a.name).map_err(usage)?;
-    let spec = a.link.build().map_err(usage)?;
-    let rack = Rack::new(a.clients, a.servers).map_err(usage)?;
+    topology::check_name(&a.name)?;
+    let spec = a.link.build()?;
+    let rack = Rack::new(a.clients, a.servers)?;
     let backend = match a.emulator {
         EmulatorArg::Auto => Backend::Auto,
         EmulatorArg::Nfqueue => Backend::Nfqueue,
         EmulatorArg::Netem => Backend::Netem,
         EmulatorArg::None => Backend::None,
     };
-    topology::check_rack(&spec, rack, backend).map_err(usage)?;
+    topology::check_rack(&spec, rack, backend)?;
     need_root()?;
-    let st = topology::up(&a.name, &spec, rack, backend, None).map_err(Error::Failed)?;
+    let st = topology::up(&a.name, &spec, rack, backend, None)?;
     println!("lab {} is up: {}", st.name, st.spec.describe());
     for c in &st.host_changes {
         println!("  note: {c}");
@@ -149,7 +149,7 @@ fn up(a: UpArgs) -> Result<()> {
             Ok(c) => {
                 let mut st = st.clone();
                 st.calibration = Some(c.clone());
-                state::save(&st).map_err(Error::Failed)?;
+                state::save(&st)?;
                 println!("  calibration: {}", c.describe());
                 for w in &c.warnings {
                     println!("  warning: {w}");
@@ -172,9 +172,9 @@ fn up(a: UpArgs) -> Result<()> {
 }
 
 fn down(a: DownArgs) -> Result<()> {
-    topology::check_name(&a.name).map_err(usage)?;
+    topology::check_name(&a.name)?;
     need_root()?;
-    if topology::down(&a.name).map_err(Error::Failed)? {
+    if topology::down(&a.name)? {
         println!("lab {} is down", a.name);
     } else {
         println!("lab {} was not up (nothing to remove)", a.name);
@@ -221,7 +221,7 @@ fn status(a: StatusArgs) -> Result<()> {
     };
     let mut all = Vec::new();
     for n in names {
-        match state::load(&n).map_err(Error::Failed)? {
+        match state::load(&n)? {
             Some(s) => all.push(s),
             None => return Err(Error::Failed(format!("no lab named {n} is up"))),
         }
@@ -305,7 +305,7 @@ pub fn lab(args: LabArgs) -> Result<()> {
                 .map_err(|e| Error::Failed(format!("lab emulate: bad --config: {e}")))?;
             // SIGTERM and SIGINT end the emulator cleanly (final counters written).
             signals::on_signals(&[libc::SIGTERM, libc::SIGINT], false);
-            emulator::run(&cfg, signals::raised()).map_err(Error::Failed)
+            emulator::run(&cfg, signals::raised()).map_err(Into::into)
         }
     }
 }

@@ -91,7 +91,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     // token: they get it on stdin, or not at all. Single-threaded here.
     std::env::remove_var("LINERATE_TOKEN");
     if let Some(ns) = &args.netns {
-        crate::lab::netns::enter(ns).map_err(Error::Failed)?;
+        crate::lab::netns::enter(ns)?;
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         crate::engine::tls::load_identity_files(cert, key)?;

@@ -86,7 +86,9 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
         (None, None) => Err("no agent to run flows on".into()),
     };
     let outcome = match lab {
-        Some(st) => record::around(st, test).and_then(|(r, rec)| r.map(|r| (r, Some(rec)))),
+        Some(st) => record::around(st, test)
+            .map_err(|e| e.to_string())
+            .and_then(|(r, rec)| r.map(|r| (r, Some(rec)))),
         None => test().map(|r| (r, None)),
     };
     progress.finish();

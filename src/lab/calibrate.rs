@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::emulator::Stats;
 use super::netns;
 use super::state::LabState;
+use super::LabError;
 use crate::model::lab::Calibration;
 
 fn median(v: &mut [f64]) -> f64 {
@@ -30,14 +31,13 @@ const SINK: u8 = b's';
 /// A listener in the server namespace that echoes single bytes or sinks a
 /// bulk flow, for at most `conns` connections; reports sink goodput over
 /// the second half of the transfer on `results`.
-fn serve(st: &LabState, conns: usize) -> Result<(u16, mpsc::Receiver<f64>), String> {
+fn serve(st: &LabState, conns: usize) -> Result<(u16, mpsc::Receiver<f64>), LabError> {
     let (port_tx, port_rx) = mpsc::channel();
     let (res_tx, res_rx) = mpsc::channel();
     let ns = st.server_ns.clone();
     let addr: SocketAddr = format!("{}:0", st.server_addr).parse().unwrap();
     std::thread::spawn(move || {
-        let l = match netns::enter(&ns)
-            .and_then(|_| TcpListener::bind(addr).map_err(|e| e.to_string()))
+        let l = match netns::enter(&ns).and_then(|_| TcpListener::bind(addr).map_err(LabError::Os))
         {
             Ok(l) => l,
             Err(e) => {
@@ -82,7 +82,7 @@ fn serve(st: &LabState, conns: usize) -> Result<(u16, mpsc::Receiver<f64>), Stri
     });
     let port = port_rx
         .recv_timeout(Duration::from_secs(5))
-        .map_err(|_| "the calibration listener did not start".to_string())??;
+        .map_err(|_| LabError::ListenerSilent)??;
     Ok((port, res_rx))
 }
 
@@ -122,7 +122,7 @@ pub fn expected_s(st: &LabState, rate: bool) -> f64 {
         }
 }
 
-pub fn calibrate(st: &LabState, rate: bool) -> Result<Calibration, String> {
+pub fn calibrate(st: &LabState, rate: bool) -> Result<Calibration, LabError> {
     let conns = 3 + 1 + usize::from(rate);
     let (port, results) = serve(st, conns)?;
     let server: SocketAddr = format!("{}:{port}", st.server_addr).parse().unwrap();
@@ -136,26 +136,22 @@ pub fn calibrate(st: &LabState, rate: bool) -> Result<Calibration, String> {
         let mut connects = Vec::new();
         for _ in 0..3 {
             let t = Instant::now();
-            let s = TcpStream::connect_timeout(&server, timeout).map_err(|e| {
-                format!(
-                    "lab calibration: cannot connect to {server}: {e} (is the emulator running?)"
-                )
-            })?;
+            let s = TcpStream::connect_timeout(&server, timeout)
+                .map_err(|source| LabError::CalibrationConnect { server, source })?;
             connects.push(t.elapsed().as_secs_f64() * 1e3);
             drop(s);
         }
-        let mut s = TcpStream::connect_timeout(&server, timeout).map_err(|e| e.to_string())?;
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(timeout))
-            .map_err(|e| e.to_string())?;
-        s.write_all(&[ECHO]).map_err(|e| e.to_string())?;
+        let mut s = TcpStream::connect_timeout(&server, timeout).map_err(LabError::Os)?;
+        s.set_nodelay(true).map_err(LabError::Os)?;
+        s.set_read_timeout(Some(timeout)).map_err(LabError::Os)?;
+        s.write_all(&[ECHO]).map_err(LabError::Os)?;
         let mut rrs = Vec::new();
         let mut b = [0u8; 1];
         for i in 0..6 {
             let t = Instant::now();
-            s.write_all(b"x").map_err(|e| e.to_string())?;
+            s.write_all(b"x").map_err(LabError::Os)?;
             s.read_exact(&mut b)
-                .map_err(|e| format!("lab calibration: no echo from {server}: {e}"))?;
+                .map_err(|source| LabError::NoEcho { server, source })?;
             // The first exchange may still pay for the connection's setup.
             if i > 0 {
                 rrs.push(t.elapsed().as_secs_f64() * 1e3);
@@ -163,15 +159,13 @@ pub fn calibrate(st: &LabState, rate: bool) -> Result<Calibration, String> {
         }
         drop(s);
         if rate {
-            let mut s = TcpStream::connect_timeout(&server, timeout).map_err(|e| e.to_string())?;
-            s.set_write_timeout(Some(timeout))
-                .map_err(|e| e.to_string())?;
-            s.write_all(&[SINK]).map_err(|e| e.to_string())?;
+            let mut s = TcpStream::connect_timeout(&server, timeout).map_err(LabError::Os)?;
+            s.set_write_timeout(Some(timeout)).map_err(LabError::Os)?;
+            s.write_all(&[SINK]).map_err(LabError::Os)?;
             let buf = vec![0x5au8; 128 * 1024];
             let end = Instant::now() + Duration::from_secs_f64(bulk_s);
             while Instant::now() < end {
-                s.write_all(&buf)
-                    .map_err(|e| format!("lab calibration: bulk flow: {e}"))?;
+                s.write_all(&buf).map_err(LabError::BulkFlow)?;
             }
         }
         Ok((connects, rrs))
@@ -203,7 +197,7 @@ pub fn calibrate(st: &LabState, rate: bool) -> Result<Calibration, String> {
 /// The window an application that leaves SO_RCVBUF alone gets from the
 /// server namespace (autotuning under tcp_rmem), as the sender sees it in
 /// the second half of a bulk probe of max(1 s, 15 RTT).
-pub fn probe_window(st: &LabState) -> Result<u32, String> {
+pub fn probe_window(st: &LabState) -> Result<u32, LabError> {
     let (port, _results) = serve(st, 1)?;
     let server: SocketAddr = format!("{}:{port}", st.server_addr).parse().unwrap();
     let rtt = st.spec.rtt_s();
@@ -212,10 +206,9 @@ pub fn probe_window(st: &LabState) -> Result<u32, String> {
     netns::run_in(&st.client_ns, move || {
         use std::os::fd::AsRawFd;
         let mut s = TcpStream::connect_timeout(&server, timeout)
-            .map_err(|e| format!("window probe: cannot connect to {server}: {e}"))?;
-        s.set_write_timeout(Some(timeout))
-            .map_err(|e| e.to_string())?;
-        s.write_all(&[SINK]).map_err(|e| e.to_string())?;
+            .map_err(|source| LabError::ProbeConnect { server, source })?;
+        s.set_write_timeout(Some(timeout)).map_err(LabError::Os)?;
+        s.write_all(&[SINK]).map_err(LabError::Os)?;
         let buf = vec![0x5au8; 64 * 1024];
         let t0 = Instant::now();
         let end = t0 + Duration::from_secs_f64(secs);
@@ -223,8 +216,7 @@ pub fn probe_window(st: &LabState) -> Result<u32, String> {
         let mut samples = Vec::new();
         let mut last = t0;
         while Instant::now() < end {
-            s.write_all(&buf)
-                .map_err(|e| format!("window probe: {e}"))?;
+            s.write_all(&buf).map_err(LabError::Probe)?;
             let now = Instant::now();
             if now >= half && now - last >= Duration::from_millis(5) {
                 last = now;
@@ -236,7 +228,7 @@ pub fn probe_window(st: &LabState) -> Result<u32, String> {
             }
         }
         if samples.is_empty() {
-            return Err("window probe: no window sample".into());
+            return Err(LabError::NoWindowSample);
         }
         Ok(median(&mut samples) as u32)
     })
@@ -246,7 +238,7 @@ pub fn probe_window(st: &LabState) -> Result<u32, String> {
 /// application (sshd) a window of `window` bytes: starts from the ratio
 /// measured on Linux 6.x (window ~0.7 x max), then corrects by what a probe
 /// sees, up to 4 probes, until within 5%. Leaves it set; returns (max, seen).
-pub fn rmem_for_window(st: &LabState, window: u64) -> Result<(u64, u32), String> {
+pub fn rmem_for_window(st: &LabState, window: u64) -> Result<(u64, u32), LabError> {
     let mut max = ((window as f64 / 0.7) as u64).max(8192);
     let mut best = (max, 0u32, f64::INFINITY);
     for _ in 0..4 {

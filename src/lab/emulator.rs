@@ -20,7 +20,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::nfqueue::{self, error_text, Packet, Queue, Stamp};
+use super::error::{EmulatorError, OsText};
+use super::nfqueue::{self, Packet, Queue, Stamp};
 use crate::model::lab::DirStats;
 
 /// What one direction of the link does to the packets that cross it.
@@ -227,20 +228,20 @@ pub struct Link {
 
 impl Link {
     /// A link with the given shaping; Err on values that make no sense.
-    pub fn new(s: &Shaping, mtu: u32, seed: u64) -> Result<Link, String> {
+    pub fn new(s: &Shaping, mtu: u32, seed: u64) -> Result<Link, EmulatorError> {
         if !(0.0..=1.0).contains(&s.loss) {
-            return Err(format!("loss {} is not a probability in 0..1", s.loss));
+            return Err(EmulatorError::Loss(s.loss));
         }
         if s.rate_bps == Some(0) {
-            return Err("rate_bps 0: use null for an unlimited rate".into());
+            return Err(EmulatorError::ZeroRate);
         }
         if !(68..=65535).contains(&mtu) {
-            return Err(format!("mtu {mtu} is outside 68..65535"));
+            return Err(EmulatorError::Mtu(mtu));
         }
-        let ns = |us: u64, what: &str| {
+        let ns = |us: u64, what: &'static str| {
             us.checked_mul(1000)
                 .filter(|v| *v < u64::MAX / 4)
-                .ok_or_else(|| format!("{what} {us} µs is too large"))
+                .ok_or(EmulatorError::TooLarge { what, us })
         };
         Ok(Link {
             delay_ns: ns(s.delay_us, "delay_us")?,
@@ -340,14 +341,14 @@ struct Epoll {
 }
 
 impl Epoll {
-    fn new() -> Result<Epoll, String> {
+    fn new() -> Result<Epoll, EmulatorError> {
         // SAFETY: plain syscall; the result is checked before use.
         let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if raw < 0 {
-            return Err(format!(
-                "epoll_create1: {}",
-                error_text(&io::Error::last_os_error())
-            ));
+            return Err(EmulatorError::Call {
+                call: "epoll_create1",
+                source: OsText(io::Error::last_os_error()),
+            });
         }
         // SAFETY: `raw` is a fresh descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -355,16 +356,22 @@ impl Epoll {
     }
 
     /// Adds `fd` to the set, watched for reading.
-    fn add(&self, fd: RawFd, token: u64) -> Result<(), String> {
+    fn add(&self, fd: RawFd, token: u64) -> Result<(), EmulatorError> {
         self.ctl(libc::EPOLL_CTL_ADD, fd, token, true)
     }
 
     /// Turns reading interest in `fd` on or off (it stays in the set).
-    fn watch(&self, fd: RawFd, token: u64, on: bool) -> Result<(), String> {
+    fn watch(&self, fd: RawFd, token: u64, on: bool) -> Result<(), EmulatorError> {
         self.ctl(libc::EPOLL_CTL_MOD, fd, token, on)
     }
 
-    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, readable: bool) -> Result<(), String> {
+    fn ctl(
+        &self,
+        op: libc::c_int,
+        fd: RawFd,
+        token: u64,
+        readable: bool,
+    ) -> Result<(), EmulatorError> {
         let mut ev = libc::epoll_event {
             events: if readable { libc::EPOLLIN as u32 } else { 0 },
             u64: token,
@@ -372,17 +379,17 @@ impl Epoll {
         // SAFETY: both descriptors are open and `ev` is valid for the call.
         let rc = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) };
         if rc != 0 {
-            return Err(format!(
-                "epoll_ctl: {}",
-                error_text(&io::Error::last_os_error())
-            ));
+            return Err(EmulatorError::Call {
+                call: "epoll_ctl",
+                source: OsText(io::Error::last_os_error()),
+            });
         }
         Ok(())
     }
 
     /// Waits up to `timeout`; returns the tokens that are ready (none on a
     /// timeout or a signal).
-    fn wait(&mut self, timeout: Duration) -> Result<[bool; 2], String> {
+    fn wait(&mut self, timeout: Duration) -> Result<[bool; 2], EmulatorError> {
         // SAFETY: epoll_event is plain data; zero is valid.
         let mut evs: [libc::epoll_event; 4] = unsafe { std::mem::zeroed() };
         let n = loop {
@@ -423,7 +430,12 @@ impl Epoll {
             match e.raw_os_error() {
                 Some(libc::ENOSYS) if self.pwait2 => self.pwait2 = false,
                 Some(libc::EINTR) => return Ok([false; 2]),
-                _ => return Err(format!("epoll wait: {}", error_text(&e))),
+                _ => {
+                    return Err(EmulatorError::Call {
+                        call: "epoll wait",
+                        source: OsText(e),
+                    })
+                }
             }
         };
         let mut ready = [false; 2];
@@ -445,17 +457,17 @@ struct StatsFile {
 }
 
 impl StatsFile {
-    fn new(path: &Path) -> Result<StatsFile, String> {
+    fn new(path: &Path) -> Result<StatsFile, EmulatorError> {
         let name = path
             .file_name()
-            .ok_or_else(|| format!("stats path {} has no file name", path.display()))?;
+            .ok_or_else(|| EmulatorError::StatsName(path.into()))?;
         // Checked now so that a bad path fails before the queues are bound.
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
         if !dir.is_dir() {
-            return Err(format!("stats directory {} does not exist", dir.display()));
+            return Err(EmulatorError::StatsDir(dir.into()));
         }
         let tmp_name = format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id());
         Ok(StatsFile {
@@ -464,12 +476,16 @@ impl StatsFile {
         })
     }
 
-    fn write(&self, stats: &Stats) -> Result<(), String> {
-        let json = serde_json::to_vec(stats).map_err(|e| format!("stats: {e}"))?;
-        std::fs::write(&self.tmp, json)
-            .map_err(|e| format!("{}: {}", self.tmp.display(), error_text(&e)))?;
-        std::fs::rename(&self.tmp, &self.path)
-            .map_err(|e| format!("{}: {}", self.path.display(), error_text(&e)))
+    fn write(&self, stats: &Stats) -> Result<(), EmulatorError> {
+        let json = serde_json::to_vec(stats).map_err(EmulatorError::StatsJson)?;
+        std::fs::write(&self.tmp, json).map_err(|e| EmulatorError::Io {
+            path: self.tmp.clone(),
+            source: OsText(e),
+        })?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| EmulatorError::Io {
+            path: self.path.clone(),
+            source: OsText(e),
+        })
     }
 }
 
@@ -497,13 +513,17 @@ impl KernelView {
 /// without ever blocking (one is skipped if the writer is still busy).
 struct Writer {
     tx: Option<mpsc::SyncSender<Stats>>,
-    handle: Option<thread::JoinHandle<Result<(), String>>>,
+    handle: Option<thread::JoinHandle<Result<(), EmulatorError>>>,
 }
 
 impl Writer {
     /// Writes `first` before returning (so the file exists once the queues
     /// are bound), then starts the writer thread.
-    fn start(file: StatsFile, mut kernel: KernelView, mut first: Stats) -> Result<Writer, String> {
+    fn start(
+        file: StatsFile,
+        mut kernel: KernelView,
+        mut first: Stats,
+    ) -> Result<Writer, EmulatorError> {
         kernel.fill(&mut first);
         file.write(&first)?;
         let (tx, rx) = mpsc::sync_channel::<Stats>(1);
@@ -522,7 +542,7 @@ impl Writer {
                 }
                 last
             })
-            .map_err(|e| format!("cannot start the counters writer: {e}"))?;
+            .map_err(EmulatorError::Writer)?;
         Ok(Writer {
             tx: Some(tx),
             handle: Some(handle),
@@ -536,13 +556,13 @@ impl Writer {
     }
 
     /// Writes the final snapshot and waits for the writer; Err if that write failed.
-    fn finish(mut self, st: Stats) -> Result<(), String> {
+    fn finish(mut self, st: Stats) -> Result<(), EmulatorError> {
         if let Some(tx) = self.tx.take() {
             let _ = tx.send(st);
         }
         match self.handle.take().map(|h| h.join()) {
             Some(Ok(res)) => res,
-            Some(Err(_)) => Err("the counters writer panicked".into()),
+            Some(Err(_)) => Err(EmulatorError::WriterPanicked),
             None => Ok(()),
         }
     }
@@ -656,7 +676,7 @@ impl HalfLink {
     /// A packet's arrival is its kernel timestamp when it has one (see
     /// [`Clock::arrival`]), else the time of this read. Returns whether the
     /// queue was drained.
-    fn receive(&mut self, clock: &Clock, batch: &mut Vec<Packet>) -> Result<bool, String> {
+    fn receive(&mut self, clock: &Clock, batch: &mut Vec<Packet>) -> Result<bool, EmulatorError> {
         let drained = self.queue.recv(batch, RECV_ROUNDS)?;
         let now = clock.now();
         let realtime_offset = clock.realtime_offset();
@@ -864,15 +884,12 @@ fn snapshot(dirs: &[HalfLink; 2], clock: &Clock, realtime: bool) -> Stats {
 /// verdicts at once); release what is due with one batch verdict per
 /// direction. On stop, packets still held are not released early: they are
 /// counted in `dropped_stop` and the kernel drops them when the queues close.
-pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
+pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
     if cfg.queues[0] == cfg.queues[1] {
-        return Err(format!(
-            "the two directions need two queues, got {} twice",
-            cfg.queues[0]
-        ));
+        return Err(EmulatorError::SameQueue(cfg.queues[0]));
     }
     let seed = match cfg.seed {
-        0 => getrandom::u64().map_err(|e| format!("no random seed: {e}"))?,
+        0 => getrandom::u64().map_err(EmulatorError::Seed)?,
         s => s,
     };
     // Each direction draws from its own generator: reproducible per direction.
@@ -880,7 +897,10 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
         let dir_seed = seed
             .wrapping_add(d as u64)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        Link::new(&cfg.shaping[d], cfg.mtu, dir_seed).map_err(|e| format!("direction {d}: {e}"))
+        Link::new(&cfg.shaping[d], cfg.mtu, dir_seed).map_err(|e| EmulatorError::Direction {
+            direction: d,
+            source: Box::new(e),
+        })
     };
     let links = [link(0)?, link(1)?];
     let stats_file = cfg.stats.as_deref().map(StatsFile::new).transpose()?;
@@ -891,7 +911,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
     }
     if let Some(cpu) = cfg.cpu {
         // Before any thread starts: the counters writer inherits it.
-        crate::measure::placement::pin_current_thread(&[cpu]).map_err(|e| e.to_string())?;
+        crate::measure::placement::pin_current_thread(&[cpu])?;
     }
     // Timers fire within 1 ns of their time instead of the default 50 µs slack.
     // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
@@ -900,7 +920,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), String> {
     let clock = Clock::new();
     let _stamps = ArrivalStamps::enable();
     let mut epoll = Epoll::new()?;
-    let open = |d: usize, link: Link| -> Result<HalfLink, String> {
+    let open = |d: usize, link: Link| -> Result<HalfLink, EmulatorError> {
         let queue = Queue::open(cfg.queues[d], !cfg.per_packet)?;
         epoll.add(queue.as_raw_fd(), d as u64)?;
         Ok(HalfLink {
@@ -1220,6 +1240,12 @@ mod tests {
         assert!(Link::new(&nan, 1500, 1).is_err());
         assert!(Link::new(&shaping(0, Some(0)), 1500, 1).is_err());
         assert!(Link::new(&shaping(u64::MAX, None), 1500, 1).is_err());
+        assert_eq!(
+            Link::new(&shaping(0, Some(0)), 1500, 1)
+                .unwrap_err()
+                .to_string(),
+            "rate_bps 0: use null for an unlimited rate"
+        );
         assert!(Link::new(&shaping(0, None), 0, 1).is_err());
     }
 
@@ -1231,7 +1257,10 @@ mod tests {
             ..Config::default()
         };
         let err = run(&cfg, &AtomicBool::new(false)).unwrap_err();
-        assert!(err.contains("two queues"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "the two directions need two queues, got 3 twice"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! exist only inside the lab's namespaces.
 pub mod calibrate;
 pub mod emulator;
+pub mod error;
 pub mod netns;
 pub mod nfqueue;
 pub mod record;
@@ -11,3 +12,5 @@ pub mod spec;
 pub mod sshd;
 pub mod state;
 pub mod topology;
+
+pub use error::{EmulatorError, LabError};

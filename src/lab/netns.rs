@@ -9,6 +9,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use super::LabError;
+
 pub const NETNS_DIR: &str = "/run/netns";
 
 pub fn path(name: &str) -> String {
@@ -31,22 +33,23 @@ pub fn list() -> Vec<String> {
     v
 }
 
-fn open(name: &str) -> Result<File, String> {
-    File::open(path(name)).map_err(|e| {
-        format!("network namespace {name}: {e} (is the lab up? see `linerate lab status`)")
+fn open(name: &str) -> Result<File, LabError> {
+    File::open(path(name)).map_err(|source| LabError::Namespace {
+        name: name.into(),
+        source,
     })
 }
 
 /// Moves the calling thread into namespace `name`.
-pub fn enter(name: &str) -> Result<(), String> {
+pub fn enter(name: &str) -> Result<(), LabError> {
     let f = open(name)?;
     // SAFETY: setns on a valid namespace descriptor; affects only this thread.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(format!(
-            "cannot enter network namespace {name}: {e} (the lab needs root)"
-        ));
+        return Err(LabError::Enter {
+            name: name.into(),
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -54,19 +57,19 @@ pub fn enter(name: &str) -> Result<(), String> {
 /// Runs `f` on a new thread inside namespace `name` and returns its value.
 pub fn run_in<T: Send + 'static>(
     name: &str,
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    f: impl FnOnce() -> Result<T, LabError> + Send + 'static,
+) -> Result<T, LabError> {
     let name = name.to_string();
     std::thread::spawn(move || {
         enter(&name)?;
         f()
     })
     .join()
-    .map_err(|_| "a lab thread panicked".to_string())?
+    .map_err(|_| LabError::ThreadPanicked)?
 }
 
 /// Makes `cmd` start inside namespace `name` (setns between fork and exec).
-pub fn command_in(cmd: &mut Command, name: &str) -> Result<(), String> {
+pub fn command_in(cmd: &mut Command, name: &str) -> Result<(), LabError> {
     let f = open(name)?;
     // SAFETY: only async-signal-safe calls (setns) run in the forked child;
     // `f` is moved into the closure and stays open until exec.
@@ -83,7 +86,7 @@ pub fn command_in(cmd: &mut Command, name: &str) -> Result<(), String> {
 
 /// Sets sysctls (`net.ipv4.tcp_rmem` ...) inside namespace `name`: /proc/sys/net
 /// shows the namespace of the thread that opens it.
-pub fn sysctls(name: &str, values: &[(&str, String)]) -> Result<(), String> {
+pub fn sysctls(name: &str, values: &[(&str, String)]) -> Result<(), LabError> {
     let values: Vec<(String, String)> = values
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -91,18 +94,22 @@ pub fn sysctls(name: &str, values: &[(&str, String)]) -> Result<(), String> {
     run_in(name, move || {
         for (k, v) in &values {
             let p = format!("/proc/sys/{}", k.replace('.', "/"));
-            std::fs::write(&p, v).map_err(|e| format!("cannot set {k} = {v}: {e}"))?;
+            std::fs::write(&p, v).map_err(|source| LabError::SetSysctl {
+                key: k.clone(),
+                value: v.clone(),
+                source,
+            })?;
         }
         Ok(())
     })
 }
 
 /// Reads one sysctl inside namespace `name`.
-pub fn sysctl(name: &str, key: &str) -> Result<String, String> {
+pub fn sysctl(name: &str, key: &str) -> Result<String, LabError> {
     let p = format!("/proc/sys/{}", key.replace('.', "/"));
     run_in(name, move || {
         std::fs::read_to_string(&p)
             .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-            .map_err(|e| format!("cannot read {p}: {e}"))
+            .map_err(|source| LabError::ReadSysctl { path: p, source })
     })
 }

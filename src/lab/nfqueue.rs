@@ -14,6 +14,8 @@
 //! listener and are dropped too.
 
 use std::io;
+
+use super::error::{EmulatorError, OsText};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Bytes of each packet copied to user space: the IPv4 header and the start
@@ -166,19 +168,6 @@ pub struct Queue {
     pub last_verdict_errno: i32,
     /// Datagrams that did not fit a receive slot (ignored).
     pub truncated: u64,
-}
-
-/// An I/O error's text without Rust's " (os error N)" suffix, for one-line causes.
-pub(crate) fn error_text(e: &io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    }
-}
-
-fn errno_text(errno: i32) -> String {
-    error_text(&io::Error::from_raw_os_error(errno))
 }
 
 /// Appends an `nlmsghdr` + `nfgenmsg` for queue `num`; the length is patched by `finish_msg`.
@@ -365,7 +354,7 @@ pub fn messages_in(buf: &[u8], num: u16) -> usize {
 }
 
 /// A clear one-line cause for a failed bind/config.
-fn config_error(num: u16, errno: i32) -> String {
+fn config_error(num: u16, errno: i32) -> EmulatorError {
     let hint = match errno {
         libc::EPERM => {
             // SAFETY: geteuid has no preconditions and cannot fail.
@@ -383,10 +372,11 @@ fn config_error(num: u16, errno: i32) -> String {
         }
         _ => String::new(),
     };
-    format!(
-        "NFQUEUE bind of queue {num} failed: {}{hint}",
-        errno_text(errno)
-    )
+    EmulatorError::BindRefused {
+        num,
+        source: OsText(io::Error::from_raw_os_error(errno)),
+        hint,
+    }
 }
 
 fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, val: libc::c_int) -> bool {
@@ -406,7 +396,7 @@ impl Queue {
     /// Opens a netlink socket, binds queue `num` and configures it: headers
     /// only (64 bytes), 262144 packets max, GSO super-packets when `gso`
     /// (else the kernel segments before queueing), never fail-open.
-    pub fn open(num: u16, gso: bool) -> Result<Queue, String> {
+    pub fn open(num: u16, gso: bool) -> Result<Queue, EmulatorError> {
         // SAFETY: plain syscall; the result is checked before use.
         let raw = unsafe {
             libc::socket(
@@ -416,10 +406,10 @@ impl Queue {
             )
         };
         if raw < 0 {
-            return Err(format!(
-                "NFQUEUE: netlink socket failed: {}",
-                error_text(&io::Error::last_os_error())
-            ));
+            return Err(EmulatorError::Call {
+                call: "NFQUEUE: netlink socket failed",
+                source: OsText(io::Error::last_os_error()),
+            });
         }
         // SAFETY: `raw` is a fresh descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -444,10 +434,10 @@ impl Queue {
             )
         };
         if rc != 0 {
-            return Err(format!(
-                "NFQUEUE: netlink bind failed: {}",
-                error_text(&io::Error::last_os_error())
-            ));
+            return Err(EmulatorError::Call {
+                call: "NFQUEUE: netlink bind failed",
+                source: OsText(io::Error::last_os_error()),
+            });
         }
         let mut q = Queue {
             fd,
@@ -462,8 +452,10 @@ impl Queue {
         };
         let seq = q.next_seq();
         let msg = config_msg(num, seq, gso);
-        q.send_all(&msg)
-            .map_err(|e| format!("NFQUEUE bind of queue {num} failed: {}", error_text(&e)))?;
+        q.send_all(&msg).map_err(|e| EmulatorError::Bind {
+            num,
+            source: OsText(e),
+        })?;
         q.wait_ack(seq).map_err(|errno| config_error(num, errno))?;
         Ok(q)
     }
@@ -586,7 +578,7 @@ impl Queue {
     /// Receives what is waiting (up to `rounds` × 64 datagrams) into `out`.
     /// Ok(true) when the socket is drained. Kernel errors for earlier
     /// verdicts are counted in `verdict_errors`, not returned.
-    pub fn recv(&mut self, out: &mut Vec<Packet>, rounds: usize) -> Result<bool, String> {
+    pub fn recv(&mut self, out: &mut Vec<Packet>, rounds: usize) -> Result<bool, EmulatorError> {
         out.append(&mut self.early);
         let mut errors = 0u64;
         let mut last = 0i32;
@@ -601,12 +593,9 @@ impl Queue {
                     }
                     Message::Ack { .. } => {}
                 })
-                .map_err(|e| {
-                    format!(
-                        "NFQUEUE queue {}: recv failed: {}",
-                        self.num,
-                        error_text(&e)
-                    )
+                .map_err(|e| EmulatorError::Recv {
+                    num: self.num,
+                    source: OsText(e),
                 })?;
             if drained {
                 break;
@@ -649,16 +638,15 @@ impl Queue {
     /// Sends the queued verdicts. The kernel handles a netlink request during
     /// `send`, so on return every verdict has been applied (or its error queued
     /// for `recv`).
-    pub fn flush(&mut self) -> Result<(), String> {
+    pub fn flush(&mut self) -> Result<(), EmulatorError> {
         let out = std::mem::take(&mut self.out);
         let mut res = Ok(());
         for chunk in out.chunks(VERDICTS_PER_SEND * VERDICT_MSG_LEN) {
             if let Err(e) = self.send_all(chunk) {
-                res = Err(format!(
-                    "NFQUEUE queue {}: verdict send failed: {}",
-                    self.num,
-                    error_text(&e)
-                ));
+                res = Err(EmulatorError::Verdict {
+                    num: self.num,
+                    source: OsText(e),
+                });
                 break;
             }
         }

@@ -10,6 +10,7 @@ use super::emulator::Stats;
 use super::netns;
 
 use super::state::LabState;
+use super::LabError;
 use crate::model::lab::{EmulatorDelta, LabRecord};
 
 /// Counters and CPU between two snapshots of the same emulator process.
@@ -49,7 +50,7 @@ pub fn lab_delta(
 
 /// Runs `test` on lab `st`: calibrates the round trip first, snapshots the
 /// emulator's counters around the test, and returns the record to attach.
-pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecord), String> {
+pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecord), LabError> {
     let mut calibration = calibrate::calibrate(st, false)?;
     // The bulk rate takes seconds to measure: it comes from the lab's last
     // full calibration (lab up, or a study's change of link).

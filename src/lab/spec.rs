@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::emulator::Shaping;
+use super::error::{LabError, ValueError};
 use crate::model::lab::LabSpec;
+use crate::model::{Invalid, ModelError};
 use crate::units;
 
 /// The options as typed: `lab up`'s flags and a study's `[lab]` table are
@@ -52,66 +54,70 @@ pub struct LabOptions {
     pub emulator_cpu: Option<String>,
 }
 
-fn on_off(s: &str) -> Result<bool, String> {
+fn on_off(s: &str) -> Result<bool, ModelError> {
     match s {
         "on" => Ok(true),
         "off" => Ok(false),
-        _ => Err(format!("'{s}' is not on or off")),
+        _ => Err(ModelError::Form {
+            input: s.into(),
+            form: "on or off",
+        }),
     }
 }
 
 /// Splits `X/Y` into the two directions, `X` into the same value twice.
 fn per_direction<T: Clone>(
     v: &Option<String>,
-    name: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<[T; 2]>, String> {
+    name: &'static str,
+    parse: impl Fn(&str) -> Result<T, ValueError>,
+) -> Result<Option<[T; 2]>, LabError> {
     let Some(v) = v else { return Ok(None) };
     let parts: Vec<&str> = v.split('/').collect();
-    let one = |s: &str| parse(s.trim()).map_err(|e| format!("--{name} {v}: {e}"));
+    let one = |s: &str| {
+        parse(s.trim()).map_err(|source| LabError::Value {
+            name,
+            value: v.clone(),
+            source,
+        })
+    };
     match parts.as_slice() {
         [a] => {
             let a = one(a)?;
             Ok(Some([a.clone(), a]))
         }
         [a, b] => Ok(Some([one(a)?, one(b)?])),
-        _ => Err(format!(
+        _ => Err(Invalid(format!(
             "--{name} {v}: give one value or two as CLIENT_TO_SERVER/SERVER_TO_CLIENT"
-        )),
+        ))
+        .into()),
     }
 }
 
 /// A lab delay: its unit is required (`--rtt 10` read as 10 s made a lab
 /// whose calibration ran for minutes; 10 ms was meant), except for 0.
-fn duration(s: &str) -> Result<f64, String> {
+fn duration(s: &str) -> Result<f64, ValueError> {
     if s.starts_with('-') {
-        return Err("a delay cannot be negative".into());
+        return Err(ValueError::Negative);
     }
     if s.parse::<f64>().is_ok_and(|v| v == 0.0) {
         return Ok(0.0);
     }
     if s.parse::<f64>().is_ok() {
-        return Err(format!(
-            "give a unit: {s}ms or {s}s (a bare number is ambiguous here)"
-        ));
+        return Err(ValueError::BareDelay(s.into()));
     }
-    units::parse_duration(s)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| e.to_string())
+    Ok(units::parse_duration(s)?.as_secs_f64())
 }
 
 /// A link rate: its unit is required (a bare `100` would be 100 bit/s).
-fn link_rate(s: &str) -> Result<f64, String> {
+fn link_rate(s: &str) -> Result<f64, ValueError> {
     if s.parse::<f64>().is_ok() {
-        return Err(format!(
-            "give a unit: {s}mbit, {s}gbit or {s}kbit (a bare number would be {s} bit/s)"
-        ));
+        return Err(ValueError::BareRate(s.into()));
     }
-    units::parse_rate(s).map_err(|e| e.to_string())
+    Ok(units::parse_rate(s)?)
 }
 
 /// `0.5%`, `0.005` or `0`: a probability.
-pub fn parse_loss(s: &str) -> Result<f64, String> {
+pub fn parse_loss(s: &str) -> Result<f64, ValueError> {
     let (num, scale) = match s.strip_suffix('%') {
         Some(n) => (n, 0.01),
         None => (s, 1.0),
@@ -119,10 +125,10 @@ pub fn parse_loss(s: &str) -> Result<f64, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a loss rate (examples: 0.5%, 0.001)"))?;
+        .map_err(|_| ValueError::NotALoss(s.into()))?;
     let p = v * scale;
     if !(0.0..1.0).contains(&p) {
-        return Err(format!("loss '{s}' must be at least 0 and below 100%"));
+        return Err(ValueError::LossRange(s.into()));
     }
     Ok(p)
 }
@@ -134,13 +140,11 @@ enum Queue {
     Time(f64),
 }
 
-fn parse_queue(s: &str) -> Result<Queue, String> {
+fn parse_queue(s: &str) -> Result<Queue, ValueError> {
     if s.ends_with('s') {
         duration(s).map(Queue::Time)
     } else {
-        units::parse_size(s)
-            .map(Queue::Bytes)
-            .map_err(|e| e.to_string())
+        Ok(Queue::Bytes(units::parse_size(s)?))
     }
 }
 
@@ -171,10 +175,11 @@ impl LabOptions {
         o
     }
 
-    pub fn build(&self) -> Result<LabSpec, String> {
+    pub fn build(&self) -> Result<LabSpec, LabError> {
         let mut spec = LabSpec::default();
+        let refuse = |why: &str| Err(LabError::Invalid(why.into()));
         if self.rtt.is_some() && self.delay.is_some() {
-            return Err("give --rtt (split evenly) or --delay (one way), not both".into());
+            return refuse("give --rtt (split evenly) or --delay (one way), not both");
         }
         let rtt = per_direction(&self.rtt, "rtt", duration)?;
         let delay = per_direction(&self.delay, "delay", duration)?;
@@ -184,7 +189,7 @@ impl LabOptions {
         let loss = per_direction(&self.loss, "loss", parse_loss)?;
         if let Some(r) = &rtt {
             if r[0] != r[1] {
-                return Err("--rtt is a round trip: give one value, or use --delay A/B".into());
+                return refuse("--rtt is a round trip: give one value, or use --delay A/B");
             }
         }
         for d in 0..2 {
@@ -201,18 +206,18 @@ impl LabOptions {
                 (Some(Queue::Bytes(b)), _) => Some(b.max(3000)),
                 (Some(Queue::Time(t)), Some(r)) => Some(((t * r / 8.0) as u64).max(3000)),
                 (Some(Queue::Time(_)), None) => {
-                    return Err("--queue in time needs --rate (or give bytes, e.g. 4M)".into())
+                    return refuse("--queue in time needs --rate (or give bytes, e.g. 4M)")
                 }
                 (None, Some(r)) => Some(((DEFAULT_QUEUE_S * r / 8.0) as u64).max(1 << 20)),
                 (None, None) => None,
             };
             if l.delay_s > 10.0 || l.jitter_s > 10.0 {
-                return Err("delays above 10 s are not a WAN".into());
+                return refuse("delays above 10 s are not a WAN");
             }
         }
         if let Some(m) = self.mtu {
             if !(576..=65535).contains(&m) {
-                return Err(format!("--mtu {m} must be between 576 and 65535"));
+                return refuse(&format!("--mtu {m} must be between 576 and 65535"));
             }
             spec.mtu = m;
         }
@@ -221,11 +226,11 @@ impl LabOptions {
         }
         spec.per_packet = self.per_packet;
         if let Some(c) = &self.emulator_cpu {
-            spec.emulator_cpu = c.parse().map_err(|e| format!("--emulator-cpu: {e}"))?;
+            spec.emulator_cpu = c.parse().map_err(LabError::EmulatorCpu)?;
         }
         if let Some(cc) = &self.cc {
             if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(format!("--cc '{cc}' is not a congestion control name"));
+                return refuse(&format!("--cc '{cc}' is not a congestion control name"));
             }
             spec.cc = cc.clone();
         }
@@ -295,7 +300,7 @@ mod tests {
 
     #[test]
     fn bad_specs_say_what_is_wrong() {
-        let err = |o: LabOptions| o.build().unwrap_err();
+        let err = |o: LabOptions| o.build().unwrap_err().to_string();
         assert!(err(opts("-5ms", "1gbit")).contains("negative"));
         assert!(err(opts("50parsecs", "1gbit")).contains("--rtt 50parsecs"));
         assert!(err(opts("50ms", "1gbot")).contains("not a bit rate"));

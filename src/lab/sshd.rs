@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::netns;
 use super::state::LabState;
+use super::LabError;
 
 pub const SSHD: &str = "/usr/sbin/sshd";
 
@@ -22,29 +23,37 @@ pub struct Sshd {
     pub version: String,
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<String, String> {
-    let out = cmd.stdin(Stdio::null()).output().map_err(|e| {
-        format!("cannot run {what}: {e} (install openssh-server and openssh-client)")
-    })?;
+fn run(cmd: &mut Command, what: &str) -> Result<String, LabError> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| LabError::NoOpenssh {
+            what: what.into(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(LabError::Openssh {
+            what: what.into(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().into(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
-fn keygen(path: &Path) -> Result<String, String> {
+fn keygen(path: &Path) -> Result<String, LabError> {
     run(
         Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-C", "linerate", "-f"])
             .arg(path),
         "ssh-keygen",
     )?;
-    std::fs::read_to_string(path.with_extension("pub"))
+    let public = path.with_extension("pub");
+    std::fs::read_to_string(&public)
         .map(|s| s.trim().to_string())
-        .map_err(|e| format!("{}.pub: {e}", path.display()))
+        .map_err(|source| LabError::Io {
+            path: public,
+            source,
+        })
 }
 
 /// `ssh -V` (it prints to stderr).
@@ -59,12 +68,15 @@ pub fn version() -> String {
 impl Sshd {
     /// Writes keys and configs into `dir` and starts sshd on port 22 of the
     /// lab's server address; returns once it accepts connections.
-    pub fn start(dir: &Path, lab: &LabState) -> Result<Sshd, String> {
+    pub fn start(dir: &Path, lab: &LabState) -> Result<Sshd, LabError> {
         if !Path::new(SSHD).exists() {
-            return Err(format!("{SSHD} not found: install openssh-server"));
+            return Err(LabError::NoSshd(SSHD));
         }
         // sshd's privilege separation needs this directory.
-        std::fs::create_dir_all("/run/sshd").map_err(|e| format!("/run/sshd: {e}"))?;
+        std::fs::create_dir_all("/run/sshd").map_err(|source| LabError::Io {
+            path: "/run/sshd".into(),
+            source,
+        })?;
         let host_key = dir.join("host_ed25519");
         let user_key = dir.join("id_ed25519");
         let host_pub = keygen(&host_key)?;
@@ -72,9 +84,9 @@ impl Sshd {
         let addr = lab.server_addr.clone();
         let port = 22u16;
         let auth = dir.join("authorized_keys");
-        std::fs::write(&auth, format!("{user_pub}\n")).map_err(|e| e.to_string())?;
+        std::fs::write(&auth, format!("{user_pub}\n")).map_err(LabError::Os)?;
         let known = dir.join("known_hosts");
-        std::fs::write(&known, format!("{addr} {host_pub}\n")).map_err(|e| e.to_string())?;
+        std::fs::write(&known, format!("{addr} {host_pub}\n")).map_err(LabError::Os)?;
         let sshd_config = dir.join("sshd_config");
         std::fs::write(
             &sshd_config,
@@ -90,7 +102,7 @@ impl Sshd {
                 pid = dir.join("sshd.pid").display(),
             ),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::Os)?;
         let config = dir.join("ssh_config");
         std::fs::write(
             &config,
@@ -102,7 +114,7 @@ impl Sshd {
                 known = known.display(),
             ),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::Os)?;
         run(
             Command::new(SSHD).arg("-t").arg("-f").arg(&sshd_config),
             "sshd -t (config check)",
@@ -120,16 +132,23 @@ impl Sshd {
                     .unwrap_or_else(|_| Stdio::null()),
             );
         netns::command_in(&mut cmd, &lab.server_ns)?;
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start sshd: {e}"))?;
+        let mut child = cmd.spawn().map_err(|source| LabError::Start {
+            what: "sshd",
+            source,
+        })?;
         let target: SocketAddr = format!("{addr}:{port}")
             .parse()
-            .map_err(|e| format!("{e}"))?;
+            .map_err(LabError::Address)?;
         let ns = lab.client_ns.clone();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(st)) = child.try_wait() {
                 let log = std::fs::read_to_string(dir.join("sshd.log")).unwrap_or_default();
-                return Err(format!("sshd exited at start ({st}): {}", log.trim()));
+                return Err(LabError::ExitedAtStart {
+                    what: "sshd",
+                    status: st,
+                    log: log.trim().into(),
+                });
             }
             let up = netns::run_in(&ns, move || {
                 Ok(TcpStream::connect_timeout(&target, Duration::from_secs(2)).is_ok())
@@ -141,7 +160,7 @@ impl Sshd {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("sshd did not accept connections within 10 s".into());
+                return Err(LabError::SshdSilent);
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 use super::emulator;
+use super::LabError;
 use crate::model::lab::LabSpec;
 
 pub const STATE_DIR: &str = "/run/linerate/labs";
@@ -161,18 +162,25 @@ pub fn state_path(name: &str) -> PathBuf {
 /// Creates `dir` (and its parents) for root's eyes only, and makes an
 /// existing one so: lab state names processes that `lab down` signals and
 /// namespaces it deletes, so no other user may write there.
-pub fn private_dir(dir: &str) -> Result<(), String> {
+pub fn private_dir(dir: &str) -> Result<(), LabError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("{dir}: {e}"))?;
+        .map_err(|source| LabError::Io {
+            path: dir.into(),
+            source,
+        })?;
     let mut p = std::path::PathBuf::from(dir);
     // /run/linerate and below: every level linerate made.
     while p.starts_with("/run/linerate") {
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).map_err(|source| {
+            LabError::Io {
+                path: p.clone(),
+                source,
+            }
+        })?;
         if !p.pop() {
             break;
         }
@@ -190,7 +198,7 @@ pub struct LabLock(#[allow(dead_code)] std::fs::File);
 
 /// Takes lab `name`'s lock, or says who holds it: two `lab up` of one
 /// name at once would tear down each other's half-built namespaces.
-pub fn lock(name: &str) -> Result<LabLock, String> {
+pub fn lock(name: &str) -> Result<LabLock, LabError> {
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsRawFd;
     private_dir(LOCK_DIR)?;
@@ -201,15 +209,18 @@ pub fn lock(name: &str) -> Result<LabLock, String> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| format!("{path}: {e}"))?;
+        .map_err(|source| LabError::Io {
+            path: path.clone().into(),
+            source,
+        })?;
     // SAFETY: flock on a descriptor this File owns.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let mut holder = String::new();
         let _ = f.read_to_string(&mut holder);
-        return Err(format!(
-            "lab {name} is being brought up or down by another linerate (pid {}); wait for it, then check `linerate lab status {name}`",
-            holder.trim()
-        ));
+        return Err(LabError::Locked {
+            name: name.into(),
+            holder: holder.trim().into(),
+        });
     }
     let _ = f.set_len(0);
     let _ = f.rewind();
@@ -219,46 +230,52 @@ pub fn lock(name: &str) -> Result<LabLock, String> {
 
 /// A state file is trusted only if nobody but its owner, who is this
 /// user, could have written it.
-fn trusted(p: &std::path::Path) -> Result<(), String> {
+fn trusted(p: &std::path::Path) -> Result<(), LabError> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let m = std::fs::metadata(p).map_err(|source| LabError::Io {
+        path: p.into(),
+        source,
+    })?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if m.uid() != me || m.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{} is not trusted (owner uid {}, mode {:o}): lab state must be written by this user and nobody else; remove it by hand",
-            p.display(),
-            m.uid(),
-            m.mode() & 0o7777
-        ));
+        return Err(LabError::Untrusted {
+            path: p.into(),
+            uid: m.uid(),
+            mode: m.mode() & 0o7777,
+        });
     }
     Ok(())
 }
 
-pub fn load(name: &str) -> Result<Option<LabState>, String> {
+pub fn load(name: &str) -> Result<Option<LabState>, LabError> {
     let p = state_path(name);
     if p.exists() {
         trusted(&p)?;
     }
     match std::fs::read_to_string(&p) {
-        Ok(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
-            format!(
-                "{}: {e} (remove it, or run `linerate lab down {name}`)",
-                p.display()
-            )
-        }),
+        Ok(t) => serde_json::from_str(&t)
+            .map(Some)
+            .map_err(|source| LabError::BadState {
+                path: p.clone(),
+                name: name.into(),
+                source,
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", p.display())),
+        Err(source) => Err(LabError::Io { path: p, source }),
     }
 }
 
-pub fn save(s: &LabState) -> Result<(), String> {
+pub fn save(s: &LabState) -> Result<(), LabError> {
     private_dir(STATE_DIR)?;
     let p = state_path(&s.name);
     let tmp = p.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, text + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &p).map_err(|e| format!("{}: {e}", p.display()))
+    let text = serde_json::to_string_pretty(s).map_err(LabError::Json)?;
+    std::fs::write(&tmp, text + "\n").map_err(|source| LabError::Io {
+        path: tmp.clone(),
+        source,
+    })?;
+    std::fs::rename(&tmp, &p).map_err(|source| LabError::Io { path: p, source })
 }
 
 /// Names of every lab with a state file.

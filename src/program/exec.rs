@@ -184,7 +184,7 @@ fn run_timed(
         .stdin(Stdio::null())
         .stdout(out.try_clone().map_err(|e| e.to_string())?)
         .stderr(out);
-    netns::command_in(&mut c, ns)?;
+    netns::command_in(&mut c, ns).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let child = c
         .spawn()
@@ -259,14 +259,14 @@ pub fn run(
     let mut server_tcp_rmem = None;
     if let (Workload::Scp, Some(w)) = (spec.workload, spec.rcvbuf) {
         _rmem_guard = Some(RmemGuard(lab));
-        let (max, seen) = calibrate::rmem_for_window(lab, w as u64)?;
+        let (max, seen) = calibrate::rmem_for_window(lab, w as u64).map_err(|e| e.to_string())?;
         server_tcp_rmem = Some(format!(
             "4096 {} {max} (probe saw a {seen} B window)",
             max.min(131_072)
         ));
     }
     let sshd = if es.sshd {
-        Some(Sshd::start(&dir, lab)?)
+        Some(Sshd::start(&dir, lab).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -328,7 +328,7 @@ pub fn run(
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        netns::command_in(&mut c, &lab.server_ns)?;
+        netns::command_in(&mut c, &lab.server_ns).map_err(|e| e.to_string())?;
         // SAFETY: setsid is async-signal-safe: the server command leads its
         // own process group, so the whole group is stopped at the end.
         unsafe {

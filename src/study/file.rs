@@ -353,7 +353,7 @@ impl Study {
         }
         if let Some(l) = &raw.lab {
             l.build()
-                .map_err(|e| format!("{origin}: [lab] {}", e.replace("--", "")))?;
+                .map_err(|e| format!("{origin}: [lab] {}", e.to_string().replace("--", "")))?;
             if raw.network.agent.is_some() || raw.network.hosts.is_some() {
                 return Err(format!(
                     "{origin}: [lab] and [network] agent/hosts exclude each other (a lab runs its own agents)"

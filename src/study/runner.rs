@@ -116,7 +116,7 @@ impl StudyLab {
         let Some(cfg) = &study.lab else {
             return Ok(None);
         };
-        let base = cfg.build().map_err(Error::Failed)?;
+        let base = cfg.build().map_err(|e| Error::Failed(e.to_string()))?;
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(Error::Failed(format!(
@@ -125,7 +125,8 @@ impl StudyLab {
             )));
         }
         let name = format!("st-{}", std::process::id());
-        let lab = OwnedLab::up(&name, &base, Backend::Auto).map_err(Error::Failed)?;
+        let lab =
+            OwnedLab::up(&name, &base, Backend::Auto).map_err(|e| Error::Failed(e.to_string()))?;
         if !quiet {
             eprintln!(
                 "lab {name}: {} (emulator {})",
@@ -149,9 +150,10 @@ impl StudyLab {
     /// RTT and one flow's goodput; kept in the lab's state for every result.
     fn calibrate(&mut self) -> Result<crate::model::lab::Calibration, String> {
         let st = &mut self.lab.state;
-        let c = calibrate::calibrate(st, st.spec.links[0].rate_bps.is_some())?;
+        let c = calibrate::calibrate(st, st.spec.links[0].rate_bps.is_some())
+            .map_err(|e| e.to_string())?;
         st.calibration = Some(c.clone());
-        crate::lab::state::save(st)?;
+        crate::lab::state::save(st).map_err(|e| e.to_string())?;
         Ok(c)
     }
 
@@ -160,8 +162,8 @@ impl StudyLab {
     /// link changed; then its sysctls in the hosts' namespaces.
     fn follow(&mut self, spec: &crate::model::spec::TestSpec) -> Result<(), String> {
         let mut want = match &spec.lab {
-            Some(p) => self.cfg.with_point(p).build()?,
-            None => self.cfg.build()?,
+            Some(p) => self.cfg.with_point(p).build().map_err(|e| e.to_string())?,
+            None => self.cfg.build().map_err(|e| e.to_string())?,
         };
         if let Some(rtt) = spec.rtt_s {
             for l in want.links.iter_mut() {
@@ -176,7 +178,7 @@ impl StudyLab {
             }
         }
         if want != self.lab.state.spec {
-            topology::reshape(&mut self.lab.state, &want)?;
+            topology::reshape(&mut self.lab.state, &want).map_err(|e| e.to_string())?;
             let c = self.calibrate()?;
             if !self.quiet {
                 eprintln!("lab now {}: {}", want.describe(), c.describe());
@@ -204,7 +206,7 @@ impl StudyLab {
             .collect();
         for k in restore {
             for (ns, v) in self.saved.remove(&k).unwrap_or_default() {
-                netns::sysctls(&ns, &[(k.as_str(), v)])?;
+                netns::sysctls(&ns, &[(k.as_str(), v)]).map_err(|e| e.to_string())?;
             }
         }
         for (k, v) in want {
@@ -216,16 +218,17 @@ impl StudyLab {
             if !self.saved.contains_key(k) {
                 let mut old = Vec::new();
                 for ns in &hosts {
-                    old.push((ns.clone(), netns::sysctl(ns, k)?));
+                    old.push((ns.clone(), netns::sysctl(ns, k).map_err(|e| e.to_string())?));
                 }
                 self.saved.insert(k.clone(), old);
             }
             for ns in &hosts {
-                netns::sysctls(ns, &[(k.as_str(), v.clone())])?;
+                netns::sysctls(ns, &[(k.as_str(), v.clone())]).map_err(|e| e.to_string())?;
             }
-            let host_after = netns::sysctl(&router, k)?;
+            let host_after = netns::sysctl(&router, k).map_err(|e| e.to_string())?;
             if host_after != host_before {
-                netns::sysctls(&router, &[(k.as_str(), host_before.clone())])?;
+                netns::sysctls(&router, &[(k.as_str(), host_before.clone())])
+                    .map_err(|e| e.to_string())?;
                 return Err(format!(
                     "sysctl {k} is not per network namespace: setting it in the lab changed the host's (put back to \"{host_before}\"); refused"
                 ));
