@@ -70,7 +70,9 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     let bar = &mut progress;
     // A program in its lab, or flows on the agent: both checked above.
     let test = move || match (lab_for_program, conn) {
-        (Some(st), _) => crate::program::run(spec, st, p.command.clone()),
+        (Some(st), _) => {
+            crate::program::run(spec, st, p.command.clone()).map_err(|e| e.to_string())
+        }
         (None, Some(conn)) if !p.groups.is_empty() => {
             run_mix(conn, p.groups, p.confidence, info, p.command.clone(), bar)
         }

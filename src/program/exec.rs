@@ -18,11 +18,13 @@ use crate::model::exec::ExecRecord;
 use crate::model::result::{AgentInfo, CpuFields, Iteration, Pair, Status, Summary, TestResult};
 use crate::model::spec::{TestSpec, Workload};
 
+use super::ProgramError;
+
 /// A private folder for keys, configs and the file copied; removed after.
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Result<Scratch, String> {
+    fn new() -> Result<Scratch, ProgramError> {
         let p = std::env::temp_dir().join(format!(
             "linerate-exec-{}-{}",
             std::process::id(),
@@ -31,7 +33,10 @@ impl Scratch {
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0)
         ));
-        std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::create_dir_all(&p).map_err(|source| ProgramError::Io {
+            path: p.clone(),
+            source,
+        })?;
         Ok(Scratch(p))
     }
 }
@@ -55,11 +60,14 @@ impl Drop for RmemGuard<'_> {
 }
 
 /// A file of `n` bytes that does not compress (scp's cipher sees real work).
-fn write_file(path: &Path, n: u64) -> Result<(), String> {
+fn write_file(path: &Path, n: u64) -> Result<(), ProgramError> {
     use std::io::Write;
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
-    );
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|source| {
+        ProgramError::Io {
+            path: path.into(),
+            source,
+        }
+    })?);
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ n;
     let mut left = n;
     let mut chunk = vec![0u8; 1 << 16];
@@ -71,10 +79,10 @@ fn write_file(path: &Path, n: u64) -> Result<(), String> {
             w.copy_from_slice(&x.to_le_bytes());
         }
         let k = (left as usize).min(chunk.len());
-        f.write_all(&chunk[..k]).map_err(|e| e.to_string())?;
+        f.write_all(&chunk[..k]).map_err(ProgramError::Os)?;
         left -= k as u64;
     }
-    f.flush().map_err(|e| e.to_string())
+    f.flush().map_err(ProgramError::Os)
 }
 
 /// CPU ticks (user + system, own and reaped children) of every process in
@@ -177,18 +185,22 @@ fn run_timed(
     ns: &str,
     limit: Duration,
     log: &Path,
-) -> Result<(Option<i32>, f64, f64, String), String> {
-    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+) -> Result<(Option<i32>, f64, f64, String), ProgramError> {
+    let out = std::fs::File::create(log).map_err(|source| ProgramError::Io {
+        path: log.into(),
+        source,
+    })?;
     let mut c = Command::new(&cmd[0]);
     c.args(&cmd[1..])
         .stdin(Stdio::null())
-        .stdout(out.try_clone().map_err(|e| e.to_string())?)
+        .stdout(out.try_clone().map_err(ProgramError::Os)?)
         .stderr(out);
-    netns::command_in(&mut c, ns).map_err(|e| e.to_string())?;
+    netns::command_in(&mut c, ns)?;
     let t0 = Instant::now();
-    let child = c
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
+    let child = c.spawn().map_err(|source| ProgramError::Run {
+        program: cmd[0].clone(),
+        source,
+    })?;
     let pid = child.id() as i32;
     // SAFETY: pidfd_open on our own child; the descriptor names exactly it,
     // so the time limit can never signal a reused PID.
@@ -217,11 +229,10 @@ fn run_timed(
     }
     std::mem::forget(child);
     if rc < 0 {
-        return Err(format!(
-            "waiting for {}: {}",
-            cmd[0],
-            std::io::Error::last_os_error()
-        ));
+        return Err(ProgramError::Wait {
+            program: cmd[0].clone(),
+            source: std::io::Error::last_os_error(),
+        });
     }
     let us = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let cpu = us(ru.ru_utime) + us(ru.ru_stime);
@@ -243,11 +254,8 @@ pub fn run(
     spec: &TestSpec,
     lab: &LabState,
     command_line: Vec<String>,
-) -> Result<TestResult, String> {
-    let es = spec
-        .exec
-        .clone()
-        .ok_or("exec needs a command: linerate run exec --lab NAME -- COMMAND")?;
+) -> Result<TestResult, ProgramError> {
+    let es = spec.exec.clone().ok_or(ProgramError::NoCommand)?;
     let scratch = Scratch::new()?;
     let dir = scratch.0.clone();
     // The receive window of an unmodified server: the namespace's tcp_rmem,
@@ -259,14 +267,14 @@ pub fn run(
     let mut server_tcp_rmem = None;
     if let (Workload::Scp, Some(w)) = (spec.workload, spec.rcvbuf) {
         _rmem_guard = Some(RmemGuard(lab));
-        let (max, seen) = calibrate::rmem_for_window(lab, w as u64).map_err(|e| e.to_string())?;
+        let (max, seen) = calibrate::rmem_for_window(lab, w as u64)?;
         server_tcp_rmem = Some(format!(
             "4096 {} {max} (probe saw a {seen} B window)",
             max.min(131_072)
         ));
     }
     let sshd = if es.sshd {
-        Some(Sshd::start(&dir, lab).map_err(|e| e.to_string())?)
+        Some(Sshd::start(&dir, lab)?)
     } else {
         None
     };
@@ -315,7 +323,7 @@ pub fn run(
                 &dir.join("login.log"),
             )?;
             if code != Some(0) {
-                return Err(format!("ssh login to the lab's sshd failed: {tail}"));
+                return Err(ProgramError::Login(tail));
             }
             Some(t)
         }
@@ -328,7 +336,7 @@ pub fn run(
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        netns::command_in(&mut c, &lab.server_ns).map_err(|e| e.to_string())?;
+        netns::command_in(&mut c, &lab.server_ns)?;
         // SAFETY: setsid is async-signal-safe: the server command leads its
         // own process group, so the whole group is stopped at the end.
         unsafe {
@@ -337,14 +345,11 @@ pub fn run(
                 Ok(())
             });
         }
-        server_child = Some(
-            c.spawn()
-                .map_err(|e| format!("cannot start the server command: {e}"))?,
-        );
+        server_child = Some(c.spawn().map_err(ProgramError::ServerCommand)?);
         // Give a listener a moment to bind.
         std::thread::sleep(Duration::from_millis(200));
     }
-    let server_ip: std::net::Ipv4Addr = lab.server_addr.parse().map_err(|e| format!("{e}"))?;
+    let server_ip: std::net::Ipv4Addr = lab.server_addr.parse().map_err(ProgramError::Address)?;
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample_windows(
         lab.client_ns.clone(),
