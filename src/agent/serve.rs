@@ -157,7 +157,8 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentErro
     }
     if cfg.allow_sysctl {
         // A journal left by an agent that died: its values go back first.
-        let restored = crate::hostops::sysctl::replay().map_err(AgentError::Sysctl)?;
+        let restored =
+            crate::hostops::sysctl::replay().map_err(|e| AgentError::Sysctl(e.to_string()))?;
         if !restored.is_empty() && !cfg.quiet {
             eprintln!(
                 "linerate agent: put back sysctls a previous agent left changed: {}",
@@ -678,7 +679,7 @@ fn run_test(
             "this agent does not change sysctls: start one with `sudo linerate serve --allow-sysctl` and give it with --agent".into(),
         );
     } else {
-        match crate::hostops::sysctl::apply(&spec.sysctl) {
+        match crate::hostops::sysctl::apply(&spec.sysctl).map_err(|e| e.to_string()) {
             Ok(a) => Some(a),
             Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
         }

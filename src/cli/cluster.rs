@@ -78,9 +78,8 @@ fn up(a: UpArgs) -> Result<()> {
             let _ = writeln!(std::io::stdout().lock(), "{line}");
         }
     };
-    let hosts = cluster::up(&a.hosts, &say, &crate::controller::conn::probe_agent)
-        .map_err(Error::Failed)?;
-    let state = cluster::state_path(&a.hosts).map_err(Error::Failed)?;
+    let hosts = cluster::up(&a.hosts, &say, &crate::controller::conn::probe_agent)?;
+    let state = cluster::state_path(&a.hosts)?;
     if json {
         return json_line(&hosts);
     }
@@ -103,8 +102,7 @@ fn status(a: StatusArgs) -> Result<()> {
         &a.hosts,
         fallback.as_deref(),
         &crate::controller::conn::probe_agent,
-    )
-    .map_err(Error::Failed)?;
+    )?;
     if a.json {
         json_line(&hosts)?;
     } else {
@@ -193,7 +191,7 @@ fn table(hosts: &[HostStatus]) -> String {
 }
 
 fn down(a: DownArgs) -> Result<()> {
-    let hosts = cluster::down(&a.hosts).map_err(Error::Failed)?;
+    let hosts = cluster::down(&a.hosts)?;
     if a.json {
         json_line(&hosts)?;
     } else {

@@ -242,7 +242,7 @@ pub fn load_hosts(file: &Path) -> Result<Vec<Host>> {
 /// it (its state file), else --token-file/LINERATE_TOKEN.
 fn host_token(file: &Path, host: &Host, fallback: &Option<PathBuf>) -> Result<String> {
     if host.token_file.is_some() || crate::hostops::cluster::token_for(file, host).is_some() {
-        return crate::hostops::cluster::agent_token(file, host, None).map_err(Error::Failed);
+        return crate::hostops::cluster::agent_token(file, host, None).map_err(Into::into);
     }
     token(fallback).map_err(|_| {
         usage(format!(

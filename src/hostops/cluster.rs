@@ -22,9 +22,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::{HostError, OpsError};
 use crate::control::protocol::Probe;
 use crate::control::protocol::{random_hex, read_token_file};
 use crate::model::hosts::{Host, HostsFile};
@@ -50,15 +51,22 @@ pub struct Cluster {
 }
 
 /// Reads and checks a hosts file.
-pub fn load(hosts_path: &Path) -> Result<Cluster, String> {
-    let path = std::fs::canonicalize(hosts_path)
-        .map_err(|e| format!("hosts file {}: {e}", hosts_path.display()))?;
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("hosts file {}: {e}", path.display()))?;
+pub fn load(hosts_path: &Path) -> Result<Cluster, OpsError> {
+    let path = std::fs::canonicalize(hosts_path).map_err(|source| OpsError::HostsFile {
+        path: hosts_path.into(),
+        source,
+    })?;
+    let text = std::fs::read_to_string(&path).map_err(|source| OpsError::HostsFile {
+        path: path.clone(),
+        source,
+    })?;
     let base = path.parent().unwrap_or(Path::new("/"));
     let hosts = HostsFile::parse(&text)
         .and_then(|f| f.hosts(base))
-        .map_err(|e| format!("hosts file {}: {e}", hosts_path.display()))?;
+        .map_err(|source| OpsError::Hosts {
+            path: hosts_path.into(),
+            source,
+        })?;
     Ok(Cluster { path, hosts })
 }
 
@@ -101,7 +109,7 @@ thread_local! {
     static TEST_STATE_HOME: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
 }
 
-fn state_dir() -> Result<PathBuf, String> {
+fn state_dir() -> Result<PathBuf, OpsError> {
     #[cfg(test)]
     if let Some(d) = TEST_STATE_HOME.with(|d| d.borrow().clone()) {
         return Ok(d.join("linerate").join("clusters"));
@@ -110,12 +118,7 @@ fn state_dir() -> Result<PathBuf, String> {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
         _ => match std::env::var_os("HOME") {
             Some(h) if !h.is_empty() => PathBuf::from(h).join(".local/state"),
-            _ => {
-                return Err(
-                    "neither XDG_STATE_HOME nor HOME is set: cannot keep the cluster's tokens"
-                        .into(),
-                )
-            }
+            _ => return Err(OpsError::NoStateHome),
         },
     };
     Ok(base.join("linerate").join("clusters"))
@@ -124,9 +127,11 @@ fn state_dir() -> Result<PathBuf, String> {
 /// `$XDG_STATE_HOME/linerate/clusters/<16 hex of sha256 of the canonical
 /// hosts path>.json` (XDG_STATE_HOME defaults to ~/.local/state). The
 /// folder is 0700 and the file 0600: it holds the agents' tokens.
-pub fn state_path(hosts_path: &Path) -> Result<PathBuf, String> {
-    let canonical = std::fs::canonicalize(hosts_path)
-        .map_err(|e| format!("hosts file {}: {e}", hosts_path.display()))?;
+pub fn state_path(hosts_path: &Path) -> Result<PathBuf, OpsError> {
+    let canonical = std::fs::canonicalize(hosts_path).map_err(|source| OpsError::HostsFile {
+        path: hosts_path.into(),
+        source,
+    })?;
     Ok(state_dir()?.join(format!("{}.json", state_key(&canonical))))
 }
 
@@ -138,31 +143,29 @@ fn state_key(canonical: &Path) -> String {
 }
 
 /// The state of a hosts file (empty when `up` never ran for it).
-pub fn load_state(hosts_path: &Path) -> Result<State, String> {
+pub fn load_state(hosts_path: &Path) -> Result<State, OpsError> {
     let p = state_path(hosts_path)?;
     match std::fs::read_to_string(&p) {
-        Ok(t) => serde_json::from_str(&t).map_err(|e| {
-            format!(
-                "{}: {e} (remove it; agents it listed must then be stopped by hand)",
-                p.display()
-            )
+        Ok(t) => serde_json::from_str(&t).map_err(|source| OpsError::BadState {
+            path: p.clone(),
+            source,
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State {
             hosts_file: std::fs::canonicalize(hosts_path).unwrap_or_default(),
             agents: BTreeMap::new(),
         }),
-        Err(e) => Err(format!("{}: {e}", p.display())),
+        Err(source) => Err(OpsError::Io { path: p, source }),
     }
 }
 
 /// Writes the state (0600, atomically), or removes the file once no agent
 /// is left in it.
-fn save_state(hosts_path: &Path, st: &State) -> Result<(), String> {
+fn save_state(hosts_path: &Path, st: &State) -> Result<(), OpsError> {
     let p = state_path(hosts_path)?;
     if st.agents.is_empty() {
         return match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(format!("{}: {e}", p.display()))
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                Err(OpsError::Io { path: p, source })
             }
             _ => Ok(()),
         };
@@ -172,14 +175,21 @@ fn save_state(hosts_path: &Path, st: &State) -> Result<(), String> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+        .map_err(|source| OpsError::Io {
+            path: dir.into(),
+            source,
+        })?;
     // The two folders that are linerate's: private even if they existed.
     for d in [dir, dir.parent().unwrap_or(dir)] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("{}: {e}", d.display()))?;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).map_err(|source| {
+            OpsError::Io {
+                path: d.into(),
+                source,
+            }
+        })?;
     }
     let tmp = p.with_extension(format!("json.{}.tmp", std::process::id()));
-    let text = serde_json::to_string_pretty(st).map_err(|e| e.to_string())? + "\n";
+    let text = serde_json::to_string_pretty(st).map_err(OpsError::Json)? + "\n";
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -190,9 +200,9 @@ fn save_state(hosts_path: &Path, st: &State) -> Result<(), String> {
         f.sync_all()?;
         std::fs::rename(&tmp, &p)
     };
-    write().map_err(|e| {
+    write().map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", p.display())
+        OpsError::WriteState { path: p, source }
     })
 }
 
@@ -212,9 +222,10 @@ pub fn agent_token(
     hosts_path: &Path,
     host: &Host,
     fallback: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, OpsError> {
     if let Some(f) = &host.token_file {
-        return read_token_file(f).map_err(|e| format!("host {}: {e}", host.name));
+        return read_token_file(f)
+            .map_err(|e| OpsError::host(&host.name, HostError::TokenFile(Box::new(e))));
     }
     if let Some(t) = token_for(hosts_path, host) {
         return Ok(t);
@@ -222,11 +233,12 @@ pub fn agent_token(
     if let Some(t) = fallback.map(str::trim).filter(|t| !t.is_empty()) {
         return Ok(t.to_string());
     }
-    Err(format!(
-        "host {}: no token for its agent at {}: run `linerate cluster up {}` or give token_file",
-        host.name,
-        host.control(),
-        hosts_path.display()
+    Err(OpsError::host(
+        &host.name,
+        HostError::NoToken {
+            control: host.control(),
+            hosts_file: hosts_path.into(),
+        },
     ))
 }
 
@@ -247,7 +259,7 @@ fn sh_quote(s: &str) -> String {
 /// under the login's home (`~/` is dropped), and get a `./` so that a bare
 /// name is never looked up in PATH. Only characters that need no quoting in
 /// scp's remote path are allowed.
-pub fn remote_binary(host: &Host) -> Result<String, String> {
+pub fn remote_binary(host: &Host) -> Result<String, OpsError> {
     let raw = host.remote_binary.trim();
     let p = raw.strip_prefix("~/").unwrap_or(raw);
     let ok = !p.is_empty()
@@ -255,9 +267,9 @@ pub fn remote_binary(host: &Host) -> Result<String, String> {
         && p.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._/+-".contains(c));
     if !ok {
-        return Err(format!(
-            "host {}: remote_binary '{raw}' must be a file path of letters, digits and . _ / + - (absolute, or relative to the login's home)",
-            host.name
+        return Err(OpsError::host(
+            &host.name,
+            HostError::RemoteBinary(raw.into()),
         ));
     }
     Ok(if p.starts_with('/') || p.starts_with("./") {
@@ -285,13 +297,13 @@ struct Login {
 }
 
 impl Login {
-    fn of(host: &Host) -> Result<Login, String> {
+    fn of(host: &Host) -> Result<Login, OpsError> {
         Login::new(&host.name, &host.ssh, &host.ssh_options)
     }
 
-    fn new(name: &str, dest: &str, options: &[String]) -> Result<Login, String> {
+    fn new(name: &str, dest: &str, options: &[String]) -> Result<Login, OpsError> {
         if dest.is_empty() || dest.starts_with('-') || dest.contains(char::is_whitespace) {
-            return Err(format!("host {name}: '{dest}' is not an ssh destination"));
+            return Err(OpsError::host(name, HostError::Destination(dest.into())));
         }
         Ok(Login {
             name: name.to_string(),
@@ -343,7 +355,7 @@ impl Login {
 
     /// Runs `script` with `sh -c` on the host (whatever the login shell),
     /// `stdin` on its standard input; returns its standard output.
-    fn sh(&self, script: &str, stdin: Option<&str>, what: &str) -> Result<String, String> {
+    fn sh(&self, script: &str, stdin: Option<&str>, what: &str) -> Result<String, OpsError> {
         let mut cmd = Command::new("ssh");
         self.with_options(&mut cmd, &self.options);
         cmd.arg("--")
@@ -351,21 +363,22 @@ impl Login {
             .arg(format!("sh -c {}", sh_quote(script)));
         let out = bounded(cmd, stdin, SSH_LIMIT, &self.name, "ssh")?;
         if !out.status.success() {
-            let who = if out.status.code() == Some(255) {
-                format!("ssh {}", self.dest)
+            let (dest, reason) = (self.dest.clone(), last_line(&out));
+            let e = if out.status.code() == Some(255) {
+                HostError::Ssh { dest, reason }
             } else {
-                format!("{what} on {}", self.dest)
+                HostError::Remote {
+                    what: what.into(),
+                    dest,
+                    reason,
+                }
             };
-            return Err(format!(
-                "host {}: {who} failed: {}",
-                self.name,
-                last_line(&out)
-            ));
+            return Err(OpsError::host(&self.name, e));
         }
         Ok(out.stdout)
     }
 
-    fn scp(&self, local: &Path, remote: &str) -> Result<(), String> {
+    fn scp(&self, local: &Path, remote: &str) -> Result<(), OpsError> {
         let mut cmd = Command::new("scp");
         cmd.arg("-q");
         self.with_options(&mut cmd, &self.scp_options());
@@ -374,11 +387,13 @@ impl Login {
             .arg(format!("{}:{remote}", self.scp_dest()));
         let out = bounded(cmd, None, SCP_LIMIT, &self.name, "scp")?;
         if !out.status.success() {
-            return Err(format!(
-                "host {}: scp to {}:{remote} failed: {}",
-                self.name,
-                self.dest,
-                last_line(&out)
+            return Err(OpsError::host(
+                &self.name,
+                HostError::Scp {
+                    dest: self.dest.clone(),
+                    remote: remote.into(),
+                    reason: last_line(&out),
+                },
             ));
         }
         Ok(())
@@ -408,8 +423,8 @@ fn bounded(
     stdin: Option<&str>,
     limit: Duration,
     host: &str,
-    program: &str,
-) -> Result<Output, String> {
+    program: &'static str,
+) -> Result<Output, OpsError> {
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
@@ -417,12 +432,13 @@ fn bounded(
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            format!("host {host}: {program} not found: install openssh-client")
+    let mut child = cmd.spawn().map_err(|source| {
+        let e = if source.kind() == std::io::ErrorKind::NotFound {
+            HostError::NoClient(program)
         } else {
-            format!("host {host}: cannot run {program}: {e}")
-        }
+            HostError::Spawn { program, source }
+        };
+        OpsError::host(host, e)
     })?;
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         // ssh may be gone already (it failed to connect): then the write
@@ -450,12 +466,15 @@ fn bounded(
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "host {host}: {program} did not finish within {:.0} s (stopped it)",
-                    limit.as_secs_f64()
+                return Err(OpsError::host(
+                    host,
+                    HostError::Timeout {
+                        program,
+                        secs: limit.as_secs_f64(),
+                    },
                 ));
             }
-            Err(e) => return Err(format!("host {host}: {program}: {e}")),
+            Err(source) => return Err(OpsError::host(host, HostError::Wait { program, source })),
         }
     };
     let stdout = reader.join().unwrap_or_default();
@@ -469,35 +488,42 @@ fn bounded(
 
 // ---------------------------------------------------------------- the binary
 
-/// sha256 of this binary (what `up` compares with the remote file).
-fn local_sha256(exe: &Path) -> Result<String, String> {
-    static HASH: OnceLock<Result<String, String>> = OnceLock::new();
-    HASH.get_or_init(|| {
-        let mut f = std::fs::File::open(exe).map_err(|e| format!("{}: {e}", exe.display()))?;
-        let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f
-                .read(&mut buf)
-                .map_err(|e| format!("{}: {e}", exe.display()))?;
-            if n == 0 {
-                break;
-            }
-            ctx.update(&buf[..n]);
+/// sha256 of this binary (what `up` compares with the remote file),
+/// computed once: the hosts' threads wait for the first; a failure is not
+/// kept (an io::Error cannot be shared), so each later caller tries again.
+fn local_sha256(exe: &Path) -> Result<String, OpsError> {
+    static HASH: Mutex<Option<String>> = Mutex::new(None);
+    let mut hash = HASH.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(h) = &*hash {
+        return Ok(h.clone());
+    }
+    let io = |source| OpsError::Io {
+        path: exe.into(),
+        source,
+    };
+    let mut f = std::fs::File::open(exe).map_err(io)?;
+    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
         }
-        Ok(ctx
-            .finish()
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect())
-    })
-    .clone()
+        ctx.update(&buf[..n]);
+    }
+    let h: String = ctx
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    *hash = Some(h.clone());
+    Ok(h)
 }
 
 /// What the remote binary is: its `--version` line (or "missing"/"broken")
 /// and its sha256 when the host has sha256sum.
-fn remote_version(login: &Login, bin: &str) -> Result<(String, Option<String>), String> {
+fn remote_version(login: &Login, bin: &str) -> Result<(String, Option<String>), OpsError> {
     let b = sh_quote(bin);
     let script = format!(
         "b={b}; if [ -x \"$b\" ]; then \"$b\" --version 2>/dev/null || echo broken; \
@@ -525,7 +551,7 @@ pub enum Binary {
 
 /// Makes sure `bin` on the host is this binary: checks, and copies with scp
 /// (to a temporary name, then renamed: a running agent keeps its file).
-fn ensure_binary(login: &Login, bin: &str, exe: &Path) -> Result<Binary, String> {
+fn ensure_binary(login: &Login, bin: &str, exe: &Path) -> Result<Binary, OpsError> {
     let ours = software();
     let local_sha = local_sha256(exe)?;
     let (version, sha) = remote_version(login, bin)?;
@@ -559,9 +585,12 @@ fn ensure_binary(login: &Login, bin: &str, exe: &Path) -> Result<Binary, String>
     let out = login.sh(&script, None, "installing the binary")?;
     let got = out.lines().next().unwrap_or("").trim();
     if got != ours {
-        return Err(format!(
-            "host {}: the copied binary does not run there (it said '{got}'; this is {ours}): a different CPU or C library?",
-            login.name
+        return Err(OpsError::host(
+            &login.name,
+            HostError::Foreign {
+                got: got.into(),
+                ours,
+            },
         ));
     }
     Ok(Binary::Copied { before })
@@ -576,7 +605,12 @@ fn serve_prefix(bin: &str, control: SocketAddr) -> String {
 }
 
 /// Starts the agent in the background over ssh, the token on stdin.
-fn start_agent(login: &Login, bin: &str, control: SocketAddr, token: &str) -> Result<u32, String> {
+fn start_agent(
+    login: &Login,
+    bin: &str,
+    control: SocketAddr,
+    token: &str,
+) -> Result<u32, OpsError> {
     let log = format!("{}/agent-{}.log", remote_dir(bin), control.port());
     let script = format!(
         "exec {} serve --listen {} --token-stdin --detach --quiet --log {}",
@@ -590,13 +624,7 @@ fn start_agent(login: &Login, bin: &str, control: SocketAddr, token: &str) -> Re
             let rest = l.trim().strip_prefix("linerate agent listening on ")?;
             rest.rsplit_once(" pid ")?.1.trim().parse().ok()
         })
-        .ok_or_else(|| {
-            format!(
-                "host {}: the agent did not say it was listening (it said: {:?})",
-                login.name,
-                out.trim()
-            )
-        })
+        .ok_or_else(|| OpsError::host(&login.name, HostError::NotListening(out.trim().into())))
 }
 
 /// What `down` found for one agent.
@@ -610,7 +638,7 @@ pub enum Stopped {
 
 /// Stops the agent `a` if its pid still runs the command `up` started;
 /// waits (bounded) until it is gone.
-fn stop_agent(name: &str, a: &Started) -> Result<Stopped, String> {
+fn stop_agent(name: &str, a: &Started) -> Result<Stopped, OpsError> {
     let login = Login::new(name, &a.ssh, &a.ssh_options)?;
     let prefix = serve_prefix(&a.remote_binary, a.control());
     let script = format!(
@@ -635,7 +663,9 @@ fn stop_agent(name: &str, a: &Started) -> Result<Stopped, String> {
 
 /// Connects, authenticates and probes (clock, load, version) one agent:
 /// the controller's side does that, handed in by the caller, so host
-/// operations stay below both processes.
+/// operations stay below both processes. Its error stays the text the
+/// controller's connection gives (`controller::conn::probe_agent`, a floor
+/// above that hostops cannot name); `check_agent` makes it a `HostError`.
 pub type Prober<'a> = &'a (dyn Fn(SocketAddr, &str) -> Result<Probe, String> + Sync);
 
 /// The probe of host `name`'s agent, the error naming the host.
@@ -644,8 +674,8 @@ fn check_agent(
     control: SocketAddr,
     token: &str,
     probe: Prober,
-) -> Result<Probe, String> {
-    probe(control, token).map_err(|e| format!("host {name}: {e}"))
+) -> Result<Probe, OpsError> {
+    probe(control, token).map_err(|e| OpsError::host(name, HostError::Probe(e)))
 }
 
 /// The probe of an agent that must run this linerate.
@@ -654,13 +684,16 @@ fn check_same(
     control: SocketAddr,
     token: &str,
     probe: Prober,
-) -> Result<Probe, String> {
+) -> Result<Probe, OpsError> {
     let p = check_agent(name, control, token, probe)?;
     if p.software != software() {
-        return Err(format!(
-            "host {name}: version mismatch: its agent at {control} runs {}, this is {}; run the same linerate on every host",
-            p.software,
-            software()
+        return Err(OpsError::host(
+            name,
+            HostError::Version {
+                control,
+                theirs: p.software,
+                ours: software(),
+            },
         ));
     }
     Ok(p)
@@ -721,19 +754,22 @@ fn each<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
 
 /// One line for all the hosts that failed: the first one's reason, and how
 /// many more (their reasons go to `say`, one line each).
-fn first_error(errors: Vec<String>, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+fn first_error(errors: Vec<OpsError>, say: &(dyn Fn(&str) + Sync)) -> Result<(), OpsError> {
     let mut it = errors.into_iter();
     let Some(first) = it.next() else {
         return Ok(());
     };
-    let more: Vec<String> = it.collect();
+    let more: Vec<OpsError> = it.collect();
     for e in &more {
-        say(e);
+        say(&e.to_string());
     }
     if more.is_empty() {
         Err(first)
     } else {
-        Err(format!("{first} (and {} more hosts failed)", more.len()))
+        Err(OpsError::Several {
+            first: Box::new(first),
+            more: more.len(),
+        })
     }
 }
 
@@ -746,16 +782,16 @@ pub fn up(
     hosts_path: &Path,
     say: &(dyn Fn(&str) + Sync),
     probe: Prober,
-) -> Result<Vec<UpHost>, String> {
+) -> Result<Vec<UpHost>, OpsError> {
     let cl = load(hosts_path)?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let exe = std::env::current_exe().map_err(OpsError::NoExe)?;
     let mut state = load_state(hosts_path)?;
     state.hosts_file = cl.path.clone();
     let managed: Vec<&Host> = cl.hosts.iter().filter(|h| h.token_file.is_none()).collect();
     let logins: Vec<(&Host, Login, String)> = managed
         .iter()
         .map(|h| Ok((*h, Login::of(h)?, remote_binary(h)?)))
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, OpsError>>()?;
 
     // 1. The binary on every managed host; an earlier agent that answers.
     let prepared = each(&logins, |(h, login, bin)| {
@@ -775,16 +811,18 @@ pub fn up(
             .filter(|a| a.control() == h.control() && a.remote_binary == *bin);
         let answers =
             earlier.is_some_and(|a| check_same(&h.name, a.control(), &a.token, probe).is_ok());
-        Ok::<_, String>((binary, answers))
+        Ok::<_, OpsError>((binary, answers))
     });
     let mut errors = Vec::new();
-    for r in &prepared {
-        if let Err(e) = r {
-            errors.push(e.clone());
+    let mut ready = Vec::new();
+    for r in prepared {
+        match r {
+            Ok(p) => ready.push(p),
+            Err(e) => errors.push(e),
         }
     }
     first_error(errors, say)?;
-    let prepared: Vec<(Binary, bool)> = prepared.into_iter().map(Result::unwrap).collect();
+    let prepared: Vec<(Binary, bool)> = ready;
 
     // 2. Start what is not running (an earlier agent that answers stays,
     // unless its binary was just replaced: then it is restarted).
@@ -822,7 +860,7 @@ pub fn up(
                 h.name,
                 h.control()
             ));
-            Ok::<_, String>((
+            Ok::<_, OpsError>((
                 Some(Started {
                     address: h.address,
                     port: h.port,
@@ -859,7 +897,7 @@ pub fn up(
         }
     }
     save_state(hosts_path, &state)?;
-    let undo = |state: &mut State, errors: Vec<String>| -> Result<Vec<UpHost>, String> {
+    let undo = |state: &mut State, errors: Vec<OpsError>| -> Result<Vec<UpHost>, OpsError> {
         for name in &new_agents {
             if let Some(a) = state.agents.get(name) {
                 match stop_agent(name, a) {
@@ -949,7 +987,7 @@ pub fn status(
     hosts_path: &Path,
     fallback: Option<&str>,
     probe: Prober,
-) -> Result<Vec<HostStatus>, String> {
+) -> Result<Vec<HostStatus>, OpsError> {
     let cl = load(hosts_path)?;
     let state = load_state(hosts_path)?;
     Ok(each(&cl.hosts, |h| {
@@ -966,13 +1004,11 @@ pub fn status(
             .and_then(|t| check_agent(&h.name, h.control(), &t, probe));
         let (probe, error) = match result {
             Ok(p) => (Some(ProbeView::from(p)), None),
-            Err(e) => {
-                let prefix = format!("host {}: ", h.name);
-                (
-                    None,
-                    Some(e.strip_prefix(&prefix).unwrap_or(&e).to_string()),
-                )
+            // The table names the host: the error says only what happened.
+            Err(OpsError::Host { host, source }) if host == h.name => {
+                (None, Some(source.to_string()))
             }
+            Err(e) => (None, Some(e.to_string())),
         };
         HostStatus {
             name: h.name.clone(),
@@ -1002,7 +1038,7 @@ pub struct DownHost {
 /// `cluster down`: stops every agent `up` started for this hosts file (the
 /// state file says which), leaves agents started by hand alone. Errors are
 /// per host; the state keeps the agents that could not be stopped.
-pub fn down(hosts_path: &Path) -> Result<Vec<DownHost>, String> {
+pub fn down(hosts_path: &Path) -> Result<Vec<DownHost>, OpsError> {
     // The state is keyed by the file's path, so it must exist; its contents
     // may since have broken: the state alone says what to stop.
     let hosts = load(hosts_path).map(|c| c.hosts).unwrap_or_default();
@@ -1014,7 +1050,7 @@ pub fn down(hosts_path: &Path) -> Result<Vec<DownHost>, String> {
         let (outcome, ok) = match r {
             Ok(Stopped::Stopped) => ("stopped".to_string(), true),
             Ok(Stopped::NotRunning) => ("was not running".to_string(), true),
-            Err(e) => (e, false),
+            Err(e) => (e.to_string(), false),
         };
         if ok {
             state.agents.remove(name);
@@ -1111,7 +1147,7 @@ mod tests {
             "/opt/lr/linerate"
         );
         for bad in ["a b", "x;rm", "dir/", "", "$HOME/x"] {
-            let e = remote_binary(&host(bad)).unwrap_err();
+            let e = remote_binary(&host(bad)).unwrap_err().to_string();
             assert!(e.contains("host a"), "{e}");
         }
         assert_eq!(
@@ -1183,7 +1219,7 @@ mod tests {
         let cl = load(&hosts).unwrap();
         let (a, b) = (&cl.hosts[0], &cl.hosts[1]);
         assert!(token_for(&hosts, a).is_none());
-        let e = agent_token(&hosts, a, None).unwrap_err();
+        let e = agent_token(&hosts, a, None).unwrap_err().to_string();
         assert!(e.contains("host a") && e.contains("cluster up"), "{e}");
         assert_eq!(agent_token(&hosts, a, Some("fall")).unwrap(), "fall");
         assert_eq!(agent_token(&hosts, b, Some("fall")).unwrap(), "bee");

@@ -4,4 +4,7 @@
 //! journals its sysctls here, the controller reads cluster state here, and
 //! cluster reaches an agent only through the probe the caller hands it.
 pub mod cluster;
+pub mod error;
 pub mod sysctl;
+
+pub use error::{HostError, OpsError};

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use super::OpsError;
+
 /// Where the journals live (root-only).
 const DIR: &str = "/run/linerate";
 
@@ -19,16 +21,21 @@ fn proc_path(key: &str) -> String {
     format!("/proc/sys/{}", key.replace('.', "/"))
 }
 
-fn read(key: &str) -> Result<String, String> {
+fn read(key: &str) -> Result<String, OpsError> {
     std::fs::read_to_string(proc_path(key))
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-        .map_err(|e| {
-            format!("sysctl {key}: {e} (is it a sysctl of this kernel, in this namespace?)")
+        .map_err(|source| OpsError::ReadSysctl {
+            key: key.into(),
+            source,
         })
 }
 
-fn write(key: &str, value: &str) -> Result<(), String> {
-    std::fs::write(proc_path(key), value).map_err(|e| format!("cannot set {key} = {value}: {e}"))
+fn write(key: &str, value: &str) -> Result<(), OpsError> {
+    std::fs::write(proc_path(key), value).map_err(|source| OpsError::SetSysctl {
+        key: key.into(),
+        value: value.into(),
+        source,
+    })
 }
 
 /// This thread's network namespace, for the journal's name.
@@ -40,7 +47,7 @@ fn journal() -> PathBuf {
     PathBuf::from(DIR).join(format!("sysctl-journal-{id}.json"))
 }
 
-fn save(values: &BTreeMap<String, String>) -> Result<(), String> {
+fn save(values: &BTreeMap<String, String>) -> Result<(), OpsError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let _ = std::fs::DirBuilder::new()
         .mode(0o700)
@@ -48,26 +55,28 @@ fn save(values: &BTreeMap<String, String>) -> Result<(), String> {
         .create(DIR);
     let path = journal();
     let tmp = path.with_extension("tmp");
-    let text = serde_json::to_string_pretty(values).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let text = serde_json::to_string_pretty(values).map_err(OpsError::Json)?;
+    std::fs::write(&tmp, text).map_err(|source| OpsError::Io {
+        path: tmp.clone(),
+        source,
+    })?;
     let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600));
-    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::rename(&tmp, &path).map_err(|source| OpsError::Io { path, source })
 }
 
 /// Puts back what a journal of this namespace holds and removes it;
 /// returns the sysctls restored. Called at the agent's start and on its
 /// stop.
-pub fn replay() -> Result<Vec<String>, String> {
+pub fn replay() -> Result<Vec<String>, OpsError> {
     let path = journal();
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(Vec::new());
     };
-    let old: BTreeMap<String, String> = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{}: not a sysctl journal ({e}); remove it by hand",
-            path.display()
-        )
-    })?;
+    let old: BTreeMap<String, String> =
+        serde_json::from_str(&text).map_err(|source| OpsError::BadJournal {
+            path: path.clone(),
+            source,
+        })?;
     let mut done = Vec::new();
     for (k, v) in &old {
         // Only what a test may set: never let a journal name other files.
@@ -77,7 +86,7 @@ pub fn replay() -> Result<Vec<String>, String> {
         write(k, v)?;
         done.push(format!("{k} = {v}"));
     }
-    std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::remove_file(&path).map_err(|source| OpsError::Io { path, source })?;
     Ok(done)
 }
 
@@ -88,10 +97,8 @@ pub struct Applied {
 }
 
 /// Journals the current values of `want`'s keys, then sets `want`.
-pub fn apply(want: &BTreeMap<String, String>) -> Result<Applied, String> {
-    let turn = ACTIVE.try_lock().map_err(|_| {
-        "another test on this agent has sysctls set: try again when it ends".to_string()
-    })?;
+pub fn apply(want: &BTreeMap<String, String>) -> Result<Applied, OpsError> {
+    let turn = ACTIVE.try_lock().map_err(|_| OpsError::Busy)?;
     let mut old = BTreeMap::new();
     for k in want.keys() {
         old.insert(k.clone(), read(k)?);

@@ -1,0 +1,205 @@
+//! What operations on hosts can fail at: the hosts file (a usage error when
+//! its contents or its path are wrong), one host over ssh (every such error
+//! names its host), the cluster's state file, and the sysctl journal.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::control::ControlError;
+use crate::model::ModelError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// The hosts file could not be found or read.
+    #[error("hosts file {}: {source}", path.display())]
+    HostsFile { path: PathBuf, source: io::Error },
+    /// The hosts file's contents do not hold (syntax, names, addresses).
+    #[error("hosts file {}: {source}", path.display())]
+    Hosts { path: PathBuf, source: ModelError },
+    /// One host: what went wrong with it.
+    #[error("host {host}: {source}")]
+    Host { host: String, source: HostError },
+    /// Several hosts failed: the first one's error and how many more.
+    #[error("{first} (and {more} more hosts failed)")]
+    Several { first: Box<OpsError>, more: usize },
+    #[error("neither XDG_STATE_HOME nor HOME is set: cannot keep the cluster's tokens")]
+    NoStateHome,
+    /// A state or journal file, or its folder, that could not be made,
+    /// read or removed.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("cannot write {}: {source}", path.display())]
+    WriteState { path: PathBuf, source: io::Error },
+    /// A cluster state file that is not one.
+    #[error("{}: {source} (remove it; agents it listed must then be stopped by hand)", path.display())]
+    BadState {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("cannot find this binary: {0}")]
+    NoExe(io::Error),
+    /// A sysctl of a test's that this namespace does not have or hide.
+    #[error("sysctl {key}: {source} (is it a sysctl of this kernel, in this namespace?)")]
+    ReadSysctl { key: String, source: io::Error },
+    #[error("cannot set {key} = {value}: {source}")]
+    SetSysctl {
+        key: String,
+        value: String,
+        source: io::Error,
+    },
+    /// A sysctl journal that is not one.
+    #[error("{}: not a sysctl journal ({source}); remove it by hand", path.display())]
+    BadJournal {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("another test on this agent has sysctls set: try again when it ends")]
+    Busy,
+}
+
+/// What went wrong with one host (its name is `OpsError::Host`'s).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The host's token_file cannot be read or is empty (boxed: control's
+    /// error holds the workload's and the engine's, and is large).
+    #[error(transparent)]
+    TokenFile(Box<ControlError>),
+    #[error("no token for its agent at {control}: run `linerate cluster up {}` or give token_file", hosts_file.display())]
+    NoToken {
+        control: SocketAddr,
+        hosts_file: PathBuf,
+    },
+    #[error("remote_binary '{0}' must be a file path of letters, digits and . _ / + - (absolute, or relative to the login's home)")]
+    RemoteBinary(String),
+    #[error("'{0}' is not an ssh destination")]
+    Destination(String),
+    /// ssh itself failed (exit 255): its last line on standard error.
+    #[error("ssh {dest} failed: {reason}")]
+    Ssh { dest: String, reason: String },
+    /// A step run over ssh failed: which, where, its last line.
+    #[error("{what} on {dest} failed: {reason}")]
+    Remote {
+        what: String,
+        dest: String,
+        reason: String,
+    },
+    #[error("scp to {dest}:{remote} failed: {reason}")]
+    Scp {
+        dest: String,
+        remote: String,
+        reason: String,
+    },
+    /// ssh or scp is not installed here.
+    #[error("{0} not found: install openssh-client")]
+    NoClient(&'static str),
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: &'static str,
+        source: io::Error,
+    },
+    #[error("{program} did not finish within {secs:.0} s (stopped it)")]
+    Timeout { program: &'static str, secs: f64 },
+    #[error("{program}: {source}")]
+    Wait {
+        program: &'static str,
+        source: io::Error,
+    },
+    #[error("the copied binary does not run there (it said '{got}'; this is {ours}): a different CPU or C library?")]
+    Foreign { got: String, ours: String },
+    /// `serve --detach` did not print its listening line: what it said.
+    #[error("the agent did not say it was listening (it said: {0:?})")]
+    NotListening(String),
+    /// The caller's probe of the agent (connect, authenticate, probe).
+    #[error("{0}")]
+    Probe(String),
+    #[error("version mismatch: its agent at {control} runs {theirs}, this is {ours}; run the same linerate on every host")]
+    Version {
+        control: SocketAddr,
+        theirs: String,
+        ours: String,
+    },
+}
+
+impl OpsError {
+    /// `source` about host `host`.
+    pub fn host(host: &str, source: HostError) -> OpsError {
+        OpsError::Host {
+            host: host.into(),
+            source,
+        }
+    }
+
+    /// Whether the user's input is what is wrong: the hosts file (its path,
+    /// its contents, a host's ssh destination or remote_binary).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            OpsError::HostsFile { .. } | OpsError::Hosts { .. } => true,
+            OpsError::Host { source, .. } => matches!(
+                source,
+                HostError::RemoteBinary(_) | HostError::Destination(_)
+            ),
+            OpsError::Several { first, .. } => first.is_usage(),
+            _ => false,
+        }
+    }
+}
+
+/// A hosts file that cannot be read or does not hold is a usage error (as
+/// `--hosts` has it); whatever a host or this machine did is a failure.
+impl From<OpsError> for crate::error::Error {
+    fn from(e: OpsError) -> Self {
+        if e.is_usage() {
+            crate::error::Error::Usage(e.to_string())
+        } else {
+            crate::error::Error::Failed(e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn every_host_error_names_its_host_and_the_class_follows_the_kind() {
+        let ssh = OpsError::host(
+            "bad",
+            HostError::Ssh {
+                dest: "server".into(),
+                reason: "ssh: connect to host 198.18.1.1 port 2: Connection refused".into(),
+            },
+        );
+        assert_eq!(
+            ssh.to_string(),
+            "host bad: ssh server failed: ssh: connect to host 198.18.1.1 port 2: Connection refused"
+        );
+        let several = OpsError::Several {
+            first: Box::new(ssh),
+            more: 2,
+        };
+        assert!(several.to_string().ends_with(" (and 2 more hosts failed)"));
+        assert!(matches!(Error::from(several), Error::Failed(_)));
+        let dest = OpsError::host("a", HostError::Destination("-oX".into()));
+        assert_eq!(dest.to_string(), "host a: '-oX' is not an ssh destination");
+        assert!(matches!(Error::from(dest), Error::Usage(_)));
+        assert_eq!(
+            OpsError::host("a", HostError::NotListening("oops".into())).to_string(),
+            "host a: the agent did not say it was listening (it said: \"oops\")"
+        );
+        assert_eq!(
+            OpsError::host(
+                "a",
+                HostError::Timeout {
+                    program: "scp",
+                    secs: 900.0
+                }
+            )
+            .to_string(),
+            "host a: scp did not finish within 900 s (stopped it)"
+        );
+    }
+}
