@@ -130,7 +130,9 @@ pub fn study(args: StudyArgs) -> Result<()> {
     match args.command {
         StudyCommand::List => {
             for name in builtin::names() {
-                let s = builtin::get(name).expect("listed").map_err(Error::Failed)?;
+                let s = builtin::get(name)
+                    .expect("listed")
+                    .map_err(|e| Error::Failed(e.to_string()))?;
                 let points = sweep::expand(&s, &TestOptions::default())
                     .map(|p| p.len())
                     .unwrap_or(0);
@@ -166,8 +168,8 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
     let study = match &a.resume {
         // A resumed study runs the file stored with its results.
         Some(dir) => {
-            let s = folder::load(dir).map_err(Error::Failed)?.study;
-            let named = builtin::resolve(&a.study).map_err(usage)?;
+            let s = folder::load(dir)?.study;
+            let named = builtin::resolve(&a.study)?;
             if named.name != s.name {
                 return Err(usage(format!(
                     "{} holds study '{}', not '{}'",
@@ -178,7 +180,7 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
             }
             s
         }
-        None => builtin::resolve(&a.study).map_err(usage)?,
+        None => builtin::resolve(&a.study)?,
     };
     check::study(&study)?;
     let opts = runner::RunOptions {
@@ -197,7 +199,7 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
     // Crypto hardware is the process's (the libraries read the mask once):
     // TLS points with it off run in this study run again with the mask,
     // on the same folder, after the others.
-    let points = crate::study::sweep::expand(&study, &opts.overrides).map_err(Error::Usage)?;
+    let points = crate::study::sweep::expand(&study, &opts.overrides)?;
     let off = points
         .iter()
         .any(|p| p.spec.tls.is_some() && !p.spec.crypto_hw);
@@ -281,10 +283,9 @@ pub fn report(a: ReportArgs) -> Result<()> {
     let out = match &a.out {
         Some(o) => o.clone(),
         None => {
-            let first = folder::load(&a.dirs[0]).map_err(Error::Failed)?;
+            let first = folder::load(&a.dirs[0])?;
             let parent = a.dirs[0].parent().unwrap_or(std::path::Path::new("."));
-            folder::new_dir(parent, &format!("{}-environments", first.study.name))
-                .map_err(Error::Failed)?
+            folder::new_dir(parent, &format!("{}-environments", first.study.name))?
         }
     };
     if a.dirs.iter().any(|d| same_dir(d, &out)) {
@@ -318,8 +319,8 @@ pub fn compare(a: CompareArgs) -> Result<()> {
             metrics::names()
         )));
     }
-    let la = folder::load(&a.a).map_err(Error::Failed)?;
-    let lb = folder::load(&a.b).map_err(Error::Failed)?;
+    let la = folder::load(&a.a)?;
+    let lb = folder::load(&a.b)?;
     let (changes, unmatched) = compare::compare(
         &landscape::build(&la),
         &landscape::build(&lb),

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::study::file::Study;
 use crate::study::sweep;
+use crate::study::StudyError;
 
 /// (name, file text) of every built-in study, in `study list` order.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -37,23 +38,23 @@ pub fn names() -> Vec<&'static str> {
 }
 
 /// A built-in study by name.
-pub fn get(name: &str) -> Option<Result<Study, String>> {
+pub fn get(name: &str) -> Option<Result<Study, StudyError>> {
     BUILTIN.iter().find(|(n, _)| *n == name).map(|(n, text)| {
         Study::parse(text, &format!("studies/{n}.toml (built in)"), n).and_then(sweep::checked)
     })
 }
 
 /// A study file path, or a built-in name.
-pub fn resolve(what: &str) -> Result<Study, String> {
+pub fn resolve(what: &str) -> Result<Study, StudyError> {
     let path = Path::new(what);
     if path.exists() || what.ends_with(".toml") || what.contains('/') {
         return Study::load(path).and_then(sweep::checked);
     }
     get(what).unwrap_or_else(|| {
-        Err(format!(
-            "no study named '{what}': built-in studies are {} (see `linerate study list`), or give a .toml file",
-            names().join(", ")
-        ))
+        Err(StudyError::Unknown {
+            name: what.into(),
+            builtins: names().join(", "),
+        })
     })
 }
 

@@ -8,6 +8,8 @@ use std::path::Path;
 use toml::Spanned;
 
 use crate::model::options::{axis_keys, is_axis, TestOptions};
+use crate::model::{Invalid, ModelError};
+use crate::study::StudyError;
 use crate::units;
 
 /// Where the study's tests run.
@@ -182,11 +184,20 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 impl Study {
     /// Parses and checks a study; `origin` names the file in errors.
-    pub fn parse(text: &str, origin: &str, default_name: &str) -> Result<Study, String> {
-        let at = |offset: usize, msg: &str| format!("{origin}:{}: {msg}", line_of(text, offset));
+    pub fn parse(text: &str, origin: &str, default_name: &str) -> Result<Study, StudyError> {
+        let at_line = |line: usize, message: String| StudyError::At {
+            origin: origin.into(),
+            line,
+            message,
+        };
+        let at = |offset: usize, msg: &str| at_line(line_of(text, offset), msg.into());
+        let whole = |message: String| StudyError::In {
+            origin: origin.into(),
+            message,
+        };
         let raw: Raw = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(1);
-            format!("{origin}:{line}: {}", e.message().trim())
+            at_line(line, e.message().trim().into())
         })?;
         let mut mode = Mode::Cross;
         let mut axes = Vec::new();
@@ -251,9 +262,9 @@ impl Study {
                 for v in &a.values {
                     let d = display_value(v);
                     if seen.contains(&d) {
-                        return Err(format!(
-                            "{origin}:{}: sweep.{}: value {d} appears twice",
-                            a.line, a.key
+                        return Err(at_line(
+                            a.line,
+                            format!("sweep.{}: value {d} appears twice", a.key),
                         ));
                     }
                     seen.push(d);
@@ -262,13 +273,15 @@ impl Study {
         }
         if mode == Mode::Zip {
             if let Some(a) = axes.iter().find(|a| a.values.len() != axes[0].values.len()) {
-                return Err(format!(
-                    "{origin}:{}: sweep mode \"zip\" needs axes of equal length: {} has {}, {} has {}",
+                return Err(at_line(
                     a.line,
-                    axes[0].key,
-                    axes[0].values.len(),
-                    a.key,
-                    a.values.len()
+                    format!(
+                        "sweep mode \"zip\" needs axes of equal length: {} has {}, {} has {}",
+                        axes[0].key,
+                        axes[0].values.len(),
+                        a.key,
+                        a.values.len()
+                    ),
                 ));
             }
         }
@@ -284,12 +297,10 @@ impl Study {
             .collect();
         labels.sort_unstable();
         if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
-            return Err(format!("{origin}: two cases are labelled \"{}\"", w[0]));
+            return Err(whole(format!("two cases are labelled \"{}\"", w[0])));
         }
         if raw.test.label.is_some() {
-            return Err(format!(
-                "{origin}: `label` belongs in a [[case]], not in [test]"
-            ));
+            return Err(whole("`label` belongs in a [[case]], not in [test]".into()));
         }
         let dims: Vec<&str> = axes
             .iter()
@@ -343,37 +354,40 @@ impl Study {
         }
         if let Some(l) = &raw.model.line_rate {
             if l != "best" {
-                units::parse_rate(l).map_err(|e| format!("{origin}: [model] line_rate: {e}"))?;
+                units::parse_rate(l).map_err(|e| whole(format!("[model] line_rate: {e}")))?;
             }
         }
         if let Some(t) = raw.model.threshold {
             if !(t > 0.0 && t <= 1.0) {
-                return Err(format!("{origin}: [model] threshold must be in (0, 1]"));
+                return Err(whole("[model] threshold must be in (0, 1]".into()));
             }
         }
         if let Some(l) = &raw.lab {
-            l.build()
-                .map_err(|e| format!("{origin}: [lab] {}", e.to_string().replace("--", "")))?;
+            l.build().map_err(|source| StudyError::LabSection {
+                origin: origin.into(),
+                source,
+            })?;
             if raw.network.agent.is_some() || raw.network.hosts.is_some() {
-                return Err(format!(
-                    "{origin}: [lab] and [network] agent/hosts exclude each other (a lab runs its own agents)"
+                return Err(whole(
+                    "[lab] and [network] agent/hosts exclude each other (a lab runs its own agents)"
+                        .into(),
                 ));
             }
         }
         if raw.repeat == Some(0) {
-            return Err(format!("{origin}: repeat must be at least 1"));
+            return Err(whole("repeat must be at least 1".into()));
         }
         if let Some(o) = &raw.overview {
             let known =
                 axes.iter().any(|a: &Axis| &a.key == o) || (o == "case" && !raw.case.is_empty());
             if !known {
-                return Err(format!(
-                    "{origin}: overview `{o}` is not a sweep axis of this study (axes: {})",
+                return Err(whole(format!(
+                    "overview `{o}` is not a sweep axis of this study (axes: {})",
                     axes.iter()
                         .map(|a| a.key.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
-                ));
+                )));
             }
         }
         let study = Study {
@@ -420,10 +434,10 @@ impl Study {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(format!(
-                "{origin}: study name '{}' may hold only letters, digits, - and _",
+            return Err(whole(format!(
+                "study name '{}' may hold only letters, digits, - and _",
                 study.name
-            ));
+            )));
         }
         // Whether every point is a valid test is the sweep's check
         // (`sweep::checked`), made wherever a study is read for use.
@@ -431,9 +445,11 @@ impl Study {
     }
 
     /// Reads a study file.
-    pub fn load(path: &Path) -> Result<Study, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read study file {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Study, StudyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| StudyError::ReadStudy {
+            path: path.into(),
+            source,
+        })?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
@@ -450,34 +466,39 @@ struct SweepSpans {
 
 /// An axis written as a list, or a range `{ from, to, times }` (geometric)
 /// or `{ from, to, step }` (arithmetic); sizes may be strings ("1M").
-fn axis_values(v: &toml::Value) -> Result<Vec<toml::Value>, String> {
+fn axis_values(v: &toml::Value) -> Result<Vec<toml::Value>, ModelError> {
+    let refuse = |why: &str| Err(ModelError::Invalid(Invalid::from(why)));
     match v {
-        toml::Value::Array(a) if a.is_empty() => Err("an axis needs at least one value".into()),
+        toml::Value::Array(a) if a.is_empty() => refuse("an axis needs at least one value"),
         toml::Value::Array(a) => Ok(a.clone()),
         toml::Value::Table(t) => {
-            let num = |k: &str| -> Result<Option<f64>, String> {
+            let num = |k: &str| -> Result<Option<f64>, ModelError> {
                 match t.get(k) {
                     None => Ok(None),
                     Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
                     Some(toml::Value::Float(f)) => Ok(Some(*f)),
-                    Some(toml::Value::String(s)) => units::parse_size(s)
-                        .map(|b| Some(b as f64))
-                        .map_err(|e| e.to_string()),
-                    Some(_) => Err(format!("range `{k}` must be a number or a size")),
+                    Some(toml::Value::String(s)) => Ok(Some(units::parse_size(s)? as f64)),
+                    Some(_) => {
+                        Err(Invalid(format!("range `{k}` must be a number or a size")).into())
+                    }
                 }
             };
             if let Some(k) = t
                 .keys()
                 .find(|k| !["from", "to", "times", "step"].contains(&k.as_str()))
             {
-                return Err(format!(
+                return refuse(&format!(
                     "unknown range key `{k}` (use from, to, times or step)"
                 ));
             }
-            let from = num("from")?.ok_or("a range needs `from`")?;
-            let to = num("to")?.ok_or("a range needs `to`")?;
+            let Some(from) = num("from")? else {
+                return refuse("a range needs `from`");
+            };
+            let Some(to) = num("to")? else {
+                return refuse("a range needs `to`");
+            };
             if to < from {
-                return Err("a range needs `to` >= `from`".into());
+                return refuse("a range needs `to` >= `from`");
             }
             let mut out = Vec::new();
             let mut x = from;
@@ -494,14 +515,10 @@ fn axis_values(v: &toml::Value) -> Result<Vec<toml::Value>, String> {
                         x += s;
                     }
                 }
-                _ => {
-                    return Err(
-                        "a range needs `times` > 1 (from > 0) or `step` > 0, not both".into(),
-                    )
-                }
+                _ => return refuse("a range needs `times` > 1 (from > 0) or `step` > 0, not both"),
             }
             if out.len() >= 10_000 {
-                return Err("a range may hold at most 10,000 values".into());
+                return refuse("a range may hold at most 10,000 values");
             }
             Ok(out
                 .into_iter()
@@ -514,7 +531,7 @@ fn axis_values(v: &toml::Value) -> Result<Vec<toml::Value>, String> {
                 })
                 .collect())
         }
-        _ => Err("an axis is a list of values or a range table { from, to, times | step }".into()),
+        _ => refuse("an axis is a list of values or a range table { from, to, times | step }"),
     }
 }
 
@@ -565,7 +582,9 @@ models = ["line_rate", "threshold"]
     }
 
     fn err(text: &str) -> String {
-        Study::parse(text, "bad.toml", "bad").unwrap_err()
+        Study::parse(text, "bad.toml", "bad")
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]

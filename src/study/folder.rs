@@ -20,6 +20,7 @@ use crate::model::options::TestOptions;
 use crate::model::result::{Status, TestResult};
 use crate::study::file::Study;
 use crate::study::sweep::{self, Point};
+use crate::study::StudyError;
 
 pub const MANIFEST_SCHEMA: &str = "linerate.study";
 pub const MANIFEST_VERSION: u32 = 2;
@@ -87,19 +88,22 @@ impl Manifest {
 }
 
 /// Writes `bytes` to `path` atomically (temporary file, then rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StudyError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
+        .map_err(|source| {
             // A half-written temporary file only takes space.
             let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {e}", path.display())
+            StudyError::Write {
+                path: path.into(),
+                source,
+            }
         })
 }
 
-pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), StudyError> {
+    let text = serde_json::to_string_pretty(value).map_err(StudyError::Json)?;
     write_atomic(path, (text + "\n").as_bytes())
 }
 
@@ -107,24 +111,24 @@ pub fn manifest_path(dir: &Path) -> PathBuf {
     dir.join("manifest.json")
 }
 
-pub fn read_manifest(dir: &Path) -> Result<Manifest, String> {
+pub fn read_manifest(dir: &Path) -> Result<Manifest, StudyError> {
     let path = manifest_path(dir);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "{} is not a study results folder ({}: {e})",
-            dir.display(),
-            path.display()
-        )
+    let text = std::fs::read_to_string(&path).map_err(|source| StudyError::NotAFolder {
+        dir: dir.into(),
+        manifest: path.clone(),
+        source,
     })?;
-    let m: Manifest = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a linerate study manifest: {e}", path.display()))?;
+    let m: Manifest = serde_json::from_str(&text).map_err(|source| StudyError::BadManifest {
+        path: path.clone(),
+        source,
+    })?;
     if m.schema != MANIFEST_SCHEMA || m.schema_version > MANIFEST_VERSION {
-        return Err(format!(
-            "{}: schema {} v{} is not one this linerate reads ({MANIFEST_SCHEMA} v{MANIFEST_VERSION})",
-            path.display(),
-            m.schema,
-            m.schema_version
-        ));
+        return Err(StudyError::Schema {
+            path,
+            schema: m.schema,
+            version: m.schema_version,
+            reads: (MANIFEST_SCHEMA, MANIFEST_VERSION),
+        });
     }
     Ok(m)
 }
@@ -138,23 +142,31 @@ pub struct Loaded {
     pub results: Vec<(RunRecord, TestResult)>,
 }
 
-pub fn load(dir: &Path) -> Result<Loaded, String> {
+pub fn load(dir: &Path) -> Result<Loaded, StudyError> {
     let manifest = read_manifest(dir)?;
     let study_path = dir.join("study.toml");
-    let text = std::fs::read_to_string(&study_path)
-        .map_err(|e| format!("cannot read {}: {e}", study_path.display()))?;
+    let text = std::fs::read_to_string(&study_path).map_err(|source| StudyError::Read {
+        path: study_path.clone(),
+        source,
+    })?;
     let study = Study::parse(&text, &study_path.display().to_string(), &manifest.study)
-        .and_then(sweep::checked)?;
+        .and_then(sweep::checked)
+        .map_err(|e| StudyError::Stored(Box::new(e)))?;
     let mut results = Vec::new();
     for run in &manifest.runs {
         let path = dir.join(&run.file);
         if !path.exists() {
             continue;
         }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let r: TestResult = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a linerate result: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|source| StudyError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let r: TestResult =
+            serde_json::from_str(&text).map_err(|source| StudyError::BadResult {
+                path: path.clone(),
+                source,
+            })?;
         results.push((run.clone(), r));
     }
     Ok(Loaded {
@@ -166,11 +178,14 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
 }
 
 /// `results/<name>-<2026-11-22T10-00-00>`, made unique with a suffix.
-pub fn new_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
+pub fn new_dir(root: &Path, name: &str) -> Result<PathBuf, StudyError> {
     let stamp = crate::units::rfc3339_now()
         .trim_end_matches('Z')
         .replace(':', "-");
-    std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    std::fs::create_dir_all(root).map_err(|source| StudyError::Create {
+        path: root.into(),
+        source,
+    })?;
     for n in 0..1000 {
         let dir = if n == 0 {
             root.join(format!("{name}-{stamp}"))
@@ -179,16 +194,16 @@ pub fn new_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
         };
         match std::fs::create_dir(&dir) {
             Ok(()) => {
-                std::fs::create_dir(dir.join("points"))
-                    .map_err(|e| format!("cannot create {}/points: {e}", dir.display()))?;
+                let points = dir.join("points");
+                std::fs::create_dir(&points).map_err(|source| StudyError::Create {
+                    path: points,
+                    source,
+                })?;
                 return Ok(dir);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+            Err(source) => return Err(StudyError::Create { path: dir, source }),
         }
     }
-    Err(format!(
-        "cannot find a free folder name under {}",
-        root.display()
-    ))
+    Err(StudyError::NoFreeName(root.into()))
 }

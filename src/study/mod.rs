@@ -1,7 +1,10 @@
 //! Studies: declarative files of sweeps over tests, run into a results
 //! folder that reports are drawn from.
 pub mod builtin;
+pub mod error;
 pub mod file;
 pub mod folder;
 pub mod runner;
 pub mod sweep;
+
+pub use error::StudyError;

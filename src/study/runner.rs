@@ -19,6 +19,7 @@ use crate::model::result::Status;
 use crate::study::file::Study;
 use crate::study::folder::{self, Manifest, RunRecord, StudyStatus};
 use crate::study::sweep;
+use crate::study::StudyError;
 
 pub struct RunOptions {
     /// Runs of every point; overrides the study's `repeat`.
@@ -116,7 +117,7 @@ impl StudyLab {
         let Some(cfg) = &study.lab else {
             return Ok(None);
         };
-        let base = cfg.build().map_err(|e| Error::Failed(e.to_string()))?;
+        let base = cfg.build()?;
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(Error::Failed(format!(
@@ -125,8 +126,7 @@ impl StudyLab {
             )));
         }
         let name = format!("st-{}", std::process::id());
-        let lab =
-            OwnedLab::up(&name, &base, Backend::Auto).map_err(|e| Error::Failed(e.to_string()))?;
+        let lab = OwnedLab::up(&name, &base, Backend::Auto)?;
         if !quiet {
             eprintln!(
                 "lab {name}: {} (emulator {})",
@@ -140,7 +140,7 @@ impl StudyLab {
             saved: Default::default(),
             quiet,
         };
-        let c = l.calibrate().map_err(Error::Failed)?;
+        let c = l.calibrate()?;
         if !quiet {
             eprintln!("lab calibration: {}", c.describe());
         }
@@ -148,22 +148,21 @@ impl StudyLab {
     }
 
     /// RTT and one flow's goodput; kept in the lab's state for every result.
-    fn calibrate(&mut self) -> Result<crate::model::lab::Calibration, String> {
+    fn calibrate(&mut self) -> Result<crate::model::lab::Calibration, StudyError> {
         let st = &mut self.lab.state;
-        let c = calibrate::calibrate(st, st.spec.links[0].rate_bps.is_some())
-            .map_err(|e| e.to_string())?;
+        let c = calibrate::calibrate(st, st.spec.links[0].rate_bps.is_some())?;
         st.calibration = Some(c.clone());
-        crate::lab::state::save(st).map_err(|e| e.to_string())?;
+        crate::lab::state::save(st)?;
         Ok(c)
     }
 
     /// Makes the lab the point's: its round trip (split evenly) and its own
     /// lab settings over the study's `[lab]`, calibrated again when the
     /// link changed; then its sysctls in the hosts' namespaces.
-    fn follow(&mut self, spec: &crate::model::spec::TestSpec) -> Result<(), String> {
+    fn follow(&mut self, spec: &crate::model::spec::TestSpec) -> Result<(), StudyError> {
         let mut want = match &spec.lab {
-            Some(p) => self.cfg.with_point(p).build().map_err(|e| e.to_string())?,
-            None => self.cfg.build().map_err(|e| e.to_string())?,
+            Some(p) => self.cfg.with_point(p).build()?,
+            None => self.cfg.build()?,
         };
         if let Some(rtt) = spec.rtt_s {
             for l in want.links.iter_mut() {
@@ -178,7 +177,7 @@ impl StudyLab {
             }
         }
         if want != self.lab.state.spec {
-            topology::reshape(&mut self.lab.state, &want).map_err(|e| e.to_string())?;
+            topology::reshape(&mut self.lab.state, &want)?;
             let c = self.calibrate()?;
             if !self.quiet {
                 eprintln!("lab now {}: {}", want.describe(), c.describe());
@@ -194,7 +193,10 @@ impl StudyLab {
     /// puts back those an earlier point changed and this one does not set.
     /// A sysctl that is not per namespace (the host's would change) is
     /// refused and put back.
-    fn sysctls(&mut self, want: &std::collections::BTreeMap<String, String>) -> Result<(), String> {
+    fn sysctls(
+        &mut self,
+        want: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), StudyError> {
         use crate::lab::netns;
         let st = &self.lab.state;
         let hosts = st.host_namespaces();
@@ -206,32 +208,34 @@ impl StudyLab {
             .collect();
         for k in restore {
             for (ns, v) in self.saved.remove(&k).unwrap_or_default() {
-                netns::sysctls(&ns, &[(k.as_str(), v)]).map_err(|e| e.to_string())?;
+                netns::sysctls(&ns, &[(k.as_str(), v)])?;
             }
         }
         for (k, v) in want {
             // The router's namespace is not set: if its value moves too,
             // the sysctl is the host's, not the namespace's.
             let router = st.router_ns.clone();
-            let host_before = netns::sysctl(&router, k)
-                .map_err(|e| format!("sysctl {k}: {e} (is it a sysctl of this kernel?)"))?;
+            let host_before = netns::sysctl(&router, k).map_err(|source| StudyError::Sysctl {
+                key: k.clone(),
+                source,
+            })?;
             if !self.saved.contains_key(k) {
                 let mut old = Vec::new();
                 for ns in &hosts {
-                    old.push((ns.clone(), netns::sysctl(ns, k).map_err(|e| e.to_string())?));
+                    old.push((ns.clone(), netns::sysctl(ns, k)?));
                 }
                 self.saved.insert(k.clone(), old);
             }
             for ns in &hosts {
-                netns::sysctls(ns, &[(k.as_str(), v.clone())]).map_err(|e| e.to_string())?;
+                netns::sysctls(ns, &[(k.as_str(), v.clone())])?;
             }
-            let host_after = netns::sysctl(&router, k).map_err(|e| e.to_string())?;
+            let host_after = netns::sysctl(&router, k)?;
             if host_after != host_before {
-                netns::sysctls(&router, &[(k.as_str(), host_before.clone())])
-                    .map_err(|e| e.to_string())?;
-                return Err(format!(
-                    "sysctl {k} is not per network namespace: setting it in the lab changed the host's (put back to \"{host_before}\"); refused"
-                ));
+                netns::sysctls(&router, &[(k.as_str(), host_before.clone())])?;
+                return Err(StudyError::HostSysctl {
+                    key: k.clone(),
+                    before: host_before,
+                });
             }
         }
         Ok(())
@@ -445,7 +449,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             None => run_point(&mut target, None, &p),
             Some(l) => l
                 .follow(&point.spec)
-                .map_err(Error::Failed)
+                .map_err(Error::from)
                 .and_then(|_| run_point(&mut target, Some(&l.lab.state), &p)),
         };
         let rec = &mut m.runs[i];
@@ -484,7 +488,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         }
         m.updated_at = crate::units::rfc3339_now();
         folder::write_json(&folder::manifest_path(&dir), &m)
-            .map_err(|e| stopped_failure(&dir, &e))?;
+            .map_err(|e| stopped_failure(&dir, &e.to_string()))?;
         if outcome.stopped.is_some() {
             break;
         }

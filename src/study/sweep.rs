@@ -10,7 +10,9 @@ use crate::controller::mix;
 use crate::model::options::TestOptions;
 use crate::model::sample::Confidence;
 use crate::model::spec::TestSpec;
+use crate::model::Invalid;
 use crate::study::file::{display_value, Mode, Study};
+use crate::study::StudyError;
 
 /// One test of a study.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -148,7 +150,7 @@ fn combinations(study: &Study) -> Vec<Vec<usize>> {
 /// `study` when every point of it is a valid test: checked for all of them
 /// before any runs, wherever a study is read for use (a file, a built-in
 /// study, a results folder). `Study::parse` checks the file alone.
-pub fn checked(study: Study) -> Result<Study, String> {
+pub fn checked(study: Study) -> Result<Study, StudyError> {
     expand(&study, &TestOptions::default())?;
     Ok(study)
 }
@@ -156,7 +158,7 @@ pub fn checked(study: Study) -> Result<Study, String> {
 /// Every point of `study`, with `overrides` (from the command line, e.g. a
 /// shorter duration) applied on top of each. Fails on the first point that
 /// is not a valid test, naming it.
-pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, String> {
+pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, StudyError> {
     let base_cases: Vec<Option<&TestOptions>> = if study.cases.is_empty() {
         vec![None]
     } else {
@@ -177,11 +179,15 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
                 pairs.insert(a.key.clone(), v.clone());
                 params.push((a.key.clone(), display_value(v)));
             }
-            let axis_config = TestOptions::from_pairs(&pairs).map_err(|e| e.to_string())?;
+            let axis_config = TestOptions::from_pairs(&pairs)?;
             let mut config = config.overlay(&axis_config).overlay(overrides);
             config.label = None;
             let label = params_label(&params);
-            let named = |e: String| format!("{}: point {label}: {e}", study.origin);
+            let named = |source: Invalid| StudyError::Point {
+                origin: study.origin.clone(),
+                label: label.clone(),
+                source,
+            };
             let local = study.network.agent.is_none() && study.network.hosts.is_none();
             let (spec, groups) = if config.workload.map(|w| w.runs_as()) == Some(RunsAs::Mix) {
                 let groups = mix_groups(&config, local).map_err(named)?;
@@ -191,8 +197,12 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
                     "groups are the groups of a mix: add workload = \"mix\"".into(),
                 ));
             } else {
-                let spec = config.build_for(local).map_err(|e| named(e.to_string()))?;
-                crate::control::check(&spec).map_err(|e| named(e.to_string()))?;
+                let spec = config.build_for(local).map_err(named)?;
+                crate::control::check(&spec).map_err(|e| StudyError::PointCheck {
+                    origin: study.origin.clone(),
+                    label: label.clone(),
+                    source: Box::new(e),
+                })?;
                 (spec, Vec::new())
             };
             let confidence = config.confidence();
@@ -245,40 +255,44 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stri
     let mut ids: Vec<&str> = points.iter().map(|p| p.id.as_str()).collect();
     ids.sort_unstable();
     if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-        return Err(format!(
-            "{}: two points share the name {} (case labels must differ once made file-safe)",
-            study.origin, w[0]
-        ));
+        return Err(StudyError::In {
+            origin: study.origin.clone(),
+            message: format!(
+                "two points share the name {} (case labels must differ once made file-safe)",
+                w[0]
+            ),
+        });
     }
     Ok(points)
 }
 
 /// A mixed point's groups: each group's options over the point's own
 /// (the study's table, its case, its axes), checked as one window.
-fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, String> {
-    let texts = config
-        .groups
-        .as_ref()
-        .ok_or("workload = \"mix\" needs groups = [\"stream --flows 4\", \"rr --rate 100\"]")?;
+/// Its errors are the groups' rules, as the mix's own checks (in the
+/// controller, whose errors are text) and each group's spec say them.
+fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, Invalid> {
+    let texts = config.groups.as_ref().ok_or_else(|| {
+        Invalid::from("workload = \"mix\" needs groups = [\"stream --flows 4\", \"rr --rate 100\"]")
+    })?;
     let mut common = config.clone();
     common.groups = None;
     common.label = None;
     let mut groups = Vec::new();
     for (i, text) in texts.iter().enumerate() {
         let name = format!("g{}", i + 1);
-        let (w, o) = mix::parse_group(text)?;
+        let (w, o) = mix::parse_group(text).map_err(Invalid)?;
         let mut o = common.overlay(&o);
         o.workload = Some(w);
         let spec = o
             .build_for(local)
-            .map_err(|e| format!("group {name} ({text}): {e}"))?;
+            .map_err(|e| Invalid(format!("group {name} ({text}): {e}")))?;
         groups.push(mix::Group {
             name,
             command: text.clone(),
             spec,
         });
     }
-    mix::check(&groups)?;
+    mix::check(&groups).map_err(Invalid)?;
     Ok(groups)
 }
 
@@ -368,7 +382,12 @@ mod tests {
         let text = "title = \"t\"\ndescription = \"d\"\n[test]\nworkload = \"crr\"\n[sweep]\nzerocopy = [false, true]\n";
         let e = Study::parse(text, "t.toml", "t")
             .and_then(checked)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "t.toml: point zerocopy=true: --zerocopy applies to stream"
+        );
         assert!(e.contains("point zerocopy=true"), "{e}");
         assert!(e.contains("--zerocopy applies to stream"), "{e}");
         // A value no test takes, found when the points are made.
@@ -376,7 +395,8 @@ mod tests {
             "title = \"t\"\ndescription = \"d\"\n[test]\nduration = 1\n[sweep]\nflows = [0]\n";
         let e = Study::parse(text, "t.toml", "t")
             .and_then(checked)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--flows must be at least 1"), "{e}");
     }
 }
