@@ -1029,36 +1029,51 @@ fn pairs<'a>(points: &'a [Pt], dim: &str, on: &str, off: &str) -> Vec<(String, &
 #[test]
 fn tls_fixture_reports_what_tls_and_crypto_hardware_cost() {
     let d = draw("tls", &["case", "tls", "crypto_hw", "runs"]);
-    // TLS against clear: the first pair's figures per end (the stream, per
-    // KB), over both pairs, and throughput under TLS. The range the rule
-    // gives before them ("2.8-6.9x ... per KB") mixes the stream's ratio
-    // per KB with crr's per transaction (reported with the fixtures), so
-    // it is not checked here.
+    // TLS against clear, per end: a pair's cost per KB where it has one,
+    // else per transaction; each unit its own key point (the stream's per
+    // KB and crr's per transaction once shared one range), with the first
+    // pair's figures and the throughput ratio of that unit's pairs.
     let tls = pairs(&d.points, "tls", "true", "false");
     assert_eq!(tls.len(), 2, "a stream and a crr pair");
     let mut want = Vec::new();
     for side in ["client", "agent"] {
-        let (key, enc, clear) = &tls[0];
-        let kb = format!("{side}_us_per_kb");
-        let (a, b) = (enc.fig(&kb).unwrap(), clear.fig(&kb).unwrap());
-        let mut w = format!(
-            "the {side}'s CPU per KB of clear over 2 points ({:.1}x at {key}: {a:.3} vs {b:.3} µs)",
-            a / b
-        );
-        if side == "client" {
-            let t: Vec<f64> = tls
+        let (kb, tx) = (format!("{side}_us_per_kb"), format!("{side}_us_per_tx"));
+        let unit_of = |e: &Pt, c: &Pt| match (e.fig(&kb), c.fig(&kb)) {
+            (Some(a), Some(b)) => Some(("KB", a, b)),
+            _ => Some(("transaction", e.fig(&tx)?, c.fig(&tx)?)),
+        };
+        for per in ["KB", "transaction"] {
+            let mine: Vec<_> = tls
                 .iter()
-                .map(|(_, e, c)| {
-                    e.fig("throughput_bps").unwrap() / c.fig("throughput_bps").unwrap()
+                .filter_map(|(k, e, c)| {
+                    let (u, a, b) = unit_of(e, c)?;
+                    (u == per).then_some((k, *e, *c, a, b))
                 })
                 .collect();
-            w += &format!(
-                "; throughput under TLS is {:.2}-{:.2}x of clear",
-                t.iter().cloned().fold(f64::INFINITY, f64::min),
-                t.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+            let Some((key, _, _, a, b)) = mine.first() else {
+                continue;
+            };
+            let mut w = format!(
+                "the {side}'s CPU per {per} of clear over {} point{} ({:.1}x at {key}: {a:.3} vs {b:.3} µs)",
+                mine.len(),
+                if mine.len() == 1 { "" } else { "s" },
+                a / b
             );
+            if side == "client" {
+                let t: Vec<f64> = mine
+                    .iter()
+                    .map(|(_, e, c, _, _)| {
+                        e.fig("throughput_bps").unwrap() / c.fig("throughput_bps").unwrap()
+                    })
+                    .collect();
+                w += &format!(
+                    "; throughput under TLS is {:.2}-{:.2}x of clear",
+                    t.iter().cloned().fold(f64::INFINITY, f64::min),
+                    t.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                );
+            }
+            want.push(w);
         }
-        want.push(w);
     }
     d.expect("tls_cost", &want);
     // Crypto hardware on against off, TLS both: per KB for the stream, per

@@ -37,60 +37,66 @@ pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
         ("client", "client_us_per_kb", "client_us_per_tx"),
         ("agent", "agent_us_per_kb", "agent_us_per_tx"),
     ] {
-        let ratios: Vec<(f64, f64, f64, String)> = pairs
+        // Each pair's cost per KB where it has one, else per transaction;
+        // the two units never share one range (a key point each).
+        let ratios: Vec<(f64, f64, f64, String, &str, usize)> = pairs
             .iter()
-            .filter_map(|(e, c)| {
-                let (a, b) = match (e.mean(kb), c.mean(kb)) {
-                    (Some(a), Some(b)) => (a, b),
-                    _ => (e.mean(tx)?, c.mean(tx)?),
+            .enumerate()
+            .filter_map(|(i, (e, c))| {
+                let (a, b, per) = match (e.mean(kb), c.mean(kb)) {
+                    (Some(a), Some(b)) => (a, b, "KB"),
+                    _ => (e.mean(tx)?, c.mean(tx)?, "transaction"),
                 };
-                (b > 0.0).then(|| (a / b, a, b, key_of(e)))
+                (b > 0.0).then(|| (a / b, a, b, key_of(e), per, i))
             })
             .collect();
-        if ratios.is_empty() {
-            continue;
-        }
-        let lo = ratios.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
-        let hi = ratios.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
-        let per = if pairs[0].0.mean(kb).is_some() {
-            "KB"
-        } else {
-            "transaction"
-        };
-        let first = &ratios[0];
-        let range = if (hi - lo) / lo < 0.05 {
-            format!("{lo:.1}x")
-        } else {
-            format!("{lo:.1}-{hi:.1}x")
-        };
-        let tput: Vec<f64> = pairs
-            .iter()
-            .filter_map(|(e, c)| {
-                Some(e.mean("throughput_bps")? / c.mean("throughput_bps").filter(|v| *v > 0.0)?)
-            })
-            .collect();
-        out.push(KeyPoint {
-            rule: "tls_cost",
-            text: format!(
-                "TLS costs {range} the {side}'s CPU per {per} of clear over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
-                ratios.len(),
-                if ratios.len() == 1 { "" } else { "s" },
-                first.0,
-                if first.3.is_empty() { "the test" } else { &first.3 },
-                first.1,
-                first.2,
-                if side == "client" && !tput.is_empty() {
-                    format!(
-                        "; throughput under TLS is {:.2}-{:.2}x of clear",
-                        tput.iter().cloned().fold(f64::INFINITY, f64::min),
-                        tput.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+        for per in ["KB", "transaction"] {
+            let ratios: Vec<&(f64, f64, f64, String, &str, usize)> =
+                ratios.iter().filter(|r| r.4 == per).collect();
+            if ratios.is_empty() {
+                continue;
+            }
+            let lo = ratios.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+            let hi = ratios.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
+            let first = ratios[0];
+            let range = if (hi - lo) / lo < 0.05 {
+                format!("{lo:.1}x")
+            } else {
+                format!("{lo:.1}-{hi:.1}x")
+            };
+            let tput: Vec<f64> = ratios
+                .iter()
+                .filter_map(|r| {
+                    let (e, c) = pairs[r.5];
+                    Some(
+                        e.mean("throughput_bps")?
+                            / c.mean("throughput_bps").filter(|v| *v > 0.0)?,
                     )
-                } else {
-                    String::new()
-                }
-            ),
-            advice: "Encryption is CPU per byte: check that the suite uses the CPU's AES instructions (`linerate crypto`), prefer AES-GCM where the CPU has VAES, and spread streams over cores; this kernel has no kTLS offload.".into(),
-        });
+                })
+                .collect();
+            out.push(KeyPoint {
+                rule: "tls_cost",
+                text: format!(
+                    "TLS costs {range} the {side}'s CPU per {per} of clear over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
+                    ratios.len(),
+                    if ratios.len() == 1 { "" } else { "s" },
+                    first.0,
+                    if first.3.is_empty() { "the test" } else { &first.3 },
+                    first.1,
+                    first.2,
+                    if side == "client" && !tput.is_empty() {
+                        format!(
+                            "; throughput under TLS is {:.2}-{:.2}x of clear",
+                            tput.iter().cloned().fold(f64::INFINITY, f64::min),
+                            tput.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+                advice: "Encryption is CPU per byte: check that the suite uses the CPU's AES instructions (`linerate crypto`), prefer AES-GCM where the CPU has VAES, and spread streams over cores; this kernel has no kTLS offload.".into(),
+            });
+        }
     }
     out
 }
