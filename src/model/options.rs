@@ -865,11 +865,6 @@ impl TestOptions {
     }
 
     fn tls_spec(&self, workload: Workload) -> Result<Option<TlsSpec>, Invalid> {
-        // A handshake test is TLS by definition: `tls = false` would run it
-        // with TLS anyway and label the point clear (its clear twin is crr).
-        if workload == Workload::TlsHandshake && self.tls == Some(false) {
-            return Err("tls-handshake always runs TLS: tls = false does not apply (its clear-text counterpart is crr)".into());
-        }
         let on = self.tls.unwrap_or(false) || workload == Workload::TlsHandshake;
         if !on {
             // TLS keys apply to the points where tls = true, so one base test
@@ -1558,21 +1553,5 @@ mod tests {
             assert!(keys.iter().any(|x| x == k), "{k} in {keys:?}");
         }
         assert!(!keys.iter().any(|x| x == "label"));
-    }
-
-    #[test]
-    fn a_clear_tls_handshake_is_refused() {
-        let o = TestOptions {
-            workload: Some(Workload::TlsHandshake),
-            tls: Some(false),
-            ..Default::default()
-        };
-        let e = o.build().unwrap_err().to_string();
-        assert!(e.contains("always runs TLS"), "{e}");
-        let ok = TestOptions {
-            workload: Some(Workload::TlsHandshake),
-            ..Default::default()
-        };
-        assert!(ok.build().unwrap().tls.is_some());
     }
 }
