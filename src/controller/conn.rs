@@ -318,6 +318,16 @@ pub fn probe_agent(control: SocketAddr, token: &str) -> Result<Probe, String> {
     probe
 }
 
+/// What a probe says of the agent's clock, as the start instant needs it.
+pub fn clock_of(p: &Probe) -> clock::ClockSync {
+    clock::ClockSync {
+        offset_ns: p.offset_ns,
+        uncertainty_ns: p.uncertainty_ns,
+        rtt_ns: p.rtt_ns,
+        probes: CLOCK_PROBES,
+    }
+}
+
 /// Probes per clock estimate: the fastest of 16 round trips on an idle
 /// control connection is within a few microseconds of the true minimum.
 pub const CLOCK_PROBES: usize = 16;
@@ -556,12 +566,7 @@ impl AgentConn {
                         return Err(e);
                     }
                 };
-                let sync = clock::ClockSync {
-                    offset_ns: p.offset_ns,
-                    uncertainty_ns: p.uncertainty_ns,
-                    rtt_ns: p.rtt_ns,
-                    probes: CLOCK_PROBES,
-                };
+                let sync = clock_of(p);
                 Some((sync.to_agent(start), start))
             }
             _ => None,

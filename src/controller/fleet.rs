@@ -639,12 +639,7 @@ impl Fleet {
         let mut reports: Vec<Report> = (0..n).map(|_| Report::default()).collect();
         for (m, r) in self.members.iter_mut().zip(reports.iter_mut()) {
             let p = m.conn.probe().map_err(|e| format!("{}: {e}", m.label()))?;
-            r.clock = ClockSync {
-                offset_ns: p.offset_ns,
-                uncertainty_ns: p.uncertainty_ns,
-                rtt_ns: p.rtt_ns,
-                probes: conn::CLOCK_PROBES,
-            };
+            r.clock = conn::clock_of(&p);
         }
         let plan = self.plan(spec);
         let pattern = crate::workload::of(spec)

@@ -291,15 +291,7 @@ impl Flow for Dialer {
             Ok(false) => return Status::Open,
             Err(e) => {
                 self.close();
-                if !cx.stopping {
-                    cx.counters.errors += 1;
-                }
-                // Back off briefly so a dead peer does not turn into a busy loop.
-                let at = cx.now + Duration::from_millis(10);
-                cx.schedule(at);
-                if !cx.stopping && e.kind() != io::ErrorKind::ConnectionRefused {
-                    crate::engine::worker::note_error(&e, self.id);
-                }
+                crr::connection_failed(cx, self.id, &e);
             }
         }
         Status::Open

@@ -364,6 +364,21 @@ impl Connector {
     }
 }
 
+/// A connection of a per-transaction flow (crr, conn) failed (and was
+/// closed): counted unless the test is ending, the next one tried after a
+/// short back-off so a dead peer is not a busy loop, the cause noted
+/// (a refusal is the peer's usual answer while it stops: not noted).
+pub fn connection_failed(cx: &mut Ctx<'_>, id: u32, e: &io::Error) {
+    if !cx.stopping {
+        cx.counters.errors += 1;
+    }
+    let at = cx.now + Duration::from_millis(10);
+    cx.schedule(at);
+    if !cx.stopping && e.kind() != io::ErrorKind::ConnectionRefused {
+        crate::engine::worker::note_error(e, id);
+    }
+}
+
 /// A connection of a per-transaction flow (crr, conn) ended: one
 /// transaction and one connection, its TLS session (the first one's facts
 /// kept for the report), and how it closed.
@@ -398,15 +413,7 @@ impl Flow for Connector {
     fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
         if let Err(e) = self.step(cx) {
             self.close();
-            if !cx.stopping {
-                cx.counters.errors += 1;
-            }
-            // Back off briefly so a dead peer does not turn into a busy loop.
-            let at = cx.now + Duration::from_millis(10);
-            cx.schedule(at);
-            if !cx.stopping && e.kind() != io::ErrorKind::ConnectionRefused {
-                crate::engine::worker::note_error(&e, self.id);
-            }
+            connection_failed(cx, self.id, &e);
         }
         Status::Open
     }
