@@ -243,6 +243,14 @@ pub fn run_mix(
         .collect();
     for (g, f) in folders.iter_mut().enumerate() {
         for (k, it) in f.iterations.iter_mut().enumerate() {
+            // An end's CPU is every group's: a cost per KB or per
+            // transaction of one group would charge it all to that group
+            // (the summary's costs are means of these, so they go too).
+            for c in [&mut it.cost.client, &mut it.cost.agent] {
+                c.us_per_kb = None;
+                c.us_per_tx = None;
+                c.host_us_per_kb = None;
+            }
             let beside = (0..through.len())
                 .filter(|&h| h != g)
                 .filter_map(|h| through[h].get(k))
@@ -263,12 +271,6 @@ pub fn run_mix(
                     .sum::<f64>()
                     / n,
             );
-            // An end's CPU is every group's: a cost per KB or per
-            // transaction of one group would charge it all to that group.
-            for side in [&mut summary.cpu.client, &mut summary.cpu.agent] {
-                side.us_per_kb = None;
-                side.us_per_tx = None;
-            }
             GroupResult {
                 name: g.name.clone(),
                 command: g.command.clone(),

@@ -40,7 +40,7 @@ pub fn param_phrase(key: &str, value: &str) -> String {
         "true" => true,
         "false" => false,
         _ => {
-            return if key == "case" || key == "group" {
+            return if stands_alone(key) {
                 value.to_string()
             } else {
                 format!("{key}={value}")
@@ -69,11 +69,17 @@ pub fn params_phrase<'a>(params: impl IntoIterator<Item = &'a (String, String)>)
         .join(" ")
 }
 
+/// A case's label and a mixed point's group name themselves: shown as
+/// their value alone, not `key=value`.
+fn stands_alone(key: &str) -> bool {
+    key == "case" || key == "group"
+}
+
 pub fn params_label<'a>(params: impl IntoIterator<Item = &'a (String, String)>) -> String {
     params
         .into_iter()
         .map(|(k, v)| {
-            if k == "case" {
+            if stands_alone(k) {
                 v.clone()
             } else {
                 format!("{k}={v}")
