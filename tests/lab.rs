@@ -1389,6 +1389,15 @@ fn bare_numbers_are_refused_before_a_lab_is_made() {
     for (args, says) in [
         (["--rtt", "10"], "--rtt 10: give a unit: 10ms or 10s"),
         (["--rate", "100"], "a bare number would be 100 bit/s"),
+        (
+            ["--aqm", "red"],
+            "--aqm red: 'red' is not fifo, codel or fq_codel",
+        ),
+        (
+            ["--aqm", "codel"],
+            "--aqm manages the queue before the bottleneck: it needs --rate",
+        ),
+        (["--aqm-target", "5"], "--aqm-target 5: give a unit"),
     ] {
         let t0 = Instant::now();
         let o = run(
@@ -1405,6 +1414,55 @@ fn bare_numbers_are_refused_before_a_lab_is_made() {
         );
         assert!(!namespaces().contains("bare"));
     }
+}
+
+/// CoDel marks ECN-capable packets instead of dropping them: with
+/// `tcp_ecn = 1` at the sender the marks reach the receiver as CE (the
+/// sender's TCP counts CE-marked segments delivered), and without ECN the
+/// same load is dropped by the control law, never by the 4 MB limit.
+#[test]
+fn a_codel_lab_marks_ecn_capable_flows_and_drops_the_others() {
+    let Some(_turn) = measuring() else { return };
+    let (lab, up) = Lab::up(
+        "codel",
+        "--rate 20mbit --rtt 20ms --queue 4M --aqm codel --no-calibrate",
+    );
+    assert!(
+        up.contains("queue 4 MiB codel (target 5 ms, interval 100 ms, ecn)"),
+        "{up}"
+    );
+    let delivered_ce = || {
+        let out = lab.exec("c", &["nstat", "-az", "TcpExtTCPDeliveredCE"]);
+        number_after(&out, "TcpExtTCPDeliveredCE")
+    };
+    let stream = |tag: &str| {
+        let r = run_json(
+            &format!("{}-{tag}.json", lab.name),
+            &format!("stream --flows 2 -d 3 --lab {}", lab.name),
+            Duration::from_secs(60),
+        );
+        r["lab"]["emulator"]["dirs"][0].clone()
+    };
+    lab.exec("c", &["sysctl", "-qw", "net.ipv4.tcp_ecn=1"]);
+    let before = delivered_ce();
+    let d = stream("ecn");
+    assert!(u(&d["marked_ecn"]) > 0, "{d}");
+    assert_eq!(u(&d["dropped_aqm"]), 0, "{d}");
+    assert_eq!(u(&d["dropped_queue"]), 0, "{d}");
+    assert!(
+        delivered_ce() > before,
+        "CE marks never reached the receiver"
+    );
+    // CoDel keeps the standing queue near its target: far below the 1.7 s
+    // a full 4 MB queue holds at 20 Mbit/s.
+    let mean_ms = f(&d["queue_delay_sum_us"]) / f(&d["queue_delay_count"]) / 1e3;
+    assert!(mean_ms < 30.0, "mean queue delay {mean_ms} ms: {d}");
+    lab.exec("c", &["sysctl", "-qw", "net.ipv4.tcp_ecn=0"]);
+    let d = stream("drop");
+    assert!(u(&d["dropped_aqm"]) > 0, "{d}");
+    assert_eq!(u(&d["marked_ecn"]), 0, "{d}");
+    let st = lab.status();
+    assert_eq!(st[0]["lab"]["spec"]["aqm"]["kind"], "codel", "{st}");
 }
 
 #[test]

@@ -279,11 +279,12 @@ fn status(a: StatusArgs) -> Result<()> {
             for (d, name) in [(0, "client->server"), (1, "server->client")] {
                 let x = &st.dirs[d];
                 println!(
-                    "{indent}{name}: {} packets, {} dropped by loss, {} by the queue, max queue {}",
+                    "{indent}{name}: {} packets, {} dropped by loss, {} by the queue, max queue {}{}",
                     x.packets,
                     x.dropped_loss,
                     x.dropped_queue,
-                    crate::units::fmt_bytes(x.max_queue_bytes)
+                    crate::units::fmt_bytes(x.max_queue_bytes),
+                    x.aqm_phrase()
                 );
             }
             println!(

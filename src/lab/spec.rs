@@ -47,6 +47,19 @@ pub struct LabOptions {
     #[arg(long)]
     #[serde(default)]
     pub per_packet: bool,
+    /// Queue discipline before the bottleneck: fifo (drop-tail, the
+    /// default), codel (RFC 8289) or fq_codel (RFC 8290).
+    #[arg(long, value_name = "fifo|codel|fq_codel")]
+    pub aqm: Option<String>,
+    /// CoDel's target sojourn time (default 5ms).
+    #[arg(long, value_name = "TIME")]
+    pub aqm_target: Option<String>,
+    /// CoDel's interval (default 100ms, about a worst-case RTT).
+    #[arg(long, value_name = "TIME")]
+    pub aqm_interval: Option<String>,
+    /// CoDel and FQ-CoDel mark ECN-capable packets instead of dropping them (default on).
+    #[arg(long, value_parser = on_off, value_name = "on|off")]
+    pub ecn: Option<bool>,
     /// Where the emulator runs: auto (the last CPU, the lab's packet
     /// processing steered to the others), off, or a CPU number.
     #[arg(long, value_name = "auto|off|N")]
@@ -167,6 +180,7 @@ impl LabOptions {
             (&mut o.loss, &p.loss),
             (&mut o.queue, &p.queue),
             (&mut o.cc, &p.cc),
+            (&mut o.aqm, &p.aqm),
         ] {
             if from.is_some() {
                 *to = from.clone();
@@ -225,6 +239,41 @@ impl LabOptions {
             spec.offloads = o;
         }
         spec.per_packet = self.per_packet;
+        if let Some(a) = &self.aqm {
+            spec.aqm.kind = a.parse().map_err(|e: ModelError| LabError::Value {
+                name: "aqm",
+                value: a.clone(),
+                source: ValueError::Form(e.to_string()),
+            })?;
+        }
+        for (v, name, to) in [
+            (&self.aqm_target, "aqm-target", &mut spec.aqm.target_us),
+            (
+                &self.aqm_interval,
+                "aqm-interval",
+                &mut spec.aqm.interval_us,
+            ),
+        ] {
+            if let Some(v) = v {
+                let s = duration(v).map_err(|source| LabError::Value {
+                    name,
+                    value: v.clone(),
+                    source,
+                })?;
+                if !(s > 0.0 && s <= 10.0) {
+                    return refuse(&format!("--{name} {v} must be above 0 and at most 10s"));
+                }
+                *to = (s * 1e6).round().max(1.0) as u64;
+            }
+        }
+        if let Some(e) = self.ecn {
+            spec.aqm.ecn = e;
+        }
+        if spec.aqm.kind != crate::model::lab::AqmKind::Fifo
+            && spec.links.iter().all(|l| l.rate_bps.is_none())
+        {
+            return refuse("--aqm manages the queue before the bottleneck: it needs --rate");
+        }
         if let Some(c) = &self.emulator_cpu {
             spec.emulator_cpu = c.parse().map_err(LabError::EmulatorCpu)?;
         }
@@ -247,6 +296,7 @@ pub fn shaping(spec: &LabSpec, dir: usize) -> Shaping {
         rate_bps: l.rate_bps.map(|r| r.round() as u64),
         queue_limit_bytes: l.queue_bytes,
         loss: l.loss,
+        aqm: spec.aqm,
     }
 }
 

@@ -630,6 +630,28 @@ fn start_emulators(
             )?;
         }
     }
+    // Packets a queue discipline marked leave with ECN_MARK: set CE on them.
+    // The rule stays whatever the discipline (a FIFO marks nothing), so a
+    // study can switch --aqm by restarting the emulators alone.
+    let mark = format!("{:#x}/{:#x}", emulator::ECN_MARK, emulator::ECN_MARK);
+    in_ns(
+        router,
+        "iptables-legacy",
+        &[
+            "-t",
+            "mangle",
+            "-A",
+            "POSTROUTING",
+            "-m",
+            "mark",
+            "--mark",
+            &mark,
+            "-j",
+            "TOS",
+            "--set-tos",
+            "0x03/0x03",
+        ],
+    )?;
     spawn_emulators(name, router, spec, clients, cpu)
 }
 
