@@ -1526,3 +1526,189 @@ fn an_rr_group_waits_behind_a_stream_group_on_a_slow_link() {
     );
     assert!((f(&g1["summary"]["load_beside_bps"]) - bps).abs() < 1.0);
 }
+
+/// udp-rr's one-way delays in `r`'s summary, ms: (up p50, down p50,
+/// the offset's uncertainty).
+fn one_way_ms(r: &serde_json::Value) -> (f64, f64, f64) {
+    let x = &r["summary"]["udp"];
+    assert!(x["owd_up_us"].is_object(), "no one-way delays: {x}");
+    (
+        f(&x["owd_up_us"]["p50"]) / 1e3,
+        f(&x["owd_down_us"]["p50"]) / 1e3,
+        f(&x["owd_offset_uncertainty_us"]) / 1e3,
+    )
+}
+
+/// Within 1.5 ms of the link's delay each way.
+fn assert_one_way(r: &serde_json::Value, up: f64, down: f64) {
+    let (u, d, _) = one_way_ms(r);
+    assert!(
+        (u - up).abs() < 1.5 && (d - down).abs() < 1.5,
+        "one-way up {u:.3} ms down {d:.3} ms, the link has {up}/{down}: {}",
+        r["summary"]["udp"]
+    );
+    assert_eq!(u64_of(&r["summary"]["udp"]["owd_clamped"]), 0);
+}
+
+fn u64_of(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// A modest udp-rr: 4 flows of 4 requests in flight, 2 s.
+const OWD_RR: &str = "udp-rr --flows 4 --outstanding 4 -d 2 --warmup 0.5";
+
+#[test]
+fn one_way_delays_read_each_direction_of_a_lab_link() {
+    let Some(_s) = measuring() else { return };
+    // 40 ms round trip split evenly, then split 10/30: the second is the
+    // proof that each direction is measured, not half the round trip.
+    for (delay, up, down) in [("20ms/20ms", 20.0, 20.0), ("10ms/30ms", 10.0, 30.0)] {
+        let (lab, _) = Lab::up("owd", &format!("--delay {delay} --no-calibrate"));
+        let r = run_json(
+            &format!("{}-{up}.json", lab.name),
+            &format!("{OWD_RR} --lab {}", lab.name),
+            Duration::from_secs(60),
+        );
+        assert_one_way(&r, up, down);
+        // The lab's agent runs on this kernel: its clock offset is exact,
+        // though its probes cross the 40 ms link.
+        assert_eq!(one_way_ms(&r).2, 0.0);
+        let lat = f(&r["summary"]["latency_us"]["p50"]) / 1e3;
+        assert!((lat - 40.0).abs() < 1.5, "round trip {lat} ms");
+    }
+}
+
+/// Runs `linerate run ARGS -q --json FILE` through `prefix` (a namespace,
+/// a time namespace) and returns the result it wrote.
+fn run_json_via(prefix: &[&str], name: &str, args: &str) -> serde_json::Value {
+    let out = tmp(name);
+    let child = Command::new(prefix[0])
+        .args(&prefix[1..])
+        .arg(bin())
+        .arg("run")
+        .args(args.split_whitespace())
+        .args(["-q", "--json", out.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait(child, Duration::from_secs(60));
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{args}: {}", stderr(&o));
+    json(&out)
+}
+
+#[test]
+fn one_way_delays_hold_with_clocks_shifted_by_time_namespaces() {
+    let Some(_s) = measuring() else { return };
+    let (lab, _) = Lab::up("owdtime", "--rtt 40ms --no-calibrate");
+    let st = lab.status();
+    let server = st[0]["lab"]["server_addr"].as_str().unwrap().to_string();
+    const TOKEN: &str = "one-way-token";
+    let tok = token_file("owd-time-token", TOKEN);
+    let (c_ns, s_ns) = (lab.ns("c"), lab.ns("s"));
+    let shifted = |ns: &str, secs: &'static str| -> Vec<String> {
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "unshare",
+            "--time",
+            "--monotonic",
+            secs,
+        ]
+        .into_iter()
+        .chain(["--boottime", secs, "--kill-child"])
+        .map(String::from)
+        .collect()
+    };
+    // The controller's clock 1,000 s ahead of the kernel's, the agents'
+    // 5,000 s. The second agent also hides its kernel (another boot id in
+    // a mount namespace of its own), as an agent on another host would:
+    // its offset must come from probes across the 40 ms link.
+    let boot_id = tmp("owd-other-boot-id");
+    std::fs::write(&boot_id, "00000000-0000-4000-8000-000000000001\n").unwrap();
+    let mut masked = shifted(&s_ns, "5000");
+    masked.splice(
+        5..5,
+        ["--mount", "--propagation", "private"].map(String::from),
+    );
+    masked.extend([
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "mount --bind {} /proc/sys/kernel/random/boot_id && exec \"$0\" \"$@\"",
+            boot_id.display()
+        ),
+    ]);
+    let controller = shifted(&c_ns, "1000");
+    let controller: Vec<&str> = controller.iter().map(String::as_str).collect();
+    for (prefix, exact) in [(shifted(&s_ns, "5000"), true), (masked, false)] {
+        let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+        let agent = Agent::start_with(&prefix, &format!("{server}:0"), TOKEN, &["--quiet"]);
+        let r = run_json_via(
+            &controller,
+            &format!("{}-{exact}.json", lab.name),
+            &format!(
+                "{OWD_RR} --agent {} --token-file {}",
+                agent.addr,
+                tok.display()
+            ),
+        );
+        drop(agent);
+        assert_one_way(&r, 20.0, 20.0);
+        let (_, _, uncertainty) = one_way_ms(&r);
+        if exact {
+            assert_eq!(uncertainty, 0.0, "one kernel: the offset is exact");
+        } else {
+            // Half the fastest probe's round trip over the 40 ms link.
+            assert!(
+                (19.5..25.0).contains(&uncertainty),
+                "probed offset ± {uncertainty} ms"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_way_delays_show_which_direction_queues_beside_a_load() {
+    let Some(_s) = measuring() else { return };
+    // 20 Mbit/s with a deep FIFO: two uploading streams fill the queue
+    // towards the server; the way back carries only their ACKs.
+    let (lab, _) = Lab::up("owdq", "--rtt 10ms --rate 20mbit --no-calibrate");
+    let out = tmp(&format!("{}-mix.json", lab.name));
+    let o = run(
+        &[
+            "run",
+            "mix",
+            "udp-rr",
+            "stream --flows 2",
+            "--lab",
+            &lab.name,
+            "-d",
+            "3",
+            "--warmup",
+            "1",
+            "-q",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out);
+    let g = &r["groups"][0];
+    assert_eq!(g["workload"], "udp-rr");
+    let (up, down, _) = one_way_ms(g);
+    assert!(
+        up > down + 10.0,
+        "the upload's queue is on the way up: up {up:.2} ms, down {down:.2} ms"
+    );
+    assert!(
+        (down - 5.0).abs() < 1.5,
+        "down {down:.2} ms over a 5 ms link"
+    );
+}

@@ -184,6 +184,19 @@ pub struct IntervalSample {
     pub cpu: Option<CpuWindow>,
 }
 
+/// The other end's clock against this end's (CLOCK_MONOTONIC, other minus
+/// this), as the controller knows it: what a udp-rr client needs to split
+/// each round trip into its two one-way delays. Built from each end's
+/// offset to the controller (the controller's own is 0 exactly): offset
+/// server minus offset client, uncertainty the sum of theirs (0 where both
+/// ends run on the controller's kernel, whose clock differs between
+/// processes only by their time namespaces' offsets, read exactly).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerClock {
+    pub offset_ns: i64,
+    pub uncertainty_ns: u64,
+}
+
 /// Percentiles in microseconds; the names are part of the result schema.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct LatencySummary {

@@ -114,6 +114,9 @@ pub struct Figures {
     pub udp: bool,
     /// A key-value service's operations.
     pub kv: bool,
+    /// One-way delays of each direction: the client needs the server's
+    /// clock offset (the controller probes it before each iteration).
+    pub one_way: bool,
 }
 
 /// Which way payload flows in a `stream` test, seen from the client.
