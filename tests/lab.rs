@@ -349,8 +349,22 @@ fn a_rack_lab_has_a_shaped_port_per_client() {
     );
     let hosts = r["hosts"].as_array().unwrap();
     assert_eq!(hosts.len(), 5, "{hosts:?}");
+    // The aggregate is what reached the server (the clients' senders saw
+    // it acknowledged); the server read that much give or take what its
+    // receive buffers held at the window's edges.
     let server = hosts.iter().find(|h| h["role"] == "server").unwrap();
-    assert_eq!(u(&server["counters"]["bytes_rx"]), u(&it["bytes"]));
+    let delivered: u64 = hosts
+        .iter()
+        .filter(|h| h["role"] == "client")
+        .map(|h| u(&h["counters"]["bytes_delivered"]))
+        .sum();
+    assert_eq!(delivered, u(&it["bytes"]));
+    let read = u(&server["counters"]["bytes_rx"]) as f64;
+    assert!(
+        (read / u(&it["bytes"]) as f64 - 1.0).abs() < 0.03,
+        "the server read {read}, {} reached it",
+        u(&it["bytes"])
+    );
     let sent: Vec<f64> = hosts
         .iter()
         .filter(|h| h["role"] == "client")

@@ -117,6 +117,7 @@ pub trait Plugin: Sync {
             connections: p == Pattern::PerTransaction,
             udp: p == Pattern::Datagram,
             kv: p == Pattern::Service,
+            delivered: false,
         }
     }
     /// What a result's rate column (and its trans/s line) shows.
