@@ -89,10 +89,18 @@ fn two_client_hosts_load_one_server_on_two_addresses() {
     let it = &r["iterations"][0];
     let total = u(&it["bytes"]);
     assert!(total > 0);
-    // The server received every byte the aggregate counts; the clients
-    // sent them (socket buffers hold a little at the window's edges).
+    // The aggregate is what reached the server's TCP, as the clients'
+    // senders saw it acknowledged; the server read about as much, and the
+    // clients sent it (socket buffers hold a little at the window's edges).
+    let delivered: u64 = ["d1", "d2"]
+        .iter()
+        .map(|n| u(&host(&r, n)["counters"]["bytes_delivered"]))
+        .sum();
+    assert_eq!(delivered, total);
     let sut = host(&r, "sut");
-    assert_eq!(u(&sut["counters"]["bytes_rx"]), total);
+    let read = u(&sut["counters"]["bytes_rx"]);
+    let apart = (read as f64 - total as f64).abs() / total as f64;
+    assert!(apart < 0.05, "the server read {read}, {total} reached it");
     let sent: u64 = ["d1", "d2"]
         .iter()
         .map(|n| u(&host(&r, n)["counters"]["bytes_tx"]))

@@ -108,6 +108,9 @@ fn up(a: UpArgs) -> Result<()> {
     need_root()?;
     let st = topology::up(&a.name, &spec, rack, backend, None)?;
     println!("lab {} is up: {}", st.name, st.spec.describe());
+    if st.spec.default_queue() {
+        println!("  queue: {}", crate::model::lab::DEFAULT_QUEUE_WHY);
+    }
     for c in &st.host_changes {
         println!("  note: {c}");
     }
@@ -262,6 +265,9 @@ fn status(a: StatusArgs) -> Result<()> {
             s.created_at,
             s.spec.describe()
         );
+        if s.spec.default_queue() {
+            println!("  queue: {}", crate::model::lab::DEFAULT_QUEUE_WHY);
+        }
         print_hosts(s);
         println!("  emulator {} ({})", s.backend, s.backend_note);
         let rack = s.emulators().len() > 1;

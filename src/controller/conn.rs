@@ -227,6 +227,8 @@ struct ControllerObserver<'a> {
     deadline: Option<Instant>,
     /// A mixed test's rendezvous: another group ended early.
     together: Option<&'a Together>,
+    /// How the test counts its bytes (for the live line).
+    figures: crate::model::spec::Figures,
 }
 
 impl ControllerObserver<'_> {
@@ -285,7 +287,7 @@ impl ControllerObserver<'_> {
             if a.is_none() && !all && !self.dead {
                 break;
             }
-            self.live.interval(&combine(c, a));
+            self.live.interval(&combine(c, a, self.figures));
             self.next_live += 1;
         }
     }
@@ -692,6 +694,7 @@ impl AgentConn {
                 .is_finite()
                 .then(|| Instant::now() + Duration::from_secs_f64(spec.duration_s)),
             together,
+            figures: crate::workload::figures(spec),
         };
         side.collect(&mut obs);
         // Finite tests end when the client is done: tell the agent now.

@@ -581,7 +581,7 @@ impl Fleet {
                     }
                 }
             }
-            next_live = self.flush_live(reports, next_live, live);
+            next_live = self.flush_live(spec, reports, next_live, live);
             let failed = reports.iter().any(|r| r.failure.is_some());
             let clients_done = self
                 .members
@@ -678,7 +678,7 @@ impl Fleet {
         }
 
         let next_live = self.gather(spec, &mut reports, margin, live, together);
-        self.flush_live(&reports, next_live, live);
+        self.flush_live(spec, &reports, next_live, live);
         let mut run = self.fold(&plan, reports);
         run.prefill = prefills;
         if run.error.is_none() && crate::engine::signals::test_interrupted() {
@@ -717,11 +717,18 @@ impl Fleet {
     }
 
     /// Shows every interval all members have reported, once.
-    fn flush_live(&self, reports: &[Report], mut next: usize, live: &mut dyn Live) -> usize {
+    fn flush_live(
+        &self,
+        spec: &TestSpec,
+        reports: &[Report],
+        mut next: usize,
+        live: &mut dyn Live,
+    ) -> usize {
+        let figures = crate::workload::figures(spec);
         while reports.iter().all(|r| r.samples.contains_key(&next)) {
             let c = self.merged_interval(reports, Role::Client, next);
             let a = self.merged_interval(reports, Role::Server, next);
-            live.interval(&combine(&c, Some(&a)));
+            live.interval(&combine(&c, Some(&a), figures));
             next += 1;
         }
         next

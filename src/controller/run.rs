@@ -164,7 +164,13 @@ impl Folder {
             placement: a.placement.clone(),
             errors: a.errors.clone(),
         };
-        let mut it = crate::measure::fold::iteration(index, client, agent_side, run.error.clone());
+        let mut it = crate::measure::fold::iteration(
+            index,
+            client,
+            agent_side,
+            run.error.clone(),
+            self.figures,
+        );
         it.hosts = run.hosts;
         it.start_skew_us = run.start_skew_us;
         it.udp = crate::measure::fold::udp_figures(

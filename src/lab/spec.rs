@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::emulator::Shaping;
 use super::error::{LabError, ValueError};
-use crate::model::lab::LabSpec;
+use crate::model::lab::{default_queue_bytes, LabSpec};
 use crate::model::{Invalid, ModelError};
 use crate::units;
 
@@ -28,7 +28,20 @@ pub struct LabOptions {
     /// Wire rate (38 B Ethernet framing per packet counted), e.g. 1gbit or 100mbit/1gbit.
     #[arg(long)]
     pub rate: Option<String>,
-    /// Drop-tail queue before the bottleneck: bytes (4M) or time at the rate (100ms, the default).
+    /// Drop-tail queue before the bottleneck: bytes (4M) or time at the
+    /// rate (100ms). Default: one bandwidth-delay product (rate x RTT), at
+    /// least 1 MiB.
+    ///
+    /// Why: one BDP of drop-tail buffer is the least with which a single
+    /// flow keeps the link busy after a loss (Reno halves its window and
+    /// needs one BDP; cubic keeps 0.7 of it and needs 0.43), so a bulk test
+    /// measures the link, not the buffer; more only adds queueing delay to
+    /// every round trip under load (the former default, 100 ms, made a 1 ms
+    /// lab a 100 ms one for a loaded flow). The floor is room
+    /// for 16 GSO bursts of 64 KiB, which the emulator passes as one unit:
+    /// at 1 ms and 1 Gbit/s (BDP 122 KiB) one flow got 862 Mbit/s through
+    /// 256 KiB, 940 through 512 KiB, 941.5 (the limit) through 1 MiB.
+    /// Give a deeper queue to study bufferbloat, a shallower one for loss.
     #[arg(long)]
     pub queue: Option<String>,
     /// Random loss: 0.5% or 0.005 (per direction with A/B).
@@ -161,10 +174,6 @@ fn parse_queue(s: &str) -> Result<Queue, ValueError> {
     }
 }
 
-/// The default queue: 100 ms at the link rate, at least 1 MB, like a
-/// generously buffered router; never the limit in a window-bound test.
-pub const DEFAULT_QUEUE_S: f64 = 0.1;
-
 impl LabOptions {
     /// These options with a study point's own lab settings over them.
     pub fn with_point(&self, p: &crate::model::lab::LabPoint) -> LabOptions {
@@ -222,11 +231,17 @@ impl LabOptions {
                 (Some(Queue::Time(_)), None) => {
                     return refuse("--queue in time needs --rate (or give bytes, e.g. 4M)")
                 }
-                (None, Some(r)) => Some(((DEFAULT_QUEUE_S * r / 8.0) as u64).max(1 << 20)),
+                (None, Some(_)) => None, // the default, once both delays are known
                 (None, None) => None,
             };
             if l.delay_s > 10.0 || l.jitter_s > 10.0 {
                 return refuse("delays above 10 s are not a WAN");
+            }
+        }
+        if queue.is_none() {
+            let rtt = spec.rtt_s();
+            for l in spec.links.iter_mut() {
+                l.queue_bytes = l.rate_bps.map(|r| default_queue_bytes(r, rtt));
             }
         }
         if let Some(m) = self.mtu {
@@ -319,12 +334,44 @@ mod tests {
         assert_eq!(s.links[1].delay_s, 0.05);
         assert_eq!(s.rtt_s(), 0.1);
         assert_eq!(s.links[0].rate_bps, Some(1e9));
-        // 100 ms at 1 Gbit/s.
+        // One BDP: 100 ms at 1 Gbit/s.
         assert_eq!(s.links[0].queue_bytes, Some(12_500_000));
+        assert!(s.describe().contains("queue 11.9 MiB (default: 1 BDP"));
         // 1448 of every 1538 wire bytes are TCP payload: ~941 Mbit/s.
         let g = s.goodput_bps(0).unwrap();
         assert!((g - 941.5e6).abs() < 1e6, "{g}");
         assert_eq!(shaping(&s, 0).delay_us, 50_000);
+    }
+
+    #[test]
+    fn the_default_queue_is_a_bdp_of_at_least_a_mebibyte() {
+        let q = |rtt: &str, rate: &str| opts(rtt, rate).build().unwrap().links[0].queue_bytes;
+        assert_eq!(q("50ms", "1gbit"), Some(6_250_000));
+        // 1 ms at 1 Gbit/s is 125 kB: the floor holds 16 GSO bursts.
+        assert_eq!(q("1ms", "1gbit"), Some(1 << 20));
+        assert_eq!(q("0", "10gbit"), Some(1 << 20));
+        assert_eq!(q("200ms", "1gbit"), Some(25_000_000));
+        // Each direction at its own rate, over the round trip.
+        let s = LabOptions {
+            delay: Some("10ms/40ms".into()),
+            rate: Some("1gbit/100mbit".into()),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(s.links[0].queue_bytes, Some(6_250_000));
+        assert_eq!(s.links[1].queue_bytes, Some(1 << 20));
+        // No rate, no queue; a queue given is kept.
+        let none = LabOptions {
+            rtt: Some("50ms".into()),
+            ..Default::default()
+        };
+        assert_eq!(none.build().unwrap().links[0].queue_bytes, None);
+        let mut given = opts("50ms", "1gbit");
+        given.queue = Some("100ms".into());
+        let s = given.build().unwrap();
+        assert_eq!(s.links[0].queue_bytes, Some(12_500_000));
+        assert!(s.describe().contains("queue 11.9 MiB,"), "{}", s.describe());
     }
 
     #[test]

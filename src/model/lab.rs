@@ -10,6 +10,22 @@ use crate::units;
 /// preamble and SFD 8, header 14, FCS 4, inter-frame gap 12.
 pub const FRAMING_BYTES: u64 = 38;
 
+/// The default drop-tail queue's floor: room for 16 GSO bursts of 64 KiB.
+pub const DEFAULT_QUEUE_MIN_BYTES: u64 = 1 << 20;
+
+/// The queue a link of `rate_bps` gets when none is given: one
+/// bandwidth-delay product at the lab's round trip, at least
+/// [`DEFAULT_QUEUE_MIN_BYTES`] (`lab up --help` says why).
+pub fn default_queue_bytes(rate_bps: f64, rtt_s: f64) -> u64 {
+    ((rate_bps * rtt_s / 8.0) as u64).max(DEFAULT_QUEUE_MIN_BYTES)
+}
+
+/// Why the default queue is what it is, for `lab up` and `lab status`.
+pub const DEFAULT_QUEUE_WHY: &str = "1 BDP (rate x RTT) per direction, at least 1 MiB: \
+the least drop-tail buffer with which one Reno or cubic flow keeps the link busy after a loss \
+(a deeper one only adds its delay to every round trip under load), and room for 16 GSO bursts; \
+--queue sets another (lab up --help)";
+
 /// A study point's own lab settings (`lab.mtu`, `lab.rate` ... as sweep
 /// axes): over the study's `[lab]`, written as `lab up` takes them. The
 /// runner reshapes its lab to them before the point and calibrates again.
@@ -271,6 +287,17 @@ impl LabSpec {
         self.links[dir].rate_bps.map(|r| r * self.goodput_ratio())
     }
 
+    /// Whether every shaped link has the queue `lab up` gives when none is
+    /// asked for ([`default_queue_bytes`]).
+    pub fn default_queue(&self) -> bool {
+        let rtt = self.rtt_s();
+        self.links.iter().any(|l| l.rate_bps.is_some())
+            && self
+                .links
+                .iter()
+                .all(|l| l.queue_bytes == l.rate_bps.map(|r| default_queue_bytes(r, rtt)))
+    }
+
     /// One line for humans: `rtt 100 ms, 1 Gbit/s, loss 0.5%, MTU 1500`.
     pub fn describe(&self) -> String {
         let pair = |a: String, b: String| if a == b { a } else { format!("{a}/{b}") };
@@ -298,12 +325,19 @@ impl LabSpec {
             let pct = |d: usize| format!("{}%", trim(self.links[d].loss * 100.0));
             parts.push(format!("loss {}", pair(pct(0), pct(1))));
         }
-        if let Some(q) = self.links[0].queue_bytes {
-            parts.push(format!(
-                "queue {} {}",
-                units::fmt_bytes(q),
-                self.aqm.describe()
-            ));
+        if self.links.iter().any(|l| l.queue_bytes.is_some()) {
+            let queue = |d: usize| {
+                self.links[d]
+                    .queue_bytes
+                    .map_or("unlimited".to_string(), units::fmt_bytes)
+            };
+            let mut q = format!("queue {}", pair(queue(0), queue(1)));
+            if self.default_queue() {
+                q.push_str(" (default: 1 BDP, at least 1 MiB)");
+            }
+            q.push(' ');
+            q.push_str(&self.aqm.describe());
+            parts.push(q);
         }
         parts.push(format!("MTU {}", self.mtu));
         parts.push(format!(

@@ -123,6 +123,7 @@ pub trait Plugin: Sync {
             udp: p == Pattern::Datagram,
             kv: p == Pattern::Service,
             one_way: false,
+            delivered: false,
         }
     }
     /// What a result's rate column (and its trans/s line) shows.
