@@ -336,7 +336,7 @@ mod tests {
         assert_eq!(s.links[0].rate_bps, Some(1e9));
         // One BDP: 100 ms at 1 Gbit/s.
         assert_eq!(s.links[0].queue_bytes, Some(12_500_000));
-        assert!(s.describe().contains("queue 11.9 MiB (default: 1 BDP"));
+        assert!(s.describe().contains("queue 11.9 MiB fifo (default: 1 BDP"));
         // 1448 of every 1538 wire bytes are TCP payload: ~941 Mbit/s.
         let g = s.goodput_bps(0).unwrap();
         assert!((g - 941.5e6).abs() < 1e6, "{g}");
@@ -371,7 +371,11 @@ mod tests {
         given.queue = Some("100ms".into());
         let s = given.build().unwrap();
         assert_eq!(s.links[0].queue_bytes, Some(12_500_000));
-        assert!(s.describe().contains("queue 11.9 MiB,"), "{}", s.describe());
+        assert!(
+            s.describe().contains("queue 11.9 MiB fifo,"),
+            "{}",
+            s.describe()
+        );
     }
 
     #[test]

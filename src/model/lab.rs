@@ -331,12 +331,10 @@ impl LabSpec {
                     .queue_bytes
                     .map_or("unlimited".to_string(), units::fmt_bytes)
             };
-            let mut q = format!("queue {}", pair(queue(0), queue(1)));
+            let mut q = format!("queue {} {}", pair(queue(0), queue(1)), self.aqm.describe());
             if self.default_queue() {
                 q.push_str(" (default: 1 BDP, at least 1 MiB)");
             }
-            q.push(' ');
-            q.push_str(&self.aqm.describe());
             parts.push(q);
         }
         parts.push(format!("MTU {}", self.mtu));
