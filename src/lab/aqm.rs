@@ -361,7 +361,7 @@ pub struct Scheduler {
 impl Scheduler {
     /// None for a FIFO (the analytic `Link` does it).
     pub fn new(aqm: &Aqm, rate_bps: Option<u64>, limit: Option<u64>, mtu: u32) -> Option<Self> {
-        let mtu_wire = u64::from(mtu) + super::emulator::FRAMING_BYTES;
+        let mtu_wire = u64::from(mtu) + crate::model::lab::FRAMING_BYTES;
         let disc = match aqm.kind {
             AqmKind::Fifo => return None,
             AqmKind::Codel => Discipline::Codel {
