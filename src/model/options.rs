@@ -394,7 +394,7 @@ pub struct TestOptions {
     /// rr: requests in flight per flow (netperf -b + 1) [default: 1].
     #[arg(long)]
     pub outstanding: Option<u32>,
-    /// rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
+    /// rr, udp-rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
     #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
     pub rate: Option<Rate>,
     /// TCP: bytes asked of each receive call (netperf -M), on both ends; it shapes when the receiver ACKs and so what a pacing congestion control (bbr) measures [default: the largest message a flow receives, 16K to 1M].

@@ -323,7 +323,7 @@ mod tests {
         };
         assert_eq!(
             validate(&s).unwrap_err().to_string(),
-            "--rate (open loop) applies to rr, udp-stream, memcache"
+            "--rate (open loop) applies to rr, udp-stream, udp-rr, memcache"
         );
         let z = TestSpec {
             workload: Kind::Rr,
