@@ -66,11 +66,7 @@ impl RunArgs {
             let spec = self
                 .spec_of(self.test.overlay(&o), w)
                 .map_err(|e| usage(format!("group {name} ({text}): {e}")))?;
-            out.push(Group {
-                name,
-                command: text.clone(),
-                spec,
-            });
+            out.push(Group::new(name, text.clone(), spec));
         }
         mix::check(&out).map_err(Error::Usage)?;
         Ok(out)

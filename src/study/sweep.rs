@@ -292,11 +292,7 @@ fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, Inva
         let spec = o
             .build_for(local)
             .map_err(|e| Invalid(format!("group {name} ({text}): {e}")))?;
-        groups.push(mix::Group {
-            name,
-            command: text.clone(),
-            spec,
-        });
+        groups.push(mix::Group::new(name, text.clone(), spec));
     }
     mix::check(&groups).map_err(Invalid)?;
     Ok(groups)
