@@ -21,3 +21,141 @@ fn udp_rr_open_loop_carries_its_rate() {
     assert!(s["latency_corrected_us"]["p50"].as_f64().is_some(), "{s}");
     assert_eq!(u(&s["udp"]["timeouts"]), 0, "{s}");
 }
+
+/// `linerate run rrul ARGS -q --json FILE`: (human text, result).
+fn rrul(name: &str, args: &str) -> (String, serde_json::Value) {
+    let out = tmp(name);
+    let mut all = vec!["run", "rrul"];
+    all.extend(args.split_whitespace());
+    all.extend(["-q", "--json", out.to_str().unwrap()]);
+    let o = run(&all, Duration::from_secs(90));
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{all:?}: {}", stderr(&o));
+    (stdout(&o), json(&out))
+}
+
+#[test]
+fn rrul_on_loopback_measures_probes_idle_then_loaded_on_one_timeline() {
+    let (text, r) = rrul("rrul-lo.json", "--idle 1 -d 2");
+    assert_eq!(r["spec"]["workload"], "rrul");
+    assert_eq!(r["spec"]["rrul"]["idle_s"], 1.0);
+    let s = &r["summary"];
+    assert_eq!(s["workload"], "rrul");
+    assert_eq!(s["status"], "ok", "{s}");
+    let l = &s["latency_under_load"];
+    for k in [
+        "idle_p50_us",
+        "idle_p99_us",
+        "loaded_p50_us",
+        "loaded_p99_us",
+    ] {
+        assert!(f(&l[k]) > 0.0, "{k}: {l}");
+    }
+    assert!(f(&l["idle_p99_us"]) >= f(&l["idle_p50_us"]));
+    assert!(f(&l["up_bps"]) > 0.0 && f(&l["down_bps"]) > 0.0, "{l}");
+    // Phases: 1 s idle, the streams' 1 s ramp, 2 s loaded.
+    let phases: Vec<(String, f64, f64)> = l["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                f(&p["start_s"]),
+                f(&p["end_s"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("idle".to_string(), 0.0, 1.0),
+            ("ramp".to_string(), 1.0, 2.0),
+            ("loaded".to_string(), 2.0, 4.0)
+        ]
+    );
+    // Both probes, each at its 20/s: about 20 round trips idle, 40 loaded.
+    let probes = l["probes"].as_array().unwrap();
+    let names: Vec<&str> = probes
+        .iter()
+        .map(|p| p["probe"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["rr", "udp-rr"]);
+    for p in probes {
+        let (idle, loaded) = (u(&p["idle_us"]["count"]), u(&p["loaded_us"]["count"]));
+        assert!((18..=22).contains(&idle), "{p}");
+        assert!((37..=43).contains(&loaded), "{p}");
+        assert!(f(&p["loaded_us"]["p99"]) > 0.0);
+    }
+    // The series: one continuous timeline, streams only after the idle phase.
+    let series = l["series"].as_array().unwrap();
+    assert_eq!(series.len(), 4, "{l}");
+    assert!(f(&series[0]["start_s"]) < 0.05);
+    assert!((f(&series[3]["end_s"]) - 4.0).abs() < 0.1);
+    for w in series.windows(2) {
+        assert!(
+            (f(&w[1]["start_s"]) - f(&w[0]["end_s"])).abs() < 0.05,
+            "{w:?}"
+        );
+    }
+    let kinds: Vec<&str> = series
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["idle", "ramp", "loaded", "loaded"]);
+    assert!(series[0]["up_bps"].is_null() && series[0]["down_bps"].is_null());
+    for p in &series[1..] {
+        assert!(f(&p["up_bps"]) > 0.0 && f(&p["down_bps"]) > 0.0, "{p}");
+    }
+    for p in series {
+        for probe in ["rr", "udp-rr"] {
+            assert!(f(&p["latency_us"][probe]["p50"]) > 0.0, "{p}");
+        }
+    }
+    // The groups: probes from the start, streams after the idle phase.
+    let g = r["groups"].as_array().unwrap();
+    let names: Vec<&str> = g.iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["rr", "udp-rr", "up", "down"]);
+    assert!(g[0]["offset_s"].is_null());
+    assert_eq!(f(&g[2]["offset_s"]), 1.0);
+    assert_eq!(g[3]["spec"]["direction"], "rx");
+    assert!(r["iterations"][0]["latency_under_load"]["loaded_p99_us"]
+        .as_f64()
+        .is_some());
+    // For people: the timeline, each probe idle and loaded, the throughput.
+    for s in [
+        "rr p50",
+        "udp p99",
+        "rr (tcp)",
+        "under load: p50",
+        "throughput   up",
+        "idle 0-1 s",
+    ] {
+        assert!(text.contains(s), "lacks {s}: {text}");
+    }
+}
+
+#[test]
+fn bad_rrul_input_exits_2_with_one_line() {
+    for (args, says) in [
+        ("run rrul --flows 3", "--streams"),
+        ("run rrul --rate 100", "--probe-rate"),
+        ("run rrul --idle 1.5", "whole intervals"),
+        ("run rrul --idle 31", "30 s"),
+        ("run rrul --streams 0", "--streams 0"),
+        ("run rrul --probe-rate 200k", "--probe-rate"),
+        ("run rrul --direction rx", "both ways"),
+        ("run stream --idle 2", "apply to rrul"),
+        ("run rrul --tls", "TLS"),
+    ] {
+        let o = run_str(args, Duration::from_secs(30));
+        assert_no_panic(&o);
+        assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert_eq!(e.trim_end().lines().count(), 1, "{args}: {e}");
+        assert!(e.contains(says), "{args}: {e}");
+    }
+    let o = run(&["run", "rrul", "rr --rate 10"], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("only `linerate run mix` takes groups"));
+}

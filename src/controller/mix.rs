@@ -439,6 +439,7 @@ pub fn run_groups(
                 spec: g.spec.clone(),
                 summary,
                 iterations: f.iterations.clone(),
+                offset_s: g.offset_s,
             }
         })
         .collect();

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::Invalid;
 use super::sample::LatencySummary;
 
 /// What rrul adds to a spec.
@@ -23,6 +24,58 @@ pub struct RrulSpec {
     pub probe_rate: f64,
     /// TCP streams each way.
     pub streams: u32,
+}
+
+impl RrulSpec {
+    /// Its phases begin on interval edges (each phase's latency is the
+    /// merge of whole intervals'): the idle phase and the ramp (`warmup_s`)
+    /// are whole intervals.
+    pub fn validate(&self, warmup_s: f64, interval_s: f64) -> Result<(), Invalid> {
+        let whole = |v: f64| (v / interval_s - (v / interval_s).round()).abs() < 1e-6;
+        if !whole(self.idle_s) || !whole(warmup_s) {
+            return Err(format!(
+                "rrul's phases begin on interval edges: --idle {} s and --warmup {} s must be whole intervals (--interval {} s)",
+                self.idle_s, warmup_s, interval_s
+            )
+            .into());
+        }
+        if !(self.idle_s >= 0.0 && self.idle_s <= MAX_IDLE_S) {
+            return Err(format!("--idle {} s: from 0 to {MAX_IDLE_S:.0} s", self.idle_s).into());
+        }
+        if !(self.probe_rate > 0.0 && self.probe_rate <= 100_000.0) {
+            return Err(format!(
+                "--probe-rate {}: above 0 and at most 100k requests/s",
+                self.probe_rate
+            )
+            .into());
+        }
+        if !(1..=1024).contains(&self.streams) {
+            return Err(format!("--streams {}: 1 to 1024 each way", self.streams).into());
+        }
+        Ok(())
+    }
+
+    /// The phases on the common timeline: idle, the streams' ramp (when
+    /// there is one), loaded (`loaded_s`, the spec's duration).
+    pub fn phases(&self, ramp_s: f64, loaded_s: f64) -> Vec<Phase> {
+        let mut out = Vec::new();
+        let mut at = 0.0;
+        for (name, len) in [
+            ("idle", self.idle_s),
+            ("ramp", ramp_s),
+            ("loaded", loaded_s),
+        ] {
+            if len > 0.0 {
+                out.push(Phase {
+                    name: name.into(),
+                    start_s: at,
+                    end_s: at + len,
+                });
+            }
+            at += len;
+        }
+        out
+    }
 }
 
 impl Default for RrulSpec {

@@ -6,7 +6,7 @@
 use crate::model::spec::RunsAs;
 use serde::{Deserialize, Serialize};
 
-use crate::controller::mix;
+use crate::controller::{mix, rrul};
 use crate::model::options::TestOptions;
 use crate::model::sample::Confidence;
 use crate::model::spec::TestSpec;
@@ -195,9 +195,22 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
                 source,
             };
             let local = study.network.agent.is_none() && study.network.hosts.is_none();
-            let (spec, groups) = if config.workload.map(|w| w.runs_as()) == Some(RunsAs::Mix) {
+            let runs_as = config.workload.map(|w| w.runs_as());
+            let (spec, groups) = if runs_as == Some(RunsAs::Mix) {
                 let groups = mix_groups(&config, local).map_err(named)?;
                 (mix::spec_of(&groups), groups)
+            } else if runs_as == Some(RunsAs::Rrul) {
+                // rrul: a mix whose groups it builds (probes, streams up
+                // and down), axes applying to every group that takes them.
+                let groups = rrul::groups(&config, local).map_err(named)?;
+                for g in &groups {
+                    crate::control::check(&g.spec).map_err(|e| StudyError::PointCheck {
+                        origin: study.origin.clone(),
+                        label: format!("{label} (rrul's {})", g.name),
+                        source: Box::new(e),
+                    })?;
+                }
+                (rrul::spec_of(&config, local).map_err(named)?, groups)
             } else if config.groups.is_some() {
                 return Err(named(
                     "groups are the groups of a mix: add workload = \"mix\"".into(),
