@@ -159,3 +159,81 @@ fn bad_rrul_input_exits_2_with_one_line() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("only `linerate run mix` takes groups"));
 }
+
+const RRUL_STUDY: &str = r#"
+title = "RRUL over streams"
+description = "rrul swept over the streams each way, on loopback, tiny."
+
+[test]
+duration = "1s"
+
+[[case]]
+label = "rrul"
+workload = "rrul"
+idle = "1s"
+warmup = "0s"
+
+[sweep]
+streams = [1, 2]
+"#;
+
+#[test]
+fn an_rrul_case_sweeps_and_reports_a_row_per_point_with_its_figures() {
+    let out = tmp("rrul-study");
+    let _ = std::fs::remove_dir_all(&out);
+    let file = tmp("rrul-study.toml");
+    std::fs::write(&file, RRUL_STUDY).unwrap();
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let dir = first_dir(&out);
+    let two = json(&dir.join("points/rrul_streams-2.r1.json"));
+    assert_eq!(two["spec"]["rrul"]["streams"], 2);
+    assert_eq!(two["groups"][2]["spec"]["flows"], 2);
+    assert!(f(&two["summary"]["latency_under_load"]["down_bps"]) > 0.0);
+    // One landscape row per point, with rrul's figures.
+    let csv = std::fs::read_to_string(dir.join("landscape.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    let head: Vec<&str> = lines[0].split(',').collect();
+    for k in [
+        "idle_p50_us",
+        "idle_p99_us",
+        "loaded_p50_us",
+        "loaded_p99_us",
+        "up_bps",
+        "down_bps",
+    ] {
+        let i = head
+            .iter()
+            .position(|h| *h == k)
+            .unwrap_or_else(|| panic!("no {k}: {csv}"));
+        for l in &lines[1..] {
+            let v: f64 = l.split(',').nth(i).unwrap().parse().unwrap();
+            assert!(v > 0.0, "{k} in {l}");
+        }
+    }
+    assert!(!head.contains(&"group"), "rrul is one row per point: {csv}");
+    // Its figures: latency over time and its distribution.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("(plots/rrul-1.svg)") && md.contains("(plots/rrul-2.svg)"),
+        "{md}"
+    );
+    for f in ["plots/rrul-1.svg", "plots/rrul-2.svg"] {
+        let svg = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(svg.contains("rrul streams=2"), "{f}");
+    }
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("linerate run rrul --idle 1 --streams 2 --duration 1 --warmup 0"));
+}
