@@ -1,13 +1,23 @@
 //! `linerate run rrul` (flent's Realtime Response Under Load) on loopback
-//! with short phases, its study case form, and the open-loop udp-rr its
-//! UDP probe is.
+//! with short phases, through a slow lab link (root), its study case form,
+//! and the open-loop udp-rr its UDP probe is. The tests that run rrul take
+//! a lock: its streams take both CPUs, and a lab's emulator beside them
+//! would measure them too.
 
 mod common;
 use common::*;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 #[test]
 fn udp_rr_open_loop_carries_its_rate() {
+    let _s = serial();
     let r = run_json(
         "udp-rr-open.json",
         "udp-rr --rate 200 --flows 2 -d 1 --warmup 0.2",
@@ -36,6 +46,7 @@ fn rrul(name: &str, args: &str) -> (String, serde_json::Value) {
 
 #[test]
 fn rrul_on_loopback_measures_probes_idle_then_loaded_on_one_timeline() {
+    let _s = serial();
     let (text, r) = rrul("rrul-lo.json", "--idle 1 -d 2");
     assert_eq!(r["spec"]["workload"], "rrul");
     assert_eq!(r["spec"]["rrul"]["idle_s"], 1.0);
@@ -179,6 +190,7 @@ streams = [1, 2]
 
 #[test]
 fn an_rrul_case_sweeps_and_reports_a_row_per_point_with_its_figures() {
+    let _s = serial();
     let out = tmp("rrul-study");
     let _ = std::fs::remove_dir_all(&out);
     let file = tmp("rrul-study.toml");
@@ -236,4 +248,64 @@ fn an_rrul_case_sweeps_and_reports_a_row_per_point_with_its_figures() {
     }
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("linerate run rrul --idle 1 --streams 2 --duration 1 --warmup 0"));
+}
+
+/// A lab taken down when the test ends, pass or fail.
+struct Lab(String);
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = run(&["lab", "down", &self.0], Duration::from_secs(30));
+    }
+}
+
+#[test]
+fn through_a_slow_link_the_probes_wait_behind_the_streams() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the lab needs root (CI runs as root)");
+        return;
+    }
+    let _s = serial();
+    // 20 Mbit/s, 10 ms, the default deep FIFO (1 MiB): bufferbloat.
+    let lab = Lab(format!("r{}", std::process::id()));
+    let o = run(
+        &[
+            "lab",
+            "up",
+            &lab.0,
+            "--rtt",
+            "10ms",
+            "--rate",
+            "20mbit",
+            "--no-calibrate",
+        ],
+        Duration::from_secs(90),
+    );
+    assert!(o.status.success(), "lab up: {}", stderr(&o));
+    let (text, r) = rrul(
+        &format!("{}-rrul.json", lab.0),
+        &format!("--lab {} --idle 2 -d 3", lab.0),
+    );
+    let l = &r["summary"]["latency_under_load"];
+    let idle = f(&l["idle_p50_us"]);
+    let loaded = f(&l["loaded_p50_us"]);
+    assert!(
+        (9_000.0..20_000.0).contains(&idle),
+        "idle p50 {idle} µs over 10 ms"
+    );
+    assert!(
+        loaded > idle + 30_000.0,
+        "loaded p50 {loaded} µs vs {idle} idle"
+    );
+    for probe in l["probes"].as_array().unwrap() {
+        let (i, w) = (f(&probe["idle_us"]["p50"]), f(&probe["loaded_us"]["p50"]));
+        assert!(w > i + 30_000.0, "{probe}");
+    }
+    for k in ["up_bps", "down_bps"] {
+        let bps = f(&l[k]);
+        assert!((12e6..20.5e6).contains(&bps), "{k} {bps} b/s on 20 Mbit/s");
+    }
+    assert!(r["lab"].is_object(), "the lab's record");
+    assert!(text.contains("x idle)"), "{text}");
 }
