@@ -309,3 +309,39 @@ fn through_a_slow_link_the_probes_wait_behind_the_streams() {
     assert!(r["lab"].is_object(), "the lab's record");
     assert!(text.contains("x idle)"), "{text}");
 }
+
+#[test]
+fn rrul_runs_across_hosts_as_a_mix_does() {
+    let _s = serial();
+    const TOKEN: &str = "rrul-hosts-token";
+    let tok = token_file("rrul-hosts-token", TOKEN);
+    let sut = Agent::start_with(&[], "127.0.0.1:0", TOKEN, &["--quiet"]);
+    let d1 = Agent::start_with(&[], "127.0.0.3:0", TOKEN, &["--quiet"]);
+    let port = |a: &Agent| a.addr.rsplit(':').next().unwrap().to_string();
+    let file = tmp("rrul-hosts.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[defaults]\ntoken_file = \"{}\"\n\n[[host]]\nname = \"sut\"\naddress = \"127.0.0.1\"\nport = {}\nrole = \"server\"\n\n[[host]]\nname = \"d1\"\naddress = \"127.0.0.3\"\nport = {}\nrole = \"client\"\n",
+            tok.display(),
+            port(&sut),
+            port(&d1)
+        ),
+    )
+    .unwrap();
+    let (_, r) = rrul(
+        "rrul-hosts.json",
+        &format!("--hosts {} --idle 1 -d 1 --warmup 0", file.display()),
+    );
+    assert_eq!(r["agent"]["address"], "d1 -> sut");
+    let l = &r["summary"]["latency_under_load"];
+    // The clients' histograms came from the client host, per phase.
+    for p in l["probes"].as_array().unwrap() {
+        assert!((18..=22).contains(&u(&p["idle_us"]["count"])), "{p}");
+        assert!((18..=22).contains(&u(&p["loaded_us"]["count"])), "{p}");
+    }
+    assert!(f(&l["up_bps"]) > 0.0 && f(&l["down_bps"]) > 0.0, "{l}");
+    let g = &r["groups"][2];
+    assert_eq!(f(&g["offset_s"]), 1.0);
+    assert!(g["iterations"][0]["hosts"].as_array().unwrap().len() == 2);
+}
