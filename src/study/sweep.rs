@@ -414,4 +414,29 @@ mod tests {
             .to_string();
         assert!(e.contains("--flows must be at least 1"), "{e}");
     }
+
+    #[test]
+    fn an_rrul_case_expands_into_its_groups_with_axes_applied() {
+        let text = "title = \"t\"\ndescription = \"d\"\n[lab]\nrtt = \"20ms\"\nrate = \"20mbit\"\n[test]\nworkload = \"rrul\"\nidle = \"2s\"\nduration = \"5s\"\n[sweep]\n\"lab.queue\" = [\"5ms\", \"500ms\"]\nstreams = [1, 8]\n";
+        let s = Study::parse(text, "t.toml", "t").unwrap();
+        let p = expand(&s, &TestOptions::default()).unwrap();
+        assert_eq!(p.len(), 4);
+        let last = &p[3];
+        assert_eq!(last.spec.workload, crate::model::spec::Workload::Rrul);
+        assert_eq!(last.spec.rrul.as_ref().unwrap().streams, 8);
+        assert_eq!(last.groups.len(), 4);
+        assert_eq!(last.groups[2].spec.flows, 8);
+        assert_eq!(last.groups[2].offset_s, 2.0);
+        // The lab's point settings reach every group (the runner reshapes
+        // the lab by the point's spec).
+        assert!(last.spec.lab.is_some());
+        assert_eq!(last.groups[0].spec.lab, last.spec.lab);
+        // What rrul sets itself is refused, naming the point.
+        let bad = text.replace("streams = [1, 8]", "flows = [2]");
+        let e = Study::parse(&bad, "t.toml", "t")
+            .and_then(checked)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("point") && e.contains("--streams"), "{e}");
+    }
 }

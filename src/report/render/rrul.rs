@@ -113,7 +113,7 @@ pub fn lines(o: &mut String, l: &LatencyUnderLoad) {
         } else {
             p.probe.clone()
         };
-        let _ = writeln!(o, "  {name:<12} {}", probe_line(p));
+        let _ = writeln!(o, "  {name:<12} {}", probe_line(p).trim_end());
     }
     let _ = writeln!(
         o,
