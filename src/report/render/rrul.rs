@@ -98,7 +98,7 @@ fn probe_line(p: &ProbeLatency) -> String {
     if p.idle_lost + p.loaded_lost > 0 {
         let _ = write!(
             line,
-            "; lost {} idle, {} loaded",
+            "; timed out {} idle, {} loaded",
             p.idle_lost, p.loaded_lost
         );
     }
