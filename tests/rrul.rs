@@ -248,7 +248,10 @@ fn an_rrul_case_sweeps_and_reports_a_row_per_point_with_its_figures() {
     }
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("linerate run rrul --idle 1 --streams 2 --duration 1 --warmup 0"));
-    assert!(html.contains("data-rule=\"latency_under_load\""), "no rrul key point");
+    assert!(
+        html.contains("data-rule=\"latency_under_load\""),
+        "no rrul key point"
+    );
 }
 
 /// A lab taken down when the test ends, pass or fail.

@@ -74,15 +74,11 @@ impl RunArgs {
         Ok((o, local))
     }
 
-    /// rrul's groups (its probes and streams on one timeline).
+    /// rrul's groups (its probes and streams on one timeline), each
+    /// checked as the agent will check it (`mix::check`).
     pub fn rrul_groups(&self) -> Result<Vec<Group>> {
         let (o, local) = self.rrul_options()?;
-        let groups = rrul::groups(&o, local)?;
-        for g in &groups {
-            crate::control::check(&g.spec)
-                .map_err(|e| usage(format!("rrul's {} ({}): {e}", g.name, g.command)))?;
-        }
-        Ok(groups)
+        Ok(rrul::groups(&o, local)?)
     }
 
     /// A mix's groups: each one's options over the common ones.

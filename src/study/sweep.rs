@@ -201,15 +201,9 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
                 (mix::spec_of(&groups), groups)
             } else if runs_as == Some(RunsAs::Rrul) {
                 // rrul: a mix whose groups it builds (probes, streams up
-                // and down), axes applying to every group that takes them.
+                // and down), axes applying to every group that takes them,
+                // each checked as a mix's group is (`mix::check`).
                 let groups = rrul::groups(&config, local).map_err(named)?;
-                for g in &groups {
-                    crate::control::check(&g.spec).map_err(|e| StudyError::PointCheck {
-                        origin: study.origin.clone(),
-                        label: format!("{label} (rrul's {})", g.name),
-                        source: Box::new(e),
-                    })?;
-                }
                 (rrul::spec_of(&config, local).map_err(named)?, groups)
             } else if config.groups.is_some() {
                 return Err(named(
