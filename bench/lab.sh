@@ -9,6 +9,9 @@
 #   cap-pkt    the same, per packet
 #   1g-50-gso  1 Gbit/s, 50 ms RTT, GSO       1g-50-pkt  per packet
 #   1g-100-gso 1 Gbit/s, 100 ms RTT, GSO      1g-100-pkt per packet
+#   1g-50-codel, 1g-50-fq   1 Gbit/s, 50 ms RTT, GSO, --aqm codel / fq_codel
+#   1g-50-fq4  the same with fq_codel and 4 flows
+# ORDER="1g-50-gso 1g-50-fq" bench/lab.sh 3 6   runs only those, in that order.
 # and one linerate stream per lab (1 flow; 4 flows for the capacity labs),
 # reporting throughput, the emulator's CPU (share of one core), releases
 # more than 1 ms late, and host CPU.
@@ -35,15 +38,18 @@ declare -A LINK=(
   [1g-50-pkt]="--rtt 50ms --rate 1gbit --per-packet"
   [1g-100-gso]="--rtt 100ms --rate 1gbit"
   [1g-100-pkt]="--rtt 100ms --rate 1gbit --per-packet"
+  [1g-50-codel]="--rtt 50ms --rate 1gbit --aqm codel"
+  [1g-50-fq]="--rtt 50ms --rate 1gbit --aqm fq_codel"
+  [1g-50-fq4]="--rtt 50ms --rate 1gbit --aqm fq_codel"
 )
-ORDER="plain cap-gso cap-pkt 1g-50-gso 1g-50-pkt 1g-100-gso 1g-100-pkt"
+ORDER=${ORDER:-"plain cap-gso cap-pkt 1g-50-gso 1g-50-pkt 1g-100-gso 1g-100-pkt 1g-50-codel 1g-50-fq"}
 
 for r in $(seq 1 "$ROUNDS"); do
   for k in $ORDER; do
     # shellcheck disable=SC2086
     $LR lab up $LAB ${LINK[$k]} --no-calibrate >/dev/null
     flows=1
-    case $k in plain|cap-*) flows=4 ;; esac
+    case $k in plain|cap-*|*4) flows=4 ;; esac
     $LR run stream --lab $LAB -F $flows -d "$SECS" --warmup 2 -q --json "$out/$k.$r.json" >/dev/null
     $LR lab down $LAB >/dev/null
   done

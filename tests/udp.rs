@@ -119,6 +119,58 @@ fn udp_rr_measures_transactions_and_latency() {
 }
 
 #[test]
+fn udp_rr_splits_each_round_trip_into_one_way_delays() {
+    let _turn = alone();
+    let r = run_json(
+        "udp-rr-owd.json",
+        "udp-rr --flows 2 --outstanding 2 -d 1.5 --warmup 0.5",
+        LIMIT,
+    );
+    let it = &r["iterations"][0];
+    let x = &it["udp"];
+    let (up, down, lat) = (&x["owd_up_us"], &x["owd_down_us"], &it["latency_us"]);
+    // One pair of delays per transaction of the window.
+    assert_eq!(u(&up["count"]), u(&it["transactions"]), "{x}");
+    assert_eq!(u(&down["count"]), u(&it["transactions"]), "{x}");
+    // Loopback: each way takes microseconds, and the two ways add up to
+    // the round trip less the agent's time (HDR rounds within 0.1%).
+    for d in [up, down] {
+        assert!(f(&d["p50"]) > 0.0 && f(&d["p50"]) < 1000.0, "{d}");
+    }
+    let sum = f(&up["mean"]) + f(&down["mean"]);
+    let rtt = f(&lat["mean"]);
+    assert!(
+        sum <= rtt * 1.01 && sum >= rtt * 0.5,
+        "up + down {sum:.1} µs against a round trip of {rtt:.1} µs: {x}"
+    );
+    // Both ends run on this kernel: the offset is exact, nothing clamped.
+    assert_eq!(f(&x["owd_offset_uncertainty_us"]), 0.0, "{x}");
+    assert_eq!(u(&x["owd_clamped"]), 0, "{x}");
+    let s = &r["summary"]["udp"];
+    assert_eq!(u(&s["owd_up_us"]["count"]), u(&up["count"]), "{s}");
+    assert!(f(&s["owd_down_us"]["p99"]) > 0.0, "{s}");
+    // Each flow keeps its means; the histograms it carried are merged.
+    for fl in it["flows"]["client"].as_array().unwrap() {
+        let fu = &fl["udp"];
+        assert!(f(&fu["owd_up_mean_us"]) > 0.0, "{fu}");
+        assert!(u(&fu["owd_samples"]) > 0, "{fu}");
+        assert!(fu.get("owd_hists").is_none(), "{fu}");
+    }
+    // A response too short for the agent's stamps: no one-way delays, and
+    // nothing guessed in their place.
+    let r = run_json(
+        "udp-rr-short.json",
+        "udp-rr --response 32 -d 0.5 --warmup 0.2",
+        LIMIT,
+    );
+    for x in [&r["iterations"][0]["udp"], &r["summary"]["udp"]] {
+        assert!(x["packets"].is_u64(), "{x}");
+        assert!(x.get("owd_up_us").is_none(), "{x}");
+        assert!(x.get("owd_offset_uncertainty_us").is_none(), "{x}");
+    }
+}
+
+#[test]
 fn ipv6_works() {
     let _turn = alone();
     let r = run_json(

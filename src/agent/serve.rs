@@ -115,6 +115,7 @@ fn probe_reply(sent_ns: u64, sh: &Shared) -> Msg {
         load,
         tests_running: sh.active.load(Ordering::SeqCst) as u32,
         uptime_s: sh.started.elapsed().as_secs_f64(),
+        clock: clock::local_base(),
     }
 }
 
@@ -869,6 +870,7 @@ fn client_conns(
             tls_cert: g.tls_cert,
             tls_cert_label: g.tls_cert_label,
             prefill: g.prefill,
+            clock: g.clock,
         };
         let c = conns::connect(spec, pattern, group)?;
         prefill = prefill.or(c.prefill);

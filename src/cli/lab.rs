@@ -108,6 +108,9 @@ fn up(a: UpArgs) -> Result<()> {
     need_root()?;
     let st = topology::up(&a.name, &spec, rack, backend, None)?;
     println!("lab {} is up: {}", st.name, st.spec.describe());
+    if st.spec.default_queue() {
+        println!("  queue: {}", crate::model::lab::DEFAULT_QUEUE_WHY);
+    }
     for c in &st.host_changes {
         println!("  note: {c}");
     }
@@ -262,6 +265,9 @@ fn status(a: StatusArgs) -> Result<()> {
             s.created_at,
             s.spec.describe()
         );
+        if s.spec.default_queue() {
+            println!("  queue: {}", crate::model::lab::DEFAULT_QUEUE_WHY);
+        }
         print_hosts(s);
         println!("  emulator {} ({})", s.backend, s.backend_note);
         let rack = s.emulators().len() > 1;
@@ -279,11 +285,12 @@ fn status(a: StatusArgs) -> Result<()> {
             for (d, name) in [(0, "client->server"), (1, "server->client")] {
                 let x = &st.dirs[d];
                 println!(
-                    "{indent}{name}: {} packets, {} dropped by loss, {} by the queue, max queue {}",
+                    "{indent}{name}: {} packets, {} dropped by loss, {} by the queue, max queue {}{}",
                     x.packets,
                     x.dropped_loss,
                     x.dropped_queue,
-                    crate::units::fmt_bytes(x.max_queue_bytes)
+                    crate::units::fmt_bytes(x.max_queue_bytes),
+                    x.aqm_phrase()
                 );
             }
             println!(

@@ -6,6 +6,18 @@
 //! midpoint is the best guess of when the agent read its clock. The
 //! uncertainty is half that round trip. With the offsets, one start instant
 //! is scheduled in every agent's own clock, so all windows open together.
+//!
+//! An agent on the controller's own kernel (the local agent, a lab's, a
+//! rack's, any agent on this machine) needs no estimate: one kernel keeps
+//! one CLOCK_MONOTONIC, and processes see it apart only by the offset of
+//! their time namespace, which each reads exactly from
+//! /proc/self/timens_offsets. The agent says which kernel it runs on (its
+//! boot id) and its namespace's offset; where the boot id is the
+//! controller's, the offset is the difference of the two, with no
+//! uncertainty. That matters where probes cannot tell: on a lab link whose
+//! two directions have different delays, the probes' midpoint is off by
+//! half the difference (10 ms for 10 ms/30 ms), and their uncertainty is
+//! half the round trip.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +42,61 @@ pub fn ns_of(i: Instant) -> u64 {
     } else {
         now.saturating_sub((now_i - i).as_nanos() as u64)
     }
+}
+
+/// What fixes this process's CLOCK_MONOTONIC against another's: the
+/// kernel it runs on and its time namespace's monotonic offset.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClockBase {
+    /// /proc/sys/kernel/random/boot_id: one per kernel boot.
+    pub boot_id: String,
+    /// This process's time namespace: its CLOCK_MONOTONIC minus the
+    /// kernel's, nanoseconds (0 outside time namespaces).
+    pub timens_ns: i64,
+}
+
+impl ClockBase {
+    /// `other`'s clock minus this one's, exactly, when both run on one
+    /// kernel; None across kernels (only probes can tell then).
+    pub fn offset_to(&self, other: &ClockBase) -> Option<i64> {
+        (!self.boot_id.is_empty() && self.boot_id == other.boot_id)
+            .then(|| other.timens_ns - self.timens_ns)
+    }
+}
+
+/// This process's clock base, read once (None: the kernel's boot id cannot
+/// be read, or the time namespace's offsets exist but cannot be).
+pub fn local_base() -> Option<ClockBase> {
+    static BASE: std::sync::OnceLock<Option<ClockBase>> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let timens_ns = match std::fs::read_to_string("/proc/self/timens_offsets") {
+            Ok(text) => timens_monotonic(&text)?,
+            // A kernel without time namespaces: every process's clock is
+            // the kernel's.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(_) => return None,
+        };
+        Some(ClockBase {
+            boot_id: boot_id.trim().to_string(),
+            timens_ns,
+        })
+    })
+    .clone()
+}
+
+/// The monotonic line of /proc/self/timens_offsets ("monotonic S NS"), as
+/// nanoseconds.
+fn timens_monotonic(text: &str) -> Option<i64> {
+    text.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        if w.next()? != "monotonic" {
+            return None;
+        }
+        let secs: i64 = w.next()?.parse().ok()?;
+        let nanos: i64 = w.next()?.parse().ok()?;
+        Some(secs * 1_000_000_000 + nanos)
+    })
 }
 
 /// One probe: the controller's clock when it sent and when the answer came
@@ -127,6 +194,35 @@ mod tests {
         }])
         .unwrap();
         assert_eq!(c.offset_ns, -7_000_000_000);
+    }
+
+    #[test]
+    fn one_kernel_gives_the_offset_of_the_time_namespaces() {
+        let text = "monotonic        5000         0\nboottime      5000      250\n";
+        assert_eq!(timens_monotonic(text), Some(5_000_000_000_000));
+        assert_eq!(
+            timens_monotonic("monotonic -3 500000000\n"),
+            Some(-2_500_000_000)
+        );
+        assert_eq!(timens_monotonic("boottime 1 0\n"), None);
+        let here = ClockBase {
+            boot_id: "b".into(),
+            timens_ns: 1_000,
+        };
+        let there = ClockBase {
+            boot_id: "b".into(),
+            timens_ns: 5_000,
+        };
+        assert_eq!(here.offset_to(&there), Some(4_000));
+        assert_eq!(there.offset_to(&here), Some(-4_000));
+        let elsewhere = ClockBase {
+            boot_id: "c".into(),
+            ..there.clone()
+        };
+        assert_eq!(here.offset_to(&elsewhere), None);
+        assert_eq!(ClockBase::default().offset_to(&ClockBase::default()), None);
+        let me = local_base().expect("this kernel's boot id");
+        assert_eq!(me.offset_to(&me), Some(0));
     }
 
     #[test]

@@ -23,11 +23,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 
+use super::clock::ClockBase;
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
 
 use crate::model::sample::{
-    CpuWindow, IntervalSample, KernelUdp, KvPrefill, ServiceWindow, WorkerPlacement,
+    CpuWindow, IntervalSample, KernelUdp, KvPrefill, PeerClock, ServiceWindow, WorkerPlacement,
 };
 use crate::model::spec::TestSpec;
 
@@ -114,6 +115,10 @@ pub enum Msg {
         load: [f64; 3],
         tests_running: u32,
         uptime_s: f64,
+        /// The agent's kernel and time namespace: on the controller's own
+        /// kernel, its clock offset is known exactly.
+        #[serde(default)]
+        clock: Option<ClockBase>,
     },
     /// Prepare the server side of a test: open listeners, check caps.
     Setup {
@@ -223,6 +228,10 @@ pub struct TargetGroup {
     /// window (one client per server does).
     #[serde(default)]
     pub prefill: bool,
+    /// The server agent's clock against this client agent's, where the
+    /// controller knows both (udp-rr's one-way delays).
+    #[serde(default)]
+    pub clock: Option<PeerClock>,
 }
 
 impl Msg {
@@ -569,6 +578,10 @@ pub struct Probe {
     pub load: [f64; 3],
     pub tests_running: u32,
     pub uptime_s: f64,
+    /// The agent runs on the controller's kernel: the offset is the
+    /// difference of the two processes' time namespaces, exact
+    /// (`uncertainty_ns` 0), not a probes' estimate.
+    pub same_kernel: bool,
 }
 
 #[cfg(test)]

@@ -273,6 +273,8 @@ struct ControllerObserver<'a> {
     together: Option<&'a Together>,
     /// A group with phases: its latency per phase.
     phases: PhaseHists,
+    /// How the test counts its bytes (for the live line).
+    figures: crate::model::spec::Figures,
 }
 
 impl ControllerObserver<'_> {
@@ -331,7 +333,7 @@ impl ControllerObserver<'_> {
             if a.is_none() && !all && !self.dead {
                 break;
             }
-            self.live.interval(&combine(c, a));
+            self.live.interval(&combine(c, a, self.figures));
             self.next_live += 1;
         }
     }
@@ -374,7 +376,21 @@ pub fn clock_of(p: &Probe) -> clock::ClockSync {
         offset_ns: p.offset_ns,
         uncertainty_ns: p.uncertainty_ns,
         rtt_ns: p.rtt_ns,
-        probes: CLOCK_PROBES,
+        probes: if p.same_kernel { 1 } else { CLOCK_PROBES },
+    }
+}
+
+/// The server's clock against its client's, from each one's against the
+/// controller's (None: the controller itself, offset 0 exactly): the
+/// difference of the offsets, within the sum of their uncertainties.
+pub fn peer_clock(
+    server: &clock::ClockSync,
+    client: Option<&clock::ClockSync>,
+) -> crate::model::sample::PeerClock {
+    let (c_off, c_unc) = client.map_or((0, 0), |c| (c.offset_ns, c.uncertainty_ns));
+    crate::model::sample::PeerClock {
+        offset_ns: server.offset_ns - c_off,
+        uncertainty_ns: server.uncertainty_ns + c_unc,
     }
 }
 
@@ -385,11 +401,17 @@ pub const CLOCK_PROBES: usize = 16;
 impl AgentConn {
     /// Estimates the agent's clock offset (the fastest of
     /// [`CLOCK_PROBES`] round trips) and reads its load and version.
-    /// Between tests only.
+    /// An agent on this kernel says so in its first answer: its offset is
+    /// then exact (the time namespaces' difference) and one round trip is
+    /// enough. Between tests only.
     pub fn probe(&mut self) -> Result<Probe, String> {
         let mut samples = Vec::with_capacity(CLOCK_PROBES);
         let mut last = None;
+        let mut exact = None;
         for _ in 0..CLOCK_PROBES {
+            if exact.is_some() {
+                break;
+            }
             let sent_ns = clock::mono_ns();
             self.send(&Msg::Probe { sent_ns })?;
             match self.expect("answering a clock probe", Duration::from_secs(5))? {
@@ -400,7 +422,11 @@ impl AgentConn {
                     load,
                     tests_running,
                     uptime_s,
+                    clock: base,
                 } if echoed == sent_ns => {
+                    exact = clock::local_base()
+                        .zip(base)
+                        .and_then(|(here, there)| here.offset_to(&there));
                     samples.push(clock::Probe {
                         sent_ns,
                         agent_ns,
@@ -421,12 +447,17 @@ impl AgentConn {
         let (software, load, tests_running, uptime_s) = last.expect("probes were answered");
         Ok(Probe {
             software,
-            offset_ns: sync.offset_ns,
-            uncertainty_ns: sync.uncertainty_ns,
+            offset_ns: exact.unwrap_or(sync.offset_ns),
+            uncertainty_ns: if exact.is_some() {
+                0
+            } else {
+                sync.uncertainty_ns
+            },
             rtt_ns: sync.rtt_ns,
             load,
             tests_running,
             uptime_s,
+            same_kernel: exact.is_some(),
         })
     }
 
@@ -528,6 +559,7 @@ impl AgentConn {
     fn prepare(
         &mut self,
         spec: &TestSpec,
+        clock: Option<&Probe>,
     ) -> Result<(SideSetup, Option<crate::model::sample::KvPrefill>), String> {
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
@@ -565,6 +597,8 @@ impl AgentConn {
             tls_cert,
             tls_cert_label: tls_label,
             prefill: routes.prefill(true, true),
+            // This process is the client: the agent's offset is the pair's.
+            clock: clock.map(|p| peer_clock(&clock_of(p), None)),
         };
         let Connected { conns, prefill } = conns::connect(spec, pattern, group)
             .map_err(|e| format!("agent at {}: {e}", self.addr))?;
@@ -696,12 +730,15 @@ impl AgentConn {
         crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")
             .map_err(|e| e.to_string())?;
         // A group of a mixed test starts at an instant in the agent's
-        // clock: the offset is probed while the connection is idle.
-        let clock = match together {
-            Some(_) => Some(self.probe()?),
-            None => None,
+        // clock, and one-way delays need its offset: it is probed while
+        // the connection is idle, before each iteration (clocks of two
+        // hosts drift apart).
+        let one_way = crate::workload::figures(spec).one_way;
+        let clock = match together.is_some() || one_way {
+            true => Some(self.probe()?),
+            false => None,
         };
-        let (setup, prefill) = self.prepare(spec)?;
+        let (setup, prefill) = self.prepare(spec, clock.as_ref().filter(|_| one_way))?;
         let mut side = match self.start(setup, together, clock.as_ref())? {
             Ok(side) => side,
             Err(why) => return Ok(IterationRun::not_started(&why)),
@@ -722,6 +759,7 @@ impl AgentConn {
                 .then(|| Instant::now() + Duration::from_secs_f64(spec.duration_s)),
             together: together.map(|m| m.together),
             phases: PhaseHists::new(together.map_or(&[][..], |m| &m.lane.phases)),
+            figures: crate::workload::figures(spec),
         };
         side.collect(&mut obs);
         // Finite tests end when the client is done: tell the agent now.

@@ -441,14 +441,19 @@ impl Fleet {
 
     /// Every client opens its flows to the servers' listeners (round
     /// robin, `plan`); then the servers confirm they took them where the
-    /// pattern waits for that. Returns the memcache prefill, summed.
+    /// pattern waits for that. `clocks` are the members' offsets to this
+    /// controller: a client learns each server's against its own where
+    /// the workload measures one-way delays. Returns the memcache
+    /// prefill, summed.
     fn set_up_clients(
         &mut self,
         spec: &TestSpec,
         plan: &[Place],
         pattern: Pattern,
         ready: &BTreeMap<usize, Listening>,
+        clocks: &[ClockSync],
     ) -> Result<Option<KvPrefill>, String> {
+        let one_way = crate::workload::figures(spec).one_way;
         let mut prefills: Option<KvPrefill> = None;
         let setup_wait = conns::setup_timeout(spec.flows as usize);
         let routes = Routes::new(spec, pattern).map_err(|e| e.to_string())?;
@@ -473,6 +478,7 @@ impl Fleet {
                         tls_cert: cert.clone(),
                         tls_cert_label: label.clone(),
                         prefill,
+                        clock: one_way.then(|| conn::peer_clock(&clocks[s], Some(&clocks[c]))),
                     });
                 }
             }
@@ -575,7 +581,7 @@ impl Fleet {
                     }
                 }
             }
-            next_live = self.flush_live(reports, next_live, live);
+            next_live = self.flush_live(spec, reports, next_live, live);
             let failed = reports.iter().any(|r| r.failure.is_some());
             let clients_done = self
                 .members
@@ -647,7 +653,8 @@ impl Fleet {
             .pattern();
         // Servers first: their listeners must exist before clients connect.
         let ready = self.set_up_servers(spec, &plan)?;
-        let prefills = self.set_up_clients(spec, &plan, pattern, &ready)?;
+        let clocks: Vec<ClockSync> = reports.iter().map(|r| r.clock).collect();
+        let prefills = self.set_up_clients(spec, &plan, pattern, &ready, &clocks)?;
         // One start instant, in each agent's own clock: far enough ahead
         // that every Start arrives before it.
         let slowest = reports.iter().map(|r| r.clock.rtt_ns).max().unwrap_or(0);
@@ -688,7 +695,7 @@ impl Fleet {
             live,
             together.map(|m| m.together),
         );
-        self.flush_live(&reports, next_live, live);
+        self.flush_live(spec, &reports, next_live, live);
         let phases = together.map_or(&[][..], |m| &m.lane.phases);
         let mut run = self.fold(&plan, reports, phases);
         run.prefill = prefills;
@@ -728,11 +735,18 @@ impl Fleet {
     }
 
     /// Shows every interval all members have reported, once.
-    fn flush_live(&self, reports: &[Report], mut next: usize, live: &mut dyn Live) -> usize {
+    fn flush_live(
+        &self,
+        spec: &TestSpec,
+        reports: &[Report],
+        mut next: usize,
+        live: &mut dyn Live,
+    ) -> usize {
+        let figures = crate::workload::figures(spec);
         while reports.iter().all(|r| r.samples.contains_key(&next)) {
             let c = self.merged_interval(reports, Role::Client, next);
             let a = self.merged_interval(reports, Role::Server, next);
-            live.interval(&combine(&c, Some(&a)));
+            live.interval(&combine(&c, Some(&a), figures));
             next += 1;
         }
         next

@@ -4,7 +4,7 @@
 use super::together::Meet;
 use crate::controller::conn::{AgentConn, IterationRun, Live};
 use crate::controller::fleet::Fleet;
-use crate::measure::fold::KvHists;
+use crate::measure::fold::{KvHists, OwdHists};
 use crate::measure::histogram::{self, new_hist, Hist};
 use crate::model::host::HostInfo;
 use crate::model::result::{FlowPlace, HostRun};
@@ -115,6 +115,7 @@ pub struct Folder {
     hist: Hist,
     hist_c: Hist,
     kv_hists: KvHists,
+    owd_hists: OwdHists,
 }
 
 impl Folder {
@@ -129,6 +130,7 @@ impl Folder {
             hist: new_hist(),
             hist_c: new_hist(),
             kv_hists: KvHists::default(),
+            owd_hists: OwdHists::default(),
         }
     }
 
@@ -166,7 +168,13 @@ impl Folder {
             placement: a.placement.clone(),
             errors: a.errors.clone(),
         };
-        let mut it = crate::measure::fold::iteration(index, client, agent_side, run.error.clone());
+        let mut it = crate::measure::fold::iteration(
+            index,
+            client,
+            agent_side,
+            run.error.clone(),
+            self.figures,
+        );
         it.hosts = run.hosts;
         it.start_skew_us = run.start_skew_us;
         it.udp = crate::measure::fold::udp_figures(
@@ -178,6 +186,7 @@ impl Folder {
             },
             self.figures,
         );
+        crate::measure::fold::one_way(&mut it, &mut self.owd_hists);
         it.kv = crate::measure::fold::kv_figures(
             &mut it,
             run.prefill.clone(),
@@ -207,7 +216,7 @@ impl Folder {
 
     /// The summary over the iterations folded.
     pub fn summary(&self, conf: &Confidence) -> Summary {
-        crate::measure::fold::summarize_with(
+        let mut s = crate::measure::fold::summarize_with(
             &self.spec,
             self.figures,
             &self.iterations,
@@ -218,7 +227,9 @@ impl Folder {
             conf.level_pct,
             self.metric,
             Some(&self.kv_hists),
-        )
+        );
+        crate::measure::fold::one_way_summary(&mut s, &self.iterations, &self.owd_hists);
+        s
     }
 }
 

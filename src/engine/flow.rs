@@ -106,6 +106,13 @@ pub trait Flow: Send {
     fn report(&self) -> Option<FlowReport> {
         None
     }
+    /// Bytes of this flow's sending the peer has received so far (see
+    /// `FlowBase::delivered`), read by the worker at the window's start and
+    /// at each interval edge into `Counters::bytes_delivered`; None for a
+    /// flow that does not measure it.
+    fn delivered(&mut self) -> Option<u64> {
+        None
+    }
     /// A flow that lives for the whole test (stream, rr, a finite transfer):
     /// kept for its report when done or failed. Others (a crr connection)
     /// are dropped, and so closed, at once.
@@ -159,6 +166,8 @@ pub struct FlowBase {
     pub tls: Option<TlsConn>,
     pub bytes_tx: u64,
     pub bytes_rx: u64,
+    /// The last value of [`FlowBase::delivered`] (kept when the socket is gone).
+    delivered: u64,
     /// Reads that returned payload.
     pub reads: u64,
     pub transactions: u64,
@@ -254,6 +263,7 @@ impl FlowBase {
             tls: None,
             bytes_tx: 0,
             bytes_rx: 0,
+            delivered: 0,
             reads: 0,
             transactions: 0,
             completed_s: None,
@@ -346,6 +356,16 @@ impl FlowBase {
             Io::Blocked => ReadStep::Blocked,
             Io::Eof => ReadStep::Eof,
         })
+    }
+
+    /// Bytes the peer's TCP has received of what this flow's socket sent
+    /// (TCP_INFO: acknowledged plus selectively acknowledged), never less
+    /// than the last reading (a SACK the peer reneges on, a closed socket).
+    pub fn delivered(&mut self) -> u64 {
+        if let Some(d) = tcpinfo::delivered(self.stream.as_raw_fd()) {
+            self.delivered = self.delivered.max(d);
+        }
+        self.delivered
     }
 
     /// Counts `n` payload bytes sent on the flow and the worker.

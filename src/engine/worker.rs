@@ -155,6 +155,9 @@ struct Worker {
     runnable: Vec<usize>,
     /// When the next warm-up or interval edge falls (None: window over).
     next_edge_at: Option<Instant>,
+    /// Some flow measures what its peer received (`Flow::delivered`):
+    /// false once a reading found none, so other workloads pay nothing.
+    delivery: bool,
 }
 
 /// A flow's context over the worker's fields (a macro, not a method: the
@@ -214,10 +217,32 @@ impl Worker {
             // connection there, requesters send their first requests.
             runnable: (0..live).collect(),
             next_edge_at: Some(t0 + s_warmup),
+            delivery: true,
         })
     }
 
+    /// Sets `counters.bytes_delivered` to what the flows' peers have
+    /// received so far (never lower than before, so intervals never go
+    /// negative). Called at the window's start and at each edge, when the
+    /// other counters are cut.
+    fn read_delivered(&mut self) {
+        if !self.delivery {
+            return;
+        }
+        let mut any = false;
+        let mut sum = 0u64;
+        for slot in self.slots.iter_mut().flatten() {
+            if let Some(d) = slot.flow.delivered() {
+                any = true;
+                sum += d;
+            }
+        }
+        self.delivery = any;
+        self.counters.bytes_delivered = self.counters.bytes_delivered.max(sum);
+    }
+
     fn emit(&mut self, end: Instant) {
+        self.read_delivered();
         let counters = self.counters - self.base;
         self.base = self.counters;
         let hist = std::mem::replace(&mut self.hist, new_hist());
@@ -254,6 +279,7 @@ impl Worker {
                 return true;
             }
             self.window_started = true;
+            self.read_delivered();
             self.base = self.counters;
             self.hist.reset();
             self.hist_corrected.reset();

@@ -20,9 +20,18 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::aqm::{self, Scheduler};
 use super::error::{EmulatorError, OsText};
 use super::nfqueue::{self, Packet, Queue, Stamp};
-use crate::model::lab::DirStats;
+use crate::model::lab::{Aqm, DirStats};
+
+/// The mark a released packet carries when the queue discipline marked it
+/// CE: an iptables rule in the router's mangle POSTROUTING chain (after the
+/// queue) sets the ECN bits of marked packets (see `topology`). A payload
+/// rewrite through NFQUEUE would need the whole packet copied to user
+/// space and breaks checksum offload; the TOS target fixes the IPv4
+/// header checksum and touches nothing else.
+pub const ECN_MARK: u32 = 0x0001_0000;
 
 /// What one direction of the link does to the packets that cross it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -37,6 +46,9 @@ pub struct Shaping {
     pub queue_limit_bytes: Option<u64>,
     /// Bernoulli loss probability, 0..1.
     pub loss: f64,
+    /// The queue discipline in front of the bottleneck (FIFO: drop-tail).
+    #[serde(default)]
+    pub aqm: Aqm,
 }
 
 /// Everything the emulator process needs; passed as JSON by `lab up`.
@@ -190,6 +202,8 @@ pub enum Fate {
         release_ns: u64,
         /// Wire bytes waiting for the bottleneck, this packet included.
         queue_bytes: u64,
+        /// How long it waits for the bottleneck (arrival to start of transmission).
+        wait_ns: u64,
     },
 }
 
@@ -268,11 +282,42 @@ impl Link {
         }
     }
 
+    /// The one-way delay, ns.
+    pub fn delay_ns(&self) -> u64 {
+        self.delay_ns
+    }
+
+    /// Wire size of a packet on this link.
+    pub fn wire_size(&self, ip_len: u32, hdr: u32) -> WireSize {
+        wire_size(ip_len, hdr, self.mtu)
+    }
+
+    /// Draws random loss for one packet.
+    pub fn lose(&mut self) -> bool {
+        self.loss > 0.0 && self.rng.unit() < self.loss
+    }
+
+    /// When a packet whose last bit leaves the bottleneck at `departure_ns`
+    /// is handed back: plus delay and jitter, never before the previous release.
+    pub fn release_after(&mut self, departure_ns: u64) -> u64 {
+        let jitter = if self.jitter_ns > 0 {
+            self.rng.upto(self.jitter_ns)
+        } else {
+            0
+        };
+        let release_ns = departure_ns
+            .saturating_add(self.delay_ns)
+            .saturating_add(jitter)
+            .max(self.last_release);
+        self.last_release = release_ns;
+        release_ns
+    }
+
     /// Decides the fate of a packet of `ip_len` IP bytes (headers `hdr`)
     /// arriving at `now_ns`, and books its bottleneck time if it is kept.
     pub fn arrive(&mut self, now_ns: u64, ip_len: u32, hdr: u32) -> (Fate, WireSize) {
         let size = wire_size(ip_len, hdr, self.mtu);
-        if self.loss > 0.0 && self.rng.unit() < self.loss {
+        if self.lose() {
             return (Fate::DropLoss, size);
         }
         let waiting = self.queue_bytes(now_ns);
@@ -282,7 +327,7 @@ impl Link {
                 return (Fate::DropQueue, size);
             }
         }
-        let departure_ns = match self.rate_bps {
+        let (departure_ns, wait_ns) = match self.rate_bps {
             Some(rate) => {
                 let start = if now_ns > self.busy_until {
                     self.carry = 0;
@@ -294,25 +339,17 @@ impl Link {
                 let rate = u128::from(rate);
                 self.carry = work % rate;
                 let tx = u64::try_from(work / rate).unwrap_or(u64::MAX / 4);
-                start.saturating_add(tx)
+                (start.saturating_add(tx), start - now_ns)
             }
-            None => now_ns,
+            None => (now_ns, 0),
         };
         self.busy_until = departure_ns;
-        let jitter = if self.jitter_ns > 0 {
-            self.rng.upto(self.jitter_ns)
-        } else {
-            0
-        };
-        let release_ns = departure_ns
-            .saturating_add(self.delay_ns)
-            .saturating_add(jitter)
-            .max(self.last_release);
-        self.last_release = release_ns;
+        let release_ns = self.release_after(departure_ns);
         let fate = Fate::Release {
             departure_ns,
             release_ns,
             queue_bytes,
+            wait_ns,
         };
         (fate, size)
     }
@@ -667,6 +704,14 @@ struct HalfLink {
     last_read: u64,
     /// How early a packet may be released: [`release_window_ns`] of the delay.
     window_ns: u64,
+    /// CoDel or FQ-CoDel in front of the bottleneck (None: drop-tail, which
+    /// `link` computes at arrival). With one, packets leave in the order the
+    /// discipline chooses, so each gets a verdict of its own.
+    sched: Option<Scheduler>,
+    /// The discipline's outcomes waiting to be applied.
+    outs: Vec<aqm::Out>,
+    /// Ids among `held` to release with [`ECN_MARK`], in release order.
+    marks: VecDeque<u32>,
 }
 
 impl HalfLink {
@@ -700,6 +745,28 @@ impl HalfLink {
                 s.max_arrival_lag_us = s.max_arrival_lag_us.max((now - at) / 1000);
             }
             let hdr = header_len(p.head()).unwrap_or(DEFAULT_SEGMENT_HEADER);
+            if let Some(sched) = &mut self.sched {
+                if self.link.lose() {
+                    self.queue.drop_packet(p.id);
+                    self.stats.dropped_loss += 1;
+                    continue;
+                }
+                let size = self.link.wire_size(p.len, hdr);
+                let (flow, ect) = aqm::classify(p.head());
+                let pkt = aqm::Pkt {
+                    id: p.id,
+                    wire: size.wire_bytes,
+                    ip_len: p.len,
+                    segments: size.segments,
+                    arrival_ns: at,
+                    flow,
+                    ect,
+                };
+                sched.enqueue(at, pkt, &mut self.outs);
+                let s = &mut self.stats;
+                s.max_queue_bytes = s.max_queue_bytes.max(sched.backlog());
+                continue;
+            }
             let (fate, size) = self.link.arrive(at, p.len, hdr);
             match fate {
                 Fate::DropLoss => {
@@ -713,6 +780,7 @@ impl HalfLink {
                 Fate::Release {
                     release_ns,
                     queue_bytes,
+                    wait_ns,
                     ..
                 } => {
                     self.held.push_back((p.id, release_ns));
@@ -722,10 +790,63 @@ impl HalfLink {
                     s.wire_bytes += size.wire_bytes;
                     s.segments += u64::from(size.segments);
                     s.max_queue_bytes = s.max_queue_bytes.max(queue_bytes);
+                    count_wait(s, wait_ns);
                 }
             }
         }
+        if self.sched.is_some() {
+            // Not drained: later arrivals wait in the kernel, so the
+            // discipline may only run up to the last one read.
+            let until = if drained { now } else { self.last_arrival };
+            self.advance(until);
+        }
         Ok(drained)
+    }
+
+    /// Runs the queue discipline up to `until` (ns since start) and applies
+    /// what it decided: drops at once, sent packets join `held` with their
+    /// release times (in the order they left the queue).
+    fn advance(&mut self, until: u64) {
+        let Some(sched) = &mut self.sched else { return };
+        sched.advance(until, &mut self.outs);
+        let mut outs = std::mem::take(&mut self.outs);
+        for o in outs.drain(..) {
+            match o {
+                aqm::Out::Send {
+                    pkt,
+                    dequeue_ns,
+                    departure_ns,
+                    mark,
+                } => {
+                    let release = self.link.release_after(departure_ns);
+                    self.held.push_back((pkt.id, release));
+                    let s = &mut self.stats;
+                    if mark {
+                        self.marks.push_back(pkt.id);
+                        s.marked_ecn += 1;
+                    }
+                    s.packets += 1;
+                    s.bytes += u64::from(pkt.ip_len);
+                    s.wire_bytes += pkt.wire;
+                    s.segments += u64::from(pkt.segments);
+                    count_wait(s, dequeue_ns.saturating_sub(pkt.arrival_ns));
+                }
+                aqm::Out::DropOverflow(pkt) => {
+                    self.queue.drop_packet(pkt.id);
+                    self.stats.dropped_queue += 1;
+                }
+                aqm::Out::DropAqm(pkt) => {
+                    self.queue.drop_packet(pkt.id);
+                    self.stats.dropped_aqm += 1;
+                }
+            }
+        }
+        self.outs = outs;
+    }
+
+    /// When the queue discipline next sends a packet, if one waits.
+    fn next_dequeue(&self) -> Option<u64> {
+        self.sched.as_ref().and_then(Scheduler::next_dequeue)
     }
 
     /// Whether the loop must wake up for this queue's arrivals. Not while
@@ -733,14 +854,38 @@ impl HalfLink {
     /// packet's release is never before the held ones' (a direction is a
     /// FIFO), so reading it at the next release, with its own arrival time,
     /// changes nothing, and saves a wake-up per packet.
+    ///
+    /// The same holds behind a queue discipline, although FQ-CoDel may send
+    /// a new packet before older ones: its dequeue comes after every
+    /// dequeue already made, so its release is after theirs too. What a
+    /// discipline needs is every arrival read before it runs, which the
+    /// loop does by reading such a queue at every wake-up (see [`run`]).
     fn wants_arrivals(&self, drained: bool) -> bool {
         !drained || self.held.is_empty() || !self.stamped
     }
 
-    /// Releases every held packet that is due, with one batch verdict.
+    /// Releases every held packet that is due: with one batch verdict in a
+    /// FIFO; one verdict each behind a queue discipline (a batch verdict
+    /// accepts every lower id, and FQ-CoDel releases out of id order).
     fn release_due(&mut self, now: u64) {
-        if let Some(id) = take_due(&mut self.held, now, self.window_ns, &mut self.stats) {
-            self.queue.accept_upto(id);
+        if self.sched.is_none() {
+            if let Some(id) = take_due(&mut self.held, now, self.window_ns, &mut self.stats) {
+                self.queue.accept_upto(id);
+            }
+            return;
+        }
+        let until = now.saturating_add(self.window_ns);
+        while let Some(&(id, at)) = self.held.front() {
+            if at > until {
+                break;
+            }
+            self.held.pop_front();
+            count_release(&mut self.stats, now, at);
+            let mark = (self.marks.front() == Some(&id)).then(|| {
+                self.marks.pop_front();
+                ECN_MARK
+            });
+            self.queue.accept_one(id, mark);
         }
     }
 
@@ -769,14 +914,27 @@ fn take_due(
         }
         held.pop_front();
         last = Some(id);
-        stats.released += 1;
-        let late = now.saturating_sub(at);
-        if late > LATE_NS {
-            stats.late += 1;
-        }
-        stats.max_late_us = stats.max_late_us.max(late / 1000);
+        count_release(stats, now, at);
     }
     last
+}
+
+/// Counts a release at `now` of a packet due at `at`, and how late it was.
+fn count_release(stats: &mut DirStats, now: u64, at: u64) {
+    stats.released += 1;
+    let late = now.saturating_sub(at);
+    if late > LATE_NS {
+        stats.late += 1;
+    }
+    stats.max_late_us = stats.max_late_us.max(late / 1000);
+}
+
+/// Adds one packet's wait for the bottleneck to the counters.
+fn count_wait(s: &mut DirStats, wait_ns: u64) {
+    let us = wait_ns / 1000;
+    s.queue_delay_sum_us += us;
+    s.queue_delay_count += 1;
+    s.queue_delay_max_us = s.queue_delay_max_us.max(us);
 }
 
 /// Asks the kernel to timestamp every received packet, so that queued
@@ -933,6 +1091,14 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
             watched: true,
             last_read: 0,
             window_ns: release_window_ns(cfg.shaping[d].delay_us.saturating_mul(1000)),
+            sched: Scheduler::new(
+                &cfg.shaping[d].aqm,
+                cfg.shaping[d].rate_bps,
+                cfg.shaping[d].queue_limit_bytes,
+                cfg.mtu,
+            ),
+            outs: Vec::new(),
+            marks: VecDeque::new(),
         })
     };
     let [l0, l1] = links;
@@ -960,13 +1126,16 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
             // A queue that is not watched is read every UNWATCHED_READ_NS, with
             // each packet's own timestamp as its arrival.
             let due = !dir.watched && now.saturating_sub(dir.last_read) >= UNWATCHED_READ_NS;
-            if ready[d] || due {
+            // A queue discipline is about to run up to now: it must know
+            // every packet that arrived by then.
+            if ready[d] || due || dir.sched.is_some() {
                 drained[d] = dir.receive(&clock, &mut batch)?;
                 dir.last_read = now;
             }
         }
         let now = clock.now();
         for dir in dirs.iter_mut() {
+            dir.advance(now);
             dir.release_due(now);
             dir.queue.flush()?;
         }
@@ -999,6 +1168,15 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
             if let Some(&(_, at)) = dir.held.front() {
                 wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
             }
+            // The discipline runs on the arrival timeline whenever the loop
+            // wakes, so a dequeue need not wake it: only its packet's
+            // release must be on time, and that lies at least the one-way
+            // delay after the dequeue. Waking then batches the dequeues of
+            // a whole delay (at 1 Gbit/s and 5 ms, hundreds) into one wake-up.
+            if let Some(at) = dir.next_dequeue() {
+                let at = at.saturating_add(dir.link.delay_ns().max(dir.window_ns));
+                wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
+            }
             if !dir.watched {
                 let next = dir.last_read.saturating_add(UNWATCHED_READ_NS);
                 wake = wake.min(Duration::from_nanos(next.saturating_sub(now)));
@@ -1009,7 +1187,8 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
 
     for dir in dirs.iter_mut() {
         dir.refresh_counters();
-        dir.stats.dropped_stop = dir.held.len() as u64;
+        let queued = dir.sched.as_mut().map_or(0, |s| s.drain_all().len());
+        dir.stats.dropped_stop = (dir.held.len() + queued) as u64;
         dir.held.clear();
     }
     let last = snapshot(&dirs, &clock, priority.realtime);

@@ -53,6 +53,9 @@ pub enum ValueError {
     NotALoss(String),
     #[error("loss '{0}' must be at least 0 and below 100%")]
     LossRange(String),
+    /// A word that is not one of those allowed (the model's message).
+    #[error("{0}")]
+    Form(String),
 }
 
 /// A lab that could not be made, changed, read, calibrated or taken down.

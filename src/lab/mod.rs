@@ -2,6 +2,7 @@
 //! the WAN (delay, rate, loss) applied only in the router by linerate's own
 //! user-space emulator. Addresses come from 198.18.0.0/15 (RFC 2544) and
 //! exist only inside the lab's namespaces.
+pub mod aqm;
 pub mod calibrate;
 pub mod emulator;
 pub mod error;

@@ -49,6 +49,7 @@ const NFQA_PAYLOAD: u16 = libc::NFQA_PAYLOAD as u16;
 const NFQA_CAP_LEN: u16 = libc::NFQA_CAP_LEN as u16;
 const NFQA_SKB_INFO: u16 = libc::NFQA_SKB_INFO as u16;
 const NFQA_TIMESTAMP: u16 = libc::NFQA_TIMESTAMP as u16;
+const NFQA_MARK: u16 = libc::NFQA_MARK as u16;
 /// `NFQA_SKB_GSO` in `NFQA_SKB_INFO` (linux/netfilter/nfnetlink_queue.h).
 const NFQA_SKB_GSO: u32 = 1 << 1;
 
@@ -228,13 +229,52 @@ fn config_msg(num: u16, seq: u32, gso: bool) -> Vec<u8> {
 
 /// Appends one verdict message (`MSG_VERDICT` or `MSG_VERDICT_BATCH`).
 fn put_verdict(buf: &mut Vec<u8>, kind: u16, seq: u32, num: u16, verdict: u32, id: u32) {
+    put_verdict_marked(buf, kind, seq, num, verdict, id, None);
+}
+
+/// A verdict that also sets the packet's `skb->mark` (`NFQA_MARK`).
+fn put_verdict_marked(
+    buf: &mut Vec<u8>,
+    kind: u16,
+    seq: u32,
+    num: u16,
+    verdict: u32,
+    id: u32,
+    mark: Option<u32>,
+) {
     let at = start_msg(buf, kind, NLM_F_REQUEST, seq, num);
     // struct nfqnl_msg_verdict_hdr { be32 verdict; be32 id; }
     let mut hdr = [0u8; 8];
     hdr[..4].copy_from_slice(&verdict.to_be_bytes());
     hdr[4..].copy_from_slice(&id.to_be_bytes());
     put_attr(buf, NFQA_VERDICT_HDR, &hdr);
+    if let Some(m) = mark {
+        put_attr(buf, NFQA_MARK, &m.to_be_bytes());
+    }
     finish_msg(buf, at);
+}
+
+/// Splits a buffer of whole netlink messages into runs of at most
+/// `per_send` messages (messages differ in length: a marked verdict is longer).
+fn message_runs(buf: &[u8], per_send: usize) -> Vec<&[u8]> {
+    let mut runs = Vec::new();
+    let (mut start, mut at, mut n) = (0, 0, 0);
+    while at + 4 <= buf.len() {
+        let len = ne32(&buf[at..]).unwrap_or(0) as usize;
+        if len < NLMSG_HDRLEN {
+            break;
+        }
+        at = (at + len).min(buf.len());
+        n += 1;
+        if n == per_send {
+            runs.push(&buf[start..at]);
+            (start, n) = (at, 0);
+        }
+    }
+    if start < buf.len() {
+        runs.push(&buf[start..]);
+    }
+    runs
 }
 
 fn be32(b: &[u8]) -> Option<u32> {
@@ -621,6 +661,21 @@ impl Queue {
         );
     }
 
+    /// Queues `NF_ACCEPT` for packet `id` alone, setting its mark to `mark`
+    /// when given (an iptables rule after the queue acts on the mark).
+    pub fn accept_one(&mut self, id: u32, mark: Option<u32>) {
+        let seq = self.next_seq();
+        put_verdict_marked(
+            &mut self.out,
+            MSG_VERDICT,
+            seq,
+            self.num,
+            libc::NF_ACCEPT as u32,
+            id,
+            mark,
+        );
+    }
+
     /// Queues one `NF_ACCEPT` batch verdict for every held packet with id <= `id`.
     /// Drops queued before it are sent first, so a dropped packet is never accepted.
     pub fn accept_upto(&mut self, id: u32) {
@@ -641,7 +696,7 @@ impl Queue {
     pub fn flush(&mut self) -> Result<(), EmulatorError> {
         let out = std::mem::take(&mut self.out);
         let mut res = Ok(());
-        for chunk in out.chunks(VERDICTS_PER_SEND * VERDICT_MSG_LEN) {
+        for chunk in message_runs(&out, VERDICTS_PER_SEND) {
             if let Err(e) = self.send_all(chunk) {
                 res = Err(EmulatorError::Verdict {
                     num: self.num,
@@ -825,6 +880,27 @@ mod tests {
         assert_eq!(ne32(&c).unwrap() as usize, c.len());
         assert_eq!(c.len() % 4, 0);
         assert_eq!(ne16(&c[6..]).unwrap(), NLM_F_REQUEST | NLM_F_ACK);
+    }
+
+    #[test]
+    fn marked_verdicts_are_longer_and_sends_split_between_messages() {
+        let mut b = Vec::new();
+        put_verdict_marked(&mut b, MSG_VERDICT, 1, 0, 1, 7, Some(0x10000));
+        assert_eq!(b.len(), VERDICT_MSG_LEN + NLA_HDRLEN + 4);
+        assert_eq!(ne16(&b[VERDICT_MSG_LEN + 2..]).unwrap(), NFQA_MARK);
+        assert_eq!(&b[VERDICT_MSG_LEN + 4..], &[0, 1, 0, 0]);
+        for k in 0..4u32 {
+            put_verdict(&mut b, MSG_VERDICT, 2 + k, 0, 1, k);
+            put_verdict_marked(&mut b, MSG_VERDICT, 9 + k, 0, 1, k, Some(1));
+        }
+        let runs = message_runs(&b, 2);
+        assert_eq!(runs.len(), 5);
+        assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), b.len());
+        for r in &runs {
+            // Each run starts with a whole message.
+            assert!(ne32(r).unwrap() as usize <= r.len());
+        }
+        assert!(message_runs(&[], 4).is_empty());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::emulator::Shaping;
 use super::error::{LabError, ValueError};
-use crate::model::lab::LabSpec;
+use crate::model::lab::{default_queue_bytes, LabSpec};
 use crate::model::{Invalid, ModelError};
 use crate::units;
 
@@ -28,7 +28,20 @@ pub struct LabOptions {
     /// Wire rate (38 B Ethernet framing per packet counted), e.g. 1gbit or 100mbit/1gbit.
     #[arg(long)]
     pub rate: Option<String>,
-    /// Drop-tail queue before the bottleneck: bytes (4M) or time at the rate (100ms, the default).
+    /// Drop-tail queue before the bottleneck: bytes (4M) or time at the
+    /// rate (100ms). Default: one bandwidth-delay product (rate x RTT), at
+    /// least 1 MiB.
+    ///
+    /// Why: one BDP of drop-tail buffer is the least with which a single
+    /// flow keeps the link busy after a loss (Reno halves its window and
+    /// needs one BDP; cubic keeps 0.7 of it and needs 0.43), so a bulk test
+    /// measures the link, not the buffer; more only adds queueing delay to
+    /// every round trip under load (the former default, 100 ms, made a 1 ms
+    /// lab a 100 ms one for a loaded flow). The floor is room
+    /// for 16 GSO bursts of 64 KiB, which the emulator passes as one unit:
+    /// at 1 ms and 1 Gbit/s (BDP 122 KiB) one flow got 862 Mbit/s through
+    /// 256 KiB, 940 through 512 KiB, 941.5 (the limit) through 1 MiB.
+    /// Give a deeper queue to study bufferbloat, a shallower one for loss.
     #[arg(long)]
     pub queue: Option<String>,
     /// Random loss: 0.5% or 0.005 (per direction with A/B).
@@ -47,6 +60,19 @@ pub struct LabOptions {
     #[arg(long)]
     #[serde(default)]
     pub per_packet: bool,
+    /// Queue discipline before the bottleneck: fifo (drop-tail, the
+    /// default), codel (RFC 8289) or fq_codel (RFC 8290).
+    #[arg(long, value_name = "fifo|codel|fq_codel")]
+    pub aqm: Option<String>,
+    /// CoDel's target sojourn time (default 5ms).
+    #[arg(long, value_name = "TIME")]
+    pub aqm_target: Option<String>,
+    /// CoDel's interval (default 100ms, about a worst-case RTT).
+    #[arg(long, value_name = "TIME")]
+    pub aqm_interval: Option<String>,
+    /// CoDel and FQ-CoDel mark ECN-capable packets instead of dropping them (default on).
+    #[arg(long, value_parser = on_off, value_name = "on|off")]
+    pub ecn: Option<bool>,
     /// Where the emulator runs: auto (the last CPU, the lab's packet
     /// processing steered to the others), off, or a CPU number.
     #[arg(long, value_name = "auto|off|N")]
@@ -148,10 +174,6 @@ fn parse_queue(s: &str) -> Result<Queue, ValueError> {
     }
 }
 
-/// The default queue: 100 ms at the link rate, at least 1 MB, like a
-/// generously buffered router; never the limit in a window-bound test.
-pub const DEFAULT_QUEUE_S: f64 = 0.1;
-
 impl LabOptions {
     /// These options with a study point's own lab settings over them.
     pub fn with_point(&self, p: &crate::model::lab::LabPoint) -> LabOptions {
@@ -167,6 +189,7 @@ impl LabOptions {
             (&mut o.loss, &p.loss),
             (&mut o.queue, &p.queue),
             (&mut o.cc, &p.cc),
+            (&mut o.aqm, &p.aqm),
         ] {
             if from.is_some() {
                 *to = from.clone();
@@ -208,11 +231,17 @@ impl LabOptions {
                 (Some(Queue::Time(_)), None) => {
                     return refuse("--queue in time needs --rate (or give bytes, e.g. 4M)")
                 }
-                (None, Some(r)) => Some(((DEFAULT_QUEUE_S * r / 8.0) as u64).max(1 << 20)),
+                (None, Some(_)) => None, // the default, once both delays are known
                 (None, None) => None,
             };
             if l.delay_s > 10.0 || l.jitter_s > 10.0 {
                 return refuse("delays above 10 s are not a WAN");
+            }
+        }
+        if queue.is_none() {
+            let rtt = spec.rtt_s();
+            for l in spec.links.iter_mut() {
+                l.queue_bytes = l.rate_bps.map(|r| default_queue_bytes(r, rtt));
             }
         }
         if let Some(m) = self.mtu {
@@ -225,6 +254,41 @@ impl LabOptions {
             spec.offloads = o;
         }
         spec.per_packet = self.per_packet;
+        if let Some(a) = &self.aqm {
+            spec.aqm.kind = a.parse().map_err(|e: ModelError| LabError::Value {
+                name: "aqm",
+                value: a.clone(),
+                source: ValueError::Form(e.to_string()),
+            })?;
+        }
+        for (v, name, to) in [
+            (&self.aqm_target, "aqm-target", &mut spec.aqm.target_us),
+            (
+                &self.aqm_interval,
+                "aqm-interval",
+                &mut spec.aqm.interval_us,
+            ),
+        ] {
+            if let Some(v) = v {
+                let s = duration(v).map_err(|source| LabError::Value {
+                    name,
+                    value: v.clone(),
+                    source,
+                })?;
+                if !(s > 0.0 && s <= 10.0) {
+                    return refuse(&format!("--{name} {v} must be above 0 and at most 10s"));
+                }
+                *to = (s * 1e6).round().max(1.0) as u64;
+            }
+        }
+        if let Some(e) = self.ecn {
+            spec.aqm.ecn = e;
+        }
+        if spec.aqm.kind != crate::model::lab::AqmKind::Fifo
+            && spec.links.iter().all(|l| l.rate_bps.is_none())
+        {
+            return refuse("--aqm manages the queue before the bottleneck: it needs --rate");
+        }
         if let Some(c) = &self.emulator_cpu {
             spec.emulator_cpu = c.parse().map_err(LabError::EmulatorCpu)?;
         }
@@ -247,6 +311,7 @@ pub fn shaping(spec: &LabSpec, dir: usize) -> Shaping {
         rate_bps: l.rate_bps.map(|r| r.round() as u64),
         queue_limit_bytes: l.queue_bytes,
         loss: l.loss,
+        aqm: spec.aqm,
     }
 }
 
@@ -269,12 +334,48 @@ mod tests {
         assert_eq!(s.links[1].delay_s, 0.05);
         assert_eq!(s.rtt_s(), 0.1);
         assert_eq!(s.links[0].rate_bps, Some(1e9));
-        // 100 ms at 1 Gbit/s.
+        // One BDP: 100 ms at 1 Gbit/s.
         assert_eq!(s.links[0].queue_bytes, Some(12_500_000));
+        assert!(s.describe().contains("queue 11.9 MiB fifo (default: 1 BDP"));
         // 1448 of every 1538 wire bytes are TCP payload: ~941 Mbit/s.
         let g = s.goodput_bps(0).unwrap();
         assert!((g - 941.5e6).abs() < 1e6, "{g}");
         assert_eq!(shaping(&s, 0).delay_us, 50_000);
+    }
+
+    #[test]
+    fn the_default_queue_is_a_bdp_of_at_least_a_mebibyte() {
+        let q = |rtt: &str, rate: &str| opts(rtt, rate).build().unwrap().links[0].queue_bytes;
+        assert_eq!(q("50ms", "1gbit"), Some(6_250_000));
+        // 1 ms at 1 Gbit/s is 125 kB: the floor holds 16 GSO bursts.
+        assert_eq!(q("1ms", "1gbit"), Some(1 << 20));
+        assert_eq!(q("0", "10gbit"), Some(1 << 20));
+        assert_eq!(q("200ms", "1gbit"), Some(25_000_000));
+        // Each direction at its own rate, over the round trip.
+        let s = LabOptions {
+            delay: Some("10ms/40ms".into()),
+            rate: Some("1gbit/100mbit".into()),
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(s.links[0].queue_bytes, Some(6_250_000));
+        assert_eq!(s.links[1].queue_bytes, Some(1 << 20));
+        // No rate, no queue; a queue given is kept.
+        let none = LabOptions {
+            rtt: Some("50ms".into()),
+            ..Default::default()
+        };
+        assert_eq!(none.build().unwrap().links[0].queue_bytes, None);
+        let mut given = opts("50ms", "1gbit");
+        given.queue = Some("100ms".into());
+        let s = given.build().unwrap();
+        assert_eq!(s.links[0].queue_bytes, Some(12_500_000));
+        assert!(
+            s.describe().contains("queue 11.9 MiB fifo,"),
+            "{}",
+            s.describe()
+        );
     }
 
     #[test]

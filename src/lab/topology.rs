@@ -332,11 +332,19 @@ fn build(
         })?;
     }
 
+    let aqm = spec.aqm.kind != crate::model::lab::AqmKind::Fifo;
+    if aqm && matches!(backend, Backend::Netem | Backend::None) {
+        return Err(Invalid::from(
+            "--aqm lives in the NFQUEUE emulator: drop --emulator, or use --emulator nfqueue",
+        )
+        .into());
+    }
     let netem = match backend {
         Backend::Netem => true,
         Backend::Nfqueue | Backend::None => false,
-        // netem cannot shape a rack's client links one by one (check_rack).
-        Backend::Auto => !rack.is_rack() && netem_available(&r),
+        // netem cannot shape a rack's client links one by one (check_rack),
+        // nor manage its queue (tc's codel would be another qdisc).
+        Backend::Auto => !rack.is_rack() && !aqm && netem_available(&r),
     };
     let (backend_name, note, mut emulators) = if backend == Backend::None {
         if spec.shapes() {
@@ -630,6 +638,28 @@ fn start_emulators(
             )?;
         }
     }
+    // Packets a queue discipline marked leave with ECN_MARK: set CE on them.
+    // The rule stays whatever the discipline (a FIFO marks nothing), so a
+    // study can switch --aqm by restarting the emulators alone.
+    let mark = format!("{:#x}/{:#x}", emulator::ECN_MARK, emulator::ECN_MARK);
+    in_ns(
+        router,
+        "iptables-legacy",
+        &[
+            "-t",
+            "mangle",
+            "-A",
+            "POSTROUTING",
+            "-m",
+            "mark",
+            "--mark",
+            &mark,
+            "-j",
+            "TOS",
+            "--set-tos",
+            "0x03/0x03",
+        ],
+    )?;
     spawn_emulators(name, router, spec, clients, cpu)
 }
 
@@ -806,12 +836,19 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
     }
     let link_changed = spec.links != st.spec.links
         || spec.per_packet != st.spec.per_packet
+        || spec.aqm != st.spec.aqm
         || spec.emulator_cpu != st.spec.emulator_cpu
         // The emulator's batching follows the MTU and offloads too.
         || spec.mtu != st.spec.mtu
         || spec.offloads != st.spec.offloads;
     if link_changed {
         match st.backend.as_str() {
+            "netem" | "none" if spec.aqm.kind != crate::model::lab::AqmKind::Fifo => {
+                return Err(Invalid::from(
+                    "--aqm lives in the NFQUEUE emulator: this lab runs without it (lab down, then up with --aqm)",
+                )
+                .into())
+            }
             "netem" => apply_netem(&st.router_ns, spec)?,
             "none" if spec.links != st.spec.links => return Err(LabError::FixedLink),
             "none" => {}

@@ -7,6 +7,15 @@
 //! closed an interval late under load, and a finite transfer's agent
 //! window (which ends at its last byte, not at the reply) made 20 MiB in
 //! 12.7 ms read as 6.00 Gbit/s instead of 13.3 (issue 30).
+//!
+//! A continuous clear-text stream counts its bytes where they reached the
+//! receiving TCP, not where the receiving application read them
+//! (`Figures::delivered`, from the senders' TCP_INFO): the reads lag by
+//! whatever waits behind a lost segment, which after a queue overflow is up
+//! to a round trip and a queue of data, handed over at once when the
+//! retransmission arrives. 4 flows through a 1 Gbit/s lab with a 100 ms
+//! queue read 124 MB in the first second of a window that opened just
+//! after the first overflow, while the link passed 117.7 (issue 25).
 
 use crate::measure::histogram::{self, new_hist, Hist};
 use crate::measure::{cpu, stats};
@@ -20,11 +29,25 @@ use crate::model::sample::{
 };
 use crate::model::spec::{Figures, MainMetric, TestSpec};
 
-pub fn combine(client: &IntervalSample, agent: Option<&IntervalSample>) -> TestInterval {
+/// The bytes a test moved in `c` and `a` (one interval or the window, both
+/// ends): received, or delivered when the workload counts them so.
+pub fn moved(c: &Counters, a: &Counters, figures: Figures) -> u64 {
+    if figures.delivered {
+        c.bytes_delivered + a.bytes_delivered
+    } else {
+        c.bytes_rx + a.bytes_rx
+    }
+}
+
+pub fn combine(
+    client: &IntervalSample,
+    agent: Option<&IntervalSample>,
+    figures: Figures,
+) -> TestInterval {
     let a = agent.map(|a| a.counters).unwrap_or_default();
     let c = client.counters;
     let secs = (client.end_s - client.start_s).max(1e-9);
-    let bytes = c.bytes_rx + a.bytes_rx;
+    let bytes = moved(&c, &a, figures);
     TestInterval {
         index: client.index,
         start_s: client.start_s,
@@ -64,11 +87,15 @@ pub fn iteration(
     client: SideData<'_>,
     agent: SideData<'_>,
     error: Option<String>,
+    figures: Figures,
 ) -> Iteration {
     let intervals: Vec<TestInterval> = client
         .samples
         .iter()
-        .map(|c| combine(c, agent.samples.iter().find(|a| a.index == c.index)))
+        .map(|c| {
+            let a = agent.samples.iter().find(|a| a.index == c.index);
+            combine(c, a, figures)
+        })
         .collect();
     let sum = |s: &[IntervalSample]| {
         let mut t = Counters::default();
@@ -78,7 +105,7 @@ pub fn iteration(
         t
     };
     let (c, a) = (sum(client.samples), sum(agent.samples));
-    let bytes = c.bytes_rx + a.bytes_rx;
+    let bytes = moved(&c, &a, figures);
     let secs = client.window_s.max(1e-9);
     let cost = |w: &Option<CpuWindow>| {
         w.as_ref()
@@ -342,7 +369,85 @@ pub fn udp_figures(
             packets + c.duplicates + a.duplicates,
             c.udp_recv_calls + a.udp_recv_calls,
         ),
+        // From the client flows' histograms: `one_way`.
+        owd_up_us: None,
+        owd_down_us: None,
+        owd_offset_uncertainty_us: None,
+        owd_clamped: None,
     })
+}
+
+/// udp-rr's one-way delays merged over flows (and, kept by the caller,
+/// over iterations), up and down.
+pub struct OwdHists {
+    pub up: Hist,
+    pub down: Hist,
+}
+
+impl Default for OwdHists {
+    fn default() -> Self {
+        OwdHists {
+            up: new_hist(),
+            down: new_hist(),
+        }
+    }
+}
+
+/// udp-rr: an iteration's one-way delays from its client flows, where
+/// their offset to the agent's clock was known (else nothing is added):
+/// the histograms the flows carried are merged into the iteration's
+/// figures and into `totals`, and dropped from the flow reports; the
+/// uncertainty is the largest of the flows' (a fleet's pairs differ), the
+/// clamped delays their sum.
+pub fn one_way(it: &mut Iteration, totals: &mut OwdHists) {
+    let mut h = OwdHists::default();
+    let mut uncertainty: Option<f64> = None;
+    let mut clamped = 0;
+    for f in it.flows.client.iter_mut() {
+        let Some(u) = f.udp.as_mut() else { continue };
+        let Some(unc) = u.owd_offset_uncertainty_us else {
+            continue;
+        };
+        uncertainty = Some(uncertainty.map_or(unc, |x: f64| x.max(unc)));
+        clamped += u.owd_clamped.unwrap_or(0);
+        if let Some(t) = u.owd_hists.take() {
+            for (text, into) in [(&t.up, &mut h.up), (&t.down, &mut h.down)] {
+                if let Ok(x) = histogram::decode(text) {
+                    histogram::merge(into, &x);
+                }
+            }
+        }
+    }
+    let (Some(unc), Some(udp)) = (uncertainty, it.udp.as_mut()) else {
+        return;
+    };
+    histogram::merge(&mut totals.up, &h.up);
+    histogram::merge(&mut totals.down, &h.down);
+    udp.owd_up_us = histogram::summarize(&h.up);
+    udp.owd_down_us = histogram::summarize(&h.down);
+    udp.owd_offset_uncertainty_us = Some(unc);
+    udp.owd_clamped = Some(clamped);
+}
+
+/// udp-rr: the summary's one-way delays, from every iteration's
+/// histograms (`totals`), the largest uncertainty and the clamped summed;
+/// absent unless an iteration had them.
+pub fn one_way_summary(s: &mut Summary, its: &[Iteration], totals: &OwdHists) {
+    let known: Vec<&UdpFigures> = its
+        .iter()
+        .filter_map(|i| i.udp.as_ref())
+        .filter(|u| u.owd_offset_uncertainty_us.is_some())
+        .collect();
+    let Some(udp) = s.udp.as_mut().filter(|_| !known.is_empty()) else {
+        return;
+    };
+    udp.owd_up_us = histogram::summarize(&totals.up);
+    udp.owd_down_us = histogram::summarize(&totals.down);
+    udp.owd_offset_uncertainty_us = known
+        .iter()
+        .filter_map(|u| u.owd_offset_uncertainty_us)
+        .reduce(f64::max);
+    udp.owd_clamped = Some(known.iter().filter_map(|u| u.owd_clamped).sum());
 }
 
 fn per_call(datagrams: u64, calls: u64) -> Option<f64> {
@@ -390,6 +495,11 @@ fn mean_udp(its: &[Iteration]) -> Option<UdpFigures> {
         agent_us_per_packet: mean_opt(|u| u.agent_us_per_packet),
         datagrams_per_send: mean_opt(|u| u.datagrams_per_send),
         datagrams_per_recv: mean_opt(|u| u.datagrams_per_recv),
+        // From every iteration's histograms: `one_way_summary`.
+        owd_up_us: None,
+        owd_down_us: None,
+        owd_offset_uncertainty_us: None,
+        owd_clamped: None,
     })
 }
 
@@ -641,7 +751,7 @@ mod tests {
         };
         let client: &'static [IntervalSample] = Box::leak(Box::new(client));
         let agent: &'static [IntervalSample] = Box::leak(Box::new(agent));
-        let it = iteration(0, side(client), side(agent), None);
+        let it = iteration(0, side(client), side(agent), None, Figures::default());
         assert_eq!(it.bytes, 2200);
         assert_eq!(it.intervals.iter().map(|i| i.bytes).sum::<u64>(), it.bytes);
         assert!((it.throughput_bps - 2200.0 * 8.0 / 2.0).abs() < 1e-9);
@@ -666,5 +776,130 @@ mod tests {
         assert_eq!(s.iterations, 2);
         assert!(s.confidence.is_some());
         assert_eq!(s.status, Status::Ok);
+    }
+
+    #[test]
+    fn one_way_delays_merge_over_flows_and_iterations_and_need_a_known_offset() {
+        use crate::model::flow::{OwdHistText, UdpFlowStats};
+        let flow = |unc: Option<f64>, up_ns: u64, down_ns: u64, clamped: u64| {
+            let (mut up, mut down) = (new_hist(), new_hist());
+            histogram::record_ns(&mut up, up_ns);
+            histogram::record_ns(&mut down, down_ns);
+            FlowReport {
+                udp: Some(UdpFlowStats {
+                    owd_offset_uncertainty_us: unc,
+                    owd_clamped: unc.map(|_| clamped),
+                    owd_hists: Some(OwdHistText {
+                        up: histogram::encode(&up),
+                        down: histogram::encode(&down),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        };
+        let iteration = |flows: Vec<FlowReport>| Iteration {
+            udp: Some(UdpFigures::default()),
+            flows: Pair {
+                client: flows,
+                agent: vec![],
+            },
+            ..Default::default()
+        };
+        let mut totals = OwdHists::default();
+        let mut it = iteration(vec![
+            flow(Some(3.0), 10_000_000, 30_000_000, 1),
+            flow(Some(40.0), 10_000_000, 30_000_000, 2),
+        ]);
+        one_way(&mut it, &mut totals);
+        let u = it.udp.as_ref().unwrap();
+        let up = u.owd_up_us.as_ref().unwrap();
+        assert_eq!(up.count, 2);
+        assert!((up.p50 - 10_000.0).abs() < 10.0, "{up:?}");
+        assert!((u.owd_down_us.as_ref().unwrap().p99 - 30_000.0).abs() < 30.0);
+        assert_eq!(u.owd_offset_uncertainty_us, Some(40.0), "the largest");
+        assert_eq!(u.owd_clamped, Some(3));
+        assert!(
+            it.flows
+                .client
+                .iter()
+                .all(|f| f.udp.as_ref().unwrap().owd_hists.is_none()),
+            "the histograms are in the figures now"
+        );
+        // A second iteration, and the summary over both.
+        let mut it2 = iteration(vec![flow(Some(5.0), 20_000_000, 20_000_000, 0)]);
+        one_way(&mut it2, &mut totals);
+        let its = [it, it2];
+        let spec = TestSpec {
+            workload: crate::model::spec::Workload::UdpRr,
+            ..Default::default()
+        };
+        let figures = Figures {
+            udp: true,
+            latency: true,
+            one_way: true,
+            ..Default::default()
+        };
+        let mut s = summarize(
+            &spec,
+            figures,
+            &its,
+            None,
+            None,
+            99.0,
+            MainMetric::TransactionRate,
+        );
+        assert_eq!(
+            s.udp.as_ref().unwrap().owd_up_us,
+            None,
+            "only from the totals"
+        );
+        one_way_summary(&mut s, &its, &totals);
+        let u = s.udp.as_ref().unwrap();
+        assert_eq!(u.owd_up_us.as_ref().unwrap().count, 3);
+        assert_eq!(u.owd_offset_uncertainty_us, Some(40.0));
+        assert_eq!(u.owd_clamped, Some(3));
+        // No flow knew its offset: nothing, not a guess.
+        let mut totals = OwdHists::default();
+        let mut it = iteration(vec![flow(None, 10_000_000, 30_000_000, 0)]);
+        one_way(&mut it, &mut totals);
+        let u = it.udp.as_ref().unwrap();
+        assert!(u.owd_up_us.is_none() && u.owd_offset_uncertainty_us.is_none());
+        assert!(totals.up.is_empty());
+        let its = [it];
+        let mut s = summarize(
+            &spec,
+            figures,
+            &its,
+            None,
+            None,
+            99.0,
+            MainMetric::TransactionRate,
+        );
+        one_way_summary(&mut s, &its, &totals);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(!json.contains("owd"), "{json}");
+    }
+
+    #[test]
+    fn a_stream_counts_what_reached_the_receivers() {
+        // The receiver read 124 MB in a second in which the senders saw
+        // 117.7 MB arrive: the rest had waited behind a lost segment.
+        let mut c = sample(0, 0, 125_000_000, 0);
+        c.counters.bytes_delivered = 117_700_000;
+        let mut a = sample(0, 124_000_000, 0, 0);
+        a.counters.bytes_delivered = 0;
+        let by_reads = combine(&c, Some(&a), Figures::default());
+        assert_eq!(by_reads.bytes, 124_000_000);
+        let delivered = Figures {
+            delivered: true,
+            ..Default::default()
+        };
+        let by_arrival = combine(&c, Some(&a), delivered);
+        assert_eq!(by_arrival.bytes, 117_700_000);
+        assert!((by_arrival.throughput_bps - 941.6e6).abs() < 1.0);
+        // Both ends' senders count (bidir).
+        a.counters.bytes_delivered = 1_000;
+        assert_eq!(moved(&c.counters, &a.counters, delivered), 117_701_000);
     }
 }

@@ -97,6 +97,37 @@ pub fn read(fd: RawFd) -> Option<TcpInfo> {
     Some(convert(&raw, len as usize))
 }
 
+/// Payload bytes the peer has received of what this socket sent: the
+/// cumulatively acknowledged bytes plus the segments it acknowledged
+/// selectively (SACK) times the MSS. Unlike the peer's reads, which wait
+/// for a lost segment's retransmission (the data behind the hole sits in
+/// the peer's out-of-order queue, up to a round trip and a queue of it),
+/// this counts a byte when it arrived. None when the kernel does not say
+/// (no `tcpi_bytes_acked`, Linux < 4.1) or the socket is gone.
+pub fn delivered(fd: RawFd) -> Option<u64> {
+    let mut raw = RawTcpInfo::default();
+    let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `raw`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut raw as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 || !has(len as usize, end_of!(bytes_acked)) {
+        return None;
+    }
+    Some(delivered_of(&raw))
+}
+
+fn delivered_of(raw: &RawTcpInfo) -> u64 {
+    raw.bytes_acked
+        .saturating_add(u64::from(raw.sacked) * u64::from(raw.snd_mss))
+}
+
 /// TCP_INFO as another process's socket reports it through sock_diag
 /// (INET_DIAG_INFO): the same struct, possibly shorter or longer.
 pub fn from_bytes(b: &[u8]) -> Option<TcpInfo> {
@@ -201,6 +232,17 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     #[test]
+    fn delivered_counts_selectively_acknowledged_segments() {
+        let raw = RawTcpInfo {
+            bytes_acked: 1_000_000,
+            sacked: 10,
+            snd_mss: 1448,
+            ..RawTcpInfo::default()
+        };
+        assert_eq!(delivered_of(&raw), 1_014_480);
+    }
+
+    #[test]
     fn reads_a_live_loopback_connection() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -214,6 +256,9 @@ mod tests {
         assert!(ci.snd_cwnd >= 1);
         assert!(ci.bytes_acked.unwrap_or(100_001) >= 100_000);
         assert_eq!(si.bytes_received, Some(100_000));
+        // Everything was acknowledged (nothing is held selectively).
+        assert!(delivered(c.as_raw_fd()).unwrap() >= 100_000);
+        assert_eq!(delivered(s.as_raw_fd()), Some(0));
         let (snd, rcv) = granted_buffers(c.as_raw_fd());
         assert!(snd.unwrap() > 0 && rcv.unwrap() > 0);
         assert!(congestion_control(c.as_raw_fd()).is_some_and(|s| !s.is_empty()));

@@ -84,6 +84,33 @@ pub struct UdpFlowStats {
     pub jitter_us: Option<f64>,
     /// udp-rr clients: requests that timed out.
     pub timeouts: u64,
+    /// udp-rr clients where the server's clock offset is known: one-way
+    /// delays of the responses taken in the window, means (µs), how many,
+    /// how many came out below zero in a direction (recorded as 0), and
+    /// the offset's uncertainty (µs). Absent where the offset is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_up_mean_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_down_mean_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_samples: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_clamped: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_offset_uncertainty_us: Option<f64>,
+    /// The one-way delay histograms (HDR V2, hex) of the flows that shared
+    /// them with this one (one pair per client worker, carried by the last
+    /// of its flows to report): the controller merges them into the
+    /// iteration's figures and drops them from the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_hists: Option<OwdHistText>,
+}
+
+/// One-way delay histograms as text (HDR V2, hex), up and down.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct OwdHistText {
+    pub up: String,
+    pub down: String,
 }
 
 /// The window a sender saw: median and largest of its samples.

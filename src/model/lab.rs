@@ -10,6 +10,22 @@ use crate::units;
 /// preamble and SFD 8, header 14, FCS 4, inter-frame gap 12.
 pub const FRAMING_BYTES: u64 = 38;
 
+/// The default drop-tail queue's floor: room for 16 GSO bursts of 64 KiB.
+pub const DEFAULT_QUEUE_MIN_BYTES: u64 = 1 << 20;
+
+/// The queue a link of `rate_bps` gets when none is given: one
+/// bandwidth-delay product at the lab's round trip, at least
+/// [`DEFAULT_QUEUE_MIN_BYTES`] (`lab up --help` says why).
+pub fn default_queue_bytes(rate_bps: f64, rtt_s: f64) -> u64 {
+    ((rate_bps * rtt_s / 8.0) as u64).max(DEFAULT_QUEUE_MIN_BYTES)
+}
+
+/// Why the default queue is what it is, for `lab up` and `lab status`.
+pub const DEFAULT_QUEUE_WHY: &str = "1 BDP (rate x RTT) per direction, at least 1 MiB: \
+the least drop-tail buffer with which one Reno or cubic flow keeps the link busy after a loss \
+(a deeper one only adds its delay to every round trip under load), and room for 16 GSO bursts; \
+--queue sets another (lab up --help)";
+
 /// A study point's own lab settings (`lab.mtu`, `lab.rate` ... as sweep
 /// axes): over the study's `[lab]`, written as `lab up` takes them. The
 /// runner reshapes its lab to them before the point and calibrates again.
@@ -32,6 +48,9 @@ pub struct LabPoint {
     /// Congestion control of the lab's hosts (their namespaces' default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cc: Option<String>,
+    /// Queue discipline: fifo, codel or fq_codel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<String>,
 }
 
 impl LabPoint {
@@ -53,6 +72,7 @@ impl LabPoint {
             ("loss", &self.loss),
             ("queue", &self.queue),
             ("cc", &self.cc),
+            ("aqm", &self.aqm),
         ] {
             if let Some(x) = x {
                 v.push(format!("--{k} {x}"));
@@ -64,7 +84,7 @@ impl LabPoint {
 
 /// Keys a study may sweep under `lab.` and under `sysctl.` (any sysctl
 /// under net., set in the lab's host namespaces).
-pub const LAB_AXES: &[&str] = &["mtu", "offloads", "rate", "loss", "queue", "cc"];
+pub const LAB_AXES: &[&str] = &["mtu", "offloads", "rate", "loss", "queue", "cc", "aqm"];
 
 /// One direction of the emulated link.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -99,6 +119,91 @@ pub struct LabSpec {
     /// Where the user-space emulator runs (see [`EmulatorCpu`]).
     #[serde(default)]
     pub emulator_cpu: EmulatorCpu,
+    /// The queue discipline in front of each direction's bottleneck.
+    #[serde(default)]
+    pub aqm: Aqm,
+}
+
+/// Which queue discipline holds the packets waiting for a lab link's
+/// bottleneck (`lab up --aqm`). The kernel here has neither netem nor
+/// fq_codel, so the user-space emulator is where they live.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AqmKind {
+    /// Drop-tail: a packet that would take the queue over its limit is dropped.
+    #[default]
+    Fifo,
+    /// CoDel (RFC 8289): drops (or ECN-marks) at dequeue once the sojourn
+    /// time stayed above `target` for an `interval`, ever more often while it stays.
+    Codel,
+    /// FQ-CoDel (RFC 8290): flows hashed into 1024 queues, served by deficit
+    /// round robin (quantum one MTU) with new flows first, CoDel on each.
+    FqCodel,
+}
+
+impl AqmKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AqmKind::Fifo => "fifo",
+            AqmKind::Codel => "codel",
+            AqmKind::FqCodel => "fq_codel",
+        }
+    }
+}
+
+impl std::str::FromStr for AqmKind {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        match s {
+            "fifo" | "droptail" | "drop-tail" => Ok(AqmKind::Fifo),
+            "codel" => Ok(AqmKind::Codel),
+            "fq_codel" | "fq-codel" | "fqcodel" => Ok(AqmKind::FqCodel),
+            _ => Err(ModelError::Form {
+                input: s.into(),
+                form: "fifo, codel or fq_codel",
+            }),
+        }
+    }
+}
+
+/// A queue discipline and its parameters (the same for both directions).
+/// CoDel's defaults are the RFC's (target 5 ms, interval 100 ms); ECN is on
+/// as in Linux's fq_codel: an ECN-capable (ECT) IPv4 packet is marked CE
+/// where it would have been dropped (IPv6 ones are dropped: the mark is set
+/// by an iptables TOS rule, which is IPv4 only).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Aqm {
+    pub kind: AqmKind,
+    pub target_us: u64,
+    pub interval_us: u64,
+    pub ecn: bool,
+}
+
+impl Default for Aqm {
+    fn default() -> Self {
+        Aqm {
+            kind: AqmKind::Fifo,
+            target_us: 5_000,
+            interval_us: 100_000,
+            ecn: true,
+        }
+    }
+}
+
+impl Aqm {
+    /// "fifo", or "fq_codel (target 5 ms, interval 100 ms, ecn)".
+    pub fn describe(&self) -> String {
+        if self.kind == AqmKind::Fifo {
+            return "fifo".into();
+        }
+        format!(
+            "{} (target {} ms, interval {} ms{})",
+            self.kind.name(),
+            trim(self.target_us as f64 / 1e3),
+            trim(self.interval_us as f64 / 1e3),
+            if self.ecn { ", ecn" } else { ", no ecn" }
+        )
+    }
 }
 
 /// Where the user-space emulator runs.
@@ -147,6 +252,7 @@ impl Default for LabSpec {
             cc: "cubic".into(),
             per_packet: false,
             emulator_cpu: EmulatorCpu::Auto,
+            aqm: Aqm::default(),
         }
     }
 }
@@ -181,6 +287,17 @@ impl LabSpec {
         self.links[dir].rate_bps.map(|r| r * self.goodput_ratio())
     }
 
+    /// Whether every shaped link has the queue `lab up` gives when none is
+    /// asked for ([`default_queue_bytes`]).
+    pub fn default_queue(&self) -> bool {
+        let rtt = self.rtt_s();
+        self.links.iter().any(|l| l.rate_bps.is_some())
+            && self
+                .links
+                .iter()
+                .all(|l| l.queue_bytes == l.rate_bps.map(|r| default_queue_bytes(r, rtt)))
+    }
+
     /// One line for humans: `rtt 100 ms, 1 Gbit/s, loss 0.5%, MTU 1500`.
     pub fn describe(&self) -> String {
         let pair = |a: String, b: String| if a == b { a } else { format!("{a}/{b}") };
@@ -208,8 +325,17 @@ impl LabSpec {
             let pct = |d: usize| format!("{}%", trim(self.links[d].loss * 100.0));
             parts.push(format!("loss {}", pair(pct(0), pct(1))));
         }
-        if let Some(q) = self.links[0].queue_bytes {
-            parts.push(format!("queue {}", units::fmt_bytes(q)));
+        if self.links.iter().any(|l| l.queue_bytes.is_some()) {
+            let queue = |d: usize| {
+                self.links[d]
+                    .queue_bytes
+                    .map_or("unlimited".to_string(), units::fmt_bytes)
+            };
+            let mut q = format!("queue {} {}", pair(queue(0), queue(1)), self.aqm.describe());
+            if self.default_queue() {
+                q.push_str(" (default: 1 BDP, at least 1 MiB)");
+            }
+            parts.push(q);
         }
         parts.push(format!("MTU {}", self.mtu));
         parts.push(format!(
@@ -357,9 +483,52 @@ pub struct DirStats {
     /// it stays below the one-way delay).
     #[serde(default)]
     pub max_arrival_lag_us: u64,
+    /// Packets the queue discipline dropped at dequeue (CoDel's control law).
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Packets marked CE instead of dropped (ECN-capable ones).
+    #[serde(default)]
+    pub marked_ecn: u64,
+    /// Time packets waited for the bottleneck (arrival to start of
+    /// transmission), summed over `queue_delay_count` packets, microseconds.
+    #[serde(default)]
+    pub queue_delay_sum_us: u64,
+    #[serde(default)]
+    pub queue_delay_count: u64,
+    /// The longest such wait, microseconds.
+    #[serde(default)]
+    pub queue_delay_max_us: u64,
 }
 
 impl DirStats {
+    /// Mean wait for the bottleneck, microseconds (None: nothing waited).
+    pub fn queue_delay_mean_us(&self) -> Option<f64> {
+        (self.queue_delay_count > 0)
+            .then(|| self.queue_delay_sum_us as f64 / self.queue_delay_count as f64)
+    }
+}
+
+impl DirStats {
+    /// ", 120 AQM drops, 40 ECN marks, queue delay mean 3.1 ms max 12 ms"
+    /// (only the parts that happened).
+    pub fn aqm_phrase(&self) -> String {
+        let mut s = String::new();
+        if self.dropped_aqm > 0 {
+            s.push_str(&format!(", {} AQM drops", self.dropped_aqm));
+        }
+        if self.marked_ecn > 0 {
+            s.push_str(&format!(", {} ECN marks", self.marked_ecn));
+        }
+        if let Some(m) = self.queue_delay_mean_us() {
+            s.push_str(&format!(
+                ", queue delay mean {} max {}",
+                units::fmt_us(m),
+                units::fmt_us(self.queue_delay_max_us as f64)
+            ));
+        }
+        s
+    }
+
     /// The counts of two emulators together; high-water marks (`max_*`)
     /// take the larger.
     pub fn plus(&self, o: &DirStats) -> DirStats {
@@ -380,6 +549,11 @@ impl DirStats {
             kernel_user_dropped: self.kernel_user_dropped + o.kernel_user_dropped,
             stamped: self.stamped + o.stamped,
             max_arrival_lag_us: self.max_arrival_lag_us.max(o.max_arrival_lag_us),
+            dropped_aqm: self.dropped_aqm + o.dropped_aqm,
+            marked_ecn: self.marked_ecn + o.marked_ecn,
+            queue_delay_sum_us: self.queue_delay_sum_us + o.queue_delay_sum_us,
+            queue_delay_count: self.queue_delay_count + o.queue_delay_count,
+            queue_delay_max_us: self.queue_delay_max_us.max(o.queue_delay_max_us),
         }
     }
 
@@ -404,6 +578,11 @@ impl DirStats {
             kernel_user_dropped: d(self.kernel_user_dropped, before.kernel_user_dropped),
             stamped: d(self.stamped, before.stamped),
             max_arrival_lag_us: self.max_arrival_lag_us,
+            dropped_aqm: d(self.dropped_aqm, before.dropped_aqm),
+            marked_ecn: d(self.marked_ecn, before.marked_ecn),
+            queue_delay_sum_us: d(self.queue_delay_sum_us, before.queue_delay_sum_us),
+            queue_delay_count: d(self.queue_delay_count, before.queue_delay_count),
+            queue_delay_max_us: self.queue_delay_max_us,
         }
     }
 }
@@ -528,12 +707,14 @@ impl LabRecord {
             for (d, name) in [(0, "c->s"), (1, "s->c")] {
                 let x = &e.dirs[d];
                 s.push_str(&format!(
-                    " {name} {} packets, {} lost, {} queue drops, max queue {};",
+                    " {name} {} packets, {} lost, {} queue drops, max queue {}",
                     x.packets,
                     x.dropped_loss,
                     x.dropped_queue,
                     crate::units::fmt_bytes(x.max_queue_bytes)
                 ));
+                s.push_str(&x.aqm_phrase());
+                s.push(';');
             }
             if let Some(c) = e.cpu_pct {
                 s.push_str(&format!(" cpu {c:.1}% of a core"));

@@ -175,6 +175,24 @@ pub struct UdpFigures {
     pub datagrams_per_send: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datagrams_per_recv: Option<f64>,
+    /// udp-rr where the controller knows both ends' clocks: the one-way
+    /// delay of each request (client to agent, `up`) and of each response
+    /// (agent to client, `down`), µs, from the four stamps of each
+    /// transaction and the offset between the ends' clocks. Absent where
+    /// the offset is unknown (never guessed), or a response is too short
+    /// to carry the agent's stamps (under 48 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_up_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_down_us: Option<LatencySummary>,
+    /// The clock offset's uncertainty (µs): each one-way delay is right
+    /// within it (0: both ends on one kernel, the offset read exactly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_offset_uncertainty_us: Option<f64>,
+    /// Transactions whose delay in a direction came out below zero (the
+    /// offset's error exceeded that delay), recorded as 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_clamped: Option<u64>,
 }
 
 /// What a memcache test measured over its window (client side, with the

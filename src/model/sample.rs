@@ -10,6 +10,13 @@ pub struct Counters {
     /// Payload bytes received and sent (control headers excluded).
     pub bytes_rx: u64,
     pub bytes_tx: u64,
+    /// Bytes this side's TCP senders saw the peer receive (acknowledged,
+    /// cumulatively or by SACK), from TCP_INFO at the window's edges: where
+    /// a byte reached the receiver, not when its application read it (see
+    /// `tcpinfo::delivered`). Only flows that measure it (a continuous
+    /// clear-text stream's senders) count; 0 otherwise.
+    #[serde(default)]
+    pub bytes_delivered: u64,
     /// Completed transactions (counted where the response is received).
     pub transactions: u64,
     /// Connections completed (crr) or accepted (agent side of crr).
@@ -80,6 +87,7 @@ impl AddAssign for Counters {
     fn add_assign(&mut self, o: Counters) {
         self.bytes_rx += o.bytes_rx;
         self.bytes_tx += o.bytes_tx;
+        self.bytes_delivered += o.bytes_delivered;
         self.transactions += o.transactions;
         self.connections += o.connections;
         self.graceful_closes += o.graceful_closes;
@@ -113,6 +121,7 @@ impl Sub for Counters {
         Counters {
             bytes_rx: self.bytes_rx - o.bytes_rx,
             bytes_tx: self.bytes_tx - o.bytes_tx,
+            bytes_delivered: self.bytes_delivered - o.bytes_delivered,
             transactions: self.transactions - o.transactions,
             connections: self.connections - o.connections,
             graceful_closes: self.graceful_closes - o.graceful_closes,
@@ -182,6 +191,19 @@ pub struct IntervalSample {
     pub latency_corrected_us: Option<LatencySummary>,
     /// Host and process CPU over this interval.
     pub cpu: Option<CpuWindow>,
+}
+
+/// The other end's clock against this end's (CLOCK_MONOTONIC, other minus
+/// this), as the controller knows it: what a udp-rr client needs to split
+/// each round trip into its two one-way delays. Built from each end's
+/// offset to the controller (the controller's own is 0 exactly): offset
+/// server minus offset client, uncertainty the sum of theirs (0 where both
+/// ends run on the controller's kernel, whose clock differs between
+/// processes only by their time namespaces' offsets, read exactly).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerClock {
+    pub offset_ns: i64,
+    pub uncertainty_ns: u64,
 }
 
 /// Percentiles in microseconds; the names are part of the result schema.

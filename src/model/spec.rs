@@ -122,6 +122,19 @@ pub struct Figures {
     pub udp: bool,
     /// A key-value service's operations.
     pub kv: bool,
+    /// One-way delays of each direction: the client needs the server's
+    /// clock offset (the controller probes it before each iteration).
+    pub one_way: bool,
+    /// Bytes are counted where they reached the receiving TCP (the
+    /// senders' acknowledged and selectively acknowledged bytes,
+    /// `Counters::bytes_delivered`), not where the receiving application
+    /// read them. Reads lag arrivals by what waits behind a lost segment:
+    /// after a queue overflow the receiver holds up to a round trip (and a
+    /// queue) of data out of order, and hands it over at once when the
+    /// retransmission fills the hole, so a window that opens just before
+    /// that counts bytes that crossed the link before it (4 flows through
+    /// a 1 Gbit/s lab read 955 Mbit/s over 5 s, above the link's 941.5).
+    pub delivered: bool,
 }
 
 /// Which way payload flows in a `stream` test, seen from the client.

@@ -21,7 +21,7 @@ use crate::engine::setup::{accept_flows, connect_flows};
 use crate::engine::side::ServiceProbe;
 use crate::engine::{sockopt, tls, udp, EngineError};
 use crate::kv::service::Service;
-use crate::model::sample::KvPrefill;
+use crate::model::sample::{KvPrefill, PeerClock};
 use crate::model::spec::TestSpec;
 
 /// How a workload's connections are made.
@@ -258,6 +258,9 @@ pub struct Group {
     /// A service: this client loads it before the window (one client per
     /// server does).
     pub prefill: bool,
+    /// The server's clock against this client's, where the controller
+    /// knows it (udp-rr's one-way delays); None: unknown.
+    pub clock: Option<PeerClock>,
 }
 
 /// A client's connections to one server.
@@ -286,6 +289,7 @@ pub fn connect(
         }
     };
     let mut conns = Conns::new(group.cookie, role);
+    conns.peer_clock = group.clock;
     let timeout = setup_timeout(group.targets.len());
     match pattern {
         Pattern::Persistent => {

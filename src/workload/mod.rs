@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::engine::flow::{Flow, FlowBase};
 use crate::engine::tls::{Role, TlsConn};
 use crate::model::result::Iteration;
+use crate::model::sample::PeerClock;
 use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
@@ -48,6 +49,9 @@ pub struct Conns {
     pub listeners: Vec<TcpListener>,
     /// UDP flows: (flow id, a socket connected to the other end).
     pub udp: Vec<(u32, std::net::UdpSocket)>,
+    /// A client's: the server's clock against this side's, where the
+    /// controller knows it (one-way delays); None: unknown, never guessed.
+    pub peer_clock: Option<PeerClock>,
 }
 
 impl Conns {
@@ -60,6 +64,7 @@ impl Conns {
             connect_to: Vec::new(),
             listeners: Vec::new(),
             udp: Vec::new(),
+            peer_clock: None,
         }
     }
 }
@@ -117,6 +122,8 @@ pub trait Plugin: Sync {
             connections: p == Pattern::PerTransaction,
             udp: p == Pattern::Datagram,
             kv: p == Pattern::Service,
+            one_way: false,
+            delivered: false,
         }
     }
     /// What a result's rate column (and its trans/s line) shows.

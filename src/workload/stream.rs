@@ -33,10 +33,13 @@ impl Plugin for Stream {
     }
 
     /// A continuous stream's latency is not a transaction's: only a finite
-    /// transfer (one request of `--bytes`) has one.
+    /// transfer (one request of `--bytes`) has one. A continuous clear-text
+    /// stream counts its bytes where they reached the receiver (see
+    /// `Figures::delivered`).
     fn figures(&self, spec: &TestSpec) -> Figures {
         Figures {
             latency: spec.bytes.is_some(),
+            delivered: spec.bytes.is_none() && spec.tls.is_none(),
             ..Figures::default()
         }
     }
@@ -306,6 +309,12 @@ impl Flow for StreamFlow {
 
     fn persistent(&self) -> bool {
         true
+    }
+
+    /// A clear-text sender counts what its peer received (TLS: the kernel's
+    /// bytes are records, not payload, so the receiver's reads count).
+    fn delivered(&mut self) -> Option<u64> {
+        (self.send && self.base.tls.is_none()).then(|| self.base.delivered())
     }
 
     fn set_blocking(&mut self, tick: std::time::Duration) -> io::Result<()> {

@@ -10,22 +10,51 @@
 //! `outstanding` in flight, as `rr` does; its latency is also taken from
 //! the due time (coordinated omission). A probe at a modest rate, such as
 //! rrul's, then loads the path with its own packets only.
+//!
+//! One-way delays. A response of 48 bytes or more carries, after the
+//! header, the agent's clock when it received the request's batch and when
+//! it sent the answers; the client has its own send and receive stamps.
+//! Where the controller knows the agent's clock against the client's
+//! (`Conns::peer_clock`: offset = agent minus client), each transaction
+//! splits into up = agent_rx - client_tx - offset and down = client_rx -
+//! agent_tx + offset (their sum is the round trip less the agent's time).
+//! The offset is given to the client before the window, so the client
+//! records the corrected delays straight into HDR histograms. Recording
+//! raw differences and correcting at fold time would put the clocks'
+//! difference (days between two hosts' boots, any shift of a time
+//! namespace, either sign) into histograms that hold 1 ns to 100 s with a
+//! precision relative to the value; a bias to bring them back into range
+//! would have to be one per flow (each pair of ends differs), and
+//! histograms of different biases do not merge exactly. A delay below
+//! zero (the offset is off by more than it) is recorded as 0 and counted.
+//! The histograms are shared by the flows of one worker (an HDR histogram
+//! is about 200 KiB: never one per flow) and carried to the controller in
+//! the report of the last of those flows to end.
 
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
-use crate::measure::histogram::record_ns;
-use crate::model::flow::{FlowReport, UdpFlowStats};
+use crate::measure::histogram::{self, new_hist, record_ns, Hist};
+use crate::model::flow::{FlowReport, OwdHistText, UdpFlowStats};
 use crate::model::result::Iteration;
-use crate::model::spec::{self, MainMetric, TestSpec};
+use crate::model::sample::PeerClock;
+use crate::model::spec::{self, Figures, MainMetric, TestSpec, UDP_HEADER};
 use crate::units::{fmt_bytes, fmt_us};
 use std::fmt::Write as _;
+
+/// Where a response carries the agent's two stamps (its CLOCK_MONOTONIC
+/// when it received the request, when it sent the response; big-endian
+/// nanoseconds): right after the header.
+const STAMPS: usize = UDP_HEADER;
+/// The shortest response that carries them.
+pub const STAMPED_RESPONSE: usize = STAMPS + 16;
 
 pub struct UdpRr;
 
@@ -56,7 +85,22 @@ impl Plugin for UdpRr {
 
     fn report_lines(&self, spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
         let size = format!("{}/{} B", spec.request, spec.response);
-        super::udp_stream::udp_lines(spec, it, size, true)
+        let mut lines = super::udp_stream::udp_lines(spec, it, size, true);
+        if let Some(l) = it.udp.as_ref().and_then(one_way_line) {
+            // After the loss line, before the CPU ones.
+            let at = lines.len().min(2);
+            lines.insert(at, ("one-way", l));
+        }
+        lines
+    }
+
+    fn figures(&self, spec: &TestSpec) -> Figures {
+        Figures {
+            latency: true,
+            udp: true,
+            one_way: spec.response as usize >= STAMPED_RESPONSE,
+            ..Figures::default()
+        }
     }
 
     fn supports(&self) -> Supports {
@@ -76,12 +120,29 @@ impl Plugin for UdpRr {
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let flows = conns.udp.len().max(1) as f64;
+        // One pair of histograms per worker the flows go to (round robin,
+        // in this order, as the engine spreads them).
+        let clock = conns
+            .peer_clock
+            .filter(|_| spec.response as usize >= STAMPED_RESPONSE);
+        let shards: Vec<Arc<Mutex<OwdShard>>> = match clock {
+            Some(_) => (0..(spec.workers.max(1) as usize).min(conns.udp.len()))
+                .map(|_| Arc::new(Mutex::new(OwdShard::default())))
+                .collect(),
+            None => Vec::new(),
+        };
         Ok(conns
             .udp
             .into_iter()
-            .map(|(id, s)| {
+            .enumerate()
+            .map(|(i, (id, s))| {
+                let owd = clock.map(|c| {
+                    let shard = shards[i % shards.len()].clone();
+                    lock(&shard).flows += 1;
+                    (c, shard)
+                });
                 Box::new(
-                    Requester::new(id, UdpSocket::from_std(s), conns.cookie, spec)
+                    Requester::new(id, UdpSocket::from_std(s), conns.cookie, spec, owd)
                         .open_loop(spec.rate.map(|r| r / flows)),
                 ) as Box<dyn Flow>
             })
@@ -111,6 +172,85 @@ impl Plugin for UdpRr {
 /// Most datagrams taken per call before yielding to the other flows.
 const BUDGET_PACKETS: usize = 4096;
 
+/// One-way delay histograms shared by the flows of one worker.
+struct OwdShard {
+    up: Hist,
+    down: Hist,
+    /// Flows that share it and have not reported yet: the last to report
+    /// carries it.
+    flows: usize,
+}
+
+impl Default for OwdShard {
+    fn default() -> Self {
+        OwdShard {
+            up: new_hist(),
+            down: new_hist(),
+            flows: 0,
+        }
+    }
+}
+
+/// A shard, even if a flow panicked holding it (its histograms stay valid).
+fn lock(m: &Mutex<OwdShard>) -> std::sync::MutexGuard<'_, OwdShard> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One flow's one-way delays: the offset it applies, and its own sums
+/// over the window.
+struct Owd {
+    clock: PeerClock,
+    shard: Arc<Mutex<OwdShard>>,
+    up_ns: u64,
+    down_ns: u64,
+    samples: u64,
+    clamped: u64,
+}
+
+/// A transaction's one-way delays (ns) from its four stamps and the
+/// agent's clock minus the client's: (up, down, whether either came out
+/// below zero and was clamped to 0).
+fn one_way(
+    client_tx: u64,
+    agent_rx: u64,
+    agent_tx: u64,
+    client_rx: u64,
+    offset_ns: i64,
+) -> (u64, u64, bool) {
+    let up = agent_rx as i128 - client_tx as i128 - offset_ns as i128;
+    let down = client_rx as i128 - agent_tx as i128 + offset_ns as i128;
+    let clamp = |v: i128| v.clamp(0, u64::MAX as i128) as u64;
+    (clamp(up), clamp(down), up < 0 || down < 0)
+}
+
+/// The agent's two stamps in a response (None: absent or zero).
+fn stamps(d: &[u8]) -> Option<(u64, u64)> {
+    let b = d.get(STAMPS..STAMPED_RESPONSE)?;
+    let rx = u64::from_be_bytes(b[0..8].try_into().ok()?);
+    let tx = u64::from_be_bytes(b[8..16].try_into().ok()?);
+    (rx != 0 && tx >= rx).then_some((rx, tx))
+}
+
+/// "up p50 .. p99 .., down p50 .. p99 .. (clock offset ± U)".
+fn one_way_line(u: &crate::model::result::UdpFigures) -> Option<String> {
+    let (up, down) = (u.owd_up_us.as_ref()?, u.owd_down_us.as_ref()?);
+    let offset = match u.owd_offset_uncertainty_us {
+        Some(x) if x > 0.0 => format!("clock offset ± {}", fmt_us(x)),
+        _ => "clock offset exact: one kernel".into(),
+    };
+    let clamped = match u.owd_clamped {
+        Some(n) if n > 0 => format!("; {n} below zero, counted as 0"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "up p50 {} p99 {}, down p50 {} p99 {} ({offset}{clamped})",
+        fmt_us(up.p50),
+        fmt_us(up.p99),
+        fmt_us(down.p50),
+        fmt_us(down.p99)
+    ))
+}
+
 pub struct Requester {
     id: u32,
     sock: UdpSocket,
@@ -132,10 +272,18 @@ pub struct Requester {
     period: Option<Duration>,
     start: Option<Instant>,
     due_at: Option<Instant>,
+    /// The agent's clock is known: one-way delays are recorded.
+    owd: Option<Owd>,
 }
 
 impl Requester {
-    fn new(id: u32, sock: UdpSocket, cookie: u64, spec: &TestSpec) -> Self {
+    fn new(
+        id: u32,
+        sock: UdpSocket,
+        cookie: u64,
+        spec: &TestSpec,
+        owd: Option<(PeerClock, Arc<Mutex<OwdShard>>)>,
+    ) -> Self {
         let outstanding = spec.outstanding as usize;
         let head = Header {
             kind: Kind::Request,
@@ -164,6 +312,14 @@ impl Requester {
             period: None,
             start: None,
             due_at: None,
+            owd: owd.map(|(clock, shard)| Owd {
+                clock,
+                shard,
+                up_ns: 0,
+                down_ns: 0,
+                samples: 0,
+                clamped: 0,
+            }),
         }
     }
 
@@ -261,6 +417,12 @@ impl Flow for Requester {
                 };
                 cx.counters.udp_recv_calls += 1;
                 let now = mono_ns();
+                // Open loop: the schedule, for each request's due time.
+                let schedule = self.period.zip(self.start);
+                // The window's one-way delays, once per batch.
+                let mut owd = self.owd.as_mut().filter(|_| cx.counting);
+                let shard = owd.as_ref().map(|o| o.shard.clone());
+                let mut shard = shard.as_deref().map(lock);
                 for i in 0..n {
                     let d = self.rx.datagram(i);
                     let Some(h) = Header::read(d, self.cookie) else {
@@ -277,9 +439,21 @@ impl Flow for Requester {
                     };
                     let (_, sent) = self.inflight.remove(at);
                     record_ns(cx.hist, now.saturating_sub(sent));
-                    if let Some(due) = self.due(h.seq) {
+                    if let Some((period, start)) = schedule {
+                        let due = start + period.mul_f64(h.seq as f64);
                         let late = Instant::now().saturating_duration_since(due);
                         record_ns(cx.hist_corrected, late.as_nanos() as u64);
+                    }
+                    if let (Some(o), Some(h), Some((arx, atx))) =
+                        (owd.as_deref_mut(), shard.as_deref_mut(), stamps(d))
+                    {
+                        let (up, down, clamped) = one_way(sent, arx, atx, now, o.clock.offset_ns);
+                        record_ns(&mut h.up, up);
+                        record_ns(&mut h.down, down);
+                        o.up_ns += up;
+                        o.down_ns += down;
+                        o.samples += 1;
+                        o.clamped += clamped as u64;
                     }
                     cx.counters.transactions += 1;
                     cx.counters.packets_rx += 1;
@@ -287,6 +461,7 @@ impl Flow for Requester {
                     self.stats.packets_rx += 1;
                     self.transactions += 1;
                 }
+                drop(shard);
                 taken += n;
                 if let Err(e) = self.refill(cx) {
                     return self.failed(cx, e);
@@ -337,10 +512,27 @@ impl Flow for Requester {
     }
 
     fn report(&self) -> Option<FlowReport> {
+        let mut stats = self.stats.clone();
+        if let Some(o) = &self.owd {
+            let mean = |sum: u64| (o.samples > 0).then(|| sum as f64 / o.samples as f64 / 1e3);
+            stats.owd_up_mean_us = mean(o.up_ns);
+            stats.owd_down_mean_us = mean(o.down_ns);
+            stats.owd_samples = Some(o.samples);
+            stats.owd_clamped = Some(o.clamped);
+            stats.owd_offset_uncertainty_us = Some(o.clock.uncertainty_ns as f64 / 1e3);
+            let mut shard = lock(&o.shard);
+            shard.flows = shard.flows.saturating_sub(1);
+            if shard.flows == 0 {
+                stats.owd_hists = Some(OwdHistText {
+                    up: histogram::encode(&shard.up),
+                    down: histogram::encode(&shard.down),
+                });
+            }
+        }
         Some(report(
             self.id,
             &self.sock,
-            self.stats.clone(),
+            stats,
             self.transactions,
             self.tx.slot,
             self.rx.slot.saturating_sub(64),
@@ -431,6 +623,9 @@ impl Flow for Responder {
                 Err(e) => return Status::Failed(e),
             };
             cx.counters.udp_recv_calls += 1;
+            // When the batch arrived, in this host's clock (one-way delays).
+            let rx_ns = mono_ns().to_be_bytes();
+            let stamped = self.tx.slot >= STAMPED_RESPONSE;
             let mut k = 0;
             for i in 0..n {
                 let d = self.rx.datagram(i);
@@ -442,8 +637,13 @@ impl Flow for Responder {
                         cx.counters.packets_rx += 1;
                         cx.counters.bytes_rx += d.len() as u64;
                         self.stats.packets_rx += 1;
-                        // The response carries the request's number and stamp.
-                        Header::restamp(self.tx.slot_mut(k), h.seq, h.sent_ns);
+                        // The response carries the request's number and stamp,
+                        // and when this side received it.
+                        let slot = self.tx.slot_mut(k);
+                        Header::restamp(slot, h.seq, h.sent_ns);
+                        if stamped {
+                            slot[STAMPS..STAMPS + 8].copy_from_slice(&rx_ns);
+                        }
                         k += 1;
                     }
                     Kind::Hello => {
@@ -466,6 +666,12 @@ impl Flow for Responder {
                 self.stats.rcv_drops += new;
             }
             if k > 0 {
+                if stamped {
+                    let tx_ns = mono_ns().to_be_bytes();
+                    for j in 0..k {
+                        self.tx.slot_mut(j)[STAMPS + 8..STAMPED_RESPONSE].copy_from_slice(&tx_ns);
+                    }
+                }
                 // Responses the socket cannot take are lost: the client
                 // times their requests out.
                 let sent = match self.tx.send(fd, k, None) {
@@ -499,5 +705,62 @@ impl Flow for Responder {
 
     fn persistent(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_trip_splits_by_the_agents_offset() {
+        // Agent clock 5 s ahead of the client's; 10 µs up, 2 µs in the
+        // agent, 30 µs down.
+        let off = 5_000_000_000i64;
+        let tx = 1_000_000u64;
+        let arx = tx + 10_000 + off as u64;
+        let atx = arx + 2_000;
+        let rx = tx + 42_000;
+        assert_eq!(one_way(tx, arx, atx, rx, off), (10_000, 30_000, false));
+        // A clock behind: a negative offset.
+        let arx = tx + 10_000 - 3_000;
+        assert_eq!(
+            one_way(tx, arx, arx + 2_000, rx, -3_000),
+            (10_000, 30_000, false)
+        );
+        // An offset off by more than a direction's delay: that direction
+        // reads 0 and the transaction is counted, never a panic.
+        let arx = tx + 10_000;
+        let (up, down, clamped) = one_way(tx, arx, arx + 2_000, rx, 25_000);
+        assert_eq!((up, down, clamped), (0, 55_000, true));
+        let (up, down, clamped) = one_way(u64::MAX, 0, 0, 0, i64::MAX);
+        assert_eq!((up, down), (0, i64::MAX as u64));
+        assert!(clamped);
+    }
+
+    #[test]
+    fn stamps_sit_after_the_header_and_need_room() {
+        let mut d = vec![0u8; STAMPED_RESPONSE];
+        assert_eq!(stamps(&d), None, "zero: not stamped");
+        d[STAMPS..STAMPS + 8].copy_from_slice(&7u64.to_be_bytes());
+        d[STAMPS + 8..].copy_from_slice(&9u64.to_be_bytes());
+        assert_eq!(stamps(&d), Some((7, 9)));
+        assert_eq!(stamps(&d[..STAMPED_RESPONSE - 1]), None);
+        // Sent before it arrived: not a stamp of this protocol.
+        d[STAMPS + 8..].copy_from_slice(&6u64.to_be_bytes());
+        assert_eq!(stamps(&d), None);
+    }
+
+    #[test]
+    fn one_way_needs_room_for_the_agents_stamps() {
+        let spec = |response| TestSpec {
+            workload: spec::Workload::UdpRr,
+            response,
+            ..Default::default()
+        };
+        assert!(UdpRr.figures(&spec(64)).one_way);
+        assert!(UdpRr.figures(&spec(48)).one_way);
+        assert!(!UdpRr.figures(&spec(47)).one_way);
+        assert!(UdpRr.figures(&spec(47)).udp);
     }
 }

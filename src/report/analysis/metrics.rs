@@ -137,6 +137,18 @@ fn under_load(it: &Iteration) -> Option<&crate::model::rrul::LatencyUnderLoad> {
     it.latency_under_load.as_ref()
 }
 
+/// udp-rr's one-way delay up (client to agent) or down, where measured.
+fn owd(
+    it: &Iteration,
+    up: bool,
+    pick: fn(&crate::model::sample::LatencySummary) -> f64,
+) -> Option<f64> {
+    let u = it.udp.as_ref()?;
+    if up { &u.owd_up_us } else { &u.owd_down_us }
+        .as_ref()
+        .map(pick)
+}
+
 pub const METRICS: &[Metric] = &[
     Metric {
         key: "throughput_bps",
@@ -415,6 +427,40 @@ pub const METRICS: &[Metric] = &[
         higher_is_better: true,
         main_of: None,
         get: |_, it| Some(under_load(it)?.down_bps),
+    },
+    // udp-rr's one-way delays (where the ends' clock offset was known):
+    // beside a load, which direction's queue grows.
+    Metric {
+        key: "owd_up_p50_us",
+        title: "One-way up (client to agent) p50",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| owd(it, true, |l| l.p50),
+    },
+    Metric {
+        key: "owd_up_p99_us",
+        title: "One-way up (client to agent) p99",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| owd(it, true, |l| l.p99),
+    },
+    Metric {
+        key: "owd_down_p50_us",
+        title: "One-way down (agent to client) p50",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| owd(it, false, |l| l.p50),
+    },
+    Metric {
+        key: "owd_down_p99_us",
+        title: "One-way down (agent to client) p99",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| owd(it, false, |l| l.p99),
     },
     Metric {
         key: "client_cpu_pct",

@@ -39,6 +39,14 @@ fn extras(g: &GroupResult) -> String {
     }
     if let Some(u) = &s.udp {
         parts.push(format!("loss {:.2}%", u.loss_pct));
+        // Beside a load, which direction's queue grew.
+        if let (Some(up), Some(down)) = (&u.owd_up_us, &u.owd_down_us) {
+            parts.push(format!(
+                "one-way p50 up {} down {}",
+                fmt_us(up.p50),
+                fmt_us(down.p50)
+            ));
+        }
     }
     if let Some(k) = &s.kv {
         parts.push(format!(
