@@ -411,7 +411,7 @@ mod tests {
 
     #[test]
     fn an_rrul_case_expands_into_its_groups_with_axes_applied() {
-        let text = "title = \"t\"\ndescription = \"d\"\n[lab]\nrtt = \"20ms\"\nrate = \"20mbit\"\n[test]\nworkload = \"rrul\"\nidle = \"2s\"\nduration = \"5s\"\n[sweep]\n\"lab.queue\" = [\"5ms\", \"500ms\"]\nstreams = [1, 8]\n";
+        let text = "title = \"t\"\ndescription = \"d\"\n[lab]\nrtt = \"20ms\"\nrate = \"20mbit\"\n[test]\nworkload = \"rrul\"\nidle = \"2s\"\nduration = \"5s\"\n[sweep]\n\"lab.aqm\" = [\"fifo\", \"fq_codel\"]\nstreams = [1, 8]\n";
         let s = Study::parse(text, "t.toml", "t").unwrap();
         let p = expand(&s, &TestOptions::default()).unwrap();
         assert_eq!(p.len(), 4);
