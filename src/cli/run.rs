@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use super::write_json;
 use crate::controller::mix::{self, Group};
 use crate::controller::point::{run_point, Point};
+use crate::controller::rrul;
 use crate::controller::target::{self, ConnectArgs};
 use crate::error::{usage, Error, Result};
 use crate::model::options::TestOptions;
@@ -18,7 +19,7 @@ use crate::units;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), tls-handshake, udp-stream, udp-rr, memcache (get/set against memcached), a program in a lab (exec, scp), or mix (several groups on one window).
+    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), tls-handshake, udp-stream, udp-rr, memcache (get/set against memcached), a program in a lab (exec, scp), mix (several groups on one window), or rrul (latency probes idle, then beside TCP streams each way: flent's RRUL).
     #[arg(value_enum)]
     pub workload: Workload,
     /// mix: the groups, each quoted as `linerate run` takes it ('stream --flows 4' 'rr --rate 100 --request 64 --response 64'); the options after them apply to every group.
@@ -54,7 +55,30 @@ impl RunArgs {
                 "unexpected argument '{g}': only `linerate run mix` takes groups"
             )));
         }
+        if self.workload.runs_as() == RunsAs::Rrul {
+            let (o, local) = self.rrul_options()?;
+            self.rrul_groups()?;
+            return Ok(rrul::spec_of(&o, local)?);
+        }
         self.spec_of(self.test.clone(), self.workload)
+    }
+
+    /// rrul's options as its groups take them, and whether the agent is local.
+    fn rrul_options(&self) -> Result<(TestOptions, bool)> {
+        let mut o = self.test.clone();
+        o.ipv6 = Some(self.connect.ipv6);
+        if let Some(flag) = o.tls_keys_without_tls() {
+            return Err(usage(format!("{flag} needs --tls")));
+        }
+        let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
+        Ok((o, local))
+    }
+
+    /// rrul's groups (its probes and streams on one timeline), each
+    /// checked as the agent will check it (`mix::check`).
+    pub fn rrul_groups(&self) -> Result<Vec<Group>> {
+        let (o, local) = self.rrul_options()?;
+        Ok(rrul::groups(&o, local)?)
     }
 
     /// A mix's groups: each one's options over the common ones.
@@ -66,11 +90,7 @@ impl RunArgs {
             let spec = self
                 .spec_of(self.test.overlay(&o), w)
                 .map_err(|e| usage(format!("group {name} ({text}): {e}")))?;
-            out.push(Group {
-                name,
-                command: text.clone(),
-                spec,
-            });
+            out.push(Group::new(name, text.clone(), spec));
         }
         mix::check(&out).map_err(Error::Usage)?;
         Ok(out)
@@ -104,10 +124,10 @@ impl RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let spec = args.spec()?;
-    let groups = if args.workload.runs_as() == RunsAs::Mix {
-        args.groups()?
-    } else {
-        Vec::new()
+    let groups = match args.workload.runs_as() {
+        RunsAs::Mix => args.groups()?,
+        RunsAs::Rrul => args.rrul_groups()?,
+        _ => Vec::new(),
     };
     let json_out = args.json.as_deref().is_some_and(super::is_stdout);
     if json_out && args.json_stream {

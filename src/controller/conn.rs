@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
-use super::together::{self, Together};
+use super::together::{self, Meet, NotStarted, Together};
 use crate::control::clock;
 use crate::control::protocol::{
     self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg, Opener, Wire,
@@ -20,6 +20,7 @@ use crate::model::host::HostInfo;
 use crate::workload::conns::{self, Connected, Group, Routes};
 
 use crate::measure::fold::combine;
+use crate::measure::histogram::{self, new_hist, Hist};
 use crate::model::result::TestInterval;
 use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
 use crate::model::spec::TestSpec;
@@ -205,6 +206,49 @@ pub struct IterationRun {
     pub start_skew_us: Option<f64>,
     /// memcache: the prefill before the window.
     pub prefill: Option<crate::model::sample::KvPrefill>,
+    /// A group with phases (`together::Lane`): the client's latency over
+    /// each phase's intervals, merged (empty otherwise).
+    pub phase_hists: Vec<Hist>,
+}
+
+impl IterationRun {
+    /// A group with an offset that never started (`why`): nothing
+    /// measured, and the reason as its error.
+    pub fn not_started(why: &NotStarted) -> IterationRun {
+        IterationRun {
+            client: SideReport::default(),
+            agent: AgentSide::default(),
+            error: Some(why.why().to_string()),
+            hosts: Vec::new(),
+            start_skew_us: None,
+            prefill: None,
+            phase_hists: Vec::new(),
+        }
+    }
+}
+
+/// The client's latency per phase: each interval's histogram merged into
+/// every phase (a range of interval indices) that holds it.
+pub struct PhaseHists {
+    phases: Vec<std::ops::Range<usize>>,
+    pub hists: Vec<Hist>,
+}
+
+impl PhaseHists {
+    pub fn new(phases: &[std::ops::Range<usize>]) -> PhaseHists {
+        PhaseHists {
+            phases: phases.to_vec(),
+            hists: phases.iter().map(|_| new_hist()).collect(),
+        }
+    }
+
+    pub fn add(&mut self, index: usize, latency: &Hist) {
+        for (p, h) in self.phases.iter().zip(self.hists.iter_mut()) {
+            if p.contains(&index) {
+                histogram::merge(h, latency);
+            }
+        }
+    }
 }
 
 /// Receives live combined intervals (progress line, --json-stream).
@@ -227,6 +271,8 @@ struct ControllerObserver<'a> {
     deadline: Option<Instant>,
     /// A mixed test's rendezvous: another group ended early.
     together: Option<&'a Together>,
+    /// A group with phases: its latency per phase.
+    phases: PhaseHists,
     /// How the test counts its bytes (for the live line).
     figures: crate::model::spec::Figures,
 }
@@ -297,6 +343,10 @@ impl Observer for ControllerObserver<'_> {
     fn interval(&mut self, sample: &IntervalSample) {
         self.client.insert(sample.index, sample.clone());
         self.flush_live(false);
+    }
+
+    fn interval_hists(&mut self, index: usize, latency: &Hist, _corrected: &Hist) {
+        self.phases.add(index, latency);
     }
 
     fn should_stop(&mut self) -> bool {
@@ -454,17 +504,18 @@ impl AgentConn {
     /// Runs one iteration of `spec`. Errors before the timeline starts are
     /// returned as Err; errors after it keep what was measured.
     /// With `together` (a group of a mixed test) the window opens when
-    /// every group's flows are open, and closes when any group's ends.
+    /// every group's flows are open (plus the group's offset), and closes
+    /// when any group's ends.
     pub fn run_iteration(
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
-        together: Option<&Together>,
+        together: Option<Meet>,
     ) -> Result<IterationRun, String> {
         let r = self
             .iteration(spec, live, together)
             .map_err(|e| self.reason_for(e));
-        if let Some(t) = together {
+        if let Some(t) = together.map(|m| m.together) {
             match &r {
                 Err(e) => t.fail(e),
                 Ok(run) if run.error.is_some() => t.stop(),
@@ -581,18 +632,20 @@ impl AgentConn {
     }
 
     /// Starts this side and the agent: now, or (a group of a mixed test)
-    /// at the instant every group agrees on, in the agent's clock.
+    /// at the instant every group agrees on plus the group's offset, in
+    /// the agent's clock. Ok(Err) when a group with an offset was stopped
+    /// before its start.
     fn start(
         &mut self,
         mut setup: SideSetup,
-        together: Option<&Together>,
+        together: Option<Meet>,
         clock: Option<&Probe>,
-    ) -> Result<Side, String> {
+    ) -> Result<Result<Side, NotStarted>, String> {
         // (the start in the agent's clock, and in ours)
         let start = match (together, clock) {
-            (Some(t), Some(p)) => {
+            (Some(m), Some(p)) => {
                 let margin = Duration::from_millis(50).max(Duration::from_nanos(p.rtt_ns * 4));
-                let start = match t.arrive(margin) {
+                let start = match m.together.arrive(margin) {
                     Ok(s) => s,
                     Err(e) => {
                         // The agent drops a test stopped before its start.
@@ -600,6 +653,14 @@ impl AgentConn {
                         return Err(e);
                     }
                 };
+                let start = start + m.lane.offset.as_nanos() as u64;
+                if !m.lane.offset.is_zero() {
+                    let tell = start.saturating_sub(margin.as_nanos() as u64);
+                    if let Err(why) = together::wait_for_lane(tell, m.together) {
+                        let _ = self.send(&Msg::Stop);
+                        return Ok(Err(why));
+                    }
+                }
                 let sync = clock_of(p);
                 Some((sync.to_agent(start), start))
             }
@@ -613,7 +674,7 @@ impl AgentConn {
         if start.is_none() {
             self.send(&Msg::Start { at_ns: None })?;
         }
-        Ok(side)
+        Ok(Ok(side))
     }
 
     /// Why an iteration is partial or failed, from what the window saw
@@ -664,7 +725,7 @@ impl AgentConn {
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
-        together: Option<&Together>,
+        together: Option<Meet>,
     ) -> Result<IterationRun, String> {
         crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")
             .map_err(|e| e.to_string())?;
@@ -678,7 +739,10 @@ impl AgentConn {
             false => None,
         };
         let (setup, prefill) = self.prepare(spec, clock.as_ref().filter(|_| one_way))?;
-        let mut side = self.start(setup, together, clock.as_ref())?;
+        let mut side = match self.start(setup, together, clock.as_ref())? {
+            Ok(side) => side,
+            Err(why) => return Ok(IterationRun::not_started(&why)),
+        };
         let mut agent = AgentSide::default();
         let mut obs = ControllerObserver {
             rx: &self.rx,
@@ -693,7 +757,8 @@ impl AgentConn {
             deadline: spec
                 .is_finite()
                 .then(|| Instant::now() + Duration::from_secs_f64(spec.duration_s)),
-            together,
+            together: together.map(|m| m.together),
+            phases: PhaseHists::new(together.map_or(&[][..], |m| &m.lane.phases)),
             figures: crate::workload::figures(spec),
         };
         side.collect(&mut obs);
@@ -753,6 +818,7 @@ impl AgentConn {
             tell_broken(&mut self.writer, &reason);
         }
         let error = self.verdict(spec, &mut obs, &client);
+        let phase_hists = std::mem::take(&mut obs.phases.hists);
         Ok(IterationRun {
             client,
             agent,
@@ -760,6 +826,7 @@ impl AgentConn {
             hosts: Vec::new(),
             start_skew_us: None,
             prefill,
+            phase_hists,
         })
     }
 

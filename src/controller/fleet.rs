@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::conn::{self, AgentConn, AgentSide, IterationRun, Live};
-use super::together::Together;
+use super::together::{self, Meet, Together};
 use crate::control::clock::{self, ClockSync};
 use crate::control::protocol::{HistText, Msg, TargetGroup};
 use crate::engine::side::SideReport;
@@ -355,7 +355,7 @@ impl Fleet {
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
-        together: Option<&Together>,
+        together: Option<Meet>,
     ) -> Result<IterationRun, String> {
         let active = self.active(spec)?;
         // Park the members this test leaves out; put everyone back after.
@@ -367,7 +367,7 @@ impl Fleet {
         let order: Vec<usize> = used.iter().map(|(i, _)| *i).collect();
         self.members = used.into_iter().map(|(_, m)| m).collect();
         let r = self.run_members(spec, live, together);
-        if let Some(t) = together {
+        if let Some(t) = together.map(|m| m.together) {
             match &r {
                 Err(e) => t.fail(e),
                 Ok(run) if run.error.is_some() => t.stop(),
@@ -639,7 +639,7 @@ impl Fleet {
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
-        together: Option<&Together>,
+        together: Option<Meet>,
     ) -> Result<IterationRun, String> {
         let n = self.members.len();
         let mut reports: Vec<Report> = (0..n).map(|_| Report::default()).collect();
@@ -660,9 +660,20 @@ impl Fleet {
         let slowest = reports.iter().map(|r| r.clock.rtt_ns).max().unwrap_or(0);
         let margin = Duration::from_millis(50).max(Duration::from_nanos(slowest * 4));
         let start = match together {
-            // A mixed test: one instant for every group's fleet.
-            Some(t) => match t.arrive(margin) {
-                Ok(s) => s,
+            // A mixed test: one instant for every group's fleet, plus
+            // this group's offset (its agents hear of it a margin before).
+            Some(m) => match m.together.arrive(margin) {
+                Ok(s) => {
+                    let at = s + m.lane.offset.as_nanos() as u64;
+                    if !m.lane.offset.is_zero() {
+                        let tell = at.saturating_sub(margin.as_nanos() as u64);
+                        if let Err(why) = together::wait_for_lane(tell, m.together) {
+                            self.stop_all(&reports);
+                            return Ok(IterationRun::not_started(&why));
+                        }
+                    }
+                    at
+                }
                 Err(e) => {
                     self.stop_all(&reports);
                     return Err(e);
@@ -677,9 +688,16 @@ impl Fleet {
                 .map_err(|e| format!("{}: {e}", m.label()))?;
         }
 
-        let next_live = self.gather(spec, &mut reports, margin, live, together);
+        let next_live = self.gather(
+            spec,
+            &mut reports,
+            margin,
+            live,
+            together.map(|m| m.together),
+        );
         self.flush_live(spec, &reports, next_live, live);
-        let mut run = self.fold(&plan, reports);
+        let phases = together.map_or(&[][..], |m| &m.lane.phases);
+        let mut run = self.fold(&plan, reports, phases);
         run.prefill = prefills;
         if run.error.is_none() && crate::engine::signals::test_interrupted() {
             run.error = Some(conn::INTERRUPTED.into());
@@ -734,9 +752,28 @@ impl Fleet {
         next
     }
 
-    /// The aggregate of every host over the common window, and each host's own.
-    fn fold(&self, plan: &[Place], reports: Vec<Report>) -> IterationRun {
+    /// The aggregate of every host over the common window, and each host's
+    /// own; with `phases`, the clients' latency over each phase merged.
+    fn fold(
+        &self,
+        plan: &[Place],
+        reports: Vec<Report>,
+        phases: &[std::ops::Range<usize>],
+    ) -> IterationRun {
         let common = Self::overlap(&reports);
+        let mut phase_hists = conn::PhaseHists::new(phases);
+        for (_, r) in self
+            .members
+            .iter()
+            .zip(&reports)
+            .filter(|(m, _)| m.role == Role::Client)
+        {
+            for &k in &common {
+                if let Some((_, Some(l), _)) = r.samples.get(&k) {
+                    phase_hists.add(k, l);
+                }
+            }
+        }
         let side = |role: Role| -> (Vec<IntervalSample>, Option<CpuWindow>) {
             let samples = common
                 .iter()
@@ -872,6 +909,7 @@ impl Fleet {
             hosts,
             start_skew_us: earliest.zip(latest).map(|(e, l)| (l - e) as f64 / 1e3),
             prefill: None,
+            phase_hists: phase_hists.hists,
         }
     }
 }

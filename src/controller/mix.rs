@@ -11,6 +11,12 @@
 //! closes for all when any group's ends early. Each group is folded alone
 //! (`run::Folder`); the total sums what adds up (bytes, transactions) and
 //! keeps CPU per end, which every group shares.
+//!
+//! A group may start after the others (`offset_s`) and end with them:
+//! rrul's streams start when the probes' idle phase ends. Its intervals
+//! then sit on the common timeline `offset_s` later, which is how the live
+//! line and the total add them up, and a group may ask for its latency over
+//! phases of that timeline (`phases`), kept apart per iteration.
 
 use crate::model::spec::RunsAs;
 use std::collections::BTreeMap;
@@ -19,11 +25,13 @@ use std::time::Duration;
 
 use super::conn::{IterationRun, Live};
 use super::run::{mean_hosts, Driver, Folder};
-use super::together::Together;
+use super::together::{Lane, Meet, Together};
 use crate::measure::cpu;
+use crate::measure::histogram::Hist;
 use crate::model::result::{
     self, AgentInfo, GroupResult, Iteration, Pair, Status, TestInterval, TestResult,
 };
+use crate::model::rrul::Phase;
 use crate::model::sample::Confidence;
 use crate::model::spec::{Figures, MainMetric, TestSpec, Workload};
 
@@ -35,6 +43,66 @@ pub struct Group {
     /// As written (`rr --rate 100 --request 64`).
     pub command: String,
     pub spec: TestSpec,
+    /// Seconds after the common start that this group's timeline begins
+    /// (0 for every group a user writes; rrul's streams start later).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset_s: f64,
+    /// Stretches of the common timeline over which this group's latency
+    /// is kept apart (rrul's probes: idle, ramp, loaded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+impl Group {
+    /// A group as a user writes it: on the common start, no phases.
+    pub fn new(name: String, command: String, spec: TestSpec) -> Group {
+        Group {
+            name,
+            command,
+            spec,
+            offset_s: 0.0,
+            phases: Vec::new(),
+        }
+    }
+
+    /// When its window opens, seconds since the common start.
+    fn window_start_s(&self) -> f64 {
+        self.offset_s + self.spec.warmup_s
+    }
+
+    /// Its intervals in its window (the last may be partial).
+    fn intervals(&self) -> usize {
+        crate::measure::interval::Timeline {
+            warmup: Duration::ZERO,
+            interval: Duration::from_secs_f64(self.spec.interval_s),
+            duration: Some(Duration::from_secs_f64(self.spec.duration_s)),
+        }
+        .intervals()
+        .unwrap_or(1)
+    }
+
+    /// The index of its interval that begins at `t_s` on the common
+    /// timeline (0 before its window): phases begin on interval edges.
+    fn index_at(&self, t_s: f64) -> usize {
+        let k = (t_s - self.window_start_s()) / self.spec.interval_s;
+        k.round().max(0.0) as usize
+    }
+
+    /// Its place on the timeline, as the controller runs it.
+    pub fn lane(&self) -> Lane {
+        Lane {
+            offset: Duration::from_secs_f64(self.offset_s),
+            phases: self
+                .phases
+                .iter()
+                .map(|p| self.index_at(p.start_s)..self.index_at(p.end_s))
+                .collect(),
+        }
+    }
 }
 
 /// The checks a mix adds to each group's own: groups run on one window, so
@@ -69,15 +137,39 @@ pub fn check(groups: &[Group]) -> Result<(), String> {
             .map_err(|e| format!("group {} ({}): {e}", g.name, g.command))?;
     }
     let first = &groups[0].spec;
-    if let Some(g) = groups.iter().find(|g| {
-        g.spec.duration_s != first.duration_s
-            || g.spec.warmup_s != first.warmup_s
-            || g.spec.interval_s != first.interval_s
-    }) {
-        return Err(format!(
-            "group {} ({}) has its own --duration, --warmup or --interval: a mix has one window; give them after the groups, for all",
-            g.name, g.command
-        ));
+    if groups.iter().all(|g| g.offset_s == 0.0) {
+        if let Some(g) = groups.iter().find(|g| {
+            g.spec.duration_s != first.duration_s
+                || g.spec.warmup_s != first.warmup_s
+                || g.spec.interval_s != first.interval_s
+        }) {
+            return Err(format!(
+                "group {} ({}) has its own --duration, --warmup or --interval: a mix has one window; give them after the groups, for all",
+                g.name, g.command
+            ));
+        }
+        return Ok(());
+    }
+    // Groups with lanes: one interval, one end, and starts on its edges.
+    let end = |g: &Group| g.window_start_s() + g.spec.duration_s;
+    for g in groups {
+        let off = g.window_start_s() / first.interval_s;
+        if g.spec.interval_s != first.interval_s
+            || (end(g) - end(&groups[0])).abs() > 1e-6
+            || (off - off.round()).abs() > 1e-6
+            || g.offset_s < 0.0
+        {
+            return Err(format!(
+                "group {} ({}) does not end with the others on whole intervals: its window is {} s to {} s of the common timeline, the first group's {} s to {} s, intervals {} s",
+                g.name,
+                g.command,
+                g.window_start_s(),
+                end(g),
+                groups[0].window_start_s(),
+                end(&groups[0]),
+                first.interval_s
+            ));
+        }
     }
     Ok(())
 }
@@ -91,24 +183,68 @@ pub fn spec_of(groups: &[Group]) -> TestSpec {
     spec
 }
 
+/// Where each group's intervals sit on the common timeline: the index of
+/// its first, how many it has, and its first one's start (seconds after
+/// the earliest window's). All zero shifts for a mix a user writes.
+#[derive(Clone, Copy, Default)]
+struct Shift {
+    index: usize,
+    count: usize,
+    seconds: f64,
+}
+
+fn shifts(groups: &[Group]) -> Vec<Shift> {
+    let zero = groups
+        .iter()
+        .map(Group::window_start_s)
+        .fold(f64::INFINITY, f64::min);
+    groups
+        .iter()
+        .map(|g| {
+            let seconds = g.window_start_s() - zero;
+            Shift {
+                index: (seconds / g.spec.interval_s).round() as usize,
+                count: g.intervals(),
+                seconds,
+            }
+        })
+        .collect()
+}
+
+impl Shift {
+    fn covers(&self, k: usize) -> bool {
+        k >= self.index && k < self.index + self.count
+    }
+}
+
 /// Each group's live intervals, and how far the combined ones were shown.
 #[derive(Default)]
 struct Intervals {
     per_group: Vec<BTreeMap<usize, TestInterval>>,
+    shifts: Vec<Shift>,
     next: usize,
 }
 
 impl Intervals {
-    /// The combined intervals every group reported (all of them, `all`).
+    /// The combined intervals every group on them reported (all of them,
+    /// `all`).
     fn drain(&mut self, all: bool, live: &mut dyn Live) {
         loop {
             let k = self.next;
-            let have: Vec<&TestInterval> =
-                self.per_group.iter().filter_map(|m| m.get(&k)).collect();
-            if have.is_empty() || (have.len() < self.per_group.len() && !all) {
+            let on: Vec<(usize, &Shift)> = self
+                .shifts
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.covers(k))
+                .collect();
+            let have: Vec<(&TestInterval, f64)> = on
+                .iter()
+                .filter_map(|(g, s)| Some((self.per_group[*g].get(&(k - s.index))?, s.seconds)))
+                .collect();
+            if have.is_empty() || (have.len() < on.len() && !all) {
                 break;
             }
-            let sum = sum_intervals(&have);
+            let sum = sum_intervals(k, &have);
             live.interval(&sum);
             self.next += 1;
         }
@@ -128,14 +264,16 @@ impl Live for GroupLive<'_> {
     }
 }
 
-/// Intervals of the groups with one index, as one: what adds up summed,
-/// the first group's CPU (shared by all), the first latency there is.
-fn sum_intervals(have: &[&TestInterval]) -> TestInterval {
-    let first = have[0];
+/// Intervals of the groups at one place `k` of the common timeline (each
+/// with its group's shift in seconds), as one: what adds up summed, the
+/// first group's CPU (shared by all), the first latency there is.
+fn sum_intervals(k: usize, have: &[(&TestInterval, f64)]) -> TestInterval {
+    let (first, shift) = have[0];
+    let have: Vec<&TestInterval> = have.iter().map(|(i, _)| *i).collect();
     TestInterval {
-        index: first.index,
-        start_s: first.start_s,
-        end_s: first.end_s,
+        index: k,
+        start_s: first.start_s + shift,
+        end_s: first.end_s + shift,
         bytes: have.iter().map(|i| i.bytes).sum(),
         throughput_bps: have.iter().map(|i| i.throughput_bps).sum(),
         transactions: have.iter().map(|i| i.transactions).sum(),
@@ -156,22 +294,25 @@ fn iteration(
     live: &mut dyn Live,
 ) -> Vec<Result<IterationRun, String>> {
     let together = Together::new(groups.len());
+    let lanes: Vec<Lane> = groups.iter().map(Group::lane).collect();
     let shared = Mutex::new(Intervals {
         per_group: vec![BTreeMap::new(); groups.len()],
+        shifts: shifts(groups),
         next: 0,
     });
     let runs = std::thread::scope(|sc| {
         let handles: Vec<_> = drivers
             .iter_mut()
-            .zip(groups)
+            .zip(groups.iter().zip(&lanes))
             .enumerate()
-            .map(|(index, (d, g))| {
+            .map(|(index, (d, (g, lane)))| {
                 let (together, shared) = (&together, &shared);
                 std::thread::Builder::new()
                     .name(format!("linerate-{}", g.name))
                     .spawn_scoped(sc, move || {
                         let mut l = GroupLive { index, shared };
-                        d.run_iteration(&g.spec, &mut l, Some(together))
+                        let meet = Meet { together, lane };
+                        d.run_iteration(&g.spec, &mut l, Some(meet))
                     })
             })
             .collect();
@@ -215,6 +356,26 @@ pub fn run_mix(
     command: Vec<String>,
     live: &mut dyn Live,
 ) -> Result<TestResult, String> {
+    run_groups(driver, groups, conf, agent, command, live).map(|m| m.result)
+}
+
+/// A mixed test's result, and what the result does not hold: each group's
+/// latency per phase (per group, per iteration, per phase; empty for a
+/// group without phases), for a caller that summarizes phases (rrul).
+pub struct Mixed {
+    pub result: TestResult,
+    pub phase_hists: Vec<Vec<Vec<Hist>>>,
+}
+
+/// `run_mix`, with the groups' latency per phase.
+pub fn run_groups(
+    driver: &mut Driver,
+    groups: &[Group],
+    conf: Confidence,
+    agent: AgentInfo,
+    command: Vec<String>,
+    live: &mut dyn Live,
+) -> Result<Mixed, String> {
     check(groups)?;
     let started_at = crate::units::rfc3339_now();
     let mut others = Vec::new();
@@ -278,11 +439,12 @@ pub fn run_mix(
                 spec: g.spec.clone(),
                 summary,
                 iterations: f.iterations.clone(),
+                offset_s: g.offset_s,
             }
         })
         .collect();
     let spec = spec_of(groups);
-    let iterations = total_iterations(&folders);
+    let iterations = total_iterations(&folders, &shifts(groups));
     let summary = crate::measure::fold::summarize_with(
         &spec,
         Figures::default(),
@@ -292,7 +454,7 @@ pub fn run_mix(
         MainMetric::Throughput,
         None,
     );
-    Ok(TestResult {
+    let result = TestResult {
         schema: result::SCHEMA.into(),
         schema_version: result::SCHEMA_VERSION,
         started_at,
@@ -309,6 +471,10 @@ pub fn run_mix(
         iterations,
         groups: group_results,
         spec,
+    };
+    Ok(Mixed {
+        result,
+        phase_hists: folders.into_iter().map(|f| f.phase_hists).collect(),
     })
 }
 
@@ -353,8 +519,11 @@ fn run_iterations(
 
 /// The mix's own iterations: per index, the groups' figures that add up
 /// summed, CPU per end from the first group (the window is shared), and
-/// the CPU cost recomputed over the total bytes and transactions.
-fn total_iterations(folders: &[Folder]) -> Vec<Iteration> {
+/// the CPU cost recomputed over the total bytes and transactions. Groups
+/// with lanes (`shifts`) add their intervals where they sit on the common
+/// timeline, and their rates in proportion to their share of its length.
+fn total_iterations(folders: &[Folder], shifts: &[Shift]) -> Vec<Iteration> {
+    let lanes = shifts.iter().any(|s| s.index > 0);
     let n = folders
         .iter()
         .map(|f| f.iterations.len())
@@ -364,6 +533,28 @@ fn total_iterations(folders: &[Folder]) -> Vec<Iteration> {
         .map(|k| {
             let its: Vec<&Iteration> = folders.iter().map(|f| &f.iterations[k]).collect();
             let first = its[0];
+            // The common timeline's length, and each group's share of it.
+            let span = if lanes {
+                its.iter()
+                    .zip(shifts)
+                    .map(|(i, s)| s.seconds + i.duration_s)
+                    .fold(0.0, f64::max)
+            } else {
+                first.duration_s
+            };
+            let share: Vec<f64> = its
+                .iter()
+                .map(|i| {
+                    if lanes && span > 0.0 {
+                        i.duration_s / span
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
+            let rate = |f: fn(&Iteration) -> f64| -> f64 {
+                its.iter().zip(&share).map(|(i, w)| f(i) * w).sum()
+            };
             let bytes: u64 = its.iter().map(|i| i.bytes).sum();
             let transactions: u64 = its.iter().map(|i| i.transactions).sum();
             // Per transaction only where every group counts transactions:
@@ -387,18 +578,24 @@ fn total_iterations(folders: &[Folder]) -> Vec<Iteration> {
             } else {
                 Status::Ok
             };
-            let per_index: usize = its.iter().map(|i| i.intervals.len()).min().unwrap_or(0);
+            // Every place of the timeline each group still covers.
+            let per_index: usize = its
+                .iter()
+                .zip(shifts)
+                .map(|(i, s)| s.index + i.intervals.len())
+                .min()
+                .unwrap_or(0);
             Iteration {
                 index: k,
                 status,
                 error: its.iter().find_map(|i| i.error.clone()),
-                duration_s: first.duration_s,
+                duration_s: span,
                 bytes,
-                throughput_bps: its.iter().map(|i| i.throughput_bps).sum(),
+                throughput_bps: rate(|i| i.throughput_bps),
                 transactions,
-                transactions_per_s: its.iter().map(|i| i.transactions_per_s).sum(),
+                transactions_per_s: rate(|i| i.transactions_per_s),
                 connections: its.iter().map(|i| i.connections).sum(),
-                connections_per_s: its.iter().map(|i| i.connections_per_s).sum(),
+                connections_per_s: rate(|i| i.connections_per_s),
                 cpu: first.cpu.clone(),
                 cost: Pair {
                     client: cost(&first.cpu.client),
@@ -406,10 +603,14 @@ fn total_iterations(folders: &[Folder]) -> Vec<Iteration> {
                 },
                 counters: first.counters.clone(),
                 intervals: (0..per_index)
-                    .map(|j| {
-                        let have: Vec<&TestInterval> =
-                            its.iter().map(|i| &i.intervals[j]).collect();
-                        sum_intervals(&have)
+                    .filter_map(|j| {
+                        let have: Vec<(&TestInterval, f64)> = its
+                            .iter()
+                            .zip(shifts)
+                            .filter(|(_, s)| j >= s.index)
+                            .filter_map(|(i, s)| Some((i.intervals.get(j - s.index)?, s.seconds)))
+                            .collect();
+                        (!have.is_empty()).then(|| sum_intervals(j, &have))
                     })
                     .collect(),
                 placement: Pair {
@@ -503,11 +704,7 @@ mod tests {
             let (w, o) = parse_group(text).unwrap();
             let mut o = o;
             o.workload = Some(w);
-            Group {
-                name: name.into(),
-                command: text.into(),
-                spec: o.build().unwrap(),
-            }
+            Group::new(name.into(), text.into(), o.build().unwrap())
         };
         assert!(check(&[g("g1", "stream"), g("g2", "rr --rate 10")]).is_ok());
         let e = check(&[g("g1", "stream --bytes 1M")]).unwrap_err();
@@ -516,5 +713,94 @@ mod tests {
         assert!(e.contains("g2") && e.contains("one window"), "{e}");
         let s = spec_of(&[g("g1", "stream --flows 4"), g("g2", "rr")]);
         assert_eq!((s.workload, s.flows), (Workload::Mix, 5));
+    }
+
+    /// A probe over 13 s and streams over its last 10 s, no warm-up.
+    fn lanes() -> Vec<Group> {
+        let g = |text: &str, offset_s: f64, d: &str| {
+            let (w, mut o) = parse_group(&format!("{text} --duration {d} --warmup 0")).unwrap();
+            o.workload = Some(w);
+            let mut g = Group::new("g".into(), text.into(), o.build().unwrap());
+            g.offset_s = offset_s;
+            g
+        };
+        let phase = |name: &str, start_s: f64, end_s: f64| Phase {
+            name: name.into(),
+            start_s,
+            end_s,
+        };
+        let mut probe = g("rr --rate 20", 0.0, "13");
+        probe.phases = vec![
+            phase("idle", 0.0, 3.0),
+            phase("ramp", 3.0, 4.0),
+            phase("loaded", 4.0, 13.0),
+        ];
+        let mut up = g("stream", 3.0, "10");
+        up.phases = vec![phase("loaded", 4.0, 13.0)];
+        vec![probe, up]
+    }
+
+    #[test]
+    fn groups_with_lanes_end_together_on_interval_edges() {
+        let gs = lanes();
+        assert!(check(&gs).is_ok(), "{:?}", check(&gs));
+        assert_eq!(gs[0].lane().phases, vec![0..3, 3..4, 4..13]);
+        assert_eq!(gs[1].lane().phases, vec![1..10]);
+        assert_eq!(gs[1].lane().offset, Duration::from_secs(3));
+        let sh = shifts(&gs);
+        assert_eq!((sh[0].index, sh[0].count), (0, 13));
+        assert_eq!((sh[1].index, sh[1].count, sh[1].seconds), (3, 10, 3.0));
+        // One that would end after the others, or start mid-interval.
+        let mut late = lanes();
+        late[1].offset_s = 4.0;
+        let e = check(&late).unwrap_err();
+        assert!(e.contains("does not end with the others"), "{e}");
+        let mut mid = lanes();
+        mid[1].offset_s = 2.5;
+        mid[1].spec.duration_s = 10.5;
+        assert!(check(&mid).is_err());
+    }
+
+    #[test]
+    fn the_total_adds_intervals_where_they_sit_on_the_timeline() {
+        let gs = lanes();
+        let interval = |k: usize, bytes: u64| TestInterval {
+            index: k,
+            start_s: k as f64,
+            end_s: k as f64 + 1.0,
+            bytes,
+            throughput_bps: bytes as f64 * 8.0,
+            ..Default::default()
+        };
+        let mut folders: Vec<Folder> = gs.iter().map(|g| Folder::new(&g.spec)).collect();
+        folders[0].iterations.push(Iteration {
+            duration_s: 13.0,
+            bytes: 13,
+            throughput_bps: 8.0,
+            intervals: (0..13).map(|k| interval(k, 1)).collect(),
+            ..Default::default()
+        });
+        folders[1].iterations.push(Iteration {
+            duration_s: 10.0,
+            bytes: 1000,
+            throughput_bps: 800.0,
+            intervals: (0..10).map(|k| interval(k, 100)).collect(),
+            ..Default::default()
+        });
+        let t = &total_iterations(&folders, &shifts(&gs))[0];
+        assert_eq!(t.intervals.len(), 13);
+        assert_eq!(t.intervals[2].bytes, 1, "the idle phase: the probe alone");
+        assert_eq!(t.intervals[3].bytes, 101);
+        assert_eq!((t.intervals[3].start_s, t.intervals[3].end_s), (3.0, 4.0));
+        assert_eq!(t.intervals[12].bytes, 101);
+        assert_eq!(t.duration_s, 13.0);
+        // Rates in proportion: the streams' 800 bit/s over 10 of 13 s.
+        let want = 8.0 + 800.0 * 10.0 / 13.0;
+        assert!(
+            (t.throughput_bps - want).abs() < 1e-9,
+            "{}",
+            t.throughput_bps
+        );
+        assert_eq!(t.bytes, 1013);
     }
 }

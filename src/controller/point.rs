@@ -5,6 +5,7 @@
 
 use super::mix::{run_mix, Group};
 use super::progress::Progress;
+use super::rrul;
 use super::run::{clear_baseline, run_test};
 use super::target::Target;
 use crate::error::{usage, Error, Result};
@@ -60,9 +61,11 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     if !program && conn.is_none() {
         return Err(Error::Failed("no agent to run flows on".into()));
     }
+    // rrul's timeline: the idle phase and the streams' ramp before its window.
+    let expected_s = spec.duration_s + spec.rrul.as_ref().map_or(0.0, |r| r.idle_s + spec.warmup_s);
     let mut progress = Progress::new(
         &p.label,
-        spec.duration_s,
+        expected_s,
         p.quiet || p.json_stream,
         p.json_stream,
         shows_transactions(spec),
@@ -73,6 +76,15 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
         (Some(st), _) => {
             crate::program::run(spec, st, p.command.clone()).map_err(|e| e.to_string())
         }
+        (None, Some(conn)) if spec.workload.runs_as() == RunsAs::Rrul => rrul::run(
+            conn,
+            spec,
+            p.groups,
+            p.confidence,
+            info,
+            p.command.clone(),
+            bar,
+        ),
         (None, Some(conn)) if !p.groups.is_empty() => {
             run_mix(conn, p.groups, p.confidence, info, p.command.clone(), bar)
         }

@@ -1,7 +1,7 @@
 //! Running one test: iterations until the confidence target is met, each a
 //! full setup/start/window/stop cycle on the agent, folded into one result.
 
-use super::together::Together;
+use super::together::Meet;
 use crate::controller::conn::{AgentConn, IterationRun, Live};
 use crate::controller::fleet::Fleet;
 use crate::measure::fold::{KvHists, OwdHists};
@@ -27,7 +27,7 @@ impl Driver {
         &mut self,
         spec: &TestSpec,
         live: &mut dyn Live,
-        together: Option<&Together>,
+        together: Option<Meet>,
     ) -> Result<IterationRun, String> {
         match self {
             Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
@@ -108,6 +108,9 @@ pub struct Folder {
     metric: MainMetric,
     figures: Figures,
     pub iterations: Vec<Iteration>,
+    /// Per iteration, the client's latency per phase (a group with
+    /// phases, `together::Lane`; empty otherwise).
+    pub phase_hists: Vec<Vec<Hist>>,
     values: Vec<f64>,
     hist: Hist,
     hist_c: Hist,
@@ -122,6 +125,7 @@ impl Folder {
             metric: crate::workload::main_metric(spec),
             figures: crate::workload::figures(spec),
             iterations: Vec::new(),
+            phase_hists: Vec::new(),
             values: Vec::new(),
             hist: new_hist(),
             hist_c: new_hist(),
@@ -192,6 +196,7 @@ impl Folder {
         );
         self.values.push(it.main_value(self.metric));
         self.iterations.push(it);
+        self.phase_hists.push(run.phase_hists);
         self.iterations.last().expect("pushed above")
     }
 

@@ -5,7 +5,15 @@
 //! hear of it. A group that fails to set up releases the others with an
 //! error, and a group that ends early stops the rest, so the groups start
 //! and stop together.
+//!
+//! A group may also have a lane of its own on that timeline (`Lane`): it
+//! starts `offset` after the common instant (rrul's streams, after the
+//! probes' idle phase), and its latency over ranges of its intervals is
+//! kept apart (rrul's phases). Its flows are opened with everyone else's;
+//! its agents hear of its start a moment before it, so a group still
+//! waiting is stopped as easily as one that never arrived.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -103,6 +111,62 @@ impl Together {
     }
 }
 
+/// A group's lane on the common timeline.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lane {
+    /// How long after the common start this group's timeline begins.
+    pub offset: Duration,
+    /// Ranges of this group's interval indices whose latency histograms
+    /// an iteration returns merged, one per range (rrul's phases).
+    pub phases: Vec<Range<usize>>,
+}
+
+/// A group's seat at the rendezvous: the rendezvous, and its lane.
+#[derive(Clone, Copy)]
+pub struct Meet<'a> {
+    pub together: &'a Together,
+    pub lane: &'a Lane,
+}
+
+/// Why a group with an offset did not start.
+#[derive(Debug, PartialEq)]
+pub enum NotStarted {
+    /// Another group ended (or failed) before this one's start.
+    OthersStopped,
+    /// Ctrl-C before this group's start.
+    Interrupted,
+}
+
+impl NotStarted {
+    pub fn why(&self) -> &'static str {
+        match self {
+            NotStarted::OthersStopped => "another group ended before this group's start",
+            NotStarted::Interrupted => {
+                "interrupted (Ctrl-C) before this group's start: the others' results cover the window up to then"
+            }
+        }
+    }
+}
+
+/// Waits until `until_ns` (monotonic), or until another group stops every
+/// group or a Ctrl-C: a group with an offset waits here, its flows open,
+/// before it tells its agents when it starts.
+pub fn wait_for_lane(until_ns: u64, t: &Together) -> Result<(), NotStarted> {
+    let until = clock::instant_at(until_ns);
+    loop {
+        if t.stopped() {
+            return Err(NotStarted::OthersStopped);
+        }
+        if crate::engine::signals::test_interrupted() {
+            return Err(NotStarted::Interrupted);
+        }
+        let Some(left) = until.checked_duration_since(Instant::now()) else {
+            return Ok(());
+        };
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
+
 /// Waits until `start_ns` (monotonic) and returns it as an Instant.
 pub fn sleep_until(start_ns: u64) -> Instant {
     let when = clock::instant_at(start_ns);
@@ -131,6 +195,19 @@ mod tests {
         let starts: Vec<u64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
         assert!(starts[0] > clock::mono_ns() - 5_000_000);
+    }
+
+    #[test]
+    fn a_lane_waits_for_its_start_unless_the_others_stop() {
+        let t = Together::new(1);
+        let at = clock::mono_ns() + 30_000_000;
+        wait_for_lane(at, &t).unwrap();
+        assert!(clock::mono_ns() >= at);
+        let far = clock::mono_ns() + 60_000_000_000;
+        t.stop();
+        let began = Instant::now();
+        assert_eq!(wait_for_lane(far, &t), Err(NotStarted::OthersStopped));
+        assert!(began.elapsed() < Duration::from_secs(1));
     }
 
     #[test]

@@ -159,6 +159,7 @@ pub fn iteration(
         hosts: Vec::new(),
         start_skew_us: None,
         load_beside_bps: None,
+        latency_under_load: None,
     }
 }
 
@@ -610,6 +611,7 @@ pub fn summarize_with(
         hit_ratio: kv.as_ref().and_then(|k| k.hit_ratio),
         kv,
         load_beside_bps: None,
+        latency_under_load: None,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod hosts;
 pub mod lab;
 pub mod options;
 pub mod result;
+pub mod rrul;
 pub mod sample;
 pub mod spec;
 

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use super::error::{Invalid, ModelError};
 use super::exec::ExecSpec;
+use super::rrul::{RrulSpec, PROBE_OUTSTANDING};
 use super::sample::Confidence;
 use super::spec::{
     CertKind, CloseMode, Direction, IoMode, KvDialect, KvSpec, Per, TestSpec, TlsBackend, TlsSpec,
@@ -394,7 +395,7 @@ pub struct TestOptions {
     /// rr: requests in flight per flow (netperf -b + 1) [default: 1].
     #[arg(long)]
     pub outstanding: Option<u32>,
-    /// rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
+    /// rr, udp-rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
     #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
     pub rate: Option<Rate>,
     /// TCP: bytes asked of each receive call (netperf -M), on both ends; it shapes when the receiver ACKs and so what a pacing congestion control (bbr) measures [default: the largest message a flow receives, 16K to 1M].
@@ -445,6 +446,15 @@ pub struct TestOptions {
     /// Number of flows (connections) [default: 1].
     #[arg(short = 'F', long)]
     pub flows: Option<u32>,
+    /// rrul: seconds the probes run alone before the streams start [default: 3s].
+    #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
+    pub idle: Option<Secs>,
+    /// rrul: each probe's rate (rr and udp-rr, open loop), requests/s [default: 20].
+    #[arg(long, value_parser = Count::parse, value_name = "RATE")]
+    pub probe_rate: Option<Count>,
+    /// rrul: TCP streams each way [default: 4].
+    #[arg(long, value_name = "N")]
+    pub streams: Option<u32>,
     /// Client workers (threads, each an epoll loop); default min(flows, CPUs), a worker per flow for a stream of up to 4 flows per CPU.
     #[arg(short = 'T', long, alias = "threads")]
     #[serde(alias = "threads")]
@@ -689,7 +699,12 @@ impl TestOptions {
     fn build_spec(&self) -> Result<TestSpec, Invalid> {
         let d = TestSpec::default();
         let workload = self.workload.unwrap_or(d.workload);
-        let flows = self.flows.unwrap_or(d.flows);
+        let rrul = self.rrul_spec(workload)?;
+        // rrul's flows are its probes' and its streams'.
+        let flows = match &rrul {
+            Some(r) => 2 * r.streams + 2,
+            None => self.flows.unwrap_or(d.flows),
+        };
         let workers = self
             .workers
             .unwrap_or_else(|| TestSpec::default_workers_for(workload, flows));
@@ -725,20 +740,18 @@ impl TestOptions {
                 } else {
                     d.message
                 }),
-            request: self.request.map(|s| s.0).unwrap_or(if workload.is_udp() {
-                UDP_RR
-            } else {
-                d.request
-            }),
-            response: self.response.map(|s| s.0).unwrap_or(if workload.is_udp() {
-                UDP_RR
-            } else {
-                d.response
-            }),
+            request: self
+                .request
+                .map(|s| s.0)
+                .unwrap_or(default_exchange(workload)),
+            response: self
+                .response
+                .map(|s| s.0)
+                .unwrap_or(default_exchange(workload)),
             bytes: self.bytes.map(|s| s.0),
             per,
             reply: self.reply.map(|s| s.0).unwrap_or(d.reply),
-            outstanding: self.outstanding.unwrap_or(d.outstanding),
+            outstanding: self.outstanding.unwrap_or(default_outstanding(workload)),
             rate: match self.rate {
                 Some(Rate::PerSecond(r)) => Some(r),
                 _ => None,
@@ -774,7 +787,10 @@ impl TestOptions {
                 .duration
                 .map(|s| s.0)
                 .unwrap_or_else(|| TestSpec::default_duration_s(finite)),
-            warmup_s: self.warmup.map(|s| s.0).unwrap_or(d.warmup_s),
+            warmup_s: self
+                .warmup
+                .map(|s| s.0)
+                .unwrap_or(default_warmup_s(workload)),
             interval_s: self.interval.map(|s| s.0).unwrap_or(d.interval_s),
             sndbuf: to_usize(self.sndbuf, "sndbuf")?,
             rcvbuf: to_usize(self.rcvbuf, "rcvbuf")?,
@@ -803,6 +819,7 @@ impl TestOptions {
             lab: self.lab.clone().filter(|l| !l.is_empty()),
             sysctl: self.sysctl.clone().unwrap_or_default(),
             crypto_hw: self.crypto_hw.is_none_or(|s| s.0),
+            rrul,
         };
         // Resolved here so the result records the size that was used.
         if spec.read_size == 0 && !workload.is_udp() && !program {
@@ -818,6 +835,50 @@ impl TestOptions {
         }
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// rrul's own options (and the options its groups set themselves,
+    /// refused with what to write instead); for another workload, none.
+    fn rrul_spec(&self, workload: Workload) -> Result<Option<RrulSpec>, Invalid> {
+        if workload != Workload::Rrul {
+            if self.idle.is_some() || self.probe_rate.is_some() || self.streams.is_some() {
+                return Err("--idle, --probe-rate and --streams apply to rrul".into());
+            }
+            return Ok(None);
+        }
+        let refused = [
+            (
+                self.flows.is_some(),
+                "--flows (its flows are its streams and probes: use --streams N, each way)",
+            ),
+            (
+                self.rate.is_some(),
+                "--rate (its probes run at --probe-rate)",
+            ),
+            (
+                self.direction.is_some(),
+                "--direction (its streams run both ways)",
+            ),
+            (
+                self.bytes.is_some() || self.per.is_some() || self.reply.is_some(),
+                "--bytes, --per or --reply (its streams run for the window)",
+            ),
+            (self.tls == Some(true), "--tls (its UDP probe has no TLS)"),
+            (
+                self.groups.is_some(),
+                "groups (they are built in; a mix takes groups)",
+            ),
+        ];
+        if let Some((_, why)) = refused.iter().find(|(set, _)| *set) {
+            return Err(format!("rrul takes no {why}").into());
+        }
+        let d = RrulSpec::default();
+        let r = RrulSpec {
+            idle_s: self.idle.map_or(d.idle_s, |s| s.0),
+            probe_rate: self.probe_rate.map_or(d.probe_rate, |c| c.0),
+            streams: self.streams.unwrap_or(d.streams),
+        };
+        Ok(Some(r))
     }
 
     fn kv_spec(&self, workload: Workload) -> Result<Option<KvSpec>, Invalid> {
@@ -946,6 +1007,36 @@ impl TestOptions {
     }
 }
 
+/// A request's and a response's size when none is given: UDP's smallest
+/// round number, rrul's probes' (64 B, as flent's), else 1 byte.
+fn default_exchange(w: Workload) -> u64 {
+    if w.is_udp() || w == Workload::Rrul {
+        UDP_RR
+    } else {
+        TestSpec::default().request
+    }
+}
+
+/// Requests in flight per flow when none is given: rrul's probes may
+/// have many (an open loop that never waits for an earlier probe).
+fn default_outstanding(w: Workload) -> u32 {
+    if w == Workload::Rrul {
+        PROBE_OUTSTANDING
+    } else {
+        TestSpec::default().outstanding
+    }
+}
+
+/// The warm-up when none is given; rrul's is its streams' ramp (their
+/// slow start), which counts for neither phase.
+fn default_warmup_s(w: Workload) -> f64 {
+    if w == Workload::Rrul {
+        1.0
+    } else {
+        TestSpec::default().warmup_s
+    }
+}
+
 /// The `linerate run` command line that runs `spec`: the flags that differ
 /// from their defaults, so a report tells exactly what ran. The inverse of
 /// `TestOptions::build` (a test parses it back into the same spec).
@@ -966,15 +1057,13 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         spec.direction != d.direction,
         format!("--direction {}", spec.direction.name()),
     );
-    let streams = matches!(spec.workload, Workload::Stream | Workload::UdpStream);
-    let udp = spec.workload.is_udp();
-    let (message, rr) = if udp {
-        (UDP_MESSAGE, UDP_RR)
-    } else {
-        (d.message, d.request)
-    };
+    let w = spec.workload;
+    let streams = matches!(w, Workload::Stream | Workload::UdpStream);
+    let rrul = w == Workload::Rrul;
+    let message = if w.is_udp() { UDP_MESSAGE } else { d.message };
+    let rr = default_exchange(w);
     flag(
-        streams && spec.bytes.is_none() && spec.message != message,
+        (streams || rrul) && spec.bytes.is_none() && spec.message != message,
         format!("--message {}", size(spec.message as u64)),
     );
     flag(
@@ -985,6 +1074,15 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         !streams && spec.response != rr,
         format!("--response {}", size(spec.response)),
     );
+    if let Some(r) = &spec.rrul {
+        let dr = RrulSpec::default();
+        flag(r.idle_s != dr.idle_s, format!("--idle {}", r.idle_s));
+        flag(
+            r.probe_rate != dr.probe_rate,
+            format!("--probe-rate {}", r.probe_rate),
+        );
+        flag(r.streams != dr.streams, format!("--streams {}", r.streams));
+    }
     if let Some(b) = spec.bytes {
         flag(true, format!("--bytes {}", size(b)));
         flag(spec.per != d.per, "--per transaction".into());
@@ -994,7 +1092,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         );
     }
     flag(
-        spec.outstanding != d.outstanding,
+        spec.outstanding != default_outstanding(w),
         format!("--outstanding {}", spec.outstanding),
     );
     if let Some(r) = spec.rate {
@@ -1018,7 +1116,10 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         spec.workload == Workload::UdpRr && spec.timeout_s != d.timeout_s,
         format!("--timeout {}", spec.timeout_s),
     );
-    flag(spec.flows != d.flows, format!("--flows {}", spec.flows));
+    flag(
+        spec.flows != d.flows && !rrul,
+        format!("--flows {}", spec.flows),
+    );
     flag(
         spec.workers != TestSpec::default_workers_for(spec.workload, spec.flows),
         format!("--workers {}", spec.workers),
@@ -1032,7 +1133,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         format!("--duration {}", spec.duration_s),
     );
     flag(
-        spec.warmup_s != d.warmup_s,
+        spec.warmup_s != default_warmup_s(w),
         format!("--warmup {}", spec.warmup_s),
     );
     flag(
@@ -1187,6 +1288,24 @@ mod tests {
         o.workload = Some(r.workload);
         o.ipv6 = Some(r.ipv6);
         o.build().unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    #[test]
+    fn an_rrul_command_line_builds_the_same_spec_back() {
+        for line in [
+            "linerate run rrul",
+            "linerate run rrul --idle 5 --probe-rate 50 --streams 8 --duration 30 --warmup 2",
+            "linerate run rrul --request 200 --message 64K --outstanding 4 --cc reno",
+        ] {
+            let s = parse(line);
+            assert_eq!(s.flows, 2 * s.rrul.as_ref().unwrap().streams + 2);
+            let back = to_command_line(&s);
+            assert_eq!(parse(&back), s, "{line} -> {back}");
+        }
+        assert_eq!(
+            to_command_line(&parse("linerate run rrul")),
+            "linerate run rrul"
+        );
     }
 
     #[test]

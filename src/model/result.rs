@@ -120,6 +120,10 @@ pub struct Iteration {
     /// the same window (the load beside this group's traffic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_beside_bps: Option<f64>,
+    /// rrul: this iteration's probes idle and under load, the streams'
+    /// throughput and the timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
 }
 
 /// What a UDP test measured over its window (both ends' receivers
@@ -382,6 +386,11 @@ pub struct Summary {
     /// throughput the other groups carried beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_beside_bps: Option<f64>,
+    /// rrul: the probes' round trips idle and under load (latency merged
+    /// over every iteration), the streams' throughput each way, the
+    /// phases and the timeline (docs/result-schema.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -443,6 +452,14 @@ pub struct GroupResult {
     /// are absent (the CPU of an end is shared by every group).
     pub summary: Summary,
     pub iterations: Vec<Iteration>,
+    /// Seconds after the common start that its timeline began (rrul's
+    /// streams, after the idle phase); its intervals' times are its own.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset_s: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl TestResult {

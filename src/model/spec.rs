@@ -43,6 +43,10 @@ pub enum Workload {
     /// 'G2'`. Only a mixed result's own spec says mix; each group's spec
     /// names its workload.
     Mix,
+    /// flent's Realtime Response Under Load: two latency probes (rr and
+    /// udp-rr, open loop at a modest rate) alone, then beside N TCP
+    /// streams each way, on one timeline.
+    Rrul,
 }
 
 impl Workload {
@@ -59,6 +63,7 @@ impl Workload {
             Workload::Memcache => "memcache",
             Workload::Conn => "conn",
             Workload::Mix => "mix",
+            Workload::Rrul => "rrul",
         }
     }
 
@@ -89,6 +94,8 @@ pub enum RunsAs {
     Flows,
     Program,
     Mix,
+    /// A mix whose groups are built in (`controller::rrul`).
+    Rrul,
 }
 
 impl Workload {
@@ -96,6 +103,7 @@ impl Workload {
         match self {
             Workload::Exec | Workload::Scp => RunsAs::Program,
             Workload::Mix => RunsAs::Mix,
+            Workload::Rrul => RunsAs::Rrul,
             _ => RunsAs::Flows,
         }
     }
@@ -393,6 +401,9 @@ pub struct TestSpec {
     /// crypto libraries, `--crypto-hw off`).
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub crypto_hw: bool,
+    /// rrul: its idle phase, probe rate and streams (None otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrul: Option<super::rrul::RrulSpec>,
 }
 
 fn yes() -> bool {
@@ -520,6 +531,7 @@ impl Default for TestSpec {
             lab: None,
             sysctl: Default::default(),
             crypto_hw: true,
+            rrul: None,
         }
     }
 }
@@ -870,6 +882,14 @@ impl TestSpec {
         }
         if self.exec.is_some() {
             return Err("a command applies to the exec workload".into());
+        }
+        match (&self.rrul, self.workload) {
+            (Some(r), Workload::Rrul) => r.validate(self.warmup_s, self.interval_s)?,
+            (None, Workload::Rrul) => return Err("rrul needs its phases and probes".into()),
+            (Some(_), _) => {
+                return Err("--idle, --probe-rate and --streams apply to rrul".into());
+            }
+            (None, _) => {}
         }
         match (&self.kv, self.workload) {
             (Some(kv), Workload::Memcache) => kv.validate()?,

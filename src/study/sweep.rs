@@ -6,7 +6,7 @@
 use crate::model::spec::RunsAs;
 use serde::{Deserialize, Serialize};
 
-use crate::controller::mix;
+use crate::controller::{mix, rrul};
 use crate::model::options::TestOptions;
 use crate::model::sample::Confidence;
 use crate::model::spec::TestSpec;
@@ -195,9 +195,16 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
                 source,
             };
             let local = study.network.agent.is_none() && study.network.hosts.is_none();
-            let (spec, groups) = if config.workload.map(|w| w.runs_as()) == Some(RunsAs::Mix) {
+            let runs_as = config.workload.map(|w| w.runs_as());
+            let (spec, groups) = if runs_as == Some(RunsAs::Mix) {
                 let groups = mix_groups(&config, local).map_err(named)?;
                 (mix::spec_of(&groups), groups)
+            } else if runs_as == Some(RunsAs::Rrul) {
+                // rrul: a mix whose groups it builds (probes, streams up
+                // and down), axes applying to every group that takes them,
+                // each checked as a mix's group is (`mix::check`).
+                let groups = rrul::groups(&config, local).map_err(named)?;
+                (rrul::spec_of(&config, local).map_err(named)?, groups)
             } else if config.groups.is_some() {
                 return Err(named(
                     "groups are the groups of a mix: add workload = \"mix\"".into(),
@@ -292,11 +299,7 @@ fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, Inva
         let spec = o
             .build_for(local)
             .map_err(|e| Invalid(format!("group {name} ({text}): {e}")))?;
-        groups.push(mix::Group {
-            name,
-            command: text.clone(),
-            spec,
-        });
+        groups.push(mix::Group::new(name, text.clone(), spec));
     }
     mix::check(&groups).map_err(Invalid)?;
     Ok(groups)
@@ -404,5 +407,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--flows must be at least 1"), "{e}");
+    }
+
+    #[test]
+    fn an_rrul_case_expands_into_its_groups_with_axes_applied() {
+        let text = "title = \"t\"\ndescription = \"d\"\n[lab]\nrtt = \"20ms\"\nrate = \"20mbit\"\n[test]\nworkload = \"rrul\"\nidle = \"2s\"\nduration = \"5s\"\n[sweep]\n\"lab.aqm\" = [\"fifo\", \"fq_codel\"]\nstreams = [1, 8]\n";
+        let s = Study::parse(text, "t.toml", "t").unwrap();
+        let p = expand(&s, &TestOptions::default()).unwrap();
+        assert_eq!(p.len(), 4);
+        let last = &p[3];
+        assert_eq!(last.spec.workload, crate::model::spec::Workload::Rrul);
+        assert_eq!(last.spec.rrul.as_ref().unwrap().streams, 8);
+        assert_eq!(last.groups.len(), 4);
+        assert_eq!(last.groups[2].spec.flows, 8);
+        assert_eq!(last.groups[2].offset_s, 2.0);
+        // The lab's point settings reach every group (the runner reshapes
+        // the lab by the point's spec).
+        assert!(last.spec.lab.is_some());
+        assert_eq!(last.groups[0].spec.lab, last.spec.lab);
+        // What rrul sets itself is refused, naming the point.
+        let bad = text.replace("streams = [1, 8]", "flows = [2]");
+        let e = Study::parse(&bad, "t.toml", "t")
+            .and_then(checked)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("point") && e.contains("--streams"), "{e}");
     }
 }

@@ -196,7 +196,7 @@ pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, WorkloadError> {
 pub fn rate_column(spec: &TestSpec) -> RateColumn {
     match (get(spec.workload), spec.workload.runs_as()) {
         (Some(w), _) => w.rate_column(spec),
-        (None, spec::RunsAs::Mix) => RateColumn::Transactions,
+        (None, spec::RunsAs::Mix | spec::RunsAs::Rrul) => RateColumn::Transactions,
         (None, _) => RateColumn::None,
     }
 }
@@ -209,6 +209,20 @@ pub fn describe(spec: &TestSpec) -> Option<String> {
         // Each group is described below it, by its own workload.
         (None, spec::RunsAs::Mix) => {
             Some("several workloads on one window (each group below)".to_string())
+        }
+        (None, spec::RunsAs::Rrul) => {
+            let r = spec.rrul.clone().unwrap_or_default();
+            Some(format!(
+                "rrul: {} TCP stream{} each way beside two probes (rr and udp-rr {}/{} B at {}/s each, open loop): {} s idle, {} s ramp, {} s loaded",
+                r.streams,
+                if r.streams == 1 { "" } else { "s" },
+                spec.request,
+                spec.response,
+                r.probe_rate,
+                r.idle_s,
+                spec.warmup_s,
+                spec.duration_s
+            ))
         }
         (None, _) => None,
     }
@@ -330,7 +344,7 @@ mod tests {
         };
         assert_eq!(
             validate(&s).unwrap_err().to_string(),
-            "--rate (open loop) applies to rr, udp-stream, memcache"
+            "--rate (open loop) applies to rr, udp-stream, udp-rr, memcache"
         );
         let z = TestSpec {
             workload: Kind::Rr,

@@ -5,6 +5,12 @@
 //! as timed out and replaced, so a lossy path slows the test down but never
 //! hangs it. The agent answers each request with `response` bytes.
 //!
+//! Open loop (`--rate`, transactions/s over all flows): request i of a flow
+//! is due at `start + i / rate` and sent when due with fewer than
+//! `outstanding` in flight, as `rr` does; its latency is also taken from
+//! the due time (coordinated omission). A probe at a modest rate, such as
+//! rrul's, then loads the path with its own packets only.
+//!
 //! One-way delays. A response of 48 bytes or more carries, after the
 //! header, the agent's clock when it received the request's batch and when
 //! it sent the answers; the client has its own send and receive stamps.
@@ -71,6 +77,9 @@ impl Plugin for UdpRr {
         if spec.outstanding > 1 {
             let _ = write!(s, ", {} outstanding", spec.outstanding);
         }
+        if let Some(r) = spec.rate {
+            let _ = write!(s, ", open loop at {} total", crate::units::fmt_rate(r));
+        }
         s
     }
 
@@ -95,7 +104,10 @@ impl Plugin for UdpRr {
     }
 
     fn supports(&self) -> Supports {
-        Supports::default()
+        Supports {
+            rate: true,
+            ..Default::default()
+        }
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
@@ -107,6 +119,7 @@ impl Plugin for UdpRr {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+        let flows = conns.udp.len().max(1) as f64;
         // One pair of histograms per worker the flows go to (round robin,
         // in this order, as the engine spreads them).
         let clock = conns
@@ -128,13 +141,10 @@ impl Plugin for UdpRr {
                     lock(&shard).flows += 1;
                     (c, shard)
                 });
-                Box::new(Requester::new(
-                    id,
-                    UdpSocket::from_std(s),
-                    conns.cookie,
-                    spec,
-                    owd,
-                )) as Box<dyn Flow>
+                Box::new(
+                    Requester::new(id, UdpSocket::from_std(s), conns.cookie, spec, owd)
+                        .open_loop(spec.rate.map(|r| r / flows)),
+                ) as Box<dyn Flow>
             })
             .collect())
     }
@@ -257,6 +267,11 @@ pub struct Requester {
     timer_at: Option<Instant>,
     stats: UdpFlowStats,
     transactions: u64,
+    /// Open loop: time between this flow's requests, its first request's
+    /// due time, and when the timer for the next due request is set.
+    period: Option<Duration>,
+    start: Option<Instant>,
+    due_at: Option<Instant>,
     /// The agent's clock is known: one-way delays are recorded.
     owd: Option<Owd>,
 }
@@ -294,6 +309,9 @@ impl Requester {
             timer_at: None,
             stats: UdpFlowStats::default(),
             transactions: 0,
+            period: None,
+            start: None,
+            due_at: None,
             owd: owd.map(|(clock, shard)| Owd {
                 clock,
                 shard,
@@ -305,9 +323,48 @@ impl Requester {
         }
     }
 
-    /// Sends requests until `outstanding` are in flight.
+    /// Open loop at `rate` requests/s (None: closed loop).
+    fn open_loop(mut self, rate: Option<f64>) -> Self {
+        self.period = rate
+            .filter(|r| *r > 0.0)
+            .map(|r| Duration::from_secs_f64(1.0 / r));
+        self
+    }
+
+    /// Open loop: when request `seq` is due.
+    fn due(&self, seq: u64) -> Option<Instant> {
+        let (p, s) = (self.period?, self.start?);
+        Some(s + p.mul_f64(seq as f64))
+    }
+
+    /// How many requests may go now: up to `outstanding` in flight, and in
+    /// open loop only those due (the timer is set for the next one).
+    fn allowed(&mut self, cx: &mut Ctx<'_>) -> usize {
+        let free = self.outstanding - self.inflight.len();
+        if self.period.is_none() {
+            return free;
+        }
+        self.start.get_or_insert(cx.now);
+        let mut n = 0;
+        while n < free {
+            match self.due(self.seq + n as u64) {
+                Some(t) if t <= cx.now => n += 1,
+                Some(t) => {
+                    if self.due_at.is_none() {
+                        self.due_at = Some(t);
+                        cx.schedule(t);
+                    }
+                    break;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Sends requests until `outstanding` are in flight (open loop: those due).
     fn refill(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        let n = self.outstanding - self.inflight.len();
+        let n = self.allowed(cx);
         if n == 0 {
             return Ok(());
         }
@@ -360,6 +417,8 @@ impl Flow for Requester {
                 };
                 cx.counters.udp_recv_calls += 1;
                 let now = mono_ns();
+                // Open loop: the schedule, for each request's due time.
+                let schedule = self.period.zip(self.start);
                 // The window's one-way delays, once per batch.
                 let mut owd = self.owd.as_mut().filter(|_| cx.counting);
                 let shard = owd.as_ref().map(|o| o.shard.clone());
@@ -380,6 +439,11 @@ impl Flow for Requester {
                     };
                     let (_, sent) = self.inflight.remove(at);
                     record_ns(cx.hist, now.saturating_sub(sent));
+                    if let Some((period, start)) = schedule {
+                        let due = start + period.mul_f64(h.seq as f64);
+                        let late = Instant::now().saturating_duration_since(due);
+                        record_ns(cx.hist_corrected, late.as_nanos() as u64);
+                    }
                     if let (Some(o), Some(h), Some((arx, atx))) =
                         (owd.as_deref_mut(), shard.as_deref_mut(), stamps(d))
                     {
@@ -414,15 +478,24 @@ impl Flow for Requester {
     }
 
     fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
-        self.timer_at = None;
+        // Two timers share this call in open loop: the next due request's
+        // and the oldest request's timeout; each is cleared once passed,
+        // so neither is set twice.
+        if self.due_at.is_some_and(|t| t <= cx.now) {
+            self.due_at = None;
+        }
         let limit = self.timeout.as_nanos() as u64;
+        if self.timer_at.is_none_or(|t| t <= cx.now) {
+            self.timer_at = None;
+            let now = mono_ns();
+            let before = self.inflight.len();
+            self.inflight
+                .retain(|&(_, sent)| now.saturating_sub(sent) < limit);
+            let expired = (before - self.inflight.len()) as u64;
+            self.stats.timeouts += expired;
+            cx.counters.timeouts += expired;
+        }
         let now = mono_ns();
-        let before = self.inflight.len();
-        self.inflight
-            .retain(|&(_, sent)| now.saturating_sub(sent) < limit);
-        let expired = (before - self.inflight.len()) as u64;
-        self.stats.timeouts += expired;
-        cx.counters.timeouts += expired;
         if let Err(e) = self.refill(cx) {
             return self.failed(cx, e);
         }

@@ -124,7 +124,9 @@ pub fn build(loaded: &Loaded) -> Landscape {
                 })
                 .map(|(_, r)| r.clone())
                 .collect();
-            if p.groups.is_empty() {
+            // rrul is one row: its figures are the whole timeline's.
+            let rrul = p.spec.workload.runs_as() == crate::model::spec::RunsAs::Rrul;
+            if p.groups.is_empty() || rrul {
                 vec![row(p.clone(), results)]
             } else {
                 group_rows(p, &results)

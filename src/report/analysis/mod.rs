@@ -1,5 +1,6 @@
 //! From results to meaning: the landscape (metrics per point), the models
-//! that bound it (line rate, window/RTT), key points, and comparisons.
+//! that bound it (line rate, window/RTT), key points, comparisons, and
+//! rrul's figures (latency over time and its distribution).
 pub mod check;
 pub mod compare;
 pub mod environments;
@@ -8,4 +9,5 @@ pub mod hosts;
 pub mod keypoints;
 pub mod landscape;
 pub mod metrics;
+pub mod rrul;
 pub mod wanmodel;

@@ -156,6 +156,20 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
             Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
         }
     }
+    // rrul points: flent's latency over time and its distribution.
+    for (i, chart) in crate::report::analysis::rrul::charts(land)
+        .into_iter()
+        .enumerate()
+    {
+        match plot::svg(&chart) {
+            Ok(svg) => figures.push(Figure {
+                title: chart.title.clone(),
+                svg,
+                file: format!("rrul-{}.svg", i + 1),
+            }),
+            Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
+        }
+    }
     let first = loaded.results.first().map(|(_, r)| r);
     let config = match first {
         Some(r) => {

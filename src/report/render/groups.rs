@@ -67,9 +67,11 @@ pub fn lines(o: &mut String, r: &TestResult) {
     if r.groups.is_empty() {
         return;
     }
+    let late = r.groups.iter().any(|g| g.offset_s > 0.0);
     let _ = writeln!(
         o,
-        "  groups       on one window; the CPU above is every group's"
+        "  groups       on one {}; the CPU above is every group's",
+        if late { "timeline" } else { "window" }
     );
     let width = r
         .groups
@@ -78,16 +80,31 @@ pub fn lines(o: &mut String, r: &TestResult) {
         .max()
         .unwrap_or(0)
         .min(48);
+    let names = r
+        .groups
+        .iter()
+        .map(|g| g.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
     for g in &r.groups {
         let mut command = g.command.clone();
         if command.len() > width {
             command.truncate(width.saturating_sub(1));
             command.push('…');
         }
-        let extra = extras(g);
+        let mut extra = extras(g);
+        if g.offset_s > 0.0 {
+            let from = format!("from {} s", g.offset_s);
+            extra = if extra.is_empty() {
+                from
+            } else {
+                format!("{extra}, {from}")
+            };
+        }
         let _ = writeln!(
             o,
-            "    {:<4} {:<width$}  {}{}",
+            "    {:<names$} {:<width$}  {}{}",
             g.name,
             command,
             main_figure(g),

@@ -15,6 +15,10 @@ pub fn describe(spec: &TestSpec) -> String {
         // A program (exec, scp): what it runs and its time limit.
         None => return crate::program::describe(spec),
     };
+    // rrul says its phases itself; its groups' flows are below it.
+    if spec.workload.runs_as() == crate::model::spec::RunsAs::Rrul {
+        return what;
+    }
     let what = match &spec.tls {
         None => what,
         Some(t) => format!(
@@ -215,6 +219,19 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         if r.iterations.len() > 1 {
             let _ = writeln!(o, "\niteration {}", it.index + 1);
         }
+        // rrul: its timeline and its probes idle and loaded, the CPU.
+        if let Some(l) = &it.latency_under_load {
+            if intervals {
+                super::rrul::table(&mut o, l);
+            }
+            super::rrul::lines(&mut o, l);
+            let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
+            let _ = writeln!(o, "  {:<12} {}", "cpu agent", cpu_line(it, true));
+            if let Some(e) = &it.error {
+                let _ = writeln!(o, "  {:<12} {e}", "PARTIAL");
+            }
+            continue;
+        }
         if intervals && !it.intervals.is_empty() {
             let _ = writeln!(o, "{}", interval_header(rate == RateColumn::Packets));
             for i in &it.intervals {
@@ -346,6 +363,10 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         if let Some(e) = &it.error {
             let _ = writeln!(o, "  {:<12} {e}", "PARTIAL");
         }
+    }
+    if let (Some(l), true) = (&r.summary.latency_under_load, r.iterations.len() > 1) {
+        let _ = writeln!(o, "\nall iterations (latency merged, throughput means)");
+        super::rrul::lines(&mut o, l);
     }
     if let Some(c) = &r.summary.confidence {
         let target = r.confidence_target.width_pct / 2.0;

@@ -4,7 +4,7 @@
 //! crafted landscapes on both sides of its threshold.
 //!
 //! One file per topic (throughput, CPU, TLS, the window/RTT model, scp,
-//! UDP, memcached, latency, mixed tests, the hosts, the evidence itself, several
+//! UDP, memcached, latency, mixed tests, rrul, the hosts, the evidence itself, several
 //! environments); `shared` holds the key point and what the rules share,
 //! and this file runs them in the report's order.
 
@@ -15,6 +15,7 @@ mod hosts;
 mod latency;
 mod memcache;
 mod mix;
+mod rrul;
 mod scp;
 mod shared;
 #[cfg(test)]
@@ -31,6 +32,7 @@ pub use self::hosts::{firewall, shared_host};
 pub use self::latency::tail_latency;
 pub use self::memcache::{kv_cost, kv_saturation};
 pub use self::mix::latency_beside_load;
+pub use self::rrul::latency_under_load;
 pub use self::scp::{scp_channel_window, scp_login};
 pub use self::shared::{KeyPoint, MODEL_TOLERANCE};
 pub use self::throughput::{scaling_peak, streams_to_line_rate};
@@ -64,6 +66,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         crypto_hw_saving,
         tail_latency,
         latency_beside_load,
+        latency_under_load,
         noise,
         firewall,
         shared_host,

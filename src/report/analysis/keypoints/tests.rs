@@ -774,6 +774,52 @@ fn scp_capped_by_the_ssh_channel_window() {
 }
 
 #[test]
+fn latency_under_load_says_what_the_load_added_per_point() {
+    let rrul = |rate: &str, idle: f64, p50: f64| {
+        row(
+            &[("lab.rate", rate)],
+            &[
+                ("idle_p50_us", &[idle]),
+                ("loaded_p50_us", &[p50]),
+                ("loaded_p99_us", &[p50 * 1.5]),
+                ("up_bps", &[18e6]),
+                ("down_bps", &[17e6]),
+            ],
+            1,
+        )
+    };
+    let one = land(vec![rrul("20mbit", 20_000.0, 370_000.0)], None);
+    let k = latency_under_load(&one);
+    assert_eq!(k.len(), 1);
+    assert_eq!(
+        k[0].text,
+        "lab.rate=20mbit: under load (18.00 Mbit/s up, 17.00 Mbit/s down) the TCP probe's round trip went from 20.00 ms idle to 370.00 ms at p50 (18.5x) and 555.00 ms at p99."
+    );
+    let two = land(
+        vec![
+            rrul("20mbit", 20_000.0, 370_000.0),
+            rrul("100mbit", 20_000.0, 90_000.0),
+        ],
+        None,
+    );
+    let k = latency_under_load(&two);
+    assert_eq!(k.len(), 3);
+    assert!(
+        k[2].text.contains(
+            "least at lab.rate=100mbit (+70.00 ms at p50) and most at lab.rate=20mbit (+350.00 ms)"
+        ),
+        "{}",
+        k[2].text
+    );
+    // Not an rrul point: nothing.
+    let other = land(
+        vec![row(&[("flows", "1")], &[("latency_p50_us", &[30.0])], 1)],
+        None,
+    );
+    assert!(latency_under_load(&other).is_empty());
+}
+
+#[test]
 fn latency_beside_load_compares_a_group_with_itself_alone() {
     let rr = |params: &[(&str, &str)], p99: f64, load: Option<f64>| {
         let mut m: Vec<(&'static str, &[f64])> = vec![("latency_p50_us", &[30.0])];
