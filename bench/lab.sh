@@ -10,7 +10,7 @@
 #   1g-50-gso  1 Gbit/s, 50 ms RTT, GSO       1g-50-pkt  per packet
 #   1g-100-gso 1 Gbit/s, 100 ms RTT, GSO      1g-100-pkt per packet
 #   1g-50-codel, 1g-50-fq   1 Gbit/s, 50 ms RTT, GSO, --aqm codel / fq_codel
-#   1g-50-fq4  the same with fq_codel and 4 flows
+#   1g-50-fq4, 1g-50-gso4   the same with fq_codel / drop-tail and 4 flows
 # ORDER="1g-50-gso 1g-50-fq" bench/lab.sh 3 6   runs only those, in that order.
 # and one linerate stream per lab (1 flow; 4 flows for the capacity labs),
 # reporting throughput, the emulator's CPU (share of one core), releases
@@ -41,6 +41,7 @@ declare -A LINK=(
   [1g-50-codel]="--rtt 50ms --rate 1gbit --aqm codel"
   [1g-50-fq]="--rtt 50ms --rate 1gbit --aqm fq_codel"
   [1g-50-fq4]="--rtt 50ms --rate 1gbit --aqm fq_codel"
+  [1g-50-gso4]="--rtt 50ms --rate 1gbit"
 )
 ORDER=${ORDER:-"plain cap-gso cap-pkt 1g-50-gso 1g-50-pkt 1g-100-gso 1g-100-pkt 1g-50-codel 1g-50-fq"}
 
