@@ -569,7 +569,7 @@ fn bad_study_input_exits_with_one_line() {
 
 /// Every built-in study: a user's first study is often one of these, so
 /// each runs to its end here, shortened.
-const BUILTIN: [&str; 9] = [
+const BUILTIN: [&str; 10] = [
     "quick",
     "streams-to-line-rate",
     "awm",
@@ -579,6 +579,7 @@ const BUILTIN: [&str; 9] = [
     "udp-small-packets",
     "memcached",
     "tls-crypto-hw",
+    "latency-under-load",
 ];
 
 /// Runs built-in study `name` (or the study file `file`, a shortened
@@ -666,6 +667,30 @@ fn lab_builtin_studies_run_to_the_end() {
         8,
         "2 cases x 2 rtt x 2 rcvbuf"
     );
+    // latency-under-load at its slow rate only, short phases: the FIFO's
+    // and FQ-CoDel's points and the key point comparing them.
+    let o = run_str("study show latency-under-load", LIMIT);
+    ok(&o);
+    let text = stdout(&o);
+    let short = text
+        .replace(
+            r#""lab.rate" = ["20mbit", "100mbit"]"#,
+            r#""lab.rate" = ["20mbit"]"#,
+        )
+        .replace(
+            r#""lab.aqm" = ["fifo", "codel", "fq_codel"]"#,
+            r#""lab.aqm" = ["fifo", "fq_codel"]"#,
+        )
+        .replace(r#"idle = "3s""#, r#"idle = "1s""#);
+    assert!(short.contains(r#"["fifo", "fq_codel"]"#), "{text}");
+    let file = write_study("latency-under-load-short", &short);
+    let dir = runs_to_the_end_with("latency-under-load", Some(&file), "-d 3 --warmup 1 -i 0.5");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("At lab.rate=20mbit: with a 4 MiB FIFO the probes wait"),
+        "{md}"
+    );
+    assert!(md.contains("fq_codel keeps p99 within"), "{md}");
 }
 
 #[test]

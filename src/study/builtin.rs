@@ -31,6 +31,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "tls-crypto-hw",
         include_str!("../../studies/tls-crypto-hw.toml"),
     ),
+    (
+        "latency-under-load",
+        include_str!("../../studies/latency-under-load.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -32,7 +32,7 @@ pub use self::hosts::{firewall, shared_host};
 pub use self::latency::tail_latency;
 pub use self::memcache::{kv_cost, kv_saturation};
 pub use self::mix::latency_beside_load;
-pub use self::rrul::latency_under_load;
+pub use self::rrul::{latency_under_load, queue_discipline};
 pub use self::scp::{scp_channel_window, scp_login};
 pub use self::shared::{KeyPoint, MODEL_TOLERANCE};
 pub use self::throughput::{scaling_peak, streams_to_line_rate};
@@ -67,6 +67,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         tail_latency,
         latency_beside_load,
         latency_under_load,
+        queue_discipline,
         noise,
         firewall,
         shared_host,

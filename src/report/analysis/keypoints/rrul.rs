@@ -72,3 +72,78 @@ pub fn latency_under_load(l: &Landscape) -> Vec<KeyPoint> {
     }
     out
 }
+
+/// What the discipline (`lab.aqm`) does to the probes: for points that
+/// differ only in it, the FIFO's wait under load beside what CoDel and
+/// FQ-CoDel kept, at what share of the FIFO's throughput (issue 25's
+/// sentence: "with a 4 MB FIFO the probes wait X ms under load; fq_codel
+/// keeps p99 within Y ms of idle at Z% of the throughput").
+pub fn queue_discipline(l: &Landscape) -> Vec<KeyPoint> {
+    const AXIS: &str = "lab.aqm";
+    let total = |r: &Row| Some(r.mean("up_bps")? + r.mean("down_bps")?);
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for fifo in l
+        .rows
+        .iter()
+        .filter(|r| r.point.param(AXIS) == Some("fifo"))
+    {
+        let rest = fifo.point.label_except(AXIS);
+        if seen.contains(&rest) {
+            continue;
+        }
+        seen.push(rest.clone());
+        let (Some((idle50, p50, _)), Some(fifo_bps)) = (figures(fifo), total(fifo)) else {
+            continue;
+        };
+        let Some(fifo99) = fifo.mean("loaded_p99_us") else {
+            continue;
+        };
+        let queue = fifo
+            .results
+            .iter()
+            .find_map(|t| t.lab.as_ref()?.spec.as_ref()?.links[0].queue_bytes)
+            .map_or(String::new(), |q| {
+                format!("{} ", crate::units::fmt_bytes(q))
+            });
+        let mut parts = Vec::new();
+        for kind in ["fq_codel", "codel"] {
+            let Some(r) = l
+                .rows
+                .iter()
+                .find(|r| r.point.param(AXIS) == Some(kind) && r.point.label_except(AXIS) == rest)
+            else {
+                continue;
+            };
+            let (Some(idle99), Some(p99), Some(bps)) =
+                (r.mean("idle_p99_us"), r.mean("loaded_p99_us"), total(r))
+            else {
+                continue;
+            };
+            parts.push(format!(
+                "{kind} keeps p99 within {} of idle at {:.0}% of the FIFO's throughput",
+                fmt_us((p99 - idle99).max(0.0)),
+                100.0 * bps / fifo_bps
+            ));
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        let at = if rest.is_empty() {
+            String::new()
+        } else {
+            format!("At {rest}: ")
+        };
+        out.push(KeyPoint {
+            rule: "queue_discipline",
+            text: format!(
+                "{at}with a {queue}FIFO the probes wait {} under load (p50; p99 {}); {}.",
+                fmt_us((p50 - idle50).max(0.0)),
+                fmt_us(fifo99),
+                parts.join("; ")
+            ),
+            advice: "A FIFO delays every packet by the whole queue the bulk flows keep full; CoDel drops (or ECN-marks) until packets wait about its 5 ms target, and FQ-CoDel also gives each flow its own queue, so a sparse flow (a probe, a request, DNS, a game) waits only for the packet on the wire. Linux has fq_codel as a qdisc (tc qdisc replace dev DEV root fq_codel) on the bottleneck's egress; a queue only forms where the rate drops, so that is where it belongs.".into(),
+        });
+    }
+    out
+}

@@ -820,6 +820,41 @@ fn latency_under_load_says_what_the_load_added_per_point() {
 }
 
 #[test]
+fn queue_discipline_compares_each_aqm_with_the_fifo_at_the_same_rest() {
+    let rrul = |rate: &str, aqm: &str, p50: f64, p99: f64, bps: f64| {
+        row(
+            &[("lab.rate", rate), ("lab.aqm", aqm)],
+            &[
+                ("idle_p50_us", &[20_000.0]),
+                ("idle_p99_us", &[21_000.0]),
+                ("loaded_p50_us", &[p50]),
+                ("loaded_p99_us", &[p99]),
+                ("up_bps", &[bps]),
+                ("down_bps", &[bps]),
+            ],
+            1,
+        )
+    };
+    let l = land(
+        vec![
+            rrul("20mbit", "fifo", 350_000.0, 980_000.0, 18e6),
+            rrul("20mbit", "codel", 97_000.0, 279_000.0, 17.3e6),
+            rrul("20mbit", "fq_codel", 21_500.0, 23_400.0, 18e6),
+            rrul("100mbit", "fifo", 293_000.0, 393_000.0, 88e6),
+        ],
+        None,
+    );
+    let k = queue_discipline(&l);
+    assert_eq!(k.len(), 1, "100mbit has no AQM point to compare");
+    assert_eq!(
+        k[0].text,
+        "At lab.rate=20mbit: with a FIFO the probes wait 330.00 ms under load (p50; p99 980.00 ms); fq_codel keeps p99 within 2.40 ms of idle at 100% of the FIFO's throughput; codel keeps p99 within 258.00 ms of idle at 96% of the FIFO's throughput."
+    );
+    // Without an lab.aqm axis: nothing.
+    assert!(queue_discipline(&land(vec![], None)).is_empty());
+}
+
+#[test]
 fn latency_beside_load_compares_a_group_with_itself_alone() {
     let rr = |params: &[(&str, &str)], p99: f64, load: Option<f64>| {
         let mut m: Vec<(&'static str, &[f64])> = vec![("latency_p50_us", &[30.0])];
