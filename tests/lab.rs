@@ -752,20 +752,7 @@ fn a_study_brings_its_own_lab_follows_rtt_and_removes_it() {
     let file = tmp("mini-wan.toml");
     std::fs::write(&file, MINI).unwrap();
     let out = tmp("mini-wan-out");
-    let o = run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        Duration::from_secs(300),
-    );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let dir = first_dir(&out);
+    let dir = study_ok(&file, &out, Duration::from_secs(300));
     for (case, rtt) in [
         ("linerate", 5.0),
         ("linerate", 15.0),
@@ -1479,24 +1466,14 @@ fn a_codel_lab_marks_ecn_capable_flows_and_drops_the_others() {
     assert_eq!(st[0]["lab"]["spec"]["aqm"]["kind"], "codel", "{st}");
 }
 
-#[test]
-fn an_rr_group_waits_behind_a_stream_group_on_a_slow_link() {
-    let Some(_s) = measuring() else { return };
-    // 20 Mbit/s with the default deep FIFO: two streams fill its queue,
-    // and every rr round trip beside them waits behind it.
-    let (lab, _) = Lab::up("mix", "--rtt 10ms --rate 20mbit --no-calibrate");
-    let rr = "rr --rate 20 --request 64 --response 64";
-    let alone = run_json(
-        &format!("{}-rr-alone.json", lab.name),
-        &format!("{rr} --lab {} -d 2 --warmup 0.5", lab.name),
-        Duration::from_secs(60),
-    );
+/// `run mix PROBE 'stream --flows 2'` through `lab` for 3 s: the result.
+fn beside_two_streams(lab: &Lab, probe: &str) -> serde_json::Value {
     let out = tmp(&format!("{}-mix.json", lab.name));
     let o = run(
         &[
             "run",
             "mix",
-            rr,
+            probe,
             "stream --flows 2",
             "--lab",
             &lab.name,
@@ -1512,7 +1489,22 @@ fn an_rr_group_waits_behind_a_stream_group_on_a_slow_link() {
     );
     assert_no_panic(&o);
     assert!(o.status.success(), "{}", stderr(&o));
-    let r = json(&out);
+    json(&out)
+}
+
+#[test]
+fn an_rr_group_waits_behind_a_stream_group_on_a_slow_link() {
+    let Some(_s) = measuring() else { return };
+    // 20 Mbit/s with the default deep FIFO: two streams fill its queue,
+    // and every rr round trip beside them waits behind it.
+    let (lab, _) = Lab::up("mix", "--rtt 10ms --rate 20mbit --no-calibrate");
+    let rr = "rr --rate 20 --request 64 --response 64";
+    let alone = run_json(
+        &format!("{}-rr-alone.json", lab.name),
+        &format!("{rr} --lab {} -d 2 --warmup 0.5", lab.name),
+        Duration::from_secs(60),
+    );
+    let r = beside_two_streams(&lab, rr);
     let g1 = &r["groups"][0];
     let g2 = &r["groups"][1];
     assert_eq!(g1["workload"], "rr");
@@ -1692,28 +1684,7 @@ fn one_way_delays_show_which_direction_queues_beside_a_load() {
     // 20 Mbit/s with a deep FIFO: two uploading streams fill the queue
     // towards the server; the way back carries only their ACKs.
     let (lab, _) = Lab::up("owdq", "--rtt 10ms --rate 20mbit --no-calibrate");
-    let out = tmp(&format!("{}-mix.json", lab.name));
-    let o = run(
-        &[
-            "run",
-            "mix",
-            "udp-rr",
-            "stream --flows 2",
-            "--lab",
-            &lab.name,
-            "-d",
-            "3",
-            "--warmup",
-            "1",
-            "-q",
-            "--json",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(90),
-    );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r = json(&out);
+    let r = beside_two_streams(&lab, "udp-rr");
     let g = &r["groups"][0];
     assert_eq!(g["workload"], "udp-rr");
     let (up, down, _) = one_way_ms(g);

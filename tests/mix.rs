@@ -209,20 +209,7 @@ groups = ["rr --rate 200", "stream --flows 2"]
     )
     .unwrap();
     let out = dir.join("out");
-    let o = run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let folder = first_dir(&out);
+    let folder = study_ok(&file, &out, Duration::from_secs(120));
     let mut found = false;
     for e in std::fs::read_dir(folder.join("points")).unwrap() {
         let p = e.unwrap().path();

@@ -195,20 +195,7 @@ fn an_rrul_case_sweeps_and_reports_a_row_per_point_with_its_figures() {
     let _ = std::fs::remove_dir_all(&out);
     let file = tmp("rrul-study.toml");
     std::fs::write(&file, RRUL_STUDY).unwrap();
-    let o = run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
-    let dir = first_dir(&out);
+    let dir = study_ok(&file, &out, Duration::from_secs(120));
     let two = json(&dir.join("points/rrul_streams-2.r1.json"));
     assert_eq!(two["spec"]["rrul"]["streams"], 2);
     assert_eq!(two["groups"][2]["spec"]["flows"], 2);

@@ -117,6 +117,25 @@ pub fn assert_no_panic(o: &Output) {
     assert!(!e.contains("panicked"), "panic: {e}");
 }
 
+/// `linerate study run FILE --out OUT -q`, checked for success: the
+/// results folder it made under `out`.
+pub fn study_ok(file: &Path, out: &Path, limit: Duration) -> PathBuf {
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        limit,
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    first_dir(out)
+}
+
 pub fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("linerate-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
