@@ -79,6 +79,12 @@ macro_rules! end_of {
 
 /// Reads TCP_INFO of a connected TCP socket.
 pub fn read(fd: RawFd) -> Option<TcpInfo> {
+    let (raw, len) = read_raw(fd)?;
+    Some(convert(&raw, len))
+}
+
+/// The kernel's struct as it filled it, and how many bytes it wrote.
+fn read_raw(fd: RawFd) -> Option<(RawTcpInfo, usize)> {
     let mut raw = RawTcpInfo::default();
     let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `raw`.
@@ -91,10 +97,7 @@ pub fn read(fd: RawFd) -> Option<TcpInfo> {
             &mut len,
         )
     };
-    if rc != 0 {
-        return None;
-    }
-    Some(convert(&raw, len as usize))
+    (rc == 0).then_some((raw, len as usize))
 }
 
 /// Payload bytes the peer has received of what this socket sent: the
@@ -105,22 +108,8 @@ pub fn read(fd: RawFd) -> Option<TcpInfo> {
 /// this counts a byte when it arrived. None when the kernel does not say
 /// (no `tcpi_bytes_acked`, Linux < 4.1) or the socket is gone.
 pub fn delivered(fd: RawFd) -> Option<u64> {
-    let mut raw = RawTcpInfo::default();
-    let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into `raw`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            &mut raw as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if rc != 0 || !has(len as usize, end_of!(bytes_acked)) {
-        return None;
-    }
-    Some(delivered_of(&raw))
+    let (raw, len) = read_raw(fd)?;
+    has(len, end_of!(bytes_acked)).then(|| delivered_of(&raw))
 }
 
 fn delivered_of(raw: &RawTcpInfo) -> u64 {
