@@ -1444,7 +1444,22 @@ fn a_codel_lab_marks_ecn_capable_flows_and_drops_the_others() {
         );
         r["lab"]["emulator"]["dirs"][0].clone()
     };
-    lab.exec("c", &["sysctl", "-qw", "net.ipv4.tcp_ecn=1"]);
+    // The sender asks for ECN (the kernel's default 2 only answers it).
+    let ecn = |v: &str| {
+        lab.exec(
+            "c",
+            &[
+                "sh",
+                "-c",
+                &format!("echo {v} > /proc/sys/net/ipv4/tcp_ecn"),
+            ],
+        );
+        assert_eq!(
+            lab.exec("c", &["cat", "/proc/sys/net/ipv4/tcp_ecn"]).trim(),
+            v
+        );
+    };
+    ecn("1");
     let before = delivered_ce();
     let d = stream("ecn");
     assert!(u(&d["marked_ecn"]) > 0, "{d}");
@@ -1458,7 +1473,7 @@ fn a_codel_lab_marks_ecn_capable_flows_and_drops_the_others() {
     // a full 4 MB queue holds at 20 Mbit/s.
     let mean_ms = f(&d["queue_delay_sum_us"]) / f(&d["queue_delay_count"]) / 1e3;
     assert!(mean_ms < 30.0, "mean queue delay {mean_ms} ms: {d}");
-    lab.exec("c", &["sysctl", "-qw", "net.ipv4.tcp_ecn=0"]);
+    ecn("0");
     let d = stream("drop");
     assert!(u(&d["dropped_aqm"]) > 0, "{d}");
     assert_eq!(u(&d["marked_ecn"]), 0, "{d}");
