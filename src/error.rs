@@ -30,3 +30,21 @@ pub fn usage(message: impl Into<String>) -> Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `From<$t> for Error` for a room's error that knows its own class
+/// (`fn is_usage(&self) -> bool`): Usage (exit 2) when the user's input is
+/// what is wrong, else Failed (exit 1). One rule, written once.
+macro_rules! classed_by_is_usage {
+    ($t:ty) => {
+        impl From<$t> for $crate::error::Error {
+            fn from(e: $t) -> Self {
+                if e.is_usage() {
+                    $crate::error::Error::Usage(e.to_string())
+                } else {
+                    $crate::error::Error::Failed(e.to_string())
+                }
+            }
+        }
+    };
+}
+pub(crate) use classed_by_is_usage;

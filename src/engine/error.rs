@@ -288,17 +288,7 @@ impl EngineError {
     }
 }
 
-/// TLS settings and files the user gave are Usage (exit 2); sockets,
-/// timeouts, handshakes, descriptors and key generation are Failed (1).
-impl From<EngineError> for crate::error::Error {
-    fn from(e: EngineError) -> Self {
-        if e.is_usage() {
-            crate::error::Error::Usage(e.to_string())
-        } else {
-            crate::error::Error::Failed(e.to_string())
-        }
-    }
-}
+crate::error::classed_by_is_usage!(EngineError);
 
 #[cfg(test)]
 mod tests {

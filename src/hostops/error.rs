@@ -147,17 +147,7 @@ impl OpsError {
     }
 }
 
-/// A hosts file that cannot be read or does not hold is a usage error (as
-/// `--hosts` has it); whatever a host or this machine did is a failure.
-impl From<OpsError> for crate::error::Error {
-    fn from(e: OpsError) -> Self {
-        if e.is_usage() {
-            crate::error::Error::Usage(e.to_string())
-        } else {
-            crate::error::Error::Failed(e.to_string())
-        }
-    }
-}
+crate::error::classed_by_is_usage!(OpsError);
 
 #[cfg(test)]
 mod tests {

@@ -253,17 +253,7 @@ impl LabError {
     }
 }
 
-/// The link and the lab's rules as the user gave them are usage errors;
-/// whatever the machine refused is a failure.
-impl From<LabError> for crate::error::Error {
-    fn from(e: LabError) -> Self {
-        if e.is_usage() {
-            crate::error::Error::Usage(e.to_string())
-        } else {
-            crate::error::Error::Failed(e.to_string())
-        }
-    }
-}
+crate::error::classed_by_is_usage!(LabError);
 
 /// The emulator (`lab emulate`): its configuration, its queues, its
 /// counters file.

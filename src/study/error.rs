@@ -133,15 +133,7 @@ impl StudyError {
     }
 }
 
-impl From<StudyError> for crate::error::Error {
-    fn from(e: StudyError) -> Self {
-        if e.is_usage() {
-            crate::error::Error::Usage(e.to_string())
-        } else {
-            crate::error::Error::Failed(e.to_string())
-        }
-    }
-}
+crate::error::classed_by_is_usage!(StudyError);
 
 #[cfg(test)]
 mod tests {

@@ -120,18 +120,7 @@ impl WorkloadError {
     }
 }
 
-/// A spec the workload refuses is Usage (exit 2); connections, listeners,
-/// memcached and its prefill failing are Failed (1); the engine's errors
-/// keep the engine's class.
-impl From<WorkloadError> for crate::error::Error {
-    fn from(e: WorkloadError) -> Self {
-        if e.is_usage() {
-            crate::error::Error::Usage(e.to_string())
-        } else {
-            crate::error::Error::Failed(e.to_string())
-        }
-    }
-}
+crate::error::classed_by_is_usage!(WorkloadError);
 
 #[cfg(test)]
 mod tests {
