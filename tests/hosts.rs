@@ -471,11 +471,10 @@ fn two_client_hosts_load_the_memcached_of_a_server_host() {
 #[test]
 fn a_mix_runs_across_client_hosts_on_one_window() {
     let rig = Rig::start("mix", [0; 3]);
-    let out = tmp("hosts-mix.json");
     let hosts = rig.file.display().to_string();
-    let o = run(
+    let r = run_json_args(
+        "hosts-mix.json",
         &[
-            "run",
             "mix",
             "stream --flows 2",
             "rr --rate 100 --flows 2 --request 64 --response 64",
@@ -485,15 +484,9 @@ fn a_mix_runs_across_client_hosts_on_one_window() {
             "1.5",
             "--warmup",
             "0.5",
-            "-q",
-            "--json",
-            out.to_str().unwrap(),
         ],
         Duration::from_secs(90),
     );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r = json(&out);
     assert_eq!(r["summary"]["status"], "ok", "{}", r["summary"]);
     let rr = &r["groups"][1];
     assert!(

@@ -312,28 +312,13 @@ fn a_rack_lab_has_a_shaped_port_per_client() {
 
     // linerate across the rack: an agent in every namespace, the four
     // clients driving the server on one common window.
-    let out = tmp(&format!("{}-linerate.json", lab.name));
-    let o = run(
+    let r = run_json_args(
+        &format!("{}-linerate.json", lab.name),
         &[
-            "run",
-            "stream",
-            "--lab",
-            &lab.name,
-            "--flows",
-            "8",
-            "--warmup",
-            "3",
-            "-d",
-            "3",
-            "-q",
-            "--json",
-            out.to_str().unwrap(),
+            "stream", "--lab", &lab.name, "--flows", "8", "--warmup", "3", "-d", "3",
         ],
         Duration::from_secs(90),
     );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r = json(&out);
     let it = &r["iterations"][0];
     let total = f(&it["throughput_bps"]);
     eprintln!(
@@ -1483,10 +1468,9 @@ fn a_codel_lab_marks_ecn_capable_flows_and_drops_the_others() {
 
 /// `run mix PROBE 'stream --flows 2'` through `lab` for 3 s: the result.
 fn beside_two_streams(lab: &Lab, probe: &str) -> serde_json::Value {
-    let out = tmp(&format!("{}-mix.json", lab.name));
-    let o = run(
+    run_json_args(
+        &format!("{}-mix.json", lab.name),
         &[
-            "run",
             "mix",
             probe,
             "stream --flows 2",
@@ -1496,15 +1480,9 @@ fn beside_two_streams(lab: &Lab, probe: &str) -> serde_json::Value {
             "3",
             "--warmup",
             "1",
-            "-q",
-            "--json",
-            out.to_str().unwrap(),
         ],
         Duration::from_secs(90),
-    );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    json(&out)
+    )
 }
 
 #[test]

@@ -34,14 +34,9 @@ fn udp_rr_open_loop_carries_its_rate() {
 
 /// `linerate run rrul ARGS -q --json FILE`: (human text, result).
 fn rrul(name: &str, args: &str) -> (String, serde_json::Value) {
-    let out = tmp(name);
-    let mut all = vec!["run", "rrul"];
+    let mut all = vec!["rrul"];
     all.extend(args.split_whitespace());
-    all.extend(["-q", "--json", out.to_str().unwrap()]);
-    let o = run(&all, Duration::from_secs(90));
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{all:?}: {}", stderr(&o));
-    (stdout(&o), json(&out))
+    run_json_text(name, &all, Duration::from_secs(90))
 }
 
 #[test]

@@ -76,9 +76,21 @@ pub fn run_str(args: &str, limit: Duration) -> Output {
 /// Runs `linerate run ARGS -q --json FILE` (ARGS split at spaces), asserts
 /// it succeeded without a panic, and returns the result it wrote.
 pub fn run_json(name: &str, args: &str, limit: Duration) -> serde_json::Value {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    run_json_args(name, &args, limit)
+}
+
+/// `run ARGS -q --json FILE` with the arguments as given (a mix's groups
+/// hold spaces), checked for success: the result.
+pub fn run_json_args(name: &str, args: &[&str], limit: Duration) -> serde_json::Value {
+    run_json_text(name, args, limit).1
+}
+
+/// `run_json_args`, with the human text it printed too.
+pub fn run_json_text(name: &str, args: &[&str], limit: Duration) -> (String, serde_json::Value) {
     let out = tmp(name);
     let mut all = vec!["run"];
-    all.extend(args.split_whitespace());
+    all.extend_from_slice(args);
     all.extend_from_slice(&["-q", "--json", out.to_str().unwrap()]);
     let o = run(&all, limit);
     assert_no_panic(&o);
@@ -88,7 +100,7 @@ pub fn run_json(name: &str, args: &str, limit: Duration) -> serde_json::Value {
         o.status,
         stderr(&o)
     );
-    json(&out)
+    (stdout(&o), json(&out))
 }
 
 /// `run ARGS --agent ADDR --token-file FILE`: a test against a given agent.
