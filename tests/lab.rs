@@ -28,53 +28,6 @@ fn measuring() -> Option<std::sync::MutexGuard<'static, ()>> {
     root().then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// A lab that is taken down when the test ends, pass or fail.
-struct Lab {
-    name: String,
-}
-
-impl Lab {
-    fn up(tag: &str, link: &str) -> (Lab, String) {
-        let name = format!("t{}-{tag}", std::process::id());
-        let lab = Lab { name: name.clone() };
-        let mut args = vec!["lab", "up", &name];
-        args.extend(link.split_whitespace());
-        let o = run(&args, Duration::from_secs(90));
-        assert_no_panic(&o);
-        assert!(o.status.success(), "lab up {link}: {}", stderr(&o));
-        (lab, stdout(&o))
-    }
-
-    fn ns(&self, role: &str) -> String {
-        format!("lr-{}-{role}", self.name)
-    }
-
-    /// Runs `cmd` in namespace `role` and returns its standard output.
-    fn exec(&self, role: &str, cmd: &[&str]) -> String {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &self.ns(role)])
-            .args(cmd)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn status(&self) -> serde_json::Value {
-        let o = run(
-            &["lab", "status", &self.name, "--json"],
-            Duration::from_secs(10),
-        );
-        assert!(o.status.success(), "{}", stderr(&o));
-        serde_json::from_str(&stdout(&o)).unwrap()
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = run(&["lab", "down", &self.name], Duration::from_secs(30));
-    }
-}
-
 fn namespaces() -> String {
     let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&o.stdout).into_owned()

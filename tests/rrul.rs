@@ -236,25 +236,6 @@ fn an_rrul_case_sweeps_and_reports_a_row_per_point_with_its_figures() {
     );
 }
 
-/// A lab taken down when the test ends, pass or fail.
-struct Lab(String);
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = run(&["lab", "down", &self.0], Duration::from_secs(30));
-    }
-}
-
-/// Brings up lab `tag` with `link`; the guard takes it down.
-fn lab_up(tag: &str, link: &str) -> Lab {
-    let lab = Lab(format!("r{}-{tag}", std::process::id()));
-    let mut args = vec!["lab", "up", &lab.0];
-    args.extend(link.split_whitespace());
-    let o = run(&args, Duration::from_secs(90));
-    assert!(o.status.success(), "lab up {link}: {}", stderr(&o));
-    lab
-}
-
 /// Issue 25's bar: through 20 Mbit/s and 20 ms with a 4 MB queue, a
 /// drop-tail FIFO lets four cubic streams each way push the probes' p99 to
 /// at least 5x idle, and FQ-CoDel keeps it within 15 ms of idle (the
@@ -271,10 +252,10 @@ fn through_a_slow_link_fifo_bloats_and_fq_codel_keeps_the_probes_near_idle() {
     let link = "--rtt 20ms --rate 20mbit --queue 4M --no-calibrate";
     let mut seen = Vec::new();
     for aqm in ["fifo", "fq_codel"] {
-        let lab = lab_up(&aqm.replace('_', ""), &format!("{link} --aqm {aqm}"));
+        let (lab, _) = Lab::up(&aqm.replace('_', ""), &format!("{link} --aqm {aqm}"));
         let (text, r) = rrul(
-            &format!("{}-rrul.json", lab.0),
-            &format!("--lab {} --idle 2 -d 4", lab.0),
+            &format!("{}-rrul.json", lab.name),
+            &format!("--lab {} --idle 2 -d 4", lab.name),
         );
         let l = r["summary"]["latency_under_load"].clone();
         let (idle50, idle99) = (f(&l["idle_p50_us"]), f(&l["idle_p99_us"]));

@@ -272,3 +272,51 @@ pub fn u(v: &serde_json::Value) -> u64 {
 pub fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// A lab (root) that is taken down when the test ends, pass or fail: `up`
+/// names it `t{pid}-{tag}`.
+pub struct Lab {
+    pub name: String,
+}
+
+impl Lab {
+    pub fn up(tag: &str, link: &str) -> (Lab, String) {
+        let name = format!("t{}-{tag}", std::process::id());
+        let lab = Lab { name: name.clone() };
+        let mut args = vec!["lab", "up", &name];
+        args.extend(link.split_whitespace());
+        let o = run(&args, Duration::from_secs(90));
+        assert_no_panic(&o);
+        assert!(o.status.success(), "lab up {link}: {}", stderr(&o));
+        (lab, stdout(&o))
+    }
+
+    pub fn ns(&self, role: &str) -> String {
+        format!("lr-{}-{role}", self.name)
+    }
+
+    /// Runs `cmd` in namespace `role` and returns its standard output.
+    pub fn exec(&self, role: &str, cmd: &[&str]) -> String {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.ns(role)])
+            .args(cmd)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        let o = run(
+            &["lab", "status", &self.name, "--json"],
+            Duration::from_secs(10),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = run(&["lab", "down", &self.name], Duration::from_secs(30));
+    }
+}
