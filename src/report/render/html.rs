@@ -142,12 +142,17 @@ pub fn render(r: &Report) -> String {
         );
     }
     for k in &r.key_points {
+        // A rule with several key points may give its advice once.
+        let advice = if k.advice.is_empty() {
+            String::new()
+        } else {
+            format!("<br><span class=\"advice\">{}</span>", esc(&k.advice))
+        };
         let _ = writeln!(
             o,
-            "<li data-rule=\"{}\">{}<br><span class=\"advice\">{}</span></li>",
+            "<li data-rule=\"{}\">{}{advice}</li>",
             esc(k.rule),
             esc(&k.text),
-            esc(&k.advice)
         );
     }
     let _ = writeln!(o, "</ul></section>\n</body></html>");

@@ -79,7 +79,11 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(o, "- No rule found anything to remark on in these numbers.");
     }
     for k in &r.key_points {
-        let _ = writeln!(o, "- {}\n  _{}_", k.text, k.advice);
+        if k.advice.is_empty() {
+            let _ = writeln!(o, "- {}", k.text);
+        } else {
+            let _ = writeln!(o, "- {}\n  _{}_", k.text, k.advice);
+        }
     }
     o
 }

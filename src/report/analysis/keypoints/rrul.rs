@@ -36,6 +36,8 @@ pub fn latency_under_load(l: &Landscape) -> Vec<KeyPoint> {
         } else {
             String::new()
         };
+        // The advice once, on the first point: it is the same for every one.
+        let advice = if out.is_empty() { ADVICE } else { "" };
         out.push(KeyPoint {
             rule: "latency_under_load",
             text: format!(
@@ -45,7 +47,7 @@ pub fn latency_under_load(l: &Landscape) -> Vec<KeyPoint> {
                 fmt_us(*p50),
                 fmt_us(*p99)
             ),
-            advice: ADVICE.into(),
+            advice: advice.into(),
         });
     }
     if rows.len() >= 2 {
@@ -67,11 +69,14 @@ pub fn latency_under_load(l: &Landscape) -> Vec<KeyPoint> {
                 worst.0.point.label(),
                 fmt_us(added(&worst.1).max(0.0))
             ),
-            advice: ADVICE.into(),
+            advice: String::new(),
         });
     }
     out
 }
+
+/// Why queue management shortens the wait, and where it goes.
+const QUEUE_ADVICE: &str = "A FIFO delays every packet by the whole queue the bulk flows keep full; CoDel drops (or ECN-marks) until packets wait about its 5 ms target, and FQ-CoDel also gives each flow its own queue, so a sparse flow (a probe, a request, DNS, a game) waits only for the packet on the wire. Linux has fq_codel as a qdisc (tc qdisc replace dev DEV root fq_codel) on the bottleneck's egress; a queue only forms where the rate drops, so that is where it belongs.";
 
 /// What the discipline (`lab.aqm`) does to the probes: for points that
 /// differ only in it, the FIFO's wait under load beside what CoDel and
@@ -142,7 +147,7 @@ pub fn queue_discipline(l: &Landscape) -> Vec<KeyPoint> {
                 fmt_us(fifo99),
                 parts.join("; ")
             ),
-            advice: "A FIFO delays every packet by the whole queue the bulk flows keep full; CoDel drops (or ECN-marks) until packets wait about its 5 ms target, and FQ-CoDel also gives each flow its own queue, so a sparse flow (a probe, a request, DNS, a game) waits only for the packet on the wire. Linux has fq_codel as a qdisc (tc qdisc replace dev DEV root fq_codel) on the bottleneck's egress; a queue only forms where the rate drops, so that is where it belongs.".into(),
+            advice: if out.is_empty() { QUEUE_ADVICE } else { "" }.into(),
         });
     }
     out

@@ -804,6 +804,9 @@ fn latency_under_load_says_what_the_load_added_per_point() {
     );
     let k = latency_under_load(&two);
     assert_eq!(k.len(), 3);
+    // One piece of advice for the rule, not one per point.
+    assert!(!k[0].advice.is_empty());
+    assert!(k[1].advice.is_empty() && k[2].advice.is_empty());
     assert!(
         k[2].text.contains(
             "least at lab.rate=100mbit (+70.00 ms at p50) and most at lab.rate=20mbit (+350.00 ms)"
