@@ -537,7 +537,7 @@ fn bad_study_input_exits_with_one_line() {
     assert_no_panic(&o);
     let e = stderr(&o);
     assert!(
-        e.contains("no study named 'no-such-study'") && e.contains("streams-to-line-rate"),
+        e.contains("no study named 'no-such-study'") && e.contains("seed000-tls-streams"),
         "{e}"
     );
     assert_eq!(e.trim().lines().count(), 1, "{e}");
@@ -569,16 +569,23 @@ fn bad_study_input_exits_with_one_line() {
 
 /// Every built-in study: a user's first study is often one of these, so
 /// each runs to its end here, shortened.
-const BUILTIN: [&str; 10] = [
+const BUILTIN: &[&str] = &[
     "quick",
-    "streams-to-line-rate",
-    "awm",
-    "awm-mtu",
-    "connections",
-    "wan-window",
-    "udp-small-packets",
-    "memcached",
-    "tls-crypto-hw",
+    "seed000-scp-window",
+    "seed000-tls-single-stream",
+    "seed000-tls-streams",
+    "seed001-send-window",
+    "seed002-connections",
+    "seed002-udp-small-packets",
+    "seed002-udp-binding",
+    "seed002-congestion-control",
+    "seed003-awm",
+    "seed003-awm-mtu",
+    "seed003-window-sessions",
+    "seed003-large-mtu",
+    "seed003-tls-crypto-hw",
+    "seed004-connections-tuned",
+    "seed004-memcached",
     "latency-under-load",
 ];
 
@@ -612,7 +619,7 @@ fn runs_to_the_end_with(name: &str, file: Option<&Path>, extra: &str) -> PathBuf
 #[test]
 fn udp_small_packets_runs_to_its_last_point() {
     // It once stopped at its eighth point: the 1,000-flow points in a row.
-    let dir = runs_to_the_end("udp-small-packets", None);
+    let dir = runs_to_the_end("seed002-udp-small-packets", None);
     let last = json(&dir.join("points/flows-1000_batch-32.r1.json"));
     assert!(
         f(&last["summary"]["udp"]["packets_per_s"]) > 0.0,
@@ -622,8 +629,14 @@ fn udp_small_packets_runs_to_its_last_point() {
 }
 
 #[test]
-fn quick_memcached_and_tls_crypto_hw_studies_run_to_the_end() {
-    for name in ["quick", "memcached", "tls-crypto-hw"] {
+fn loopback_builtin_studies_run_to_the_end() {
+    for name in [
+        "quick",
+        "seed004-memcached",
+        "seed003-tls-crypto-hw",
+        "seed000-tls-single-stream",
+        "seed002-udp-binding",
+    ] {
         runs_to_the_end(name, None);
     }
 }
@@ -637,7 +650,8 @@ fn lab_builtin_studies_run_to_the_end() {
         eprintln!("skipped: lab studies need root (CI runs as root)");
         return;
     }
-    runs_to_the_end("awm-mtu", None);
+    runs_to_the_end("seed003-awm-mtu", None);
+    // Its old name still finds it.
     let o = run_str("study show wan-window", LIMIT);
     ok(&o);
     let text = stdout(&o);
@@ -660,7 +674,7 @@ fn lab_builtin_studies_run_to_the_end() {
     let file = write_study("wan-window-short", &short);
     // Its duration stays a time limit (a finite transfer ends when done):
     // 0.3 s could cut a 1 MB transfer on a busy machine.
-    let dir = runs_to_the_end_with("wan-window", Some(&file), "-d 30 --warmup 0 -i 0.1");
+    let dir = runs_to_the_end_with("seed000-scp-window", Some(&file), "-d 30 --warmup 0 -i 0.1");
     let m = json(&dir.join("manifest.json"));
     assert_eq!(
         m["runs"].as_array().unwrap().len(),
@@ -693,6 +707,72 @@ fn lab_builtin_studies_run_to_the_end() {
     assert!(md.contains("fq_codel keeps p99 within"), "{md}");
 }
 
+/// Built-in study `name` with its sweep cut by `(from, to)` replacements
+/// (each must apply), written to a file and run to its end with `extra`.
+fn cut_and_run(name: &str, cuts: &[(&str, &str)], extra: &str) -> PathBuf {
+    let o = run_str(&format!("study show {name}"), LIMIT);
+    ok(&o);
+    let mut text = stdout(&o);
+    for (from, to) in cuts {
+        assert!(text.contains(from), "{name}: `{from}` is not in the study");
+        text = text.replace(from, to);
+    }
+    let file = write_study(&format!("{name}-short"), &text);
+    runs_to_the_end_with(name, Some(&file), extra)
+}
+
+/// The seed pack's lab studies (root), each cut to a few points: every
+/// point runs, the lab took each point's setting, and the report has what
+/// the study promises.
+#[test]
+fn seed_lab_studies_run_to_the_end() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: lab studies need root (CI runs as root)");
+        return;
+    }
+    let quick = "-d 0.3 --warmup 0.2 -i 0.1";
+    let dir = cut_and_run(
+        "seed001-send-window",
+        &[
+            (r#"rtt = ["20ms", "50ms", "100ms"]"#, r#"rtt = ["20ms"]"#),
+            (r#"bytes = "16M""#, r#"bytes = "2M""#),
+        ],
+        "-d 30 --warmup 0 -i 0.1",
+    );
+    let p = json(&dir.join("points/sndbuf-128K_rtt-20ms.r1.json"));
+    assert_eq!(p["spec"]["sndbuf"], 128 << 10, "{}", p["spec"]);
+    let dir = cut_and_run(
+        "seed002-congestion-control",
+        &[
+            (r#""lab.cc" = ["reno", "cubic", "bbr"]"#, r#""lab.cc" = ["reno", "bbr"]"#),
+            (r#"rtt = ["10ms", "50ms"]"#, r#"rtt = ["10ms"]"#),
+            (r#""lab.loss" = ["0%", "0.01%", "0.1%"]"#, r#""lab.loss" = ["0%", "0.1%"]"#),
+        ],
+        quick,
+    );
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["runs"].as_array().unwrap().len(), 4, "2 cc x 2 loss");
+    let dir = cut_and_run(
+        "seed003-window-sessions",
+        &[("flows = [1, 5, 10, 20]", "flows = [1, 10]")],
+        quick,
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("4096 87380 174760"), "the point's sysctl is shown");
+    let dir = cut_and_run(
+        "seed003-large-mtu",
+        &[(r#""lab.mtu" = [8192, 16384, 32768, 57344]"#, r#""lab.mtu" = [8192, 57344]"#)],
+        quick,
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("Overview: each lab.mtu against lab.mtu=8192"), "{md}");
+    cut_and_run(
+        "seed004-connections-tuned",
+        &[("flows = [1, 10, 100, 1000]", "flows = [1, 100]")],
+        quick,
+    );
+}
+
 #[test]
 fn builtin_studies_are_listed_and_run() {
     let o = run_str("study list", LIMIT);
@@ -704,16 +784,17 @@ fn builtin_studies_are_listed_and_run() {
     // And nothing is listed that this suite does not run.
     let mut listed: Vec<&str> = list
         .lines()
+        .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     listed.sort();
     let mut known = BUILTIN.to_vec();
     known.sort();
     assert_eq!(listed, known, "a built-in study this suite does not run");
-    let o = run_str("study show awm", LIMIT);
+    let o = run_str("study show seed003-awm", LIMIT);
     ok(&o);
     assert!(stdout(&o).contains("[[case]]"));
-    for name in ["streams-to-line-rate", "awm", "connections"] {
+    for name in ["seed000-tls-streams", "seed003-awm", "seed002-connections"] {
         let out = out_dir(&format!("b-{name}"));
         let o = run_study(
             name,
@@ -727,7 +808,7 @@ fn builtin_studies_are_listed_and_run() {
         assert_eq!(m["status"], "complete", "{name}");
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.matches("<svg").count() >= 2, "{name} draws its plots");
-        if name == "awm" {
+        if name == "seed003-awm" {
             let put = json(&dir.join("points/stream-put-20M-20.r1.json"));
             assert_eq!(put["spec"]["bytes"], 20 << 20);
             assert!(
@@ -736,7 +817,7 @@ fn builtin_studies_are_listed_and_run() {
             );
             assert!(html.contains("data-rule=\"transaction_cost\""));
         }
-        if name == "streams-to-line-rate" {
+        if name == "seed000-tls-streams" {
             assert!(html.contains("data-rule=\"streams_to_line_rate\""));
             // Clear and TLS points pair up into the cost of encryption.
             assert!(html.contains("data-rule=\"tls_cost\""));

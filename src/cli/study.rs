@@ -129,20 +129,37 @@ impl StudyRunArgs {
 pub fn study(args: StudyArgs) -> Result<()> {
     match args.command {
         StudyCommand::List => {
-            for name in builtin::names() {
-                let s = builtin::get(name)
+            println!(
+                "# {:<26} {:>6}  {:<12} title (seed rows: docs/seeds.md)",
+                "study", "points", "seed rows"
+            );
+            for b in builtin::BUILTIN {
+                let s = builtin::get(b.name)
                     .expect("listed")
                     .map_err(|e| Error::Failed(e.to_string()))?;
                 let points = sweep::expand(&s, &TestOptions::default())
                     .map(|p| p.len())
                     .unwrap_or(0);
-                println!("{name:<22} {:>3} points  {}", points, s.title);
+                let rows = if b.rows.is_empty() {
+                    "-".to_string()
+                } else {
+                    b.rows.join(",")
+                };
+                let was = if b.aliases.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (was {})", b.aliases.join(", "))
+                };
+                println!(
+                    "{:<28} {points:>6}  {rows:<12} {}{was}",
+                    b.name, s.title
+                );
             }
             Ok(())
         }
-        StudyCommand::Show { name } => match builtin::BUILTIN.iter().find(|(n, _)| *n == name) {
-            Some((_, text)) => {
-                print!("{text}");
+        StudyCommand::Show { name } => match builtin::find(&name) {
+            Some(b) => {
+                print!("{}", b.text);
                 Ok(())
             }
             None => Err(usage(format!(

@@ -1,6 +1,8 @@
 //! The built-in studies: the files under `studies/`, compiled in so the
 //! binary needs nothing beside it. Each mirrors a seed write-up, sized for
-//! an ordinary machine.
+//! an ordinary machine; a study named `seedNNN-...` follows seed NNN and
+//! names the experiments (rows of docs/seeds.md) it reproduces, so a
+//! reader of a seed finds the command, and a reader of a report the seed.
 
 use std::path::Path;
 
@@ -8,43 +10,66 @@ use crate::study::file::Study;
 use crate::study::sweep;
 use crate::study::StudyError;
 
-/// (name, file text) of every built-in study, in `study list` order.
-pub const BUILTIN: &[(&str, &str)] = &[
-    ("quick", include_str!("../../studies/quick.toml")),
-    (
-        "streams-to-line-rate",
-        include_str!("../../studies/streams-to-line-rate.toml"),
-    ),
-    ("awm", include_str!("../../studies/awm.toml")),
-    ("awm-mtu", include_str!("../../studies/awm-mtu.toml")),
-    (
-        "connections",
-        include_str!("../../studies/connections.toml"),
-    ),
-    ("wan-window", include_str!("../../studies/wan-window.toml")),
-    (
-        "udp-small-packets",
-        include_str!("../../studies/udp-small-packets.toml"),
-    ),
-    ("memcached", include_str!("../../studies/memcached.toml")),
-    (
-        "tls-crypto-hw",
-        include_str!("../../studies/tls-crypto-hw.toml"),
-    ),
-    (
-        "latency-under-load",
-        include_str!("../../studies/latency-under-load.toml"),
-    ),
+/// One built-in study.
+pub struct Builtin {
+    pub name: &'static str,
+    /// Names it had before the seed pack (`wan-window`...): still accepted.
+    pub aliases: &'static [&'static str],
+    /// The rows of docs/seeds.md it reproduces ("000.1"), first the one it
+    /// was written for.
+    pub rows: &'static [&'static str],
+    pub text: &'static str,
+}
+
+macro_rules! builtin {
+    ($name:literal, [$($alias:literal),*], [$($row:literal),*]) => {
+        Builtin {
+            name: $name,
+            aliases: &[$($alias),*],
+            rows: &[$($row),*],
+            text: include_str!(concat!("../../studies/", $name, ".toml")),
+        }
+    };
+}
+
+/// Every built-in study, in `study list` order: the default job, then the
+/// seeds in order.
+pub const BUILTIN: &[Builtin] = &[
+    builtin!("quick", [], []),
+    builtin!("seed000-scp-window", ["wan-window"], ["000.1", "001.1"]),
+    builtin!("seed000-tls-single-stream", [], ["000.3"]),
+    builtin!("seed000-tls-streams", ["streams-to-line-rate"], ["000.4"]),
+    builtin!("seed001-send-window", [], ["001.1"]),
+    builtin!("seed002-connections", ["connections"], ["002.3", "004.1"]),
+    builtin!("seed002-udp-small-packets", ["udp-small-packets"], ["002.4"]),
+    builtin!("seed002-udp-binding", [], ["002.5"]),
+    builtin!("seed002-congestion-control", [], ["002.8"]),
+    builtin!("seed003-awm", ["awm"], ["003.2"]),
+    builtin!("seed003-awm-mtu", ["awm-mtu"], ["003.2"]),
+    builtin!("seed003-window-sessions", [], ["003.3"]),
+    builtin!("seed003-large-mtu", [], ["003.6"]),
+    builtin!("seed003-tls-crypto-hw", ["tls-crypto-hw"], ["003.11"]),
+    builtin!("seed004-connections-tuned", [], ["004.1"]),
+    builtin!("seed004-memcached", ["memcached"], ["004.2"]),
+    builtin!("latency-under-load", [], []),
 ];
 
 pub fn names() -> Vec<&'static str> {
-    BUILTIN.iter().map(|(n, _)| *n).collect()
+    BUILTIN.iter().map(|b| b.name).collect()
 }
 
-/// A built-in study by name.
+/// The built-in study called `name`, by its name or an old one.
+pub fn find(name: &str) -> Option<&'static Builtin> {
+    BUILTIN
+        .iter()
+        .find(|b| b.name == name || b.aliases.contains(&name))
+}
+
+/// A built-in study by name (or alias).
 pub fn get(name: &str) -> Option<Result<Study, StudyError>> {
-    BUILTIN.iter().find(|(n, _)| *n == name).map(|(n, text)| {
-        Study::parse(text, &format!("studies/{n}.toml (built in)"), n).and_then(sweep::checked)
+    find(name).map(|b| {
+        Study::parse(b.text, &format!("studies/{}.toml (built in)", b.name), b.name)
+            .and_then(sweep::checked)
     })
 }
 
@@ -64,12 +89,48 @@ pub fn resolve(what: &str) -> Result<Study, StudyError> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn every_builtin_study_parses() {
-        for name in super::names() {
-            let s = super::get(name).unwrap().unwrap();
+        for name in names() {
+            let s = get(name).unwrap().unwrap();
             assert_eq!(s.name, name);
             assert!(!s.plots.is_empty(), "{name} draws something");
+        }
+    }
+
+    #[test]
+    fn old_names_find_the_renamed_studies() {
+        let s = get("wan-window").unwrap().unwrap();
+        assert_eq!(s.name, "seed000-scp-window");
+        assert_eq!(find("awm-mtu").unwrap().name, "seed003-awm-mtu");
+        assert!(find("no-such-study").is_none());
+    }
+
+    #[test]
+    fn names_and_aliases_are_unique_and_seed_studies_name_their_rows() {
+        let mut all: Vec<&str> = BUILTIN
+            .iter()
+            .flat_map(|b| std::iter::once(b.name).chain(b.aliases.iter().copied()))
+            .collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n, "a name or alias is used twice");
+        for b in BUILTIN {
+            if let Some(seed) = b.name.strip_prefix("seed") {
+                let nnn = &seed[..3];
+                assert!(
+                    b.rows.first().is_some_and(|r| r.starts_with(nnn)),
+                    "{} must name a row of seed {nnn} first",
+                    b.name
+                );
+            }
+            for r in b.rows {
+                let (file, row) = r.split_once('.').expect("rows are NNN.K");
+                assert!(file.len() == 3 && row.parse::<u32>().is_ok(), "{r}");
+            }
         }
     }
 }
