@@ -100,6 +100,35 @@ mod tests {
         }
     }
 
+    /// docs/seeds.md and this table agree: 28 rows, every study a row
+    /// names is built in, and every row a study names is in the table.
+    #[test]
+    fn seeds_doc_and_builtin_studies_agree() {
+        let doc = include_str!("../../docs/seeds.md");
+        let rows: Vec<(&str, &str)> = doc
+            .lines()
+            .filter_map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let id = cells.get(1)?;
+                (id.len() >= 5 && id.as_bytes()[3] == b'.' && id[..3].parse::<u32>().is_ok())
+                    .then(|| (*id, *cells.get(4).unwrap_or(&"")))
+            })
+            .collect();
+        assert_eq!(rows.len(), 28, "docs/seeds.md lists every seed experiment");
+        for (id, command) in &rows {
+            for word in command.split(|c: char| c == '`' || c.is_whitespace()) {
+                if word.starts_with("seed") && word.len() > 7 {
+                    assert!(find(word).is_some(), "row {id} names {word}, not built in");
+                }
+            }
+        }
+        for b in BUILTIN {
+            for r in b.rows {
+                assert!(rows.iter().any(|(id, _)| id == r), "{}: row {r} not in docs", b.name);
+            }
+        }
+    }
+
     #[test]
     fn old_names_find_the_renamed_studies() {
         let s = get("wan-window").unwrap().unwrap();
