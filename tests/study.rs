@@ -578,6 +578,8 @@ const BUILTIN: &[&str] = &[
     "seed002-connections",
     "seed002-udp-small-packets",
     "seed002-udp-binding",
+    "seed002-tunings",
+    "seed002-offloads-zerocopy",
     "seed002-congestion-control",
     "seed003-awm",
     "seed003-awm-mtu",
@@ -766,6 +768,14 @@ fn seed_lab_studies_run_to_the_end() {
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("Overview: each lab.mtu against lab.mtu=8192"), "{md}");
+    let dir = cut_and_run("seed002-tunings", &[("flows = [1, 16]", "flows = [1]")], quick);
+    let p = json(&dir.join("points/soft-LSO_direction-tx_flows-1.r1.json"));
+    assert_eq!(p["spec"]["nic"]["gso"], "on", "{}", p["spec"]);
+    cut_and_run(
+        "seed002-offloads-zerocopy",
+        &[("flows = [1, 8]", "flows = [1]")],
+        quick,
+    );
     cut_and_run(
         "seed004-connections-tuned",
         &[("flows = [1, 10, 100, 1000]", "flows = [1, 100]")],

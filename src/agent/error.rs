@@ -31,6 +31,9 @@ pub enum AgentError {
     Sysctl(String),
     #[error("cannot start the sysctl watcher: {0}")]
     SysctlWatcher(std::io::Error),
+    /// Putting back a previous agent's NIC settings failed (hostops' text).
+    #[error("{0}")]
+    Nic(String),
     /// A socket's own address could not be read (the OS's text only).
     #[error("{0}")]
     LocalAddr(std::io::Error),

@@ -55,6 +55,9 @@ pub struct ServeConfig {
     pub crypto_twin: Option<u16>,
     /// Print `linerate agent listening on ADDR` on stdout once ready.
     pub announce: bool,
+    /// Tests may set NIC settings (`nic.*`) on the data interface (root):
+    /// journaled and put back as sysctls are (hostops::nic).
+    pub allow_nic: bool,
 }
 
 struct Shared {
@@ -166,13 +169,35 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentErro
                 restored.join(", ")
             );
         }
-        // Stopped with Ctrl-C or SIGTERM: a test's sysctls go back too.
+    }
+    if cfg.allow_nic {
+        // A journal left by an agent that died: its NIC settings go back
+        // first (an interface that cannot be put back stops the start).
+        let restored = crate::hostops::nic::replay().map_err(|e| AgentError::Nic(e.to_string()))?;
+        if !restored.is_empty() && !cfg.quiet {
+            eprintln!(
+                "linerate agent: put back NIC settings a previous agent left changed: {}",
+                restored.join(", ")
+            );
+        }
+    }
+    if cfg.allow_sysctl || cfg.allow_nic {
+        // Stopped with Ctrl-C or SIGTERM: a test's sysctls and NIC
+        // settings go back too.
+        let (sysctl, nic) = (cfg.allow_sysctl, cfg.allow_nic);
         crate::engine::signals::on_signals(&[libc::SIGINT, libc::SIGTERM], false);
         std::thread::Builder::new()
             .name("linerate-sysctl".into())
-            .spawn(|| loop {
+            .spawn(move || loop {
                 if crate::engine::signals::raised().load(Ordering::SeqCst) {
-                    let _ = crate::hostops::sysctl::replay();
+                    if sysctl {
+                        let _ = crate::hostops::sysctl::replay();
+                    }
+                    if nic {
+                        if let Err(e) = crate::hostops::nic::replay() {
+                            eprintln!("linerate agent: {e}");
+                        }
+                    }
                     std::process::exit(0);
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -685,17 +710,33 @@ fn run_test(
             Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
         }
     };
+    // The test's NIC settings on this end's data interfaces, journaled
+    // and put back when this function returns (or at the next start).
+    let (_nic, nic_record) = if spec.nic.is_empty() {
+        (None, Vec::new())
+    } else if !sh.cfg.allow_nic {
+        return refuse(
+            stream,
+            ErrorCode::BadRequest,
+            "this agent does not change NIC settings (nic.*): start one with `sudo linerate serve --allow-nic` and give it with --agent".into(),
+        );
+    } else {
+        match apply_nic(&spec, &role, stream) {
+            Ok((a, r)) => (Some(a), r),
+            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+        }
+    };
     // A service (memcached) this agent starts and watches (stopped when
     // this function returns, however it returns).
     let mut service: Option<Service> = None;
     let pattern = workload.pattern();
     let conns = match role {
         Role::Server { listen, expect } => {
-            let (c, svc) = server_conns(&spec, pattern, listen, expect, stream, gone)?;
+            let (c, svc) = server_conns(&spec, pattern, listen, expect, stream, gone, &nic_record)?;
             service = svc;
             vec![c]
         }
-        Role::Client { groups } => client_conns(&spec, pattern, groups, stream)?,
+        Role::Client { groups } => client_conns(&spec, pattern, groups, stream, &nic_record)?,
     };
     let Some(at) = await_start(rx, stream)? else {
         return Ok(());
@@ -800,6 +841,52 @@ fn run_test(
         .map_err(|e| TestEnd::Told(format!("cannot send the final report: {e}")))
 }
 
+/// Applies the test's NIC settings on this end's data interfaces: a
+/// server's, those holding the addresses it listens on (the control
+/// connection's when none is named); a client's, those it reaches its
+/// targets through.
+fn apply_nic(
+    spec: &TestSpec,
+    role: &Role,
+    stream: &Wire,
+) -> Result<
+    (
+        crate::hostops::nic::Applied,
+        Vec<crate::model::nic::NicInterface>,
+    ),
+    String,
+> {
+    use crate::hostops::nic;
+    let mut ifaces: Vec<String> = Vec::new();
+    let mut add = |found: Option<String>, what: String| -> Result<(), String> {
+        let i = found.ok_or_else(|| format!("NIC settings: no interface here {what}"))?;
+        if !ifaces.contains(&i) {
+            ifaces.push(i);
+        }
+        Ok(())
+    };
+    match role {
+        Role::Server { listen, .. } => {
+            let addrs = if listen.is_empty() {
+                vec![stream.stream.local_addr().map_err(|e| e.to_string())?.ip()]
+            } else {
+                listen.clone()
+            };
+            for a in addrs {
+                add(nic::interface_of(a), format!("holds {a}"))?;
+            }
+        }
+        Role::Client { groups } => {
+            for g in groups {
+                for (_, t) in &g.targets {
+                    add(nic::interface_to(t.ip()), format!("reaches {}", t.ip()))?;
+                }
+            }
+        }
+    }
+    nic::apply(&spec.nic, &ifaces, nic::Place::Agent).map_err(|e| e.to_string())
+}
+
 /// The server half's connections (`workload::conns`): listeners on every
 /// data address (or the service started), `Ready` with where they are,
 /// then the flows that arrive before the window (and their TLS), and for
@@ -811,6 +898,7 @@ fn server_conns(
     expect: Vec<u32>,
     stream: &mut Wire,
     gone: &Arc<AtomicBool>,
+    nic: &[crate::model::nic::NicInterface],
 ) -> Result<(Conns, Option<Service>), TestEnd> {
     let refuse = |stream: &mut Wire, code: ErrorCode, msg: String| {
         let _ = send_error(stream, code, &msg);
@@ -836,7 +924,7 @@ fn server_conns(
             data_port: l.data.first().map_or(0, |a| a.port()),
             data: l.data,
             cookie: l.cookie,
-            host: Box::new(env::collect()),
+            host: Box::new(host_with(nic)),
             tls_cert: l.tls_cert,
             tls_cert_label: l.tls_cert_label,
         })
@@ -860,6 +948,7 @@ fn client_conns(
     pattern: Pattern,
     groups: Vec<TargetGroup>,
     stream: &mut Wire,
+    nic: &[crate::model::nic::NicInterface],
 ) -> Result<Vec<Conns>, TestEnd> {
     let mut all = Vec::new();
     let mut prefill = None;
@@ -878,11 +967,18 @@ fn client_conns(
     }
     stream
         .send(&Msg::Connected {
-            host: Box::new(env::collect()),
+            host: Box::new(host_with(nic)),
             prefill,
         })
         .map_err(AgentError::Send)?;
     Ok(all)
+}
+
+/// This host's configuration, with the test's NIC settings as applied.
+fn host_with(nic: &[crate::model::nic::NicInterface]) -> crate::model::host::HostInfo {
+    let mut h = env::collect();
+    h.nic = nic.to_vec();
+    h
 }
 
 struct AgentObserver<'a> {

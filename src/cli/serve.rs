@@ -57,6 +57,9 @@ pub struct ServeArgs {
     /// Let tests set net.* sysctls on this host (root): the old values are journaled and put back after each test, on SIGINT/SIGTERM, or at the next start.
     #[arg(long)]
     pub allow_sysctl: bool,
+    /// Let tests set NIC settings (nic.gro, nic.rx-ring, nic.rps ...) on the data interface, the one holding the address tests connect to (root): the old values are journaled and put back after each test, on SIGINT/SIGTERM, or at the next start.
+    #[arg(long)]
+    pub allow_nic: bool,
     /// Serve TLS tests with the CPU's crypto extensions masked from the crypto libraries (for `run --crypto-hw off`).
     #[arg(long, value_parser = crate::model::options::Switch::parse, value_name = "on|off", default_value = "on")]
     pub crypto_hw: crate::model::options::Switch,
@@ -85,6 +88,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if args.allow_sysctl && unsafe { libc::geteuid() } != 0 {
         return Err(usage("--allow-sysctl needs root (sysctls are the host's)"));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if args.allow_nic && unsafe { libc::geteuid() } != 0 {
+        return Err(usage(
+            "--allow-nic needs root (ethtool and the queues' CPU masks are the host's): run it with sudo",
+        ));
     }
     let token = serve_token(&args)?;
     // Nothing the agent starts (its companion, memcached) inherits the
@@ -144,6 +153,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         data_netns: args.data_netns,
         quiet: args.quiet,
         allow_sysctl: args.allow_sysctl,
+        allow_nic: args.allow_nic,
     };
     let served = agent::serve_on(listener, cfg).map_err(Error::from);
     drop(twin);

@@ -58,6 +58,26 @@ pub enum OpsError {
     },
     #[error("another test on this agent has sysctls set: try again when it ends")]
     Busy,
+    /// A NIC journal that is not one.
+    #[error("{}: not a NIC journal ({source}); remove it by hand", path.display())]
+    BadNicJournal {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// A journaled NIC setting that could not be put back (the journal is
+    /// kept for the next start).
+    #[error("cannot put back {what} (journal {} kept: the next `serve --allow-nic` tries again)", path.display())]
+    NicRestore { path: PathBuf, what: String },
+    #[error("another test on this agent has NIC settings applied: try again when it ends")]
+    NicBusy,
+    /// The interface a test's NIC settings go to cannot be named.
+    #[error("NIC settings: {0}")]
+    NicInterface(String),
+    #[error("NIC settings need the ethtool binary: install it (Debian: apt-get install ethtool)")]
+    NoEthtool,
+    /// Reading or journaling the values before a change failed.
+    #[error("NIC settings: {0}")]
+    NicApply(String),
 }
 
 /// What went wrong with one host (its name is `OpsError::Host`'s).

@@ -99,6 +99,8 @@ pub fn collect() -> HostInfo {
             &super::crypto::quick_speeds(),
             false,
         ),
+        // Filled by whoever applied the test's NIC settings (hostops::nic).
+        nic: Vec::new(),
     }
 }
 

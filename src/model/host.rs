@@ -32,6 +32,11 @@ pub struct HostInfo {
     /// in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<Firewall>,
+    /// The test's NIC settings (`nic.*`) on this end's data interfaces:
+    /// what each had during the test and what its driver refused (empty
+    /// when the test asked for none, or this end was not changed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic: Vec<crate::model::nic::NicInterface>,
 }
 
 /// What a packet walks on its way through this host's netfilter hooks.

@@ -10,6 +10,7 @@ pub mod flow;
 pub mod host;
 pub mod hosts;
 pub mod lab;
+pub mod nic;
 pub mod options;
 pub mod result;
 pub mod rrul;

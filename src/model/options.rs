@@ -570,6 +570,12 @@ pub struct TestOptions {
     /// exec: the command and its arguments, after `--` ({server}, {ssh_config}, {file} are replaced).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Option<Vec<String>>,
+    /// Studies: NIC settings on both ends' data interfaces for this point
+    /// (swept as `nic.gro = [true, false]`, `nic.rx-ring`, `nic.rps` ...):
+    /// in a lab its hosts' namespaces, on hosts agents run with `serve --allow-nic`.
+    #[arg(skip)]
+    #[serde(default, deserialize_with = "crate::model::nic::de_values")]
+    pub nic: Option<BTreeMap<String, String>>,
 }
 
 /// The keys a study's sweep axis may name: every option but `label` (and
@@ -581,7 +587,7 @@ pub fn axis_keys() -> Vec<String> {
         .as_object()
         .map(|o| {
             o.keys()
-                .filter(|k| !matches!(k.as_str(), "label" | "lab" | "sysctl"))
+                .filter(|k| !matches!(k.as_str(), "label" | "lab" | "sysctl" | "nic"))
                 .cloned()
                 .collect()
         })
@@ -591,12 +597,20 @@ pub fn axis_keys() -> Vec<String> {
             .iter()
             .map(|k| format!("lab.{k}")),
     );
+    keys.extend(
+        crate::model::nic::names()
+            .iter()
+            .map(|k| format!("nic.{k}")),
+    );
     keys
 }
 
 /// Whether `key` may be a sweep axis.
 pub fn is_axis(key: &str) -> bool {
     key.strip_prefix("sysctl.").is_some_and(|k| !k.is_empty())
+        || key
+            .strip_prefix("nic.")
+            .is_some_and(|k| crate::model::nic::setting(k).is_some())
         || axis_keys().iter().any(|k| k == key)
 }
 
@@ -614,7 +628,7 @@ impl TestOptions {
                 }
                 match (a.get_mut(k), v) {
                     (Some(serde_json::Value::Object(x)), serde_json::Value::Object(y))
-                        if k == "lab" || k == "sysctl" =>
+                        if k == "lab" || k == "sysctl" || k == "nic" =>
                     {
                         for (kk, vv) in y {
                             if !vv.is_null() {
@@ -639,6 +653,7 @@ impl TestOptions {
             let (outer, inner) = match (k.strip_prefix("lab."), k.strip_prefix("sysctl.")) {
                 (Some(i), _) => ("lab", i),
                 (_, Some(i)) => ("sysctl", i),
+                _ if k.starts_with("nic.") => ("nic", &k["nic.".len()..]),
                 _ => {
                     table.insert(k.clone(), v.clone());
                     continue;
@@ -818,6 +833,7 @@ impl TestOptions {
             kv: self.kv_spec(workload)?,
             lab: self.lab.clone().filter(|l| !l.is_empty()),
             sysctl: self.sysctl.clone().unwrap_or_default(),
+            nic: crate::model::nic::normalize_all(&self.nic.clone().unwrap_or_default())?,
             crypto_hw: self.crypto_hw.is_none_or(|s| s.0),
             rrul,
         };
@@ -1257,6 +1273,13 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         line.push_str(&format!(
             "   (in the lab's namespaces: sysctl {})",
             s.join(" ")
+        ));
+    }
+    if !spec.nic.is_empty() {
+        let s: Vec<String> = spec.nic.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        line.push_str(&format!(
+            "   (on both ends' data interfaces: nic {})",
+            s.join(", ")
         ));
     }
     line

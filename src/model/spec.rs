@@ -404,6 +404,11 @@ pub struct TestSpec {
     /// rrul: its idle phase, probe rate and streams (None otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrul: Option<super::rrul::RrulSpec>,
+    /// NIC settings (`nic.gro`, `nic.rx-ring` ...) on the data interfaces
+    /// of both ends: set by the lab in its hosts' namespaces, or by an
+    /// agent started with `serve --allow-nic` (model::nic).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub nic: std::collections::BTreeMap<String, String>,
 }
 
 fn yes() -> bool {
@@ -530,6 +535,7 @@ impl Default for TestSpec {
             kv: None,
             lab: None,
             sysctl: Default::default(),
+            nic: Default::default(),
             crypto_hw: true,
             rrul: None,
         }
@@ -924,6 +930,9 @@ impl TestSpec {
                 )
                 .into());
             }
+        }
+        if let Err(e) = super::nic::normalize_all(&self.nic) {
+            return Err(e.into());
         }
         if self.rtt_s.is_some_and(|r| !(0.0..=20.0).contains(&r)) {
             return Err("rtt must be between 0 and 20 s".into());

@@ -43,6 +43,8 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("seed002-connections", ["connections"], ["002.3", "004.1"]),
     builtin!("seed002-udp-small-packets", ["udp-small-packets"], ["002.4"]),
     builtin!("seed002-udp-binding", [], ["002.5"]),
+    builtin!("seed002-tunings", [], ["002.6"]),
+    builtin!("seed002-offloads-zerocopy", [], ["002.7"]),
     builtin!("seed002-congestion-control", [], ["002.8"]),
     builtin!("seed003-awm", ["awm"], ["003.2"]),
     builtin!("seed003-awm-mtu", ["awm-mtu"], ["003.2"]),

@@ -4,6 +4,7 @@ pub mod builtin;
 pub mod error;
 pub mod file;
 pub mod folder;
+pub mod labnic;
 pub mod runner;
 pub mod sweep;
 

@@ -408,6 +408,15 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             return Err(e);
         }
     };
+    if lab.is_none()
+        && target.lab.is_none()
+        && !opts.quiet
+        && m.points.iter().any(|p| !p.spec.nic.is_empty())
+    {
+        eprintln!(
+            "nic.* settings: applied by the agents (serve --allow-nic) on their data interfaces; this process's end is not changed"
+        );
+    }
     let total = m.runs.len();
     // The first Ctrl-C ends the study after the running test (the manifest
     // and the report are still written); a second one ends it at once.
@@ -446,11 +455,36 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             groups: &point.groups,
         };
         let r = match &mut lab {
+            // A lab given with --lab NAME: its namespaces take the point's
+            // NIC settings as a study's own lab does.
+            None if !p.spec.nic.is_empty() && target.lab.is_some() => {
+                let st = target.lab.clone().expect("checked above");
+                crate::study::labnic::run_with_nic(&st, p.spec, p.groups, |spec, groups| {
+                    let p = Point {
+                        spec,
+                        groups,
+                        command: p.command.clone(),
+                        label: p.label.clone(),
+                        ..p
+                    };
+                    run_point(&mut target, None, &p)
+                })
+            }
             None => run_point(&mut target, None, &p),
-            Some(l) => l
-                .follow(&point.spec)
-                .map_err(Error::from)
-                .and_then(|_| run_point(&mut target, Some(&l.lab.state), &p)),
+            Some(l) => l.follow(&point.spec).map_err(Error::from).and_then(|_| {
+                // The lab sets the point's NIC settings itself (labnic).
+                let st = &l.lab.state;
+                crate::study::labnic::run_with_nic(st, p.spec, p.groups, |spec, groups| {
+                    let p = Point {
+                        spec,
+                        groups,
+                        command: p.command.clone(),
+                        label: p.label.clone(),
+                        ..p
+                    };
+                    run_point(&mut target, Some(st), &p)
+                })
+            }),
         };
         let rec = &mut m.runs[i];
         match r {

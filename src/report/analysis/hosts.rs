@@ -94,5 +94,21 @@ pub fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
         format!("{} ({})", c.linerate_version, c.git_commit),
         format!("{} ({})", a.linerate_version, a.git_commit),
     ));
+    // A test's NIC settings (nic.*): what each end's interfaces had and
+    // what their drivers refused; absent when the test asked for none.
+    if !c.nic.is_empty() || !a.nic.is_empty() {
+        let nic = |h: &HostInfo| {
+            if h.nic.is_empty() {
+                "not changed".to_string()
+            } else {
+                h.nic
+                    .iter()
+                    .map(|i| i.describe())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }
+        };
+        rows.push(("NIC settings (nic.*)".into(), nic(c), nic(a)));
+    }
     rows
 }
