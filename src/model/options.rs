@@ -1696,4 +1696,38 @@ mod tests {
         }
         assert!(!keys.iter().any(|x| x == "label"));
     }
+
+    #[test]
+    fn sweep_values_and_study_tables_become_the_spec_s_nic_table() {
+        let pairs: BTreeMap<String, toml::Value> = [
+            ("nic.gro", toml::Value::Boolean(false)),
+            ("nic.rx_ring", toml::Value::Integer(512)),
+            ("nic.rps", toml::Value::String("0x03".into())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let o = TestOptions::from_pairs(&pairs).unwrap();
+        let spec = o.build().unwrap();
+        let want: BTreeMap<String, String> = [("gro", "off"), ("rx-ring", "512"), ("rps", "3")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(spec.nic, want);
+        // A case's table and a point's axis merge key by key.
+        let case: TestOptions = toml::from_str("nic.tso = false\nnic.gro = true").unwrap();
+        let merged = case.overlay(&o).build().unwrap();
+        assert_eq!(merged.nic["tso"], "off");
+        assert_eq!(merged.nic["gro"], "off");
+        assert!(is_axis("nic.tx-checksum"));
+        assert!(!is_axis("nic.ring"));
+        let bad: TestOptions = toml::from_str("nic.ring = 1").unwrap();
+        assert!(bad
+            .build()
+            .unwrap_err()
+            .to_string()
+            .contains("not a NIC setting"));
+        let bad: TestOptions = toml::from_str("nic.gro = 3").unwrap();
+        assert!(bad.build().unwrap_err().to_string().contains("nic.gro"));
+    }
 }
