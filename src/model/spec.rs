@@ -404,6 +404,10 @@ pub struct TestSpec {
     /// rrul: its idle phase, probe rate and streams (None otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrul: Option<super::rrul::RrulSpec>,
+    /// The server's data addresses (ports) this test uses: the first N of
+    /// each server's (studies sweep it). None: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -532,6 +536,7 @@ impl Default for TestSpec {
             sysctl: Default::default(),
             crypto_hw: true,
             rrul: None,
+            ports: None,
         }
     }
 }
@@ -816,6 +821,9 @@ impl TestSpec {
         }
         if self.workers == 0 || self.agent_workers == 0 {
             return Err("--workers must be at least 1".into());
+        }
+        if self.ports == Some(0) {
+            return Err("--ports must be at least 1 (the server's first N data addresses)".into());
         }
         if self.io == IoMode::Threads {
             self.validate_threads()?;
