@@ -35,6 +35,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "latency-under-load",
         include_str!("../../studies/latency-under-load.toml"),
     ),
+    (
+        "seed002-ports",
+        include_str!("../../studies/seed002-ports.toml"),
+    ),
+    (
+        "seed003-link-mtu",
+        include_str!("../../studies/seed003-link-mtu.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {
