@@ -139,6 +139,7 @@ fn four_flows_over_two_ports_add_up_per_address() {
 
 const PORTS_STUDY: &str = r#"
 title = "ports"
+description = "ports 1 and 2"
 overview = "ports"
 [lab]
 ports = 2
@@ -234,6 +235,7 @@ fn bridge_and_macvlan_labs_carry_a_stream_and_an_rr_and_leave_nothing() {
 
 const LINK_STUDY: &str = r#"
 title = "link x mtu"
+description = "veth and bridge at two MTUs"
 overview = ["lab.link", "lab.mtu"]
 [lab]
 mtu = 1500

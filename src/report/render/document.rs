@@ -245,6 +245,27 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
                         || x.environment.agent.sysctls != a.sysctls
                 })
                 .count();
+            // The lab's links: their kind (veth, bridge, macvlan) and MTU,
+            // every combination the results ran on.
+            let mut links: Vec<String> = Vec::new();
+            for (_, x) in &loaded.results {
+                if let Some(l) = x.lab.as_ref().and_then(|l| l.spec.as_ref()) {
+                    let mut v = format!("{} links, MTU {}", l.link.name(), l.mtu);
+                    if l.ports > 1 {
+                        v.push_str(&format!(", {} server ports", l.ports));
+                    }
+                    if !links.contains(&v) {
+                        links.push(v);
+                    }
+                }
+            }
+            if !links.is_empty() {
+                let mut row = vec!["lab links".to_string(), links.join("; ")];
+                if !same {
+                    row.push(String::new());
+                }
+                t.rows.push(row);
+            }
             if differ > 0 {
                 t.rows.push(vec![
                     "note".into(),
