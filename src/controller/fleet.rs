@@ -26,7 +26,7 @@ use crate::measure::fold::{self, combine};
 use crate::measure::histogram::{self, Hist};
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
-use crate::model::result::{FlowPlace, HostClock, HostRun, Pair};
+use crate::model::result::{AddressRun, FlowPlace, HostClock, HostRun, Pair};
 use crate::model::sample::{CpuWindow, IntervalSample, KvPrefill, WorkerPlacement};
 use crate::model::spec::TestSpec;
 use crate::workload::conns::{self, Routes};
@@ -101,6 +101,15 @@ fn plan(flows: u32, clients: usize, addrs: &[(usize, IpAddr)]) -> Vec<Place> {
             }
         })
         .collect()
+}
+
+/// The data addresses of a server that a test of `spec` uses: the first
+/// `spec.ports` (all without it).
+fn used<'a>(data: &'a [IpAddr], spec: &TestSpec) -> &'a [IpAddr] {
+    let n = spec
+        .ports
+        .map_or(data.len(), |n| (n as usize).min(data.len()));
+    &data[..n]
 }
 
 /// A server agent's answer to setup: its data listeners, its test cookie,
@@ -225,17 +234,22 @@ impl Fleet {
             .collect()
     }
 
-    /// Every server data address, in order: (member index, address).
-    fn server_addrs(&self) -> Vec<(usize, IpAddr)> {
+    /// Every server data address a test of `spec` uses, in order: (member
+    /// index, address); the first `spec.ports` of each server's.
+    fn server_addrs(&self, spec: &TestSpec) -> Vec<(usize, IpAddr)> {
         self.indices(Role::Server)
             .into_iter()
-            .flat_map(|i| self.members[i].data.iter().map(move |a| (i, *a)))
+            .flat_map(|i| {
+                used(&self.members[i].data, spec)
+                    .iter()
+                    .map(move |a| (i, *a))
+            })
             .collect()
     }
 
     fn plan(&self, spec: &TestSpec) -> Vec<Place> {
         let clients = self.indices(Role::Client);
-        plan(spec.flows, clients.len(), &self.server_addrs())
+        plan(spec.flows, clients.len(), &self.server_addrs(spec))
             .into_iter()
             .map(|p| Place {
                 client: clients[p.client],
@@ -255,7 +269,7 @@ impl Fleet {
             .filter(|&i| active[i])
             .collect();
         let addrs: Vec<(usize, IpAddr)> = self
-            .server_addrs()
+            .server_addrs(spec)
             .into_iter()
             .filter(|(i, _)| active[*i])
             .collect();
@@ -327,6 +341,21 @@ impl Fleet {
                 "the test asks for {want} client hosts; {clients} are given (--clients)"
             ));
         }
+        if let Some(n) = spec.ports {
+            if let Some(m) = self
+                .members
+                .iter()
+                .find(|m| m.role == Role::Server && m.data.len() < n as usize)
+            {
+                return Err(format!(
+                    "--ports {n}: server {} has {} data address{} ({}); a lab gets more with lab up NAME --ports {n}, a hosts file with data = [...]",
+                    m.name,
+                    m.data.len(),
+                    if m.data.len() == 1 { "" } else { "es" },
+                    m.data.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
         let flows = spec.flows as usize;
         let mut client_rank = 0;
         let mut first_addr = 0;
@@ -340,7 +369,7 @@ impl Fleet {
                 }
                 Role::Server => {
                     let uses = first_addr < flows;
-                    first_addr += m.data.len();
+                    first_addr += used(&m.data, spec).len();
                     uses
                 }
             })
@@ -404,7 +433,7 @@ impl Fleet {
             m.conn
                 .send(&Msg::Setup {
                     spec: Box::new(spec.clone()),
-                    listen: m.data.clone(),
+                    listen: used(&m.data, spec).to_vec(),
                     expect,
                 })
                 .map_err(|e| format!("{}: {e}", m.label()))?;
@@ -892,6 +921,19 @@ impl Fleet {
                 placement: r.placement.clone(),
                 errors: r.errors.clone(),
                 environment: m.info.clone(),
+                per_address: match m.role {
+                    Role::Server => AddressRun::split(
+                        &mine
+                            .iter()
+                            .map(|p| (p.flow, p.addr.to_string()))
+                            .collect::<Vec<_>>(),
+                        &r.flows,
+                        f.counters.bytes_rx + f.counters.bytes_tx,
+                        f.throughput_bps,
+                        f.transactions_per_s,
+                    ),
+                    Role::Client => Vec::new(),
+                },
             });
         }
         client.flows.sort_by_key(|f| f.flow);

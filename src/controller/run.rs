@@ -30,6 +30,10 @@ impl Driver {
         together: Option<Meet>,
     ) -> Result<IterationRun, String> {
         match self {
+            Driver::One(_) if spec.ports.is_some_and(|n| n > 1) => Err(format!(
+                "--ports {}: this server has one data address; ports are a lab's (lab up NAME --ports N) or a hosts file's (data = [...])",
+                spec.ports.unwrap_or(1)
+            )),
             Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
             Driver::Many(f) => f.run_iteration(spec, live, together),
         }
@@ -91,7 +95,28 @@ pub fn mean_hosts(its: &[Iteration]) -> Vec<HostRun> {
                 .filter(|x| x.name == h.name && x.role == h.role)
                 .collect();
             let n = same.len().max(1) as f64;
+            let per_address = h
+                .per_address
+                .iter()
+                .map(|a| {
+                    let mean = |v: fn(&crate::model::result::AddressRun) -> f64| {
+                        same.iter()
+                            .flat_map(|x| x.per_address.iter())
+                            .filter(|x| x.address == a.address)
+                            .map(v)
+                            .sum::<f64>()
+                            / n
+                    };
+                    crate::model::result::AddressRun {
+                        throughput_bps: mean(|x| x.throughput_bps),
+                        transactions_per_s: mean(|x| x.transactions_per_s),
+                        share: mean(|x| x.share),
+                        ..a.clone()
+                    }
+                })
+                .collect();
             HostRun {
+                per_address,
                 throughput_bps: same.iter().map(|x| x.throughput_bps).sum::<f64>() / n,
                 transactions_per_s: same.iter().map(|x| x.transactions_per_s).sum::<f64>() / n,
                 ..h.clone()

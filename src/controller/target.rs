@@ -164,7 +164,9 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         None => None,
     };
     if let Some(st) = &lab {
-        let rack = st.client_hosts().len() > 1 || st.server_hosts().len() > 1;
+        // Server ports (lab up --ports) are addresses of one agent: the
+        // many-host path spreads flows over them and counts each.
+        let rack = st.client_hosts().len() > 1 || st.server_hosts().len() > 1 || st.spec.ports > 1;
         if rack && agent {
             if !extra.is_empty() {
                 return Err(usage(
@@ -412,11 +414,18 @@ fn open_rack(st: LabState) -> Result<Target> {
     };
     let mut servers = Vec::new();
     for (j, h) in st.server_hosts().iter().enumerate() {
-        let ip = h
-            .addr
-            .parse()
-            .map_err(|e| Error::Failed(format!("lab server address {}: {e}", h.addr)))?;
-        servers.push(endpoint(format!("s{}", j + 1), &h.ns, vec![ip])?);
+        let addrs = match j {
+            0 => crate::lab::link::server_port_addrs(st.spec.ports),
+            _ => vec![h.addr.clone()],
+        };
+        let mut data = Vec::new();
+        for a in addrs {
+            data.push(
+                a.parse()
+                    .map_err(|e| Error::Failed(format!("lab server address {a}: {e}")))?,
+            );
+        }
+        servers.push(endpoint(format!("s{}", j + 1), &h.ns, data)?);
     }
     let mut clients = Vec::new();
     for (k, h) in st.client_hosts().iter().enumerate() {

@@ -78,7 +78,23 @@ pub struct LabOptions {
     #[arg(long, value_name = "auto|off|N")]
     #[serde(default)]
     pub emulator_cpu: Option<String>,
+    /// How the namespaces are joined to the router: veth (a veth pair),
+    /// bridge (the router's end is a port of a Linux bridge that holds the
+    /// router's address) or macvlan (two macvlan devices in bridge mode on
+    /// a veth parent in the router) [default: veth].
+    #[arg(long, value_name = "veth|bridge|macvlan")]
+    #[serde(default)]
+    pub link: Option<String>,
+    /// Server data addresses (ports, 1-8), each on a link of its own from
+    /// the router to the server namespace; tests spread their flows over
+    /// them (`run --ports N` uses the first N) [default: 1].
+    #[arg(long, value_name = "N")]
+    #[serde(default)]
+    pub ports: Option<u32>,
 }
+
+/// The most server ports a lab has (198.19.1-8.0/24).
+pub const MAX_PORTS: u32 = 8;
 
 fn on_off(s: &str) -> Result<bool, ModelError> {
     match s {
@@ -190,6 +206,7 @@ impl LabOptions {
             (&mut o.queue, &p.queue),
             (&mut o.cc, &p.cc),
             (&mut o.aqm, &p.aqm),
+            (&mut o.link, &p.link),
         ] {
             if from.is_some() {
                 *to = from.clone();
@@ -291,6 +308,21 @@ impl LabOptions {
         }
         if let Some(c) = &self.emulator_cpu {
             spec.emulator_cpu = c.parse().map_err(LabError::EmulatorCpu)?;
+        }
+        if let Some(l) = &self.link {
+            spec.link = l.parse().map_err(|e: ModelError| LabError::Value {
+                name: "link",
+                value: l.clone(),
+                source: ValueError::Form(e.to_string()),
+            })?;
+        }
+        if let Some(n) = self.ports {
+            if !(1..=MAX_PORTS).contains(&n) {
+                return refuse(&format!(
+                    "--ports {n}: a lab's server has 1 to {MAX_PORTS} ports"
+                ));
+            }
+            spec.ports = n;
         }
         if let Some(cc) = &self.cc {
             if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {

@@ -137,7 +137,7 @@ pub fn check_rack(spec: &LabSpec, rack: Rack, backend: Backend) -> Result<(), La
             .into());
         }
     }
-    Ok(())
+    super::link::check(spec, rack, backend == Backend::Netem)
 }
 
 /// Receive and send buffer limits in the client and server namespaces:
@@ -162,7 +162,7 @@ pub fn check_name(name: &str) -> Result<(), LabError> {
 }
 
 /// Runs a plumbing command; its stderr becomes the error.
-fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
+pub(super) fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
     let out = Command::new(prog)
         .args(args)
         .stdin(Stdio::null())
@@ -180,14 +180,14 @@ fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
     Ok(())
 }
 
-fn ip(ns: &str, args: &[&str]) -> Result<(), LabError> {
+pub(super) fn ip(ns: &str, args: &[&str]) -> Result<(), LabError> {
     let mut a = vec!["-n", ns];
     a.extend_from_slice(args);
     sh("ip", &a)
 }
 
 /// Runs `prog` inside namespace `ns`.
-fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<(), LabError> {
+pub(super) fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<(), LabError> {
     let mut a = vec!["netns", "exec", ns, prog];
     a.extend_from_slice(args);
     sh("ip", &a)
@@ -266,45 +266,10 @@ fn build(
         sh("ip", &["netns", "add", ns])?;
         ip(ns, &["link", "set", "lo", "up"])?;
     }
-    // (namespace, device, address) of every veth end; each host's default
-    // route goes via its router end.
-    let mut ends: Vec<(String, String, String)> = Vec::new();
-    let mut routes: Vec<(String, String)> = Vec::new();
-    let ports = clients
-        .iter()
-        .enumerate()
-        .map(|(k, h)| (h, format!("c{k}"), state::router_client_addr(k)))
-        .chain(
-            servers
-                .iter()
-                .enumerate()
-                .map(|(j, h)| (h, format!("s{j}"), state::router_server_addr(j))),
-        );
-    for (h, dev, gw) in ports {
-        ip(
-            &h.ns,
-            &[
-                "link", "add", "lr0", "type", "veth", "peer", "name", &dev, "netns", &r,
-            ],
-        )?;
-        ends.push((h.ns.clone(), "lr0".into(), h.addr.clone()));
-        ends.push((r.clone(), dev, gw.clone()));
-        routes.push((h.ns.clone(), gw));
-    }
-    let mtu = spec.mtu.to_string();
-    for (ns, dev, addr) in &ends {
-        ip(ns, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
-        ip(ns, &["link", "set", "dev", dev, "mtu", &mtu, "up"])?;
-        if !spec.offloads {
-            in_ns(
-                ns,
-                "ethtool",
-                &["-K", dev, "tso", "off", "gso", "off", "gro", "off"],
-            )?;
-        }
-    }
-    for (ns, gw) in &routes {
-        ip(ns, &["route", "add", "default", "via", gw])?;
+    // Every link (src/lab/link.rs: veth, bridge or macvlan; the server's
+    // extra ports), addressed, up, and each host's route through it.
+    for p in super::link::ports(name, rack, spec.ports) {
+        super::link::wire(&p, &r, spec)?;
     }
     netns::sysctls(&r, &[("net.ipv4.ip_forward", "1".into())])?;
     let host_changes = allow_congestion_control(&spec.cc)?;
@@ -554,7 +519,8 @@ fn place(
             None,
         ));
     }
-    let ends = rack.veth_ends(name);
+    let mut ends = rack.veth_ends(name);
+    ends.extend(super::link::extra_ends(name, spec.ports));
     let Some(p) = placement(spec)? else {
         if reset {
             steer(&ends, &[])?;
@@ -805,29 +771,8 @@ fn reap(pid: u32) {
 /// Namespaces, addresses and rules stay.
 pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
     let rack = Rack::of(st);
-    // Every lab link end: each host's lr0 and its router port.
-    let mut ends: Vec<(String, String)> = Vec::new();
     let hosts = st.host_namespaces();
-    for (k, h) in st.client_hosts().iter().enumerate() {
-        ends.push((h.ns.clone(), "lr0".into()));
-        ends.push((st.router_ns.clone(), format!("c{k}")));
-    }
-    for (j, h) in st.server_hosts().iter().enumerate() {
-        ends.push((h.ns.clone(), "lr0".into()));
-        ends.push((st.router_ns.clone(), format!("s{j}")));
-    }
-    if spec.mtu != st.spec.mtu {
-        let mtu = spec.mtu.to_string();
-        for (ns, dev) in &ends {
-            ip(ns, &["link", "set", "dev", dev, "mtu", &mtu])?;
-        }
-    }
-    if spec.offloads != st.spec.offloads {
-        let on = if spec.offloads { "on" } else { "off" };
-        for (ns, dev) in &ends {
-            in_ns(ns, "ethtool", &["-K", dev, "tso", on, "gso", on, "gro", on])?;
-        }
-    }
+    super::link::reshape(&st.name, &st.router_ns, rack, &st.spec, spec)?;
     if spec.cc != st.spec.cc {
         let _ = allow_congestion_control(&spec.cc)?;
         for ns in &hosts {
@@ -840,7 +785,9 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
         || spec.emulator_cpu != st.spec.emulator_cpu
         // The emulator's batching follows the MTU and offloads too.
         || spec.mtu != st.spec.mtu
-        || spec.offloads != st.spec.offloads;
+        || spec.offloads != st.spec.offloads
+        // Links built again: their RPS steering too.
+        || spec.link != st.spec.link;
     if link_changed {
         match st.backend.as_str() {
             "netem" | "none" if spec.aqm.kind != crate::model::lab::AqmKind::Fifo => {

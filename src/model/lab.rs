@@ -51,6 +51,9 @@ pub struct LabPoint {
     /// Queue discipline: fifo, codel or fq_codel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aqm: Option<String>,
+    /// How the namespaces are joined to the router: veth, bridge or macvlan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 impl LabPoint {
@@ -73,6 +76,7 @@ impl LabPoint {
             ("queue", &self.queue),
             ("cc", &self.cc),
             ("aqm", &self.aqm),
+            ("link", &self.link),
         ] {
             if let Some(x) = x {
                 v.push(format!("--{k} {x}"));
@@ -84,7 +88,9 @@ impl LabPoint {
 
 /// Keys a study may sweep under `lab.` and under `sysctl.` (any sysctl
 /// under net., set in the lab's host namespaces).
-pub const LAB_AXES: &[&str] = &["mtu", "offloads", "rate", "loss", "queue", "cc", "aqm"];
+pub const LAB_AXES: &[&str] = &[
+    "mtu", "offloads", "rate", "loss", "queue", "cc", "aqm", "link",
+];
 
 /// One direction of the emulated link.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -122,6 +128,58 @@ pub struct LabSpec {
     /// The queue discipline in front of each direction's bottleneck.
     #[serde(default)]
     pub aqm: Aqm,
+    /// How each host namespace is joined to the router (results before it: veth).
+    #[serde(default)]
+    pub link: LinkKind,
+    /// Data addresses (ports) of the server, each on a link of its own to
+    /// the router (results before it: 1).
+    #[serde(default = "one")]
+    pub ports: u32,
+}
+
+/// How a lab joins each host namespace to the router namespace
+/// (`lab up --link`, the `lab.link` axis); src/lab/link.rs builds them.
+/// Seed 003 compared connection types (OSA, HiperSockets, VSWITCH) by MTU;
+/// on one Linux box the kinds of virtual link are what differ.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    /// A veth pair: host `lr0` to the router's port.
+    #[default]
+    Veth,
+    /// A veth pair whose router end is a port of a Linux bridge in the
+    /// router namespace; the bridge holds the router's address, so frames
+    /// cross the bridge (L2) before the router forwards them (L3).
+    Bridge,
+    /// Two macvlan devices in bridge mode on one parent (a veth in the
+    /// router namespace): the host's end moved into its namespace, the
+    /// router's end beside it; frames pass between them inside macvlan.
+    Macvlan,
+}
+
+impl LinkKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Veth => "veth",
+            LinkKind::Bridge => "bridge",
+            LinkKind::Macvlan => "macvlan",
+        }
+    }
+}
+
+impl std::str::FromStr for LinkKind {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        match s {
+            "veth" => Ok(LinkKind::Veth),
+            "bridge" => Ok(LinkKind::Bridge),
+            "macvlan" => Ok(LinkKind::Macvlan),
+            _ => Err(ModelError::Form {
+                input: s.into(),
+                form: "veth, bridge or macvlan",
+            }),
+        }
+    }
 }
 
 /// Which queue discipline holds the packets waiting for a lab link's
@@ -253,6 +311,8 @@ impl Default for LabSpec {
             per_packet: false,
             emulator_cpu: EmulatorCpu::Auto,
             aqm: Aqm::default(),
+            link: LinkKind::Veth,
+            ports: 1,
         }
     }
 }
@@ -343,6 +403,10 @@ impl LabSpec {
             if self.offloads { "on" } else { "off" }
         ));
         parts.push(format!("cc {}", self.cc));
+        parts.push(format!("link {}", self.link.name()));
+        if self.ports > 1 {
+            parts.push(format!("{} server ports", self.ports));
+        }
         if self.per_packet || self.has_loss() {
             parts.push("emulated per packet".into());
         }

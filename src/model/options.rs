@@ -576,6 +576,11 @@ pub struct TestOptions {
     #[arg(skip)]
     #[serde(default, deserialize_with = "crate::model::nic::de_values")]
     pub nic: Option<BTreeMap<String, String>>,
+    /// Use the first N data addresses (ports) of each server: a lab's
+    /// (`lab up --ports`) or a hosts file's `data` [default: all]; flows
+    /// go round robin over them.
+    #[arg(long, value_name = "N")]
+    pub ports: Option<u32>,
 }
 
 /// The keys a study's sweep axis may name: every option but `label` (and
@@ -836,6 +841,7 @@ impl TestOptions {
             nic: crate::model::nic::normalize_all(&self.nic.clone().unwrap_or_default())?,
             crypto_hw: self.crypto_hw.is_none_or(|s| s.0),
             rrul,
+            ports: self.ports,
         };
         // Resolved here so the result records the size that was used.
         if spec.read_size == 0 && !workload.is_udp() && !program {
@@ -1169,6 +1175,9 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     }
     if let Some(m) = spec.mss {
         flag(true, format!("--mss {m}"));
+    }
+    if let Some(n) = spec.ports {
+        flag(true, format!("--ports {n}"));
     }
     if let Some(c) = &spec.cpus {
         flag(true, format!("--cpus {}", units::fmt_cpu_list(c)));

@@ -287,6 +287,75 @@ pub struct HostRun {
     pub errors: Vec<String>,
     /// What the host is (collected by its agent).
     pub environment: HostInfo,
+    /// Server: its figures per data address (port) its flows went to, in
+    /// address order; empty with one address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_address: Vec<AddressRun>,
+}
+
+/// One data address (port) of a server over the common window. The host's
+/// window figures are split by each flow's own byte counts (its whole life,
+/// warm-up included: flows keep no per-interval counters), counted by the
+/// address the flow connected to; so the addresses add up to the host.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct AddressRun {
+    pub address: String,
+    /// Ids of the flows that connected to it.
+    pub flows: Vec<u32>,
+    /// Payload (received + sent) over the window.
+    pub bytes: u64,
+    pub throughput_bps: f64,
+    pub transactions_per_s: f64,
+    /// Its part of the host's bytes, 0..1.
+    pub share: f64,
+}
+
+impl AddressRun {
+    /// Splits a host's window figures over the addresses of `places`
+    /// (flow id, address) by the bytes (received + sent) of each flow in
+    /// `flows`; an address whose flows moved nothing gets an equal share
+    /// of flows when no flow moved anything. Empty with fewer than two addresses.
+    pub fn split(
+        places: &[(u32, String)],
+        flows: &[FlowReport],
+        bytes: u64,
+        throughput_bps: f64,
+        transactions_per_s: f64,
+    ) -> Vec<AddressRun> {
+        let mut by: std::collections::BTreeMap<&str, (Vec<u32>, u64)> = Default::default();
+        for (id, addr) in places {
+            let moved = flows
+                .iter()
+                .filter(|f| f.flow == *id)
+                .map(|f| f.bytes_rx + f.bytes_tx)
+                .sum::<u64>();
+            let e = by.entry(addr.as_str()).or_default();
+            e.0.push(*id);
+            e.1 += moved;
+        }
+        if by.len() < 2 {
+            return Vec::new();
+        }
+        let total: u64 = by.values().map(|(_, b)| b).sum();
+        let nflows: usize = by.values().map(|(f, _)| f.len()).sum();
+        by.into_iter()
+            .map(|(a, (ids, moved))| {
+                let share = if total > 0 {
+                    moved as f64 / total as f64
+                } else {
+                    ids.len() as f64 / nflows.max(1) as f64
+                };
+                AddressRun {
+                    address: a.to_string(),
+                    flows: ids,
+                    bytes: (bytes as f64 * share).round() as u64,
+                    throughput_bps: throughput_bps * share,
+                    transactions_per_s: transactions_per_s * share,
+                    share,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Where one flow of a many-host test ran.
@@ -503,6 +572,31 @@ impl TestResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_split_a_host_by_its_flows_bytes() {
+        let flow = |id, rx| FlowReport {
+            flow: id,
+            bytes_rx: rx,
+            ..Default::default()
+        };
+        let places: Vec<(u32, String)> = (0..4).map(|i| (i, format!("10.0.{}.1", i % 2))).collect();
+        let flows = [flow(0, 100), flow(1, 300), flow(2, 100), flow(3, 500)];
+        let a = AddressRun::split(&places, &flows, 1000, 8000.0, 0.0);
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].address, "10.0.0.1");
+        assert_eq!(a[0].flows, vec![0, 2]);
+        assert_eq!(a[0].bytes, 200);
+        assert_eq!(a[1].bytes, 800);
+        assert!((a[1].throughput_bps - 6400.0).abs() < 1e-9);
+        let sum: f64 = a.iter().map(|x| x.share).sum();
+        assert!((sum - 1.0).abs() < 1e-12);
+        // One address: nothing to split.
+        assert!(AddressRun::split(&places[..1], &flows, 1000, 1.0, 0.0).is_empty());
+        // Nothing moved: by flow count.
+        let a = AddressRun::split(&places, &[], 0, 0.0, 10.0);
+        assert_eq!(a[0].transactions_per_s, 5.0);
+    }
 
     #[test]
     fn nothing_measured_needs_zero_figures_and_an_error() {

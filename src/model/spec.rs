@@ -409,6 +409,10 @@ pub struct TestSpec {
     /// agent started with `serve --allow-nic` (model::nic).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub nic: std::collections::BTreeMap<String, String>,
+    /// The server's data addresses (ports) this test uses: the first N of
+    /// each server's (studies sweep it). None: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -538,6 +542,7 @@ impl Default for TestSpec {
             nic: Default::default(),
             crypto_hw: true,
             rrul: None,
+            ports: None,
         }
     }
 }
@@ -822,6 +827,9 @@ impl TestSpec {
         }
         if self.workers == 0 || self.agent_workers == 0 {
             return Err("--workers must be at least 1".into());
+        }
+        if self.ports == Some(0) {
+            return Err("--ports must be at least 1 (the server's first N data addresses)".into());
         }
         if self.io == IoMode::Threads {
             self.validate_threads()?;

@@ -140,8 +140,26 @@ struct Raw {
     #[serde(default)]
     table: Vec<Spanned<TableSpec>>,
     /// An axis whose values are compared as environments: the report adds
-    /// a table of ratios against its first value (the IBM overview).
-    overview: Option<String>,
+    /// a table of ratios against its first value (the IBM overview). A
+    /// list of axes adds a table per pair of them too.
+    overview: Option<OneOrMany>,
+}
+
+/// `overview = "lab.mtu"` or `overview = ["lab.link", "lab.mtu"]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn list(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
 }
 
 /// One sweep axis: a test key and its values in the order written.
@@ -170,12 +188,16 @@ pub struct Study {
     pub model: Models,
     pub plots: Vec<PlotSpec>,
     pub tables: Vec<TableSpec>,
-    /// An axis compared as environments: ratios against its first value.
+    /// An axis compared as environments: ratios against its first value
+    /// (the first of `overviews`).
     pub overview: Option<String>,
     /// The file's text, stored with the results so a report never depends
     /// on the file still being where it was.
     pub source: String,
     pub origin: String,
+    /// Every overview axis: with two or more, the report adds a table per
+    /// pair of them (src/report/analysis/overview.rs).
+    pub overviews: Vec<String>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -377,7 +399,15 @@ impl Study {
         if raw.repeat == Some(0) {
             return Err(whole("repeat must be at least 1".into()));
         }
-        if let Some(o) = &raw.overview {
+        let overviews = raw
+            .overview
+            .clone()
+            .map(OneOrMany::list)
+            .unwrap_or_default();
+        for o in &overviews {
+            if overviews.iter().filter(|x| *x == o).count() > 1 {
+                return Err(whole(format!("overview lists `{o}` twice")));
+            }
             let known =
                 axes.iter().any(|a: &Axis| &a.key == o) || (o == "case" && !raw.case.is_empty());
             if !known {
@@ -402,7 +432,8 @@ impl Study {
             axes,
             repeat: raw.repeat.unwrap_or(1),
             shuffle: raw.shuffle,
-            overview: raw.overview,
+            overview: overviews.first().cloned(),
+            overviews,
             model: raw.model,
             plots: raw
                 .plot

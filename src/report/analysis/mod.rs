@@ -9,5 +9,6 @@ pub mod hosts;
 pub mod keypoints;
 pub mod landscape;
 pub mod metrics;
+pub mod overview;
 pub mod rrul;
 pub mod wanmodel;

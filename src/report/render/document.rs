@@ -39,6 +39,53 @@ pub struct Report {
 /// Many hosts: each host's own figures beside the aggregate, per point
 /// (means over the point's repetitions), with what each host is. None when
 /// no result ran on more than one pair of hosts.
+/// Per server data address (port) at each point where a server had
+/// several: flows, throughput and share, means over repetitions.
+fn ports_table(loaded: &Loaded) -> Option<Table> {
+    use std::collections::BTreeMap;
+    type Key = (usize, String, String);
+    let mut by: BTreeMap<Key, Vec<&crate::model::result::AddressRun>> = BTreeMap::new();
+    let mut labels: BTreeMap<usize, String> = BTreeMap::new();
+    for (run, r) in &loaded.results {
+        let Some(p) = loaded.manifest.point(&run.point) else {
+            continue;
+        };
+        for h in r.hosts.iter().filter(|h| h.role == "server") {
+            for a in &h.per_address {
+                labels.insert(p.index, p.label());
+                by.entry((p.index, h.name.clone(), a.address.clone()))
+                    .or_default()
+                    .push(a);
+            }
+        }
+    }
+    if by.is_empty() {
+        return None;
+    }
+    let mut t = Table {
+        title: "Ports: each server data address's throughput (flows by the address they connected to; means over repetitions)".into(),
+        headers: ["point", "server", "address", "flows", "throughput", "share"]
+            .map(String::from)
+            .to_vec(),
+        rows: vec![],
+    };
+    for ((i, host, addr), v) in &by {
+        let n = v.len() as f64;
+        let mean = |f: fn(&crate::model::result::AddressRun) -> f64| {
+            v.iter().map(|a| f(a)).sum::<f64>() / n
+        };
+        t.rows.push(vec![
+            labels[i].clone(),
+            host.clone(),
+            addr.clone(),
+            v[0].flows.len().to_string(),
+            crate::units::fmt_bps(mean(|a| a.throughput_bps)),
+            format!("{:.0}%", 100.0 * mean(|a| a.share)),
+        ]);
+    }
+    Some(t)
+}
+
 fn hosts_table(loaded: &Loaded) -> Option<Table> {
     use crate::units::{fmt_bps, fmt_rate, fmt_us};
     use std::collections::BTreeMap;
@@ -198,6 +245,27 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
                         || x.environment.agent.sysctls != a.sysctls
                 })
                 .count();
+            // The lab's links: their kind (veth, bridge, macvlan) and MTU,
+            // every combination the results ran on.
+            let mut links: Vec<String> = Vec::new();
+            for (_, x) in &loaded.results {
+                if let Some(l) = x.lab.as_ref().and_then(|l| l.spec.as_ref()) {
+                    let mut v = format!("{} links, MTU {}", l.link.name(), l.mtu);
+                    if l.ports > 1 {
+                        v.push_str(&format!(", {} server ports", l.ports));
+                    }
+                    if !links.contains(&v) {
+                        links.push(v);
+                    }
+                }
+            }
+            if !links.is_empty() {
+                let mut row = vec!["lab links".to_string(), links.join("; ")];
+                if !same {
+                    row.push(String::new());
+                }
+                t.rows.push(row);
+            }
             if differ > 0 {
                 t.rows.push(vec![
                     "note".into(),
@@ -303,7 +371,17 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         tables: {
             let mut t = land.tables(study);
             t.extend(hosts_table(loaded));
-            if let Some(o) = axis_overview(study, land) {
+            t.extend(ports_table(loaded));
+            if study.overviews.len() > 1 {
+                // Several axes: each one's ratios, then each pair's.
+                let keys: Vec<String> = study
+                    .tables
+                    .iter()
+                    .flat_map(|t| t.columns.clone())
+                    .collect();
+                let o = crate::report::analysis::overview::tables(land, &study.overviews, &keys);
+                t.splice(0..0, o);
+            } else if let Some(o) = axis_overview(study, land) {
                 t.insert(0, o);
             }
             t

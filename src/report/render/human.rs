@@ -507,6 +507,23 @@ fn hosts_table(o: &mut String, it: &Iteration, spec: &TestSpec, show_tx: bool) {
             fmt_us(h.clock.uncertainty_ns as f64 / 1e3),
             h.addresses.join(" ")
         );
+        // Per data address (port), when the server has several.
+        for a in &h.per_address {
+            let _ = writeln!(
+                o,
+                "      port {:<15} {:>5} {:>14} {:>10}  {:.0}% of {}'s bytes",
+                a.address,
+                a.flows.len(),
+                fmt_bps(a.throughput_bps),
+                if show_tx && a.transactions_per_s > 0.0 {
+                    fmt_rate(a.transactions_per_s)
+                } else {
+                    "-".into()
+                },
+                a.share * 100.0,
+                h.name
+            );
+        }
     }
     if skew > spec.interval_s * 1e6 * 0.01 {
         let _ = writeln!(

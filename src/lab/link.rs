@@ -1,0 +1,389 @@
+//! The links between a lab's host namespaces and its router (`lab up
+//! --link`, the `lab.link` axis), and the server's extra ports (`lab up
+//! --ports N`).
+//!
+//! Every link ends in the host namespace as `lr0` (the server's extra
+//! ports as `lr1`, `lr2`...) and in the router namespace as the device that
+//! holds the router's address: `c{k}`, `s{j}`, `s0p{i}`. The NFQUEUE rules
+//! (`-i c{k}`, `-o c{k}`) name that device, so whatever the kind of link,
+//! the emulator sees every packet the router forwards: routing happens on
+//! the device with the address, whatever sits below it.
+//!
+//! ```text
+//!  veth:    host lr0 ==veth== router c0 (198.18.0.254)
+//!  bridge:  host lr0 ==veth== router c0v -> bridge c0 (198.18.0.254)
+//!  macvlan: host lr0 (macvlan) -. parent pc0 (veth, peer pc0x) .- router c0 (macvlan)
+//! ```
+//!
+//! bridge: the bridge sits in the router namespace, between the veth end
+//! (its only port) and the router's IP layer; frames from a host cross it
+//! (L2: FDB lookup, local delivery to the bridge's own address) and are
+//! then routed, so `iptables FORWARD -i c0` matches the bridge device.
+//! br_netfilter is not needed (no frame is bridged between two ports; this
+//! kernel has no /proc/sys/net/bridge until the module is loaded, and the
+//! lab does not load it).
+//!
+//! macvlan: the host's device and the router's are two macvlan devices in
+//! bridge mode on one parent, a veth (`p{dev}`, its peer `p{dev}x` up
+//! beside it so the parent has carrier) in the router namespace; the host's
+//! is made there and moved into the host's namespace. Unicast between
+//! them is switched inside macvlan without reaching the parent's wire.
+//! (A `dummy` parent would do as well, but this kernel has no dummy links.)
+//!
+//! Server ports: port `i` (1..N) of server 0 is a link of its own, server
+//! `lr{i}` 198.19.{i}.1, router `s0p{i}` 198.19.{i}.254; the server answers
+//! from each address over its own port (a routing rule per source address),
+//! so a flow to port `i` crosses that link both ways. Ports are not shaped:
+//! the emulator shapes the client link, as for a rack's servers.
+
+use super::state;
+use super::topology::{in_ns, ip, sh, Rack};
+use super::LabError;
+use crate::model::lab::{LabSpec, LinkKind};
+use crate::model::Invalid;
+
+/// One link of the lab, as wired: the host's end and the router's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Port {
+    pub host_ns: String,
+    pub host_dev: String,
+    /// The router's device with the address (what iptables rules name).
+    pub router_dev: String,
+    pub host_addr: String,
+    pub router_addr: String,
+    /// The host's routing table for this port's source address (extra
+    /// server ports); None: the host's default route goes this way.
+    pub table: Option<u32>,
+}
+
+/// The address of server port `i` (0: the server's own, 198.18.1.1).
+pub fn server_port_addr(i: u32) -> String {
+    if i == 0 {
+        state::server_addr(0)
+    } else {
+        format!("198.19.{i}.1")
+    }
+}
+
+/// Every data address of server 0, port 0 first.
+pub fn server_port_addrs(ports: u32) -> Vec<String> {
+    (0..ports.max(1)).map(server_port_addr).collect()
+}
+
+/// Every link of a lab: each client's, each server's, then server 0's
+/// extra ports.
+pub fn ports(name: &str, rack: Rack, server_ports: u32) -> Vec<Port> {
+    let mut v = Vec::new();
+    for (k, h) in rack.client_hosts(name).into_iter().enumerate() {
+        v.push(Port {
+            host_ns: h.ns,
+            host_dev: "lr0".into(),
+            router_dev: format!("c{k}"),
+            host_addr: h.addr,
+            router_addr: state::router_client_addr(k),
+            table: None,
+        });
+    }
+    for (j, h) in rack.server_hosts(name).into_iter().enumerate() {
+        v.push(Port {
+            host_ns: h.ns,
+            host_dev: "lr0".into(),
+            router_dev: format!("s{j}"),
+            host_addr: h.addr,
+            router_addr: state::router_server_addr(j),
+            table: None,
+        });
+    }
+    for i in 1..server_ports.max(1) {
+        v.push(Port {
+            host_ns: state::server_ns(name, 0),
+            host_dev: format!("lr{i}"),
+            router_dev: format!("s0p{i}"),
+            host_addr: server_port_addr(i),
+            router_addr: format!("198.19.{i}.254"),
+            table: Some(100 + i),
+        });
+    }
+    v
+}
+
+/// The server's extra ports' ends (namespace, device), for RPS steering.
+pub fn extra_ends(name: &str, server_ports: u32) -> Vec<(String, String)> {
+    let r = state::router_ns(name);
+    ports(name, Rack::default(), server_ports)
+        .into_iter()
+        .filter(|p| p.table.is_some())
+        .flat_map(|p| [(p.host_ns, p.host_dev), (r.clone(), p.router_dev)])
+        .collect()
+}
+
+/// What a lab with server ports cannot be, said before anything is built.
+pub fn check(spec: &LabSpec, rack: Rack, netem: bool) -> Result<(), LabError> {
+    if spec.ports > 1 && rack.servers > 1 {
+        return Err(Invalid(format!(
+            "--ports {} gives server 0 more addresses; a rack of {} servers already has one each: use one or the other",
+            spec.ports, rack.servers
+        ))
+        .into());
+    }
+    if spec.ports > 1 && netem {
+        return Err(Invalid::from(
+            "--emulator netem shapes the router's s0 only; traffic to the other ports would pass unshaped: use --emulator nfqueue (or auto)",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The devices in the router that carry a link below the router's device:
+/// they take the MTU before the ends (a macvlan's MTU may not exceed its
+/// parent's) and the offloads with them.
+fn underlay(kind: LinkKind, p: &Port) -> Vec<String> {
+    match kind {
+        LinkKind::Veth => vec![],
+        LinkKind::Bridge => vec![format!("{}v", p.router_dev)],
+        LinkKind::Macvlan => vec![format!("p{}", p.router_dev), format!("p{}x", p.router_dev)],
+    }
+}
+
+fn offloads(ns: &str, dev: &str, on: bool) -> Result<(), LabError> {
+    let v = if on { "on" } else { "off" };
+    in_ns(ns, "ethtool", &["-K", dev, "tso", v, "gso", v, "gro", v])
+}
+
+/// Makes the devices of link `p` (not yet addressed; the underlay up at
+/// `spec.mtu` with the lab's offloads).
+fn make(kind: LinkKind, p: &Port, router: &str, spec: &LabSpec) -> Result<(), LabError> {
+    let mtu = spec.mtu.to_string();
+    let (h, d) = (p.host_dev.as_str(), p.router_dev.as_str());
+    match kind {
+        LinkKind::Veth => ip(
+            &p.host_ns,
+            &[
+                "link", "add", h, "type", "veth", "peer", "name", d, "netns", router,
+            ],
+        )?,
+        LinkKind::Bridge => {
+            let port = format!("{d}v");
+            ip(
+                &p.host_ns,
+                &[
+                    "link", "add", h, "type", "veth", "peer", "name", &port, "netns", router,
+                ],
+            )?;
+            ip(router, &["link", "add", d, "type", "bridge"])?;
+            ip(router, &["link", "set", "dev", &port, "master", d])?;
+        }
+        LinkKind::Macvlan => {
+            let parent = format!("p{d}");
+            let peer = format!("p{d}x");
+            ip(
+                router,
+                &[
+                    "link", "add", &parent, "type", "veth", "peer", "name", &peer,
+                ],
+            )?;
+            ip(
+                router,
+                &[
+                    "link", "add", d, "link", &parent, "type", "macvlan", "mode", "bridge",
+                ],
+            )?;
+            // Made in the router (beside its parent), then moved and named.
+            let tmp = format!("{d}h");
+            ip(
+                router,
+                &[
+                    "link", "add", &tmp, "link", &parent, "type", "macvlan", "mode", "bridge",
+                ],
+            )?;
+            ip(router, &["link", "set", "dev", &tmp, "netns", &p.host_ns])?;
+            ip(&p.host_ns, &["link", "set", "dev", &tmp, "name", h])?;
+        }
+    }
+    for u in underlay(kind, p) {
+        ip(router, &["link", "set", "dev", &u, "mtu", &mtu, "up"])?;
+        if !spec.offloads {
+            offloads(router, &u, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// Builds link `p` of kind `spec.link` and wires it: addresses, MTU,
+/// offloads, up, and the host's route through it.
+pub fn wire(p: &Port, router: &str, spec: &LabSpec) -> Result<(), LabError> {
+    make(spec.link, p, router, spec)?;
+    let mtu = spec.mtu.to_string();
+    for (ns, dev, addr) in [
+        (p.host_ns.as_str(), p.host_dev.as_str(), &p.host_addr),
+        (router, p.router_dev.as_str(), &p.router_addr),
+    ] {
+        ip(ns, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
+        ip(ns, &["link", "set", "dev", dev, "mtu", &mtu, "up"])?;
+        if !spec.offloads {
+            offloads(ns, dev, false)?;
+        }
+    }
+    match p.table {
+        None => ip(
+            &p.host_ns,
+            &["route", "add", "default", "via", &p.router_addr],
+        ),
+        Some(t) => {
+            let t = t.to_string();
+            ip(
+                &p.host_ns,
+                &["rule", "add", "from", &p.host_addr, "table", &t],
+            )?;
+            ip(
+                &p.host_ns,
+                &[
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    &p.router_addr,
+                    "dev",
+                    &p.host_dev,
+                    "table",
+                    &t,
+                ],
+            )
+        }
+    }
+}
+
+fn has(ns: &str, dev: &str) -> bool {
+    sh("ip", &["-n", ns, "link", "show", "dev", dev]).is_ok()
+}
+
+/// Removes link `p` of kind `kind` (every device it made; the host's
+/// routing rule goes too). Devices already gone are skipped.
+fn remove(kind: LinkKind, p: &Port, router: &str) -> Result<(), LabError> {
+    if let Some(t) = p.table {
+        let _ = ip(
+            &p.host_ns,
+            &["rule", "del", "from", &p.host_addr, "table", &t.to_string()],
+        );
+    }
+    let mut devs = vec![(p.host_ns.clone(), p.host_dev.clone())];
+    devs.push((router.to_string(), p.router_dev.clone()));
+    devs.extend(
+        underlay(kind, p)
+            .into_iter()
+            .map(|u| (router.to_string(), u)),
+    );
+    for (ns, dev) in devs {
+        if has(&ns, &dev) {
+            ip(&ns, &["link", "del", "dev", &dev])?;
+        }
+    }
+    Ok(())
+}
+
+/// Reshapes the links of a running lab from `old` to `new`: the kind by
+/// taking every link down and building it again (addresses and routes
+/// too); else MTU (underlays first) and offloads in place.
+pub fn reshape(
+    name: &str,
+    router: &str,
+    rack: Rack,
+    old: &LabSpec,
+    new: &LabSpec,
+) -> Result<(), LabError> {
+    if new.ports != old.ports {
+        return Err(Invalid(format!(
+            "this lab has {} server ports; a point cannot change them (lab up --ports, or the study's [lab] ports)",
+            old.ports
+        ))
+        .into());
+    }
+    let all = ports(name, rack, old.ports);
+    if new.link != old.link {
+        for p in &all {
+            remove(old.link, p, router)?;
+            wire(p, router, new)?;
+        }
+        return Ok(());
+    }
+    let mut ends: Vec<(String, String)> = Vec::new();
+    for p in &all {
+        ends.extend(
+            underlay(new.link, p)
+                .into_iter()
+                .map(|u| (router.to_string(), u)),
+        );
+    }
+    let underlays = ends.len();
+    for p in &all {
+        ends.push((p.host_ns.clone(), p.host_dev.clone()));
+        ends.push((router.to_string(), p.router_dev.clone()));
+    }
+    if new.mtu != old.mtu {
+        let mtu = new.mtu.to_string();
+        // Lowering: the ends first (a macvlan's MTU above its parent's is refused).
+        let order: Vec<&(String, String)> = if new.mtu < old.mtu {
+            ends[underlays..].iter().chain(&ends[..underlays]).collect()
+        } else {
+            ends.iter().collect()
+        };
+        for (ns, dev) in order {
+            ip(ns, &["link", "set", "dev", dev, "mtu", &mtu])?;
+        }
+    }
+    if new.offloads != old.offloads {
+        for (ns, dev) in &ends {
+            offloads(ns, dev, new.offloads)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_ports_have_their_own_subnets_and_tables() {
+        let p = ports("x", Rack::default(), 3);
+        assert_eq!(p.len(), 4);
+        assert_eq!(
+            (p[1].host_dev.as_str(), p[1].router_dev.as_str()),
+            ("lr0", "s0")
+        );
+        assert_eq!(p[3].host_addr, "198.19.2.1");
+        assert_eq!(p[3].router_addr, "198.19.2.254");
+        assert_eq!(p[3].router_dev, "s0p2");
+        assert_eq!(p[3].table, Some(102));
+        assert_eq!(
+            server_port_addrs(3),
+            vec!["198.18.1.1", "198.19.1.1", "198.19.2.1"]
+        );
+        assert_eq!(server_port_addrs(1), vec!["198.18.1.1"]);
+        assert_eq!(extra_ends("x", 2).len(), 2);
+    }
+
+    #[test]
+    fn underlays_by_kind_and_names_fit_ifnamsiz() {
+        let p = &ports("x", Rack::default(), 8)[9];
+        assert!(underlay(LinkKind::Veth, p).is_empty());
+        assert_eq!(underlay(LinkKind::Bridge, p), vec!["s0p8v"]);
+        assert_eq!(underlay(LinkKind::Macvlan, p), vec!["ps0p8", "ps0p8x"]);
+        for k in [LinkKind::Bridge, LinkKind::Macvlan] {
+            assert!(underlay(k, p).iter().all(|d| d.len() < 16));
+        }
+    }
+
+    #[test]
+    fn ports_refuse_a_rack_of_servers_and_netem() {
+        let spec = LabSpec {
+            ports: 2,
+            ..LabSpec::default()
+        };
+        assert!(check(&spec, Rack::new(2, 2).unwrap(), false).is_err());
+        assert!(check(&spec, Rack::new(4, 1).unwrap(), false).is_ok());
+        assert!(check(&spec, Rack::default(), true).is_err());
+        assert!(check(&LabSpec::default(), Rack::new(1, 3).unwrap(), true).is_ok());
+    }
+}
