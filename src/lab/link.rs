@@ -37,7 +37,6 @@
 //! the emulator shapes the client link, as for a rack's servers.
 
 use super::state;
-use super::topology::{in_ns, ip, sh, Rack};
 use super::LabError;
 use crate::model::lab::{LabSpec, LinkKind};
 use crate::model::Invalid;
@@ -70,26 +69,43 @@ pub fn server_port_addrs(ports: u32) -> Vec<String> {
     (0..ports.max(1)).map(server_port_addr).collect()
 }
 
+/// How many clients and servers a lab has (topology's `Rack`, passed as
+/// counts so this file needs nothing of topology.rs, which calls it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hosts {
+    pub clients: usize,
+    pub servers: usize,
+}
+
+impl Default for Hosts {
+    fn default() -> Self {
+        Hosts {
+            clients: 1,
+            servers: 1,
+        }
+    }
+}
+
 /// Every link of a lab: each client's, each server's, then server 0's
 /// extra ports.
-pub fn ports(name: &str, rack: Rack, server_ports: u32) -> Vec<Port> {
+pub fn ports(name: &str, rack: Hosts, server_ports: u32) -> Vec<Port> {
     let mut v = Vec::new();
-    for (k, h) in rack.client_hosts(name).into_iter().enumerate() {
+    for k in 0..rack.clients {
         v.push(Port {
-            host_ns: h.ns,
+            host_ns: state::client_ns(name, k),
             host_dev: "lr0".into(),
             router_dev: format!("c{k}"),
-            host_addr: h.addr,
+            host_addr: state::client_addr(k),
             router_addr: state::router_client_addr(k),
             table: None,
         });
     }
-    for (j, h) in rack.server_hosts(name).into_iter().enumerate() {
+    for j in 0..rack.servers {
         v.push(Port {
-            host_ns: h.ns,
+            host_ns: state::server_ns(name, j),
             host_dev: "lr0".into(),
             router_dev: format!("s{j}"),
-            host_addr: h.addr,
+            host_addr: state::server_addr(j),
             router_addr: state::router_server_addr(j),
             table: None,
         });
@@ -110,7 +126,7 @@ pub fn ports(name: &str, rack: Rack, server_ports: u32) -> Vec<Port> {
 /// The server's extra ports' ends (namespace, device), for RPS steering.
 pub fn extra_ends(name: &str, server_ports: u32) -> Vec<(String, String)> {
     let r = state::router_ns(name);
-    ports(name, Rack::default(), server_ports)
+    ports(name, Hosts::default(), server_ports)
         .into_iter()
         .filter(|p| p.table.is_some())
         .flat_map(|p| [(p.host_ns, p.host_dev), (r.clone(), p.router_dev)])
@@ -118,7 +134,7 @@ pub fn extra_ends(name: &str, server_ports: u32) -> Vec<(String, String)> {
 }
 
 /// What a lab with server ports cannot be, said before anything is built.
-pub fn check(spec: &LabSpec, rack: Rack, netem: bool) -> Result<(), LabError> {
+pub fn check(spec: &LabSpec, rack: Hosts, netem: bool) -> Result<(), LabError> {
     if spec.ports > 1 && rack.servers > 1 {
         return Err(Invalid(format!(
             "--ports {} gives server 0 more addresses; a rack of {} servers already has one each: use one or the other",
@@ -254,6 +270,37 @@ pub fn wire(p: &Port, router: &str, spec: &LabSpec) -> Result<(), LabError> {
     }
 }
 
+/// Runs a plumbing command; its stderr becomes the error (as topology's).
+fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
+    let out = std::process::Command::new(prog)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| LabError::NoPlumbing {
+            program: prog.into(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(LabError::Plumbing {
+            command: format!("{prog} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().into(),
+        });
+    }
+    Ok(())
+}
+
+fn ip(ns: &str, args: &[&str]) -> Result<(), LabError> {
+    let mut a = vec!["-n", ns];
+    a.extend_from_slice(args);
+    sh("ip", &a)
+}
+
+fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<(), LabError> {
+    let mut a = vec!["netns", "exec", ns, prog];
+    a.extend_from_slice(args);
+    sh("ip", &a)
+}
+
 fn has(ns: &str, dev: &str) -> bool {
     sh("ip", &["-n", ns, "link", "show", "dev", dev]).is_ok()
 }
@@ -288,7 +335,7 @@ fn remove(kind: LinkKind, p: &Port, router: &str) -> Result<(), LabError> {
 pub fn reshape(
     name: &str,
     router: &str,
-    rack: Rack,
+    rack: Hosts,
     old: &LabSpec,
     new: &LabSpec,
 ) -> Result<(), LabError> {
@@ -346,7 +393,7 @@ mod tests {
 
     #[test]
     fn server_ports_have_their_own_subnets_and_tables() {
-        let p = ports("x", Rack::default(), 3);
+        let p = ports("x", Hosts::default(), 3);
         assert_eq!(p.len(), 4);
         assert_eq!(
             (p[1].host_dev.as_str(), p[1].router_dev.as_str()),
@@ -366,7 +413,7 @@ mod tests {
 
     #[test]
     fn underlays_by_kind_and_names_fit_ifnamsiz() {
-        let p = &ports("x", Rack::default(), 8)[9];
+        let p = &ports("x", Hosts::default(), 8)[9];
         assert!(underlay(LinkKind::Veth, p).is_empty());
         assert_eq!(underlay(LinkKind::Bridge, p), vec!["s0p8v"]);
         assert_eq!(underlay(LinkKind::Macvlan, p), vec!["ps0p8", "ps0p8x"]);
@@ -381,9 +428,10 @@ mod tests {
             ports: 2,
             ..LabSpec::default()
         };
-        assert!(check(&spec, Rack::new(2, 2).unwrap(), false).is_err());
-        assert!(check(&spec, Rack::new(4, 1).unwrap(), false).is_ok());
-        assert!(check(&spec, Rack::default(), true).is_err());
-        assert!(check(&LabSpec::default(), Rack::new(1, 3).unwrap(), true).is_ok());
+        let h = |clients, servers| Hosts { clients, servers };
+        assert!(check(&spec, h(2, 2), false).is_err());
+        assert!(check(&spec, h(4, 1), false).is_ok());
+        assert!(check(&spec, Hosts::default(), true).is_err());
+        assert!(check(&LabSpec::default(), h(1, 3), true).is_ok());
     }
 }

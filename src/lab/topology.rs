@@ -70,6 +70,14 @@ impl Rack {
         Ok(Rack { clients, servers })
     }
 
+    /// The counts, as src/lab/link.rs takes them.
+    pub fn hosts(&self) -> super::link::Hosts {
+        super::link::Hosts {
+            clients: self.clients,
+            servers: self.servers,
+        }
+    }
+
     /// More than one client or server.
     pub fn is_rack(&self) -> bool {
         self.clients > 1 || self.servers > 1
@@ -137,7 +145,7 @@ pub fn check_rack(spec: &LabSpec, rack: Rack, backend: Backend) -> Result<(), La
             .into());
         }
     }
-    super::link::check(spec, rack, backend == Backend::Netem)
+    super::link::check(spec, rack.hosts(), backend == Backend::Netem)
 }
 
 /// Receive and send buffer limits in the client and server namespaces:
@@ -162,7 +170,7 @@ pub fn check_name(name: &str) -> Result<(), LabError> {
 }
 
 /// Runs a plumbing command; its stderr becomes the error.
-pub(super) fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
+fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
     let out = Command::new(prog)
         .args(args)
         .stdin(Stdio::null())
@@ -180,14 +188,14 @@ pub(super) fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
     Ok(())
 }
 
-pub(super) fn ip(ns: &str, args: &[&str]) -> Result<(), LabError> {
+fn ip(ns: &str, args: &[&str]) -> Result<(), LabError> {
     let mut a = vec!["-n", ns];
     a.extend_from_slice(args);
     sh("ip", &a)
 }
 
 /// Runs `prog` inside namespace `ns`.
-pub(super) fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<(), LabError> {
+fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<(), LabError> {
     let mut a = vec!["netns", "exec", ns, prog];
     a.extend_from_slice(args);
     sh("ip", &a)
@@ -268,7 +276,7 @@ fn build(
     }
     // Every link (src/lab/link.rs: veth, bridge or macvlan; the server's
     // extra ports), addressed, up, and each host's route through it.
-    for p in super::link::ports(name, rack, spec.ports) {
+    for p in super::link::ports(name, rack.hosts(), spec.ports) {
         super::link::wire(&p, &r, spec)?;
     }
     netns::sysctls(&r, &[("net.ipv4.ip_forward", "1".into())])?;
@@ -772,7 +780,7 @@ fn reap(pid: u32) {
 pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
     let rack = Rack::of(st);
     let hosts = st.host_namespaces();
-    super::link::reshape(&st.name, &st.router_ns, rack, &st.spec, spec)?;
+    super::link::reshape(&st.name, &st.router_ns, rack.hosts(), &st.spec, spec)?;
     if spec.cc != st.spec.cc {
         let _ = allow_congestion_control(&spec.cc)?;
         for ns in &hosts {
