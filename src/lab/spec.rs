@@ -78,6 +78,15 @@ pub struct LabOptions {
     #[arg(long, value_name = "auto|off|N")]
     #[serde(default)]
     pub emulator_cpu: Option<String>,
+    /// A tunnel between client and server, across the router (the
+    /// emulator shapes its encapsulated packets): none (default),
+    /// wireguard (the kernel's, else wireguard-go), ipsec (ESP
+    /// AES-GCM-256, where the kernel has ESP) or vxlan (no encryption).
+    /// Tests then use the tunnel's inner addresses (198.19.254.1 and .2),
+    /// and its MTU keeps the outer packets within --mtu.
+    #[arg(long, value_name = "none|wireguard|ipsec|vxlan")]
+    #[serde(default)]
+    pub tunnel: Option<String>,
 }
 
 fn on_off(s: &str) -> Result<bool, ModelError> {
@@ -190,6 +199,7 @@ impl LabOptions {
             (&mut o.queue, &p.queue),
             (&mut o.cc, &p.cc),
             (&mut o.aqm, &p.aqm),
+            (&mut o.tunnel, &p.tunnel),
         ] {
             if from.is_some() {
                 *to = from.clone();
@@ -297,6 +307,20 @@ impl LabOptions {
                 return refuse(&format!("--cc '{cc}' is not a congestion control name"));
             }
             spec.cc = cc.clone();
+        }
+        if let Some(t) = &self.tunnel {
+            spec.tunnel = t.parse().map_err(|e: ModelError| LabError::Value {
+                name: "tunnel",
+                value: t.clone(),
+                source: ValueError::Form(e.to_string()),
+            })?;
+            if spec.tunnel.mtu(spec.mtu) < 576 {
+                return refuse(&format!(
+                    "--tunnel {t} at --mtu {} leaves the tunnel an MTU of {}, below 576: raise --mtu",
+                    spec.mtu,
+                    spec.tunnel.mtu(spec.mtu)
+                ));
+            }
         }
         Ok(spec)
     }

@@ -232,6 +232,7 @@ pub fn up(
     check_name(name)?;
     Rack::new(rack.clients, rack.servers)?;
     check_rack(spec, rack, backend)?;
+    super::tunnel::check_plan(spec.tunnel, rack.is_rack())?;
     let _lock = state::lock(name)?;
     sweep_stale();
     if let Some(s) = state::load(name)? {
@@ -374,7 +375,7 @@ fn build(
     };
     let owner_start_ticks = owner.and_then(state::start_ticks);
     let emulator = (!emulators.is_empty()).then(|| emulators.remove(0));
-    let st = LabState {
+    let mut st = LabState {
         name: name.to_string(),
         spec: spec.clone(),
         backend: backend_name.to_string(),
@@ -393,9 +394,15 @@ fn build(
         host_changes,
         calibration: None,
         created_at: crate::units::rfc3339_now(),
+        tunnel: None,
     };
+    if let Err(e) = super::tunnel::attach(&mut st, spec.tunnel) {
+        stop_emulators(&st.emulators());
+        return Err(e);
+    }
     if let Err(e) = state::save(&st) {
         stop_emulators(&st.emulators());
+        super::tunnel::detach(&mut st);
         return Err(e);
     }
     Ok(st)
@@ -805,6 +812,14 @@ fn reap(pid: u32) {
 /// Namespaces, addresses and rules stay.
 pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
     let rack = Rack::of(st);
+    // A new tunnel, or the old one at a new MTU: checked first, taken down
+    // before the links change and set up again after.
+    let retunnel = spec.tunnel != st.spec.tunnel
+        || (spec.tunnel != crate::model::tunnel::TunnelKind::None && spec.mtu != st.spec.mtu);
+    if retunnel {
+        super::tunnel::check_plan(spec.tunnel, rack.is_rack())?;
+        super::tunnel::detach(st);
+    }
     // Every lab link end: each host's lr0 and its router port.
     let mut ends: Vec<(String, String)> = Vec::new();
     let hosts = st.host_namespaces();
@@ -863,6 +878,18 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
             }
         }
     }
+    if retunnel {
+        st.spec.mtu = spec.mtu;
+        if let Err(e) = super::tunnel::attach(st, spec.tunnel) {
+            // The lab is left clear, and says so.
+            st.spec = LabSpec {
+                tunnel: crate::model::tunnel::TunnelKind::None,
+                ..spec.clone()
+            };
+            let _ = state::save(st);
+            return Err(e);
+        }
+    }
     st.spec = spec.clone();
     st.calibration = None;
     state::save(st)
@@ -886,12 +913,16 @@ fn down_locked(name: &str) -> Result<bool, LabError> {
     if let Some(s) = &st {
         stop_emulators(&s.emulators());
         namespaces = s.namespaces_all();
+        let mut s = s.clone();
+        super::tunnel::detach(&mut s);
     }
     for ns in netns::list() {
         if state::is_lab_namespace(name, &ns) && !namespaces.contains(&ns) {
             namespaces.push(ns);
         }
     }
+    // A userspace tunnel whose state was lost lives on in its namespace.
+    super::tunnel::stop_strays(&namespaces);
     let mut found = st.is_some();
     for ns in namespaces {
         if netns::exists(&ns) {

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ModelError;
+use super::tunnel::{TunnelBytes, TunnelInfo, TunnelKind};
 use crate::units;
 
 /// Ethernet framing per packet that a wire rate pays beyond the IP packet:
@@ -51,6 +52,9 @@ pub struct LabPoint {
     /// Queue discipline: fifo, codel or fq_codel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aqm: Option<String>,
+    /// Tunnel between client and server: none, wireguard, ipsec or vxlan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
 }
 
 impl LabPoint {
@@ -73,6 +77,7 @@ impl LabPoint {
             ("queue", &self.queue),
             ("cc", &self.cc),
             ("aqm", &self.aqm),
+            ("tunnel", &self.tunnel),
         ] {
             if let Some(x) = x {
                 v.push(format!("--{k} {x}"));
@@ -84,7 +89,9 @@ impl LabPoint {
 
 /// Keys a study may sweep under `lab.` and under `sysctl.` (any sysctl
 /// under net., set in the lab's host namespaces).
-pub const LAB_AXES: &[&str] = &["mtu", "offloads", "rate", "loss", "queue", "cc", "aqm"];
+pub const LAB_AXES: &[&str] = &[
+    "mtu", "offloads", "rate", "loss", "queue", "cc", "aqm", "tunnel",
+];
 
 /// One direction of the emulated link.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -122,6 +129,13 @@ pub struct LabSpec {
     /// The queue discipline in front of each direction's bottleneck.
     #[serde(default)]
     pub aqm: Aqm,
+    /// The tunnel the tests' traffic takes between client and server.
+    #[serde(default, skip_serializing_if = "is_no_tunnel")]
+    pub tunnel: TunnelKind,
+}
+
+fn is_no_tunnel(t: &TunnelKind) -> bool {
+    *t == TunnelKind::None
 }
 
 /// Which queue discipline holds the packets waiting for a lab link's
@@ -253,6 +267,7 @@ impl Default for LabSpec {
             per_packet: false,
             emulator_cpu: EmulatorCpu::Auto,
             aqm: Aqm::default(),
+            tunnel: TunnelKind::None,
         }
     }
 }
@@ -277,8 +292,9 @@ impl LabSpec {
 
     /// TCP payload per packet at this MTU (IPv4, 20 B IP + 32 B TCP with
     /// timestamps) over what each packet costs on the wire.
+    /// Through a tunnel, each packet carries the tunnel MTU's payload.
     pub fn goodput_ratio(&self) -> f64 {
-        let payload = self.mtu as f64 - 52.0;
+        let payload = self.tunnel.mtu(self.mtu) as f64 - 52.0;
         payload / (self.mtu as f64 + FRAMING_BYTES as f64)
     }
 
@@ -343,6 +359,13 @@ impl LabSpec {
             if self.offloads { "on" } else { "off" }
         ));
         parts.push(format!("cc {}", self.cc));
+        if self.tunnel != TunnelKind::None {
+            parts.push(format!(
+                "tunnel {} (MTU {})",
+                self.tunnel.name(),
+                self.tunnel.mtu(self.mtu)
+            ));
+        }
         if self.per_packet || self.has_loss() {
             parts.push("emulated per packet".into());
         }
@@ -650,6 +673,16 @@ pub struct LabRecord {
     /// TCP settings of the client and server namespaces, as read back.
     pub tcp: Vec<(String, String)>,
     pub warnings: Vec<String>,
+    /// The tunnel the test's traffic took (None: the clear path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelInfo>,
+    /// The tunnel interfaces' counters over the test, against linerate's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_bytes: Option<TunnelBytes>,
+    /// CPU seconds of a userspace tunnel's processes over the test,
+    /// [client's, server's] (each also counted in its end's CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_cpu_s: Option<[f64; 2]>,
 }
 
 impl LabRecord {
@@ -697,6 +730,9 @@ impl LabRecord {
             "lab {}: {} (emulator {})",
             self.name, self.link, self.backend
         )];
+        if let Some(t) = &self.tunnel {
+            v.push(format!("tunnel {}", t.describe()));
+        }
         v.push(format!("calibration: {}", self.calibration.describe()));
         if let Some(e) = &self.emulator {
             let mut s = if e.emulators > 1 {
@@ -720,6 +756,15 @@ impl LabRecord {
                 s.push_str(&format!(" cpu {c:.1}% of a core"));
             }
             v.push(s);
+        }
+        if let Some(b) = &self.tunnel_bytes {
+            let mut line = b.describe();
+            if let Some([c, s]) = self.tunnel_cpu_s {
+                line.push_str(&format!(
+                    "; tunnel processes' CPU {c:.2} s client, {s:.2} s server"
+                ));
+            }
+            v.push(line);
         }
         for w in &self.warnings {
             v.push(format!("warning: {w}"));
