@@ -88,17 +88,18 @@ pub fn check(kind: TunnelKind) -> Result<(), LabError> {
     if kind != TunnelKind::Ipsec {
         return Ok(());
     }
-    let Some((source, text)) = kernel_config() else {
-        return Ok(());
-    };
-    let missing = esp_missing(&text);
-    if missing.is_empty() {
-        return Ok(());
+    match esp_unavailable() {
+        Some(why) => Err(no_esp(&why)),
+        None => Ok(()),
     }
-    Err(no_esp(&format!(
-        "{} not set in {source}",
-        missing.join(" and ")
-    )))
+}
+
+/// Why this kernel has no ESP ("CONFIG_INET_ESP not set in
+/// /proc/config.gz"); None: it has, or its configuration is unknown.
+pub fn esp_unavailable() -> Option<String> {
+    let (source, text) = kernel_config()?;
+    let missing = esp_missing(&text);
+    (!missing.is_empty()).then(|| format!("{} not set in {source}", missing.join(" and ")))
 }
 
 fn no_esp(why: &str) -> LabError {
@@ -235,6 +236,8 @@ pub fn attach(st: &mut LabState, kind: TunnelKind) -> Result<(), LabError> {
             server_inner: INNER_SERVER.into(),
             client_outer: client_outer.clone(),
             server_outer: server_outer.clone(),
+            esp_unavailable: esp_unavailable()
+                .map(|why| format!("kernel {}: {why}", kernel_release())),
         },
         procs: Vec::new(),
     };

@@ -130,6 +130,11 @@ pub struct TunnelInfo {
     pub server_inner: String,
     pub client_outer: String,
     pub server_outer: String,
+    /// Why this host's kernel cannot run IPsec (ESP), as found when the
+    /// tunnel was set up ("kernel 6.18.44: CONFIG_INET_ESP not set in
+    /// /proc/config.gz"); None: it can, or it was not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub esp_unavailable: Option<String>,
 }
 
 impl TunnelInfo {

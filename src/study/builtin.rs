@@ -35,6 +35,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "latency-under-load",
         include_str!("../../studies/latency-under-load.toml"),
     ),
+    (
+        "seed000-ipsec-streams",
+        include_str!("../../studies/seed000-ipsec-streams.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {

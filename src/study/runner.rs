@@ -447,10 +447,20 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         };
         let r = match &mut lab {
             None => run_point(&mut target, None, &p),
-            Some(l) => l
-                .follow(&point.spec)
-                .map_err(Error::from)
-                .and_then(|_| run_point(&mut target, Some(&l.lab.state), &p)),
+            Some(l) => {
+                let addr = l.lab.state.server_addr.clone();
+                match l.follow(&point.spec).map_err(Error::from) {
+                    // A tunnel came or went (lab.tunnel): the data addresses
+                    // changed, so the agent listens on the new one.
+                    Ok(()) if l.lab.state.server_addr != addr => target::open(&connect, flows)
+                        .and_then(|t| {
+                            target = t;
+                            run_point(&mut target, Some(&l.lab.state), &p)
+                        }),
+                    Ok(()) => run_point(&mut target, Some(&l.lab.state), &p),
+                    Err(e) => Err(e),
+                }
+            }
         };
         let rec = &mut m.runs[i];
         match r {

@@ -10,4 +10,5 @@ pub mod keypoints;
 pub mod landscape;
 pub mod metrics;
 pub mod rrul;
+pub mod tunnel;
 pub mod wanmodel;
