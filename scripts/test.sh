@@ -13,6 +13,7 @@ need=()
 # (tests/memcache.rs).
 for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium \
                memcached:memcached \
+               wireguard-go:wireguard-go wireguard-tools:wg \
                pkg-config:pkg-config openssl:openssl iptables:iptables-legacy \
                ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}

@@ -572,6 +572,7 @@ fn bad_study_input_exits_with_one_line() {
 const BUILTIN: &[&str] = &[
     "quick",
     "seed000-scp-window",
+    "seed000-ipsec-streams",
     "seed000-tls-single-stream",
     "seed000-tls-streams",
     "seed001-send-window",
@@ -588,6 +589,7 @@ const BUILTIN: &[&str] = &[
     "seed003-window-sessions",
     "seed003-large-mtu",
     "seed003-tls-crypto-hw",
+    "seed003-ipsec-cost",
     "seed004-connections-tuned",
     "seed004-memcached",
     "latency-under-load",
@@ -778,6 +780,13 @@ fn seed_lab_studies_run_to_the_end() {
         &[("flows = [1, 8]", "flows = [1]")],
         quick,
     );
+    let dir = cut_and_run(
+        "seed003-ipsec-cost",
+        &[(r#""lab.tunnel" = ["none", "vxlan", "wireguard"]"#, r#""lab.tunnel" = ["none", "wireguard"]"#)],
+        quick,
+    );
+    let p = json(&dir.join("points/RR-200-32k_lab.tunnel-wireguard.r1.json"));
+    assert_eq!(p["lab"]["tunnel"]["kind"], "wireguard", "{}", p["lab"]);
     cut_and_run(
         "seed004-connections-tuned",
         &[("flows = [1, 10, 100, 1000]", "flows = [1, 100]")],

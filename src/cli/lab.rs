@@ -139,6 +139,7 @@ fn up(a: UpArgs) -> Result<()> {
             st.client_addr, st.client_ns, st.server_addr, st.server_ns, st.backend, st.backend_note
         );
     }
+    print_tunnel(&st);
     if !a.no_calibrate {
         let rate = st.spec.links[0].rate_bps.is_some();
         let expect = calibrate::expected_s(&st, rate);
@@ -199,6 +200,27 @@ fn print_hosts(st: &state::LabState) {
     }
 }
 
+/// The tunnel line: kind, implementation, cipher, MTU, and its addresses.
+fn print_tunnel(st: &state::LabState) {
+    if let Some(t) = &st.tunnel {
+        let i = &t.info;
+        println!(
+            "  tunnel {}: inner {} <-> {} over {} <-> {}{}",
+            i.describe(),
+            i.client_inner,
+            i.server_inner,
+            i.client_outer,
+            i.server_outer,
+            if t.procs.is_empty() {
+                String::new()
+            } else {
+                let pids: Vec<String> = t.procs.iter().map(|p| p.pid.to_string()).collect();
+                format!(", processes {}", pids.join(" and "))
+            }
+        );
+    }
+}
+
 /// Every emulator of a lab with its latest counters, for `status --json`.
 fn emulators_json(s: &state::LabState) -> Vec<serde_json::Value> {
     let clients = s.client_hosts();
@@ -240,6 +262,12 @@ fn status(a: StatusArgs) -> Result<()> {
                     "namespaces": s.namespaces_all(),
                     "emulator_stats": s.emulator_stats(),
                     "emulators": emulators_json(s),
+                    "tunnel": s.tunnel.as_ref().map(|t| serde_json::json!({
+                        "info": t.info,
+                        "processes": t.procs,
+                        "counters": crate::lab::tunnel::counters(s),
+                        "alive": s.tunnel_alive(),
+                    })),
                     "stale": s.is_stale(),
                 })
             })
@@ -269,6 +297,7 @@ fn status(a: StatusArgs) -> Result<()> {
             println!("  queue: {}", crate::model::lab::DEFAULT_QUEUE_WHY);
         }
         print_hosts(s);
+        print_tunnel(s);
         println!("  emulator {} ({})", s.backend, s.backend_note);
         let rack = s.emulators().len() > 1;
         let clients = s.client_hosts();

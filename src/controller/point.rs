@@ -108,6 +108,7 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     progress.finish();
     let (mut result, rec) = outcome?;
     result.lab = rec;
+    crate::lab::tunnel::judge_bytes(&mut result);
     if spec.tls.is_some()
         && p.groups.is_empty()
         && p.tls_baseline

@@ -145,6 +145,8 @@ pub struct Side {
     open: Vec<Box<dyn crate::engine::flow::Flow>>,
     /// Edge 0 at window start, edge k+1 at the end of interval k.
     cpu_edges: CpuEdges,
+    /// Processes whose CPU counts as this end's (`cpu::tunnel_helpers`).
+    helpers: Vec<u32>,
     /// Intervals emitted so far.
     emitted: usize,
     /// The first emitted interval's start and the latest one's end (s).
@@ -228,10 +230,16 @@ impl Side {
         }
         let service = setup.service.take();
         let mut cpu_edges = CpuEdges::default();
+        // A userspace tunnel in this end's namespace works for this end.
+        let helpers = cpu::tunnel_helpers();
         let mut first_udp = None;
         let mut first_stats = None;
         if timeline.warmup.is_zero() {
-            cpu_edges.push(cpu::snapshot_of(service.as_ref().and_then(|s| s.pid), None));
+            cpu_edges.push(cpu::snapshot_with(
+                service.as_ref().and_then(|s| s.pid),
+                &helpers,
+                None,
+            ));
             first_udp = setup.kernel_udp.then(crate::engine::udp::kernel_udp);
             first_stats = read_stats(&service);
         }
@@ -246,6 +254,7 @@ impl Side {
             finished: (0..workers).map(|_| None).collect(),
             open: Vec::new(),
             cpu_edges,
+            helpers,
             emitted: 0,
             span: None,
             keep_samples: setup.keep_samples,
@@ -262,7 +271,7 @@ impl Side {
     /// watched service its stats).
     fn push_edge(&mut self) {
         let pid = self.service.as_ref().and_then(|s| s.pid);
-        let edge = cpu::snapshot_of(pid, self.cpu_edges.last());
+        let edge = cpu::snapshot_with(pid, &self.helpers, self.cpu_edges.last());
         self.cpu_edges.push(edge);
         if let Some(st) = read_stats(&self.service) {
             if self.stats_edges.0.is_none() {

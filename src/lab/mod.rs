@@ -14,5 +14,6 @@ pub mod spec;
 pub mod sshd;
 pub mod state;
 pub mod topology;
+pub mod tunnel;
 
 pub use error::{EmulatorError, LabError};

@@ -10,8 +10,10 @@ use super::emulator::Stats;
 use super::netns;
 
 use super::state::LabState;
+use super::tunnel;
 use super::LabError;
 use crate::model::lab::{EmulatorDelta, LabRecord};
+use crate::model::tunnel::TunnelBytes;
 
 /// Counters and CPU between two snapshots of the same emulator process.
 pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<EmulatorDelta> {
@@ -60,12 +62,14 @@ pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecor
     }
     let tcp = tcp_settings(st);
     let before = st.all_emulator_stats();
+    let tunnel_before = (tunnel::counters(st), tunnel::proc_cpu_s(st));
     let t0 = Instant::now();
     let out = test();
     let elapsed = t0.elapsed().as_secs_f64();
     // Counters are written every 100 ms: wait for a snapshot after the test.
     std::thread::sleep(std::time::Duration::from_millis(150));
     let after = st.all_emulator_stats();
+    let tunnel_after = (tunnel::counters(st), tunnel::proc_cpu_s(st));
     let emulator = lab_delta(&before, &after, elapsed);
     let mut rec = LabRecord {
         name: st.name.clone(),
@@ -77,7 +81,25 @@ pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecor
         emulator,
         tcp,
         warnings: Vec::new(),
+        tunnel: st.tunnel.as_ref().map(|t| t.info.clone()),
+        tunnel_bytes: match (tunnel_before.0, tunnel_after.0) {
+            (Some([c0, s0]), Some([c1, s1])) => Some(TunnelBytes {
+                client: c1.since(&c0),
+                server: s1.since(&s0),
+                ..Default::default()
+            }),
+            _ => None,
+        },
+        tunnel_cpu_s: match (tunnel_before.1, tunnel_after.1) {
+            (Some([c0, s0]), Some([c1, s1])) => Some([c1 - c0, s1 - s0]),
+            _ => None,
+        },
     };
+    if st.tunnel.is_some() && !st.tunnel_alive() {
+        rec.warnings.push(
+            "the tunnel's process died during the test: traffic stopped (lab down, then up)".into(),
+        );
+    }
     if st.emulator.is_some() && !st.emulator_alive() {
         let what = if st.link_emulators.is_empty() {
             "the emulator died during the test: traffic stopped"

@@ -91,6 +91,15 @@ pub struct LabOptions {
     #[arg(long, value_name = "N")]
     #[serde(default)]
     pub ports: Option<u32>,
+    /// A tunnel between client and server, across the router (the
+    /// emulator shapes its encapsulated packets): none (default),
+    /// wireguard (the kernel's, else wireguard-go), ipsec (ESP
+    /// AES-GCM-256, where the kernel has ESP) or vxlan (no encryption).
+    /// Tests then use the tunnel's inner addresses (198.19.254.1 and .2),
+    /// and its MTU keeps the outer packets within --mtu.
+    #[arg(long, value_name = "none|wireguard|ipsec|vxlan")]
+    #[serde(default)]
+    pub tunnel: Option<String>,
 }
 
 /// The most server ports a lab has (198.19.1-8.0/24).
@@ -207,6 +216,7 @@ impl LabOptions {
             (&mut o.cc, &p.cc),
             (&mut o.aqm, &p.aqm),
             (&mut o.link, &p.link),
+            (&mut o.tunnel, &p.tunnel),
         ] {
             if from.is_some() {
                 *to = from.clone();
@@ -329,6 +339,25 @@ impl LabOptions {
                 return refuse(&format!("--cc '{cc}' is not a congestion control name"));
             }
             spec.cc = cc.clone();
+        }
+        if let Some(t) = &self.tunnel {
+            spec.tunnel = t.parse().map_err(|e: ModelError| LabError::Value {
+                name: "tunnel",
+                value: t.clone(),
+                source: ValueError::Form(e.to_string()),
+            })?;
+            if spec.tunnel.mtu(spec.mtu) < 576 {
+                return refuse(&format!(
+                    "--tunnel {t} at --mtu {} leaves the tunnel an MTU of {}, below 576: raise --mtu",
+                    spec.mtu,
+                    spec.tunnel.mtu(spec.mtu)
+                ));
+            }
+        }
+        // A tunnel joins one client address to one server address; the
+        // ports are addresses of their own beside it.
+        if spec.tunnel != crate::model::tunnel::TunnelKind::None && spec.ports > 1 {
+            return refuse("--tunnel carries one client-server path: use it with --ports 1");
         }
         Ok(spec)
     }

@@ -153,7 +153,43 @@ pub struct LabState {
     #[serde(default)]
     pub calibration: Option<crate::model::lab::Calibration>,
     pub created_at: String,
+    /// The tunnel between client and server (`--tunnel`), while one is up:
+    /// `client_addr`/`server_addr` (and client 0's and server 0's
+    /// addresses) are then its inner ones, the links' outer ones are here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelState>,
 }
+
+/// A lab's tunnel as set up (see `lab::tunnel`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TunnelState {
+    pub info: crate::model::tunnel::TunnelInfo,
+    /// A userspace tunnel's processes (wireguard-go), client's first;
+    /// empty for a kernel tunnel.
+    #[serde(default)]
+    pub procs: Vec<TunnelProc>,
+}
+
+/// One userspace tunnel process: started by the lab in namespace `ns`,
+/// stopped by PID (checked with its start time and name) at `lab down`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TunnelProc {
+    pub ns: String,
+    pub pid: u32,
+    pub start_ticks: u64,
+    pub interface: String,
+}
+
+/// The process `pid` started at `ticks` is alive and is a userspace
+/// tunnel (`wireguard-go`): any other process is never signalled.
+pub fn is_tunnel_process(pid: u32, ticks: u64) -> bool {
+    alive(pid, ticks)
+        && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim() == TUNNEL_PROGRAM)
+}
+
+/// The userspace WireGuard the lab runs where the kernel has no module.
+pub const TUNNEL_PROGRAM: &str = "wireguard-go";
 
 pub fn state_path(name: &str) -> PathBuf {
     PathBuf::from(STATE_DIR).join(format!("{name}.json"))
@@ -403,9 +439,19 @@ impl LabState {
         }
     }
 
-    /// Left behind by a crash: its emulator or its owner is gone.
+    /// Left behind by a crash: its emulator, its owner or its userspace
+    /// tunnel is gone.
     pub fn is_stale(&self) -> bool {
-        !self.emulator_alive() || !self.owner_alive()
+        !self.emulator_alive() || !self.owner_alive() || !self.tunnel_alive()
+    }
+
+    /// Every process of its userspace tunnel is running (true without one).
+    pub fn tunnel_alive(&self) -> bool {
+        self.tunnel.as_ref().is_none_or(|t| {
+            t.procs
+                .iter()
+                .all(|p| is_tunnel_process(p.pid, p.start_ticks))
+        })
     }
 
     /// Client 0, the router and server 0 (see [`LabState::namespaces_all`]).

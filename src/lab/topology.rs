@@ -240,6 +240,7 @@ pub fn up(
     check_name(name)?;
     Rack::new(rack.clients, rack.servers)?;
     check_rack(spec, rack, backend)?;
+    super::tunnel::check_plan(spec.tunnel, rack.is_rack())?;
     let _lock = state::lock(name)?;
     sweep_stale();
     if let Some(s) = state::load(name)? {
@@ -347,7 +348,7 @@ fn build(
     };
     let owner_start_ticks = owner.and_then(state::start_ticks);
     let emulator = (!emulators.is_empty()).then(|| emulators.remove(0));
-    let st = LabState {
+    let mut st = LabState {
         name: name.to_string(),
         spec: spec.clone(),
         backend: backend_name.to_string(),
@@ -366,9 +367,15 @@ fn build(
         host_changes,
         calibration: None,
         created_at: crate::units::rfc3339_now(),
+        tunnel: None,
     };
+    if let Err(e) = super::tunnel::attach(&mut st, spec.tunnel) {
+        stop_emulators(&st.emulators());
+        return Err(e);
+    }
     if let Err(e) = state::save(&st) {
         stop_emulators(&st.emulators());
+        super::tunnel::detach(&mut st);
         return Err(e);
     }
     Ok(st)
@@ -779,6 +786,16 @@ fn reap(pid: u32) {
 /// Namespaces, addresses and rules stay.
 pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
     let rack = Rack::of(st);
+    // A new tunnel, or the old one at a new MTU or over links built again:
+    // checked first, taken down before the links change and set up again
+    // after.
+    let tunneled = spec.tunnel != crate::model::tunnel::TunnelKind::None;
+    let retunnel = spec.tunnel != st.spec.tunnel
+        || (tunneled && (spec.mtu != st.spec.mtu || spec.link != st.spec.link));
+    if retunnel {
+        super::tunnel::check_plan(spec.tunnel, rack.is_rack())?;
+        super::tunnel::detach(st);
+    }
     let hosts = st.host_namespaces();
     super::link::reshape(&st.name, &st.router_ns, rack.hosts(), &st.spec, spec)?;
     if spec.cc != st.spec.cc {
@@ -818,6 +835,18 @@ pub fn reshape(st: &mut LabState, spec: &LabSpec) -> Result<(), LabError> {
             }
         }
     }
+    if retunnel {
+        st.spec.mtu = spec.mtu;
+        if let Err(e) = super::tunnel::attach(st, spec.tunnel) {
+            // The lab is left clear, and says so.
+            st.spec = LabSpec {
+                tunnel: crate::model::tunnel::TunnelKind::None,
+                ..spec.clone()
+            };
+            let _ = state::save(st);
+            return Err(e);
+        }
+    }
     st.spec = spec.clone();
     st.calibration = None;
     state::save(st)
@@ -841,12 +870,16 @@ fn down_locked(name: &str) -> Result<bool, LabError> {
     if let Some(s) = &st {
         stop_emulators(&s.emulators());
         namespaces = s.namespaces_all();
+        let mut s = s.clone();
+        super::tunnel::detach(&mut s);
     }
     for ns in netns::list() {
         if state::is_lab_namespace(name, &ns) && !namespaces.contains(&ns) {
             namespaces.push(ns);
         }
     }
+    // A userspace tunnel whose state was lost lives on in its namespace.
+    super::tunnel::stop_strays(&namespaces);
     let mut found = st.is_some();
     for ns in namespaces {
         if netns::exists(&ns) {

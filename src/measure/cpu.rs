@@ -127,6 +127,9 @@ pub struct CpuSnapshot {
     pub at: Instant,
     pub host: HostCpu,
     pub proc_: ProcCpu,
+    /// The CPU so far of the helper processes counted as this end's (a
+    /// userspace tunnel's, see [`tunnel_helpers`]); None: none.
+    pub helpers: Option<ProcCpu>,
 }
 
 pub fn snapshot() -> CpuSnapshot {
@@ -134,7 +137,58 @@ pub fn snapshot() -> CpuSnapshot {
         at: Instant::now(),
         host: read_host(),
         proc_: read_proc(),
+        helpers: None,
     }
+}
+
+/// The programs whose CPU is an end's own when they run in its network
+/// namespace: a userspace tunnel does that end's encryption.
+pub const TUNNEL_PROGRAMS: &[&str] = &["wireguard-go", "boringtun", "boringtun-cli"];
+
+/// The userspace tunnel processes in the calling thread's network
+/// namespace, unless that is the host's first one (where such a process
+/// serves the host, not this test): a lab end's wireguard-go.
+pub fn tunnel_helpers() -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let Some(mine) = ns("/proc/thread-self/ns/net") else {
+        return vec![];
+    };
+    if ns("/proc/1/ns/net") == Some(mine) {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let named = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| TUNNEL_PROGRAMS.contains(&c.trim()));
+        if named && ns(&format!("/proc/{pid}/ns/net")) == Some(mine) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// [`snapshot_of`] with `helpers`' CPU (processes counted as this end's).
+pub fn snapshot_with(
+    pid: Option<u32>,
+    helpers: &[u32],
+    before: Option<&CpuSnapshot>,
+) -> CpuSnapshot {
+    let mut s = snapshot_of(pid, before);
+    if !helpers.is_empty() {
+        let mut sum = ProcCpu::default();
+        // A helper that is gone adds nothing (the window then undercounts
+        // it, and the lab's record says the tunnel died).
+        for c in helpers.iter().filter_map(|h| pid_cpu(*h)) {
+            sum.user_us += c.user_us;
+            sum.system_us += c.system_us;
+        }
+        s.helpers = Some(sum);
+    }
+    s
 }
 
 /// A snapshot whose process is `pid` (a server the agent started, such as
@@ -149,6 +203,7 @@ pub fn snapshot_of(pid: Option<u32>, before: Option<&CpuSnapshot>) -> CpuSnapsho
             proc_: pid_cpu(p)
                 .or_else(|| before.map(|b| b.proc_))
                 .unwrap_or_default(),
+            helpers: None,
         },
     }
 }
@@ -196,8 +251,17 @@ pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
         })
         .collect();
     let ncores = b.host.cores.len().max(1);
-    let user_s = b.proc_.user_us.saturating_sub(a.proc_.user_us) as f64 / 1e6;
-    let sys_s = b.proc_.system_us.saturating_sub(a.proc_.system_us) as f64 / 1e6;
+    // A userspace tunnel's CPU is the end's: added to its process figures.
+    let (help_user, help_sys) = match (a.helpers, b.helpers) {
+        (Some(x), Some(y)) => (
+            y.user_us.saturating_sub(x.user_us) as f64 / 1e6,
+            y.system_us.saturating_sub(x.system_us) as f64 / 1e6,
+        ),
+        _ => (0.0, 0.0),
+    };
+    let tunnel_cpu_s = (a.helpers.is_some() && b.helpers.is_some()).then_some(help_user + help_sys);
+    let user_s = b.proc_.user_us.saturating_sub(a.proc_.user_us) as f64 / 1e6 + help_user;
+    let sys_s = b.proc_.system_us.saturating_sub(a.proc_.system_us) as f64 / 1e6 + help_sys;
     let cpu_s = user_s + sys_s;
     let cores = if wall > 0.0 { cpu_s / wall } else { 0.0 };
     CpuWindow {
@@ -216,6 +280,7 @@ pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
         process_cpu_s: cpu_s,
         process_user_s: user_s,
         process_system_s: sys_s,
+        tunnel_cpu_s,
     }
 }
 
@@ -253,6 +318,10 @@ pub fn merge_hosts(ws: &[&CpuWindow]) -> Option<CpuWindow> {
         process_cpu_s: ws.iter().map(|w| w.process_cpu_s).sum(),
         process_user_s: ws.iter().map(|w| w.process_user_s).sum(),
         process_system_s: ws.iter().map(|w| w.process_system_s).sum(),
+        tunnel_cpu_s: ws
+            .iter()
+            .filter_map(|w| w.tunnel_cpu_s)
+            .reduce(|x, y| x + y),
     })
 }
 

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ModelError;
+use super::tunnel::{TunnelBytes, TunnelInfo, TunnelKind};
 use crate::units;
 
 /// Ethernet framing per packet that a wire rate pays beyond the IP packet:
@@ -54,6 +55,9 @@ pub struct LabPoint {
     /// How the namespaces are joined to the router: veth, bridge or macvlan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// Tunnel between client and server: none, wireguard, ipsec or vxlan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
 }
 
 impl LabPoint {
@@ -77,6 +81,7 @@ impl LabPoint {
             ("cc", &self.cc),
             ("aqm", &self.aqm),
             ("link", &self.link),
+            ("tunnel", &self.tunnel),
         ] {
             if let Some(x) = x {
                 v.push(format!("--{k} {x}"));
@@ -89,7 +94,7 @@ impl LabPoint {
 /// Keys a study may sweep under `lab.` and under `sysctl.` (any sysctl
 /// under net., set in the lab's host namespaces).
 pub const LAB_AXES: &[&str] = &[
-    "mtu", "offloads", "rate", "loss", "queue", "cc", "aqm", "link",
+    "mtu", "offloads", "rate", "loss", "queue", "cc", "aqm", "link", "tunnel",
 ];
 
 /// One direction of the emulated link.
@@ -135,6 +140,13 @@ pub struct LabSpec {
     /// the router (results before it: 1).
     #[serde(default = "one")]
     pub ports: u32,
+    /// The tunnel the tests' traffic takes between client and server.
+    #[serde(default, skip_serializing_if = "is_no_tunnel")]
+    pub tunnel: TunnelKind,
+}
+
+fn is_no_tunnel(t: &TunnelKind) -> bool {
+    *t == TunnelKind::None
 }
 
 /// How a lab joins each host namespace to the router namespace
@@ -313,6 +325,7 @@ impl Default for LabSpec {
             aqm: Aqm::default(),
             link: LinkKind::Veth,
             ports: 1,
+            tunnel: TunnelKind::None,
         }
     }
 }
@@ -337,8 +350,9 @@ impl LabSpec {
 
     /// TCP payload per packet at this MTU (IPv4, 20 B IP + 32 B TCP with
     /// timestamps) over what each packet costs on the wire.
+    /// Through a tunnel, each packet carries the tunnel MTU's payload.
     pub fn goodput_ratio(&self) -> f64 {
-        let payload = self.mtu as f64 - 52.0;
+        let payload = self.tunnel.mtu(self.mtu) as f64 - 52.0;
         payload / (self.mtu as f64 + FRAMING_BYTES as f64)
     }
 
@@ -406,6 +420,13 @@ impl LabSpec {
         parts.push(format!("link {}", self.link.name()));
         if self.ports > 1 {
             parts.push(format!("{} server ports", self.ports));
+        }
+        if self.tunnel != TunnelKind::None {
+            parts.push(format!(
+                "tunnel {} (MTU {})",
+                self.tunnel.name(),
+                self.tunnel.mtu(self.mtu)
+            ));
         }
         if self.per_packet || self.has_loss() {
             parts.push("emulated per packet".into());
@@ -714,6 +735,16 @@ pub struct LabRecord {
     /// TCP settings of the client and server namespaces, as read back.
     pub tcp: Vec<(String, String)>,
     pub warnings: Vec<String>,
+    /// The tunnel the test's traffic took (None: the clear path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelInfo>,
+    /// The tunnel interfaces' counters over the test, against linerate's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_bytes: Option<TunnelBytes>,
+    /// CPU seconds of a userspace tunnel's processes over the test,
+    /// [client's, server's] (each also counted in its end's CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_cpu_s: Option<[f64; 2]>,
 }
 
 impl LabRecord {
@@ -761,6 +792,9 @@ impl LabRecord {
             "lab {}: {} (emulator {})",
             self.name, self.link, self.backend
         )];
+        if let Some(t) = &self.tunnel {
+            v.push(format!("tunnel {}", t.describe()));
+        }
         v.push(format!("calibration: {}", self.calibration.describe()));
         if let Some(e) = &self.emulator {
             let mut s = if e.emulators > 1 {
@@ -784,6 +818,15 @@ impl LabRecord {
                 s.push_str(&format!(" cpu {c:.1}% of a core"));
             }
             v.push(s);
+        }
+        if let Some(b) = &self.tunnel_bytes {
+            let mut line = b.describe();
+            if let Some([c, s]) = self.tunnel_cpu_s {
+                line.push_str(&format!(
+                    "; tunnel processes' CPU {c:.2} s client, {s:.2} s server"
+                ));
+            }
+            v.push(line);
         }
         for w in &self.warnings {
             v.push(format!("warning: {w}"));

@@ -16,6 +16,7 @@ pub mod result;
 pub mod rrul;
 pub mod sample;
 pub mod spec;
+pub mod tunnel;
 
 pub use error::{Invalid, ModelError};
 pub use result::{SCHEMA, SCHEMA_VERSION};

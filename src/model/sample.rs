@@ -242,6 +242,11 @@ pub struct CpuWindow {
     pub process_cpu_s: f64,
     pub process_user_s: f64,
     pub process_system_s: f64,
+    /// CPU seconds of this end's userspace tunnel (wireguard-go in its
+    /// network namespace) over the window, already counted in the
+    /// process figures above so that CPU per KB includes it (None: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_cpu_s: Option<f64>,
 }
 
 /// memcache: the prefill that set every key before the window.

@@ -37,6 +37,7 @@ macro_rules! builtin {
 pub const BUILTIN: &[Builtin] = &[
     builtin!("quick", [], []),
     builtin!("seed000-scp-window", ["wan-window"], ["000.1", "001.1"]),
+    builtin!("seed000-ipsec-streams", [], ["000.2"]),
     builtin!("seed000-tls-single-stream", [], ["000.3"]),
     builtin!("seed000-tls-streams", ["streams-to-line-rate"], ["000.4"]),
     builtin!("seed001-send-window", [], ["001.1"]),
@@ -53,6 +54,7 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("seed003-window-sessions", [], ["003.3"]),
     builtin!("seed003-large-mtu", [], ["003.6"]),
     builtin!("seed003-tls-crypto-hw", ["tls-crypto-hw"], ["003.11"]),
+    builtin!("seed003-ipsec-cost", [], ["003.12"]),
     builtin!("seed004-connections-tuned", [], ["004.1"]),
     builtin!("seed004-memcached", ["memcached"], ["004.2"]),
     builtin!("latency-under-load", [], []),

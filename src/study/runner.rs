@@ -471,20 +471,31 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 })
             }
             None => run_point(&mut target, None, &p),
-            Some(l) => l.follow(&point.spec).map_err(Error::from).and_then(|_| {
-                // The lab sets the point's NIC settings itself (labnic).
-                let st = &l.lab.state;
-                crate::study::labnic::run_with_nic(st, p.spec, p.groups, |spec, groups| {
-                    let p = Point {
-                        spec,
-                        groups,
-                        command: p.command.clone(),
-                        label: p.label.clone(),
-                        ..p
-                    };
-                    run_point(&mut target, Some(st), &p)
+            Some(l) => {
+                let addr = l.lab.state.server_addr.clone();
+                match l.follow(&point.spec).map_err(Error::from) {
+                    // A tunnel came or went (lab.tunnel): the data addresses
+                    // changed, so the agent listens on the new one.
+                    Ok(()) if l.lab.state.server_addr != addr => {
+                        target::open(&connect, flows).map(|t| target = t)
+                    }
+                    other => other,
+                }
+                .and_then(|_| {
+                    // The lab sets the point's NIC settings itself (labnic).
+                    let st = &l.lab.state;
+                    crate::study::labnic::run_with_nic(st, p.spec, p.groups, |spec, groups| {
+                        let p = Point {
+                            spec,
+                            groups,
+                            command: p.command.clone(),
+                            label: p.label.clone(),
+                            ..p
+                        };
+                        run_point(&mut target, Some(st), &p)
+                    })
                 })
-            }),
+            }
         };
         let rec = &mut m.runs[i];
         match r {

@@ -11,4 +11,5 @@ pub mod landscape;
 pub mod metrics;
 pub mod overview;
 pub mod rrul;
+pub mod tunnel;
 pub mod wanmodel;

@@ -235,6 +235,16 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
                 t.rows
                     .push(if same { vec![k, cv] } else { vec![k, cv, av] });
             }
+            if let Some(v) =
+                crate::report::analysis::tunnel::summary(loaded.results.iter().map(|(_, r)| r))
+            {
+                let k = "lab tunnel".to_string();
+                t.rows.push(if same {
+                    vec![k, v]
+                } else {
+                    vec![k, v.clone(), v]
+                });
+            }
             let differ = loaded
                 .results
                 .iter()

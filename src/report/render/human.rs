@@ -154,6 +154,9 @@ fn cpu_line(it: &Iteration, agent: bool) -> String {
         w.process_util_pct,
         w.process_cores
     );
+    if let Some(t) = w.tunnel_cpu_s {
+        let _ = write!(s, " (its tunnel's {t:.2} s included)");
+    }
     if let Some(v) = c.us_per_kb {
         let _ = write!(s, ", {v:.3} µs/KB");
     }

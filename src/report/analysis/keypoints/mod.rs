@@ -22,6 +22,7 @@ mod shared;
 mod tests;
 mod throughput;
 mod tls;
+mod tunnel;
 mod udp;
 mod window;
 
@@ -37,6 +38,7 @@ pub use self::scp::{scp_channel_window, scp_login};
 pub use self::shared::{KeyPoint, MODEL_TOLERANCE};
 pub use self::throughput::{scaling_peak, streams_to_line_rate};
 pub use self::tls::{crypto_hw_saving, tls_cost};
+pub use self::tunnel::tunnel_cost;
 pub use self::udp::{udp_batching, udp_receiver_drops};
 pub use self::window::{model_mismatch, window_not_proportional, window_or_rate_bound};
 
@@ -54,6 +56,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         service_demand_trend,
         transaction_cost,
         tls_cost,
+        tunnel_cost,
         window_or_rate_bound,
         window_not_proportional,
         model_mismatch,
