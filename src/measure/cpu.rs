@@ -401,6 +401,7 @@ mod tests {
                 user_us: 0,
                 system_us: 0,
             },
+            helpers: None,
         };
         let b = CpuSnapshot {
             at: t + Duration::from_secs(2),
@@ -409,6 +410,7 @@ mod tests {
                 user_us: 1_000_000,
                 system_us: 500_000,
             },
+            helpers: None,
         };
         let w = window(&a, &b);
         // deltas: user 100, system 50, idle 200, softirq 10, steal 40 -> total 400
