@@ -413,10 +413,13 @@ mod tests {
 
     #[test]
     fn underlays_by_kind_and_names_fit_ifnamsiz() {
-        let p = &ports("x", Hosts::default(), 8)[9];
+        // Client, server, then the server's seven further ports.
+        let all = ports("x", Hosts::default(), 8);
+        assert_eq!(all.len(), 9);
+        let p = &all[8];
         assert!(underlay(LinkKind::Veth, p).is_empty());
-        assert_eq!(underlay(LinkKind::Bridge, p), vec!["s0p8v"]);
-        assert_eq!(underlay(LinkKind::Macvlan, p), vec!["ps0p8", "ps0p8x"]);
+        assert_eq!(underlay(LinkKind::Bridge, p), vec!["s0p7v"]);
+        assert_eq!(underlay(LinkKind::Macvlan, p), vec!["ps0p7", "ps0p7x"]);
         for k in [LinkKind::Bridge, LinkKind::Macvlan] {
             assert!(underlay(k, p).iter().all(|d| d.len() < 16));
         }
