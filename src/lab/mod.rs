@@ -6,6 +6,7 @@ pub mod aqm;
 pub mod calibrate;
 pub mod emulator;
 pub mod error;
+pub mod firewall;
 pub mod netns;
 pub mod nfqueue;
 pub mod record;

@@ -6,6 +6,7 @@
 //! mirrors `result`.
 pub mod error;
 pub mod exec;
+pub mod firewall;
 pub mod flow;
 pub mod host;
 pub mod hosts;

@@ -570,6 +570,12 @@ pub struct TestOptions {
     /// exec: the command and its arguments, after `--` ({server}, {ssh_config}, {file} are replaced).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Option<Vec<String>>,
+    /// Studies with a [lab]: rules that never match loaded in the server's
+    /// namespace for this point, and connection tracking on or off (swept
+    /// as `firewall.rules`, `firewall.conntrack`).
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<crate::model::firewall::FirewallPoint>,
 }
 
 /// The keys a study's sweep axis may name: every option but `label` (and
@@ -581,7 +587,7 @@ pub fn axis_keys() -> Vec<String> {
         .as_object()
         .map(|o| {
             o.keys()
-                .filter(|k| !matches!(k.as_str(), "label" | "lab" | "sysctl"))
+                .filter(|k| !matches!(k.as_str(), "label" | "lab" | "sysctl" | "firewall"))
                 .cloned()
                 .collect()
         })
@@ -590,6 +596,12 @@ pub fn axis_keys() -> Vec<String> {
         crate::model::lab::LAB_AXES
             .iter()
             .map(|k| format!("lab.{k}")),
+    );
+    // The firewall table's members (its own block).
+    keys.extend(
+        crate::model::firewall::FIREWALL_AXES
+            .iter()
+            .map(|k| format!("firewall.{k}")),
     );
     keys
 }
@@ -614,7 +626,7 @@ impl TestOptions {
                 }
                 match (a.get_mut(k), v) {
                     (Some(serde_json::Value::Object(x)), serde_json::Value::Object(y))
-                        if k == "lab" || k == "sysctl" =>
+                        if k == "lab" || k == "sysctl" || k == "firewall" =>
                     {
                         for (kk, vv) in y {
                             if !vv.is_null() {
@@ -636,6 +648,16 @@ impl TestOptions {
     pub fn from_pairs(pairs: &BTreeMap<String, toml::Value>) -> Result<TestOptions, ModelError> {
         let mut table = toml::Table::new();
         for (k, v) in pairs {
+            // The firewall table (`firewall.rules`, `firewall.conntrack`).
+            if let Some(inner) = k.strip_prefix("firewall.") {
+                let entry = table
+                    .entry("firewall".to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if let toml::Value::Table(t) = entry {
+                    t.insert(inner.to_string(), v.clone());
+                }
+                continue;
+            }
             let (outer, inner) = match (k.strip_prefix("lab."), k.strip_prefix("sysctl.")) {
                 (Some(i), _) => ("lab", i),
                 (_, Some(i)) => ("sysctl", i),
@@ -820,6 +842,10 @@ impl TestOptions {
             sysctl: self.sysctl.clone().unwrap_or_default(),
             crypto_hw: self.crypto_hw.is_none_or(|s| s.0),
             rrul,
+            firewall: match &self.firewall {
+                Some(f) if !f.is_empty() => Some(f.resolve()?),
+                _ => None,
+            },
         };
         // Resolved here so the result records the size that was used.
         if spec.read_size == 0 && !workload.is_udp() && !program {
@@ -1045,7 +1071,12 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     let size = |b: u64| units::fmt_size_arg(b);
     let mut a = vec!["linerate run".to_string(), spec.workload.name().to_string()];
     let program = spec.workload.is_program();
-    if spec.rtt_s.is_some() || spec.lab.is_some() || !spec.sysctl.is_empty() || program {
+    if spec.rtt_s.is_some()
+        || spec.lab.is_some()
+        || !spec.sysctl.is_empty()
+        || spec.firewall.is_some()
+        || program
+    {
         a.push("--lab LAB".into());
     }
     let mut flag = |cond: bool, s: String| {
@@ -1257,6 +1288,12 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         line.push_str(&format!(
             "   (in the lab's namespaces: sysctl {})",
             s.join(" ")
+        ));
+    }
+    if let Some(f) = &spec.firewall {
+        line.push_str(&format!(
+            "   (in the lab's server namespace: firewall {})",
+            f.describe()
         ));
     }
     line

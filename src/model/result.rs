@@ -436,6 +436,10 @@ pub struct TestResult {
     /// the total's alone) and `spec` the first group's with workload `mix`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupResult>,
+    /// A study point with `firewall.*`: what was loaded in the server's
+    /// namespace, read back, and what was left after removal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<super::firewall::FirewallRecord>,
 }
 
 /// One group of a mixed test: a workload with its options, measured on the

@@ -404,6 +404,10 @@ pub struct TestSpec {
     /// rrul: its idle phase, probe rate and streams (None otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrul: Option<super::rrul::RrulSpec>,
+    /// Studies with a lab: the firewall loaded in the server's namespace
+    /// for this point (None: the namespace's own, untouched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<super::firewall::FirewallSpec>,
 }
 
 fn yes() -> bool {
@@ -532,6 +536,7 @@ impl Default for TestSpec {
             sysctl: Default::default(),
             crypto_hw: true,
             rrul: None,
+            firewall: None,
         }
     }
 }

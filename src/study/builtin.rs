@@ -35,6 +35,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "latency-under-load",
         include_str!("../../studies/latency-under-load.toml"),
     ),
+    (
+        "seed003-firewall",
+        include_str!("../../studies/seed003-firewall.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {

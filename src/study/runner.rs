@@ -242,6 +242,38 @@ impl StudyLab {
     }
 }
 
+/// A point's firewall (`firewall.*`) in the lab's first server namespace.
+impl StudyLab {
+    /// Loads the point's rules (nothing for a point without `firewall.*`).
+    fn load_firewall(&mut self, spec: &crate::model::spec::TestSpec) -> Result<(), StudyError> {
+        if let Some(f) = &spec.firewall {
+            crate::lab::firewall::load(&self.lab.state.server_ns, f)?;
+        }
+        Ok(())
+    }
+
+    /// Reads back what the point had loaded, removes it (also when the
+    /// point failed), and records both in the result.
+    fn end_firewall(
+        &mut self,
+        spec: &crate::model::spec::TestSpec,
+        r: Result<crate::model::result::TestResult>,
+    ) -> Result<crate::model::result::TestResult> {
+        use crate::lab::firewall;
+        let Some(f) = &spec.firewall else {
+            return r;
+        };
+        let ns = self.lab.state.server_ns.clone();
+        let rec = firewall::read_back(&ns, f);
+        let removed = firewall::remove(&ns).and_then(|_| firewall::rule_lines(&ns, "filter"));
+        let mut result = r?;
+        let mut rec = rec.map_err(StudyError::from)?;
+        rec.iptables_s_lines_after = removed.map_err(StudyError::from)?.len() as u32;
+        result.firewall = Some(rec);
+        Ok(result)
+    }
+}
+
 /// Starts a new folder, or reopens `opts.resume`.
 fn prepare(study: &Study, opts: &RunOptions, connect: &ConnectArgs) -> Result<(PathBuf, Manifest)> {
     if let Some(dir) = &opts.resume {
@@ -329,6 +361,12 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         if let Some(p) = m.points.iter().find(|p| p.spec.lab.is_some()) {
             return Err(Error::Usage(format!(
                 "point {} sets lab.*, which needs a [lab] in the study",
+                p.label()
+            )));
+        }
+        if let Some(p) = m.points.iter().find(|p| p.spec.firewall.is_some()) {
+            return Err(Error::Usage(format!(
+                "point {} sets firewall.*, which linerate loads only in a lab's server namespace: add a [lab] to the study (a real host's firewall is left alone)",
                 p.label()
             )));
         }
@@ -447,10 +485,16 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         };
         let r = match &mut lab {
             None => run_point(&mut target, None, &p),
-            Some(l) => l
-                .follow(&point.spec)
-                .map_err(Error::from)
-                .and_then(|_| run_point(&mut target, Some(&l.lab.state), &p)),
+            Some(l) => {
+                let r = l
+                    .follow(&point.spec)
+                    .map_err(Error::from)
+                    .and_then(|_| l.load_firewall(&point.spec).map_err(Error::from))
+                    .and_then(|_| run_point(&mut target, Some(&l.lab.state), &p));
+                // The point's firewall goes, whatever happened; the result
+                // keeps what was loaded and what was left.
+                l.end_firewall(&point.spec, r)
+            }
         };
         let rec = &mut m.runs[i];
         match r {
