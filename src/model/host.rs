@@ -32,6 +32,9 @@ pub struct HostInfo {
     /// in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<Firewall>,
+    /// SELinux, AppArmor and audit (None in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<super::security::SecurityState>,
 }
 
 /// What a packet walks on its way through this host's netfilter hooks.

@@ -846,7 +846,13 @@ impl TestOptions {
                 Some(f) if !f.is_empty() => Some(f.resolve()?),
                 _ => None,
             },
+            cipher: (workload == Workload::Cipher).then(|| crate::model::cipher::CipherSpec {
+                algorithm: self.cipher.clone().unwrap_or_else(|| "aes256-gcm".into()),
+            }),
         };
+        if workload == Workload::Cipher && self.message.is_none() {
+            spec.message = crate::model::cipher::DEFAULT_RECORD;
+        }
         // Resolved here so the result records the size that was used.
         if spec.read_size == 0 && !workload.is_udp() && !program {
             spec.read_size = spec.default_read_size();
@@ -1001,7 +1007,10 @@ impl TestOptions {
     /// The first TLS option set without TLS being on, if any: on a command
     /// line that is a mistake worth naming.
     pub fn tls_keys_without_tls(&self) -> Option<&'static str> {
-        if self.tls == Some(true) || self.workload == Some(Workload::TlsHandshake) {
+        if self.tls == Some(true)
+            || self.workload == Some(Workload::TlsHandshake)
+            || self.workload == Some(Workload::Cipher)
+        {
             return None;
         }
         [

@@ -124,6 +124,9 @@ pub struct Iteration {
     /// throughput and the timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
+    /// cipher: what one core did with the algorithm over this iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher: Option<super::cipher::CipherFigures>,
 }
 
 /// What a UDP test measured over its window (both ends' receivers

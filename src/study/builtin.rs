@@ -39,6 +39,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "seed003-firewall",
         include_str!("../../studies/seed003-firewall.toml"),
     ),
+    (
+        "seed003-ciphers",
+        include_str!("../../studies/seed003-ciphers.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {

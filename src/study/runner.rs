@@ -388,8 +388,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         let Some(pass) = opts.crypto_pass else {
             return true;
         };
-        m.point(&m.runs[i].point)
-            .is_none_or(|p| (p.spec.tls.is_none() || p.spec.crypto_hw) == pass)
+        m.point(&m.runs[i].point).is_none_or(|p| {
+            let crypto = p.spec.tls.is_some() || p.spec.cipher.is_some();
+            (!crypto || p.spec.crypto_hw) == pass
+        })
     };
     let todo: Vec<usize> = (0..m.runs.len())
         .filter(|&i| !(m.runs[i].status.is_ok() && dir.join(&m.runs[i].file).exists()))
@@ -437,7 +439,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let flows = m
         .points
         .iter()
-        .any(|p| !(p.spec.workload.runs_as() == RunsAs::Program));
+        .any(|p| !matches!(p.spec.workload.runs_as(), RunsAs::Program | RunsAs::Local));
     let mut target = match target::open(&connect, flows) {
         Ok(t) => t,
         Err(e) => {
@@ -563,6 +565,17 @@ fn finished_line(r: &crate::model::result::TestResult) -> String {
         .map(|i| i.main_value(metric))
         .sum::<f64>()
         / n;
+    if let Some(c) = r.iterations.iter().find_map(|i| i.cipher.as_ref()) {
+        // A cipher point: one core's figures, not a network's.
+        return format!(
+            "{:.0} ops/s{}, {:.2} µs CPU per op",
+            c.ops_per_s,
+            c.bytes_per_s
+                .map(|b| format!(", {:.1} MB/s", b / 1e6))
+                .unwrap_or_default(),
+            c.cpu_us_per_op
+        );
+    }
     let main = match (&r.summary.latency_under_load, metric) {
         // An rrul point: its figures are the probes' wait, not the
         // timeline's average throughput.
