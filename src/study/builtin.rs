@@ -43,6 +43,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "seed003-ciphers",
         include_str!("../../studies/seed003-ciphers.toml"),
     ),
+    (
+        "seed003-handshakes",
+        include_str!("../../studies/seed003-handshakes.toml"),
+    ),
+    (
+        "seed003-page-sizes",
+        include_str!("../../studies/seed003-page-sizes.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {
