@@ -47,7 +47,7 @@ fn aead(alg: &'static aws_lc_rs::aead::Algorithm, size: usize) -> Op {
             Aad::from([23u8, 3, 3, 0, 0]),
             &mut buf,
         )
-        .map(|t| std::hint::black_box(t))
+        .map(std::hint::black_box)
         .is_ok()
     })
 }
