@@ -587,7 +587,11 @@ const BUILTIN: &[&str] = &[
     "seed003-awm-mtu",
     "seed003-link-mtu",
     "seed003-window-sessions",
+    "seed003-firewall",
     "seed003-large-mtu",
+    "seed003-page-sizes",
+    "seed003-handshakes",
+    "seed003-ciphers",
     "seed003-tls-crypto-hw",
     "seed003-ipsec-cost",
     "seed004-connections-tuned",
@@ -642,6 +646,8 @@ fn loopback_builtin_studies_run_to_the_end() {
         "seed003-tls-crypto-hw",
         "seed000-tls-single-stream",
         "seed002-udp-binding",
+        "seed003-handshakes",
+        "seed003-page-sizes",
     ] {
         runs_to_the_end(name, None);
     }
@@ -787,6 +793,11 @@ fn seed_lab_studies_run_to_the_end() {
     );
     let p = json(&dir.join("points/RR-200-32k_lab.tunnel-wireguard.r1.json"));
     assert_eq!(p["lab"]["tunnel"]["kind"], "wireguard", "{}", p["lab"]);
+    cut_and_run(
+        "seed003-firewall",
+        &[("firewall.rules = [0, 100, 1000]", "firewall.rules = [0, 100]")],
+        quick,
+    );
     cut_and_run(
         "seed004-connections-tuned",
         &[("flows = [1, 10, 100, 1000]", "flows = [1, 100]")],

@@ -214,6 +214,10 @@ fn help_for(command: &Option<Command>) -> String {
 /// environment before the process starts. A local agent inherits it.
 pub fn rerun_masked() -> crate::error::Result<()> {
     use crate::error::Error;
+    // Off x86 the mask is ignored: refused rather than mislabelled.
+    if let Some(why) = crate::model::cryptohw::mask_refused_here() {
+        return Err(Error::Usage(why));
+    }
     let exe =
         std::env::current_exe().map_err(|e| Error::Failed(format!("cannot find linerate: {e}")))?;
     let status = std::process::Command::new(exe)

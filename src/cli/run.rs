@@ -148,11 +148,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         ));
     }
     let program = spec.workload.runs_as() == RunsAs::Program;
+    let local = spec.workload.runs_as() == RunsAs::Local;
     // The first Ctrl-C ends the test now and keeps what it measured (the
     // summary, the JSON, exit 3); a second one ends the process.
     crate::engine::signals::on_signals(&[libc::SIGINT], true);
     crate::engine::signals::interrupt_ends_test();
-    let mut target = target::open(&args.connect, !program)?;
+    let mut target = target::open(&args.connect, !program && !local)?;
     let lab = target.lab.clone();
     let point = Point {
         spec: &spec,

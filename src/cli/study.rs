@@ -219,7 +219,7 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
     let points = crate::study::sweep::expand(&study, &opts.overrides)?;
     let off = points
         .iter()
-        .any(|p| p.spec.tls.is_some() && !p.spec.crypto_hw);
+        .any(|p| (p.spec.tls.is_some() || p.spec.cipher.is_some()) && !p.spec.crypto_hw);
     let masked = crate::measure::crypto::hw_masked();
     let mut opts = opts;
     opts.crypto_pass = Some(a.crypto_pass.map_or(!masked, |s| s.0));

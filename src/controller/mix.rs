@@ -470,6 +470,7 @@ pub fn run_groups(
         flow_map: driver.flow_map(&groups[0].spec),
         iterations,
         groups: group_results,
+        firewall: None,
         spec,
     };
     Ok(Mixed {

@@ -4,6 +4,7 @@
 //! one pipeline that runs a point (`point::run_point`) for `linerate run`
 //! and for every point of a study, with its progress line; mixed tests
 //! (`mix`, `together`) and rrul, a mix built in (`rrul`).
+pub mod cipher;
 pub mod conn;
 pub mod fleet;
 pub mod local;

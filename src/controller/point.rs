@@ -45,6 +45,9 @@ fn shows_transactions(spec: &TestSpec) -> bool {
 /// measured; a test that ended early is a result with status partial.
 pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
     let spec = p.spec;
+    if spec.workload.runs_as() == RunsAs::Local {
+        return super::cipher::run(spec, p);
+    }
     let program = spec.workload.runs_as() == RunsAs::Program;
     let lab_for_program = match (program, lab) {
         (true, None) => {

@@ -307,6 +307,7 @@ pub fn run_test(
         flow_map: conn.flow_map(spec),
         iterations,
         groups: Vec::new(),
+        firewall: None,
     })
 }
 

@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod emulator;
 pub mod error;
 pub mod link;
+pub mod firewall;
 pub mod netns;
 pub mod nfqueue;
 pub mod record;

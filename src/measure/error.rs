@@ -39,6 +39,9 @@ pub enum MeasureError {
     NftUnreadable,
     #[error("nftables rules need root to list")]
     NftNeedsRoot,
+    /// A cipher the crypto library here does not have, or one that failed.
+    #[error("cipher {algorithm}: {why}")]
+    Cipher { algorithm: String, why: String },
 }
 
 /// Nothing measure refuses is the user's input: exit 1.

@@ -160,6 +160,7 @@ pub fn iteration(
         start_skew_us: None,
         load_beside_bps: None,
         latency_under_load: None,
+        cipher: None,
     }
 }
 

@@ -94,6 +94,7 @@ pub fn collect() -> HostInfo {
         links: super::netdev::links(),
         tls_library: super::crypto::rustls_library(),
         firewall: Some(super::firewall::collect()),
+        security: Some(super::security::collect()),
         crypto: super::crypto::verdict_with(
             &flags_for_verdict,
             &super::crypto::quick_speeds(),

@@ -1,4 +1,5 @@
 //! Measurement: CPU on both ends, latency histograms, TCP_INFO, statistics.
+pub mod cipherbench;
 pub mod cpu;
 pub mod crypto;
 pub mod error;
@@ -9,6 +10,7 @@ pub mod host;
 pub mod interval;
 pub mod netdev;
 pub mod placement;
+pub mod security;
 pub mod sockdiag;
 pub mod stats;
 pub mod tcpinfo;

@@ -37,6 +37,9 @@ pub struct HostInfo {
     /// when the test asked for none, or this end was not changed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nic: Vec<crate::model::nic::NicInterface>,
+    /// SELinux, AppArmor and audit (None in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<super::security::SecurityState>,
 }
 
 /// What a packet walks on its way through this host's netfilter hooks.

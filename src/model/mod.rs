@@ -4,8 +4,11 @@
 //! imports another floor of linerate (only the leaves `units` and `error`),
 //! so a schema change is audited in one folder. docs/result-schema.md
 //! mirrors `result`.
+pub mod cipher;
+pub mod cryptohw;
 pub mod error;
 pub mod exec;
+pub mod firewall;
 pub mod flow;
 pub mod host;
 pub mod hosts;
@@ -15,6 +18,7 @@ pub mod options;
 pub mod result;
 pub mod rrul;
 pub mod sample;
+pub mod security;
 pub mod spec;
 pub mod tunnel;
 

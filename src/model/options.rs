@@ -581,6 +581,12 @@ pub struct TestOptions {
     /// go round robin over them.
     #[arg(long, value_name = "N")]
     pub ports: Option<u32>,
+    /// Studies with a [lab]: rules that never match loaded in the server's
+    /// namespace for this point, and connection tracking on or off (swept
+    /// as `firewall.rules`, `firewall.conntrack`).
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<crate::model::firewall::FirewallPoint>,
 }
 
 /// The keys a study's sweep axis may name: every option but `label` (and
@@ -592,7 +598,7 @@ pub fn axis_keys() -> Vec<String> {
         .as_object()
         .map(|o| {
             o.keys()
-                .filter(|k| !matches!(k.as_str(), "label" | "lab" | "sysctl" | "nic"))
+                .filter(|k| !matches!(k.as_str(), "label" | "lab" | "sysctl" | "nic" | "firewall"))
                 .cloned()
                 .collect()
         })
@@ -606,6 +612,12 @@ pub fn axis_keys() -> Vec<String> {
         crate::model::nic::names()
             .iter()
             .map(|k| format!("nic.{k}")),
+    );
+    // The firewall table's members (its own block).
+    keys.extend(
+        crate::model::firewall::FIREWALL_AXES
+            .iter()
+            .map(|k| format!("firewall.{k}")),
     );
     keys
 }
@@ -633,7 +645,7 @@ impl TestOptions {
                 }
                 match (a.get_mut(k), v) {
                     (Some(serde_json::Value::Object(x)), serde_json::Value::Object(y))
-                        if k == "lab" || k == "sysctl" || k == "nic" =>
+                        if k == "lab" || k == "sysctl" || k == "nic" || k == "firewall" =>
                     {
                         for (kk, vv) in y {
                             if !vv.is_null() {
@@ -655,6 +667,16 @@ impl TestOptions {
     pub fn from_pairs(pairs: &BTreeMap<String, toml::Value>) -> Result<TestOptions, ModelError> {
         let mut table = toml::Table::new();
         for (k, v) in pairs {
+            // The firewall table (`firewall.rules`, `firewall.conntrack`).
+            if let Some(inner) = k.strip_prefix("firewall.") {
+                let entry = table
+                    .entry("firewall".to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if let toml::Value::Table(t) = entry {
+                    t.insert(inner.to_string(), v.clone());
+                }
+                continue;
+            }
             let (outer, inner) = match (k.strip_prefix("lab."), k.strip_prefix("sysctl.")) {
                 (Some(i), _) => ("lab", i),
                 (_, Some(i)) => ("sysctl", i),
@@ -842,7 +864,17 @@ impl TestOptions {
             crypto_hw: self.crypto_hw.is_none_or(|s| s.0),
             rrul,
             ports: self.ports,
+            firewall: match &self.firewall {
+                Some(f) if !f.is_empty() => Some(f.resolve()?),
+                _ => None,
+            },
+            cipher: (workload == Workload::Cipher).then(|| crate::model::cipher::CipherSpec {
+                algorithm: self.cipher.clone().unwrap_or_else(|| "aes256-gcm".into()),
+            }),
         };
+        if workload == Workload::Cipher && self.message.is_none() {
+            spec.message = crate::model::cipher::DEFAULT_RECORD;
+        }
         // Resolved here so the result records the size that was used.
         if spec.read_size == 0 && !workload.is_udp() && !program {
             spec.read_size = spec.default_read_size();
@@ -997,7 +1029,10 @@ impl TestOptions {
     /// The first TLS option set without TLS being on, if any: on a command
     /// line that is a mistake worth naming.
     pub fn tls_keys_without_tls(&self) -> Option<&'static str> {
-        if self.tls == Some(true) || self.workload == Some(Workload::TlsHandshake) {
+        if self.tls == Some(true)
+            || self.workload == Some(Workload::TlsHandshake)
+            || self.workload == Some(Workload::Cipher)
+        {
             return None;
         }
         [
@@ -1067,7 +1102,12 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     let size = |b: u64| units::fmt_size_arg(b);
     let mut a = vec!["linerate run".to_string(), spec.workload.name().to_string()];
     let program = spec.workload.is_program();
-    if spec.rtt_s.is_some() || spec.lab.is_some() || !spec.sysctl.is_empty() || program {
+    if spec.rtt_s.is_some()
+        || spec.lab.is_some()
+        || !spec.sysctl.is_empty()
+        || spec.firewall.is_some()
+        || program
+    {
         a.push("--lab LAB".into());
     }
     let mut flag = |cond: bool, s: String| {
@@ -1289,6 +1329,12 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         line.push_str(&format!(
             "   (on both ends' data interfaces: nic {})",
             s.join(", ")
+        ));
+    }
+    if let Some(f) = &spec.firewall {
+        line.push_str(&format!(
+            "   (in the lab's server namespace: firewall {})",
+            f.describe()
         ));
     }
     line

@@ -124,6 +124,9 @@ pub struct Iteration {
     /// throughput and the timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
+    /// cipher: what one core did with the algorithm over this iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher: Option<super::cipher::CipherFigures>,
 }
 
 /// What a UDP test measured over its window (both ends' receivers
@@ -505,6 +508,10 @@ pub struct TestResult {
     /// the total's alone) and `spec` the first group's with workload `mix`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupResult>,
+    /// A study point with `firewall.*`: what was loaded in the server's
+    /// namespace, read back, and what was left after removal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<super::firewall::FirewallRecord>,
 }
 
 /// One group of a mixed test: a workload with its options, measured on the

@@ -47,6 +47,9 @@ pub enum Workload {
     /// udp-rr, open loop at a modest rate) alone, then beside N TCP
     /// streams each way, on one timeline.
     Rrul,
+    /// One core's cost of a cipher or a signature (`cipher`), in
+    /// linerate's own process: no network, no agent.
+    Cipher,
 }
 
 impl Workload {
@@ -64,6 +67,7 @@ impl Workload {
             Workload::Conn => "conn",
             Workload::Mix => "mix",
             Workload::Rrul => "rrul",
+            Workload::Cipher => "cipher",
         }
     }
 
@@ -96,6 +100,8 @@ pub enum RunsAs {
     Mix,
     /// A mix whose groups are built in (`controller::rrul`).
     Rrul,
+    /// Measured in the controller's own process, no agent (`cipher`).
+    Local,
 }
 
 impl Workload {
@@ -104,6 +110,7 @@ impl Workload {
             Workload::Exec | Workload::Scp => RunsAs::Program,
             Workload::Mix => RunsAs::Mix,
             Workload::Rrul => RunsAs::Rrul,
+            Workload::Cipher => RunsAs::Local,
             _ => RunsAs::Flows,
         }
     }
@@ -413,6 +420,13 @@ pub struct TestSpec {
     /// each server's (studies sweep it). None: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<u32>,
+    /// Studies with a lab: the firewall loaded in the server's namespace
+    /// for this point (None: the namespace's own, untouched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<super::firewall::FirewallSpec>,
+    /// cipher: the algorithm measured (the record size is `message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher: Option<super::cipher::CipherSpec>,
 }
 
 fn yes() -> bool {
@@ -543,6 +557,8 @@ impl Default for TestSpec {
             crypto_hw: true,
             rrul: None,
             ports: None,
+            firewall: None,
+            cipher: None,
         }
     }
 }
@@ -915,8 +931,17 @@ impl TestSpec {
             }
             (None, _) => {}
         }
-        if !self.crypto_hw && self.tls.is_none() {
+        if !self.crypto_hw && self.tls.is_none() && self.workload != Workload::Cipher {
             return Err("--crypto-hw off applies to TLS tests (--tls, tls-handshake)".into());
+        }
+        if let (false, Some(why)) = (self.crypto_hw, super::cryptohw::mask_refused_here()) {
+            return Err(why.into());
+        }
+        match (&self.cipher, self.workload) {
+            (Some(c), Workload::Cipher) => c.validate()?,
+            (None, Workload::Cipher) => return Err("cipher needs its algorithm".into()),
+            (Some(_), _) => return Err("the cipher spec belongs to the cipher workload".into()),
+            (None, _) => {}
         }
         if self.workload == Workload::Memcache && self.tls.is_some() {
             return Err(

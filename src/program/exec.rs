@@ -489,5 +489,6 @@ pub fn run(
         hosts: Vec::new(),
         flow_map: Vec::new(),
         groups: Vec::new(),
+        firewall: None,
     })
 }

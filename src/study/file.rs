@@ -231,7 +231,7 @@ impl Study {
         let mut flat: Vec<(String, toml::Value, String)> = Vec::new();
         for (key, value) in &raw.sweep {
             match (key.as_str(), value) {
-                ("lab" | "sysctl" | "nic", toml::Value::Table(t)) => {
+                ("lab" | "sysctl" | "nic" | "firewall", toml::Value::Table(t)) => {
                     for (k, v) in t {
                         flat.push((format!("{key}.{k}"), v.clone(), key.clone()));
                     }

@@ -242,6 +242,38 @@ impl StudyLab {
     }
 }
 
+/// A point's firewall (`firewall.*`) in the lab's first server namespace.
+impl StudyLab {
+    /// Loads the point's rules (nothing for a point without `firewall.*`).
+    fn load_firewall(&mut self, spec: &crate::model::spec::TestSpec) -> Result<(), StudyError> {
+        if let Some(f) = &spec.firewall {
+            crate::lab::firewall::load(&self.lab.state.server_ns, f)?;
+        }
+        Ok(())
+    }
+
+    /// Reads back what the point had loaded, removes it (also when the
+    /// point failed), and records both in the result.
+    fn end_firewall(
+        &mut self,
+        spec: &crate::model::spec::TestSpec,
+        r: Result<crate::model::result::TestResult>,
+    ) -> Result<crate::model::result::TestResult> {
+        use crate::lab::firewall;
+        let Some(f) = &spec.firewall else {
+            return r;
+        };
+        let ns = self.lab.state.server_ns.clone();
+        let rec = firewall::read_back(&ns, f);
+        let removed = firewall::remove(&ns).and_then(|_| firewall::rule_lines(&ns, "filter"));
+        let mut result = r?;
+        let mut rec = rec.map_err(StudyError::from)?;
+        rec.iptables_s_lines_after = removed.map_err(StudyError::from)?.len() as u32;
+        result.firewall = Some(rec);
+        Ok(result)
+    }
+}
+
 /// Starts a new folder, or reopens `opts.resume`.
 fn prepare(study: &Study, opts: &RunOptions, connect: &ConnectArgs) -> Result<(PathBuf, Manifest)> {
     if let Some(dir) = &opts.resume {
@@ -332,6 +364,12 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 p.label()
             )));
         }
+        if let Some(p) = m.points.iter().find(|p| p.spec.firewall.is_some()) {
+            return Err(Error::Usage(format!(
+                "point {} sets firewall.*, which linerate loads only in a lab's server namespace: add a [lab] to the study (a real host's firewall is left alone)",
+                p.label()
+            )));
+        }
     }
     if study.lab.is_none() || connect.agent.is_some() {
         if let Some(p) = m
@@ -350,8 +388,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         let Some(pass) = opts.crypto_pass else {
             return true;
         };
-        m.point(&m.runs[i].point)
-            .is_none_or(|p| (p.spec.tls.is_none() || p.spec.crypto_hw) == pass)
+        m.point(&m.runs[i].point).is_none_or(|p| {
+            let crypto = p.spec.tls.is_some() || p.spec.cipher.is_some();
+            (!crypto || p.spec.crypto_hw) == pass
+        })
     };
     let todo: Vec<usize> = (0..m.runs.len())
         .filter(|&i| !(m.runs[i].status.is_ok() && dir.join(&m.runs[i].file).exists()))
@@ -399,7 +439,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let flows = m
         .points
         .iter()
-        .any(|p| !(p.spec.workload.runs_as() == RunsAs::Program));
+        .any(|p| !matches!(p.spec.workload.runs_as(), RunsAs::Program | RunsAs::Local));
     let mut target = match target::open(&connect, flows) {
         Ok(t) => t,
         Err(e) => {
@@ -473,7 +513,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             None => run_point(&mut target, None, &p),
             Some(l) => {
                 let addr = l.lab.state.server_addr.clone();
-                match l.follow(&point.spec).map_err(Error::from) {
+                let r = match l.follow(&point.spec).map_err(Error::from) {
                     // A tunnel came or went (lab.tunnel): the data addresses
                     // changed, so the agent listens on the new one.
                     Ok(()) if l.lab.state.server_addr != addr => {
@@ -481,6 +521,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                     }
                     other => other,
                 }
+                .and_then(|_| l.load_firewall(&point.spec).map_err(Error::from))
                 .and_then(|_| {
                     // The lab sets the point's NIC settings itself (labnic).
                     let st = &l.lab.state;
@@ -494,7 +535,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                         };
                         run_point(&mut target, Some(st), &p)
                     })
-                })
+                });
+                // The point's firewall goes, whatever happened; the result
+                // keeps what was loaded and what was left.
+                l.end_firewall(&point.spec, r)
             }
         };
         let rec = &mut m.runs[i];
@@ -564,6 +608,17 @@ fn finished_line(r: &crate::model::result::TestResult) -> String {
         .map(|i| i.main_value(metric))
         .sum::<f64>()
         / n;
+    if let Some(c) = r.iterations.iter().find_map(|i| i.cipher.as_ref()) {
+        // A cipher point: one core's figures, not a network's.
+        return format!(
+            "{:.0} ops/s{}, {:.2} µs CPU per op",
+            c.ops_per_s,
+            c.bytes_per_s
+                .map(|b| format!(", {:.1} MB/s", b / 1e6))
+                .unwrap_or_default(),
+            c.cpu_us_per_op
+        );
+    }
     let main = match (&r.summary.latency_under_load, metric) {
         // An rrul point: its figures are the probes' wait, not the
         // timeline's average throughput.

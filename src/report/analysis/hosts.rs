@@ -89,6 +89,13 @@ pub fn host_rows(c: &HostInfo, a: &HostInfo) -> Vec<(String, String, String)> {
             .unwrap_or_else(|| "not recorded".into())
     };
     rows.push(("firewall".into(), fw(c), fw(a)));
+    let security = |h: &HostInfo| {
+        h.security
+            .as_ref()
+            .map(|s| s.describe())
+            .unwrap_or_else(|| "not recorded".into())
+    };
+    rows.push(("SELinux, AppArmor, audit".into(), security(c), security(a)));
     rows.push((
         "linerate".into(),
         format!("{} ({})", c.linerate_version, c.git_commit),

@@ -21,6 +21,8 @@ pub enum Unit {
     Bytes,
     /// A dimensionless measured/model ratio.
     Ratio,
+    /// Megabytes (10^6 bytes) per second: a cipher's speed on one core.
+    MegabytesPerSecond,
 }
 
 pub struct Metric {
@@ -54,6 +56,7 @@ impl Metric {
             Unit::Millis => format!("{v:.2} ms"),
             Unit::Bytes => fmt_bytes(v.max(0.0).round() as u64),
             Unit::Ratio => format!("{v:.2}"),
+            Unit::MegabytesPerSecond => format!("{:.1} MB/s", v / 1e6),
         }
     }
 
@@ -70,6 +73,7 @@ impl Metric {
             Unit::Millis => "ms",
             Unit::Bytes => "KiB",
             Unit::Ratio => "measured/model",
+            Unit::MegabytesPerSecond => "MB/s",
         };
         format!("{} ({unit})", self.title)
     }
@@ -79,6 +83,7 @@ impl Metric {
         match self.unit {
             Unit::BitsPerSecond => 1e9,
             Unit::Bytes => 1024.0,
+            Unit::MegabytesPerSecond => 1e6,
             _ => 1.0,
         }
     }
@@ -150,6 +155,39 @@ fn owd(
 }
 
 pub const METRICS: &[Metric] = &[
+    // The cipher workload's figures (one core, in linerate's process).
+    Metric {
+        key: "cipher_ops_per_s",
+        title: "Cipher operations (records or signatures)",
+        unit: Unit::PerSecond,
+        higher_is_better: true,
+        main_of: None,
+        get: |_, it| it.cipher.as_ref().map(|c| c.ops_per_s),
+    },
+    Metric {
+        key: "cipher_mb_per_s",
+        title: "Cipher speed on one core",
+        unit: Unit::MegabytesPerSecond,
+        higher_is_better: true,
+        main_of: None,
+        get: |_, it| it.cipher.as_ref().and_then(|c| c.bytes_per_s),
+    },
+    Metric {
+        key: "cipher_us_per_kb",
+        title: "Cipher CPU per KB",
+        unit: Unit::MicrosPerKb,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| it.cipher.as_ref().and_then(|c| c.cpu_us_per_kb),
+    },
+    Metric {
+        key: "cipher_us_per_op",
+        title: "Cipher CPU per operation",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| it.cipher.as_ref().map(|c| c.cpu_us_per_op),
+    },
     Metric {
         key: "throughput_bps",
         title: "Throughput",

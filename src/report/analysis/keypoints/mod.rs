@@ -17,6 +17,7 @@ mod memcache;
 mod mix;
 mod rrul;
 mod scp;
+mod security;
 mod shared;
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,7 @@ pub use self::memcache::{kv_cost, kv_saturation};
 pub use self::mix::latency_beside_load;
 pub use self::rrul::{latency_under_load, queue_discipline};
 pub use self::scp::{scp_channel_window, scp_login};
+pub use self::security::security_state;
 pub use self::shared::{KeyPoint, MODEL_TOLERANCE};
 pub use self::throughput::{scaling_peak, streams_to_line_rate};
 pub use self::tls::{crypto_hw_saving, tls_cost};
@@ -73,6 +75,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         queue_discipline,
         noise,
         firewall,
+        security_state,
         shared_host,
     ];
     rules.iter().flat_map(|r| r(l)).collect()

@@ -1,0 +1,85 @@
+//! A `cipher` point: the algorithm's cost on one core of the controller's
+//! host, in this process (no agent, no network), folded into a result
+//! like any other so a study's landscape and tables read it. The result's
+//! two ends are this host.
+
+use std::time::Duration;
+
+use super::point::Point;
+use crate::error::{usage, Error, Result};
+use crate::measure::cipherbench;
+use crate::model::result::{AgentInfo, Iteration, Pair, Status, Summary, TestResult};
+use crate::model::spec::TestSpec;
+
+/// Runs `spec`'s algorithm for its warm-up and window, `p.confidence.min`
+/// times (at least once).
+pub fn run(spec: &TestSpec, p: &Point) -> Result<TestResult> {
+    let Some(c) = &spec.cipher else {
+        return Err(usage("cipher needs its algorithm (--cipher)"));
+    };
+    if spec.crypto_hw == crate::measure::crypto::hw_masked() {
+        return Err(Error::Failed(format!(
+            "cipher {}: this process runs with the crypto extensions {}, but the point asks for them {}",
+            c.algorithm,
+            if spec.crypto_hw { "masked" } else { "on" },
+            if spec.crypto_hw { "on" } else { "masked (crypto_hw = false)" }
+        )));
+    }
+    let host = crate::measure::host::collect();
+    let n = p.confidence.min.max(1);
+    let mut iterations = Vec::new();
+    for index in 0..n {
+        if crate::engine::signals::test_interrupted() {
+            break;
+        }
+        let f = cipherbench::measure(
+            &c.algorithm,
+            spec.message,
+            Duration::from_secs_f64(spec.warmup_s),
+            Duration::from_secs_f64(spec.duration_s),
+        )?;
+        iterations.push(Iteration {
+            index,
+            status: Status::Ok,
+            duration_s: f.seconds,
+            bytes: f.ops * f.record_bytes as u64,
+            transactions: f.ops,
+            cipher: Some(f),
+            ..Default::default()
+        });
+    }
+    if iterations.is_empty() {
+        return Err(Error::Partial(
+            "interrupted before anything was measured".into(),
+        ));
+    }
+    let summary = Summary {
+        workload: spec.workload.name().into(),
+        duration_s: iterations.iter().map(|i| i.duration_s).sum(),
+        bytes: iterations.iter().map(|i| i.bytes).sum(),
+        transactions: iterations.iter().map(|i| i.transactions).sum(),
+        iterations: iterations.len(),
+        status: Status::Ok,
+        ..Default::default()
+    };
+    Ok(TestResult {
+        schema: crate::model::result::SCHEMA.into(),
+        schema_version: crate::model::result::SCHEMA_VERSION,
+        started_at: crate::units::rfc3339_now(),
+        command: p.command.clone(),
+        spec: spec.clone(),
+        confidence_target: p.confidence,
+        agent: AgentInfo {
+            address: "none (measured in the controller's process)".into(),
+            local: true,
+            pid: None,
+        },
+        environment: Pair {
+            client: host.clone(),
+            agent: host,
+        },
+        summary,
+        iterations,
+        ..Default::default()
+    })
+}

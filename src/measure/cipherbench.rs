@@ -1,0 +1,287 @@
+//! The `cipher` workload's measurement: one core sealing records with a
+//! TLS cipher (AEAD, or CBC encryption with its HMAC) or making and
+//! checking signatures, for a fixed time, with the thread's own CPU time
+//! beside the wall time (on a shared host the thread may wait for a core:
+//! CPU per KB is the cost, operations per second the speed it got). The
+//! same library the TLS backend uses, aws-lc-rs; 3DES through OpenSSL
+//! (the `openssl` feature), which aws-lc-rs does not offer.
+
+use std::time::{Duration, Instant};
+
+use super::crypto::{aws_lc_library, hw_masked};
+use super::MeasureError;
+use crate::model::cipher::{is_signature, CipherFigures};
+
+/// One operation; false when it failed.
+type Op = Box<dyn FnMut() -> bool>;
+
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+fn refused(algorithm: &str, why: impl Into<String>) -> MeasureError {
+    MeasureError::Cipher {
+        algorithm: algorithm.into(),
+        why: why.into(),
+    }
+}
+
+fn aead(alg: &'static aws_lc_rs::aead::Algorithm, size: usize) -> Op {
+    use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey};
+    let key = LessSafeKey::new(UnboundKey::new(alg, &vec![0x42u8; alg.key_len()]).expect("key"));
+    let mut buf = vec![0x5au8; size];
+    let mut n: u64 = 0;
+    Box::new(move || {
+        // A fresh nonce per record, as TLS does.
+        let mut nonce = [0u8; 12];
+        nonce[4..].copy_from_slice(&n.to_be_bytes());
+        n += 1;
+        key.seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from([23u8, 3, 3, 0, 0]),
+            &mut buf,
+        )
+        .map(std::hint::black_box)
+        .is_ok()
+    })
+}
+
+/// A TLS 1.2 CBC record: HMAC over the plaintext, then CBC encryption
+/// with a fresh IV (the key's `encrypt` draws one per record).
+fn cbc_hmac(aes256: bool, sha256: bool, size: usize) -> Result<Op, String> {
+    use aws_lc_rs::cipher::{PaddedBlockEncryptingKey, UnboundCipherKey, AES_128, AES_256};
+    use aws_lc_rs::hmac;
+    let (alg, key_len) = if aes256 {
+        (&AES_256, 32)
+    } else {
+        (&AES_128, 16)
+    };
+    let key = UnboundCipherKey::new(alg, &vec![0x42u8; key_len]).map_err(|e| e.to_string())?;
+    let enc = PaddedBlockEncryptingKey::cbc_pkcs7(key).map_err(|e| e.to_string())?;
+    let mac = hmac::Key::new(
+        if sha256 {
+            hmac::HMAC_SHA256
+        } else {
+            hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY
+        },
+        &[0x24u8; 32],
+    );
+    let mut buf: Vec<u8> = Vec::with_capacity(size + 64);
+    Ok(Box::new(move || {
+        buf.clear();
+        buf.resize(size, 0x5a);
+        let tag = hmac::sign(&mac, &buf);
+        let ok = enc.encrypt(&mut buf).is_ok();
+        std::hint::black_box((tag, buf.len()));
+        ok
+    }))
+}
+
+#[cfg(feature = "openssl")]
+fn tdes_hmac_sha1(size: usize) -> Result<(Op, String), String> {
+    use aws_lc_rs::hmac;
+    use openssl::cipher::Cipher;
+    use openssl::cipher_ctx::CipherCtx;
+    let cipher = Cipher::des_ede3_cbc();
+    let mut ctx = CipherCtx::new().map_err(|e| e.to_string())?;
+    ctx.encrypt_init(Some(cipher), Some(&[0x42u8; 24]), Some(&[0u8; 8]))
+        .map_err(|e| format!("OpenSSL has no DES-EDE3-CBC here: {e}"))?;
+    ctx.set_padding(false);
+    let mac = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, &[0x24u8; 20]);
+    // Whole 8-byte blocks, as a padded TLS record would be.
+    let len = size.div_ceil(8) * 8;
+    let input = vec![0x5au8; len];
+    let mut output = vec![0u8; len + 16];
+    let iv = [0u8; 8];
+    let lib = format!(
+        "{} EVP (3DES), aws-lc-rs (HMAC)",
+        openssl::version::version()
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Ok((
+        Box::new(move || {
+            let tag = hmac::sign(&mac, &input[..size]);
+            let ok = ctx.encrypt_init(None, None, Some(&iv)).is_ok()
+                && ctx.cipher_update(&input, Some(&mut output)).is_ok();
+            std::hint::black_box((tag, output[0]));
+            ok
+        }),
+        lib,
+    ))
+}
+
+#[cfg(not(feature = "openssl"))]
+fn tdes_hmac_sha1(_size: usize) -> Result<(Op, String), String> {
+    Err(
+        "aws-lc-rs has no 3DES; build linerate with --features openssl to measure it with OpenSSL"
+            .into(),
+    )
+}
+
+/// Signing or verifying with a key made here (key generation, a second
+/// for RSA-4096, is not timed).
+fn signature(algorithm: &str, size: usize) -> Result<Op, String> {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::rsa::{KeyPair, KeySize};
+    use aws_lc_rs::signature::{
+        EcdsaKeyPair, KeyPair as _, UnparsedPublicKey, ECDSA_P256_SHA256_ASN1,
+        ECDSA_P256_SHA256_ASN1_SIGNING, RSA_PKCS1_2048_8192_SHA256, RSA_PKCS1_SHA256,
+    };
+    let msg = vec![0x5au8; size.max(1)];
+    let rng = SystemRandom::new();
+    let verify = algorithm.ends_with("-verify");
+    let rsa = |bits: KeySize| -> Result<Op, String> {
+        let (msg, rng) = (msg.clone(), SystemRandom::new());
+        let key = KeyPair::generate(bits).map_err(|e| e.to_string())?;
+        let mut sig = vec![0u8; key.public_modulus_len()];
+        if verify {
+            key.sign(&RSA_PKCS1_SHA256, &rng, &msg, &mut sig)
+                .map_err(|e| e.to_string())?;
+            let public = key.public_key().as_ref().to_vec();
+            Ok(Box::new(move || {
+                UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, &public)
+                    .verify(&msg, &sig)
+                    .is_ok()
+            }))
+        } else {
+            Ok(Box::new(move || {
+                key.sign(&RSA_PKCS1_SHA256, &rng, &msg, &mut sig).is_ok()
+            }))
+        }
+    };
+    match algorithm {
+        "rsa2048-sign" | "rsa2048-verify" => rsa(KeySize::Rsa2048),
+        "rsa4096-sign" | "rsa4096-verify" => rsa(KeySize::Rsa4096),
+        _ => {
+            let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING)
+                .map_err(|e| e.to_string())?;
+            if verify {
+                let sig = key.sign(&rng, &msg).map_err(|e| e.to_string())?;
+                let public = key.public_key().as_ref().to_vec();
+                Ok(Box::new(move || {
+                    UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &public)
+                        .verify(&msg, sig.as_ref())
+                        .is_ok()
+                }))
+            } else {
+                Ok(Box::new(move || key.sign(&rng, &msg).is_ok()))
+            }
+        }
+    }
+}
+
+/// The operation for `algorithm` on records (or messages) of `size`
+/// bytes, with the library that runs it.
+fn op(algorithm: &str, size: usize) -> Result<(Op, String), MeasureError> {
+    use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
+    let lib = aws_lc_library();
+    let r = match algorithm {
+        "aes128-gcm" => Ok(aead(&AES_128_GCM, size)),
+        "aes256-gcm" => Ok(aead(&AES_256_GCM, size)),
+        "chacha20-poly1305" => Ok(aead(&CHACHA20_POLY1305, size)),
+        "aes128-cbc-hmac-sha1" => cbc_hmac(false, false, size),
+        "aes128-cbc-hmac-sha256" => cbc_hmac(false, true, size),
+        "aes256-cbc-hmac-sha256" => cbc_hmac(true, true, size),
+        "3des-cbc-hmac-sha1" => return tdes_hmac_sha1(size).map_err(|w| refused(algorithm, w)),
+        a if is_signature(a) => signature(a, size),
+        a => Err(format!("unknown to this build ({a})")),
+    };
+    r.map(|o| (o, lib)).map_err(|w| refused(algorithm, w))
+}
+
+/// Runs `algorithm` on `size`-byte records for `warmup`, then for
+/// `duration`, on this thread.
+pub fn measure(
+    algorithm: &str,
+    size: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<CipherFigures, MeasureError> {
+    let (mut f, library) = op(algorithm, size)?;
+    let timed = |f: &mut Op, budget: Duration| -> Result<(u64, f64, f64), MeasureError> {
+        let (t0, c0) = (Instant::now(), thread_cpu_s());
+        let mut n: u64 = 0;
+        loop {
+            if !f() {
+                return Err(refused(algorithm, "the library refused an operation"));
+            }
+            n += 1;
+            if n.is_multiple_of(8) && t0.elapsed() >= budget {
+                break;
+            }
+        }
+        Ok((n, t0.elapsed().as_secs_f64(), thread_cpu_s() - c0))
+    };
+    if !warmup.is_zero() {
+        timed(&mut f, warmup)?;
+    }
+    let (ops, seconds, cpu_s) = timed(&mut f, duration)?;
+    let sig = is_signature(algorithm);
+    let bytes = ops as f64 * size as f64;
+    Ok(CipherFigures {
+        algorithm: algorithm.into(),
+        library,
+        record_bytes: size,
+        ops,
+        seconds,
+        cpu_s,
+        ops_per_s: ops as f64 / seconds,
+        bytes_per_s: (!sig).then(|| bytes / seconds),
+        cpu_us_per_kb: (!sig && bytes > 0.0).then(|| cpu_s * 1e6 / (bytes / 1024.0)),
+        cpu_us_per_op: cpu_s * 1e6 / ops as f64,
+        hw_masked: hw_masked(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_algorithm_this_build_has_is_measured() {
+        let d = Duration::from_millis(15);
+        for a in crate::model::cipher::ALGORITHMS {
+            match measure(a, 1024, Duration::ZERO, d) {
+                Ok(f) => {
+                    assert!(
+                        f.ops > 0 && f.ops_per_s > 0.0 && f.cpu_us_per_op > 0.0,
+                        "{f:?}"
+                    );
+                    assert_eq!(f.bytes_per_s.is_none(), is_signature(a), "{a}");
+                }
+                Err(e) => {
+                    // Only 3DES may be missing, and only without OpenSSL.
+                    assert!(
+                        *a == "3des-cbc-hmac-sha1" && !cfg!(feature = "openssl"),
+                        "{a}: {e}"
+                    );
+                    assert!(e.to_string().contains("--features openssl"), "{e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gcm_costs_less_cpu_per_kb_than_cbc_with_hmac() {
+        let d = Duration::from_millis(40);
+        let gcm = measure("aes128-gcm", 16384, Duration::ZERO, d).unwrap();
+        let cbc = measure("aes128-cbc-hmac-sha256", 16384, Duration::ZERO, d).unwrap();
+        // AES-GCM on AES-NI/PCLMULQDQ is several times cheaper than CBC
+        // (serial) plus SHA-256; without the hardware both are slow.
+        if !hw_masked() {
+            assert!(
+                gcm.cpu_us_per_kb.unwrap() < cbc.cpu_us_per_kb.unwrap(),
+                "{gcm:?} {cbc:?}"
+            );
+        }
+    }
+}
