@@ -756,9 +756,15 @@ fn seed_lab_studies_run_to_the_end() {
     let dir = cut_and_run(
         "seed002-congestion-control",
         &[
-            (r#""lab.cc" = ["reno", "cubic", "bbr"]"#, r#""lab.cc" = ["reno", "bbr"]"#),
+            (
+                r#""lab.cc" = ["reno", "cubic", "bbr"]"#,
+                r#""lab.cc" = ["reno", "bbr"]"#,
+            ),
             (r#"rtt = ["10ms", "50ms"]"#, r#"rtt = ["10ms"]"#),
-            (r#""lab.loss" = ["0%", "0.01%", "0.1%"]"#, r#""lab.loss" = ["0%", "0.1%"]"#),
+            (
+                r#""lab.loss" = ["0%", "0.01%", "0.1%"]"#,
+                r#""lab.loss" = ["0%", "0.1%"]"#,
+            ),
         ],
         quick,
     );
@@ -770,15 +776,28 @@ fn seed_lab_studies_run_to_the_end() {
         quick,
     );
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    assert!(html.contains("4096 87380 174760"), "the point's sysctl is shown");
+    assert!(
+        html.contains("4096 87380 174760"),
+        "the point's sysctl is shown"
+    );
     let dir = cut_and_run(
         "seed003-large-mtu",
-        &[(r#""lab.mtu" = [8192, 16384, 32768, 57344]"#, r#""lab.mtu" = [8192, 57344]"#)],
+        &[(
+            r#""lab.mtu" = [8192, 16384, 32768, 57344]"#,
+            r#""lab.mtu" = [8192, 57344]"#,
+        )],
         quick,
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    assert!(md.contains("Overview: each lab.mtu against lab.mtu=8192"), "{md}");
-    let dir = cut_and_run("seed002-tunings", &[("flows = [1, 16]", "flows = [1]")], quick);
+    assert!(
+        md.contains("Overview: each lab.mtu against lab.mtu=8192"),
+        "{md}"
+    );
+    let dir = cut_and_run(
+        "seed002-tunings",
+        &[("flows = [1, 16]", "flows = [1]")],
+        quick,
+    );
     let p = json(&dir.join("points/soft-LSO_direction-tx_flows-1.r1.json"));
     assert_eq!(p["spec"]["nic"]["gso"], "on", "{}", p["spec"]);
     cut_and_run(
@@ -788,14 +807,20 @@ fn seed_lab_studies_run_to_the_end() {
     );
     let dir = cut_and_run(
         "seed003-ipsec-cost",
-        &[(r#""lab.tunnel" = ["none", "vxlan", "wireguard"]"#, r#""lab.tunnel" = ["none", "wireguard"]"#)],
+        &[(
+            r#""lab.tunnel" = ["none", "vxlan", "wireguard"]"#,
+            r#""lab.tunnel" = ["none", "wireguard"]"#,
+        )],
         quick,
     );
     let p = json(&dir.join("points/RR-200-32k_lab.tunnel-wireguard.r1.json"));
     assert_eq!(p["lab"]["tunnel"]["kind"], "wireguard", "{}", p["lab"]);
     cut_and_run(
         "seed003-firewall",
-        &[("firewall.rules = [0, 100, 1000]", "firewall.rules = [0, 100]")],
+        &[(
+            "firewall.rules = [0, 100, 1000]",
+            "firewall.rules = [0, 100]",
+        )],
         quick,
     );
     cut_and_run(

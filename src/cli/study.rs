@@ -150,10 +150,7 @@ pub fn study(args: StudyArgs) -> Result<()> {
                 } else {
                     format!(" (was {})", b.aliases.join(", "))
                 };
-                println!(
-                    "{:<28} {points:>6}  {rows:<12} {}{was}",
-                    b.name, s.title
-                );
+                println!("{:<28} {points:>6}  {rows:<12} {}{was}", b.name, s.title);
             }
             Ok(())
         }

@@ -42,7 +42,11 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("seed000-tls-streams", ["streams-to-line-rate"], ["000.4"]),
     builtin!("seed001-send-window", [], ["001.1"]),
     builtin!("seed002-connections", ["connections"], ["002.3", "004.1"]),
-    builtin!("seed002-udp-small-packets", ["udp-small-packets"], ["002.4"]),
+    builtin!(
+        "seed002-udp-small-packets",
+        ["udp-small-packets"],
+        ["002.4"]
+    ),
     builtin!("seed002-ports", [], ["002.1", "002.2"]),
     builtin!("seed002-udp-binding", [], ["002.5"]),
     builtin!("seed002-tunings", [], ["002.6"]),
@@ -78,8 +82,12 @@ pub fn find(name: &str) -> Option<&'static Builtin> {
 /// A built-in study by name (or alias).
 pub fn get(name: &str) -> Option<Result<Study, StudyError>> {
     find(name).map(|b| {
-        Study::parse(b.text, &format!("studies/{}.toml (built in)", b.name), b.name)
-            .and_then(sweep::checked)
+        Study::parse(
+            b.text,
+            &format!("studies/{}.toml (built in)", b.name),
+            b.name,
+        )
+        .and_then(sweep::checked)
     })
 }
 
@@ -134,7 +142,11 @@ mod tests {
         }
         for b in BUILTIN {
             for r in b.rows {
-                assert!(rows.iter().any(|(id, _)| id == r), "{}: row {r} not in docs", b.name);
+                assert!(
+                    rows.iter().any(|(id, _)| id == r),
+                    "{}: row {r} not in docs",
+                    b.name
+                );
             }
         }
     }

@@ -103,7 +103,9 @@ pub fn tunnel_cost(l: &Landscape) -> Vec<KeyPoint> {
         // encapsulation's own price.
         let unencrypted = info.is_some_and(|i| i.cipher == "none");
         if unencrypted {
-            text.push_str(" It encapsulates without encryption: what an overlay costs before any cipher.");
+            text.push_str(
+                " It encapsulates without encryption: what an overlay costs before any cipher.",
+            );
         }
         let substituted = info
             .filter(|i| i.kind.name() != "ipsec" && !unencrypted)
