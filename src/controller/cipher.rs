@@ -5,15 +5,18 @@
 
 use std::time::Duration;
 
-use super::point::Point;
 use crate::error::{usage, Error, Result};
 use crate::measure::cipherbench;
 use crate::model::result::{AgentInfo, Iteration, Pair, Status, Summary, TestResult};
 use crate::model::spec::TestSpec;
 
-/// Runs `spec`'s algorithm for its warm-up and window, `p.confidence.min`
+/// Runs `spec`'s algorithm for its warm-up and window, `confidence.min`
 /// times (at least once).
-pub fn run(spec: &TestSpec, p: &Point) -> Result<TestResult> {
+pub fn run(
+    spec: &TestSpec,
+    confidence: crate::model::sample::Confidence,
+    command: Vec<String>,
+) -> Result<TestResult> {
     let Some(c) = &spec.cipher else {
         return Err(usage("cipher needs its algorithm (--cipher)"));
     };
@@ -26,7 +29,7 @@ pub fn run(spec: &TestSpec, p: &Point) -> Result<TestResult> {
         )));
     }
     let host = crate::measure::host::collect();
-    let n = p.confidence.min.max(1);
+    let n = confidence.min.max(1);
     let mut iterations = Vec::new();
     for index in 0..n {
         if crate::engine::signals::test_interrupted() {
@@ -66,9 +69,9 @@ pub fn run(spec: &TestSpec, p: &Point) -> Result<TestResult> {
         schema: crate::model::result::SCHEMA.into(),
         schema_version: crate::model::result::SCHEMA_VERSION,
         started_at: crate::units::rfc3339_now(),
-        command: p.command.clone(),
+        command,
         spec: spec.clone(),
-        confidence_target: p.confidence,
+        confidence_target: confidence,
         agent: AgentInfo {
             address: "none (measured in the controller's process)".into(),
             local: true,

@@ -46,7 +46,7 @@ fn shows_transactions(spec: &TestSpec) -> bool {
 pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
     let spec = p.spec;
     if spec.workload.runs_as() == RunsAs::Local {
-        return super::cipher::run(spec, p);
+        return super::cipher::run(spec, p.confidence, p.command.clone());
     }
     let program = spec.workload.runs_as() == RunsAs::Program;
     let lab_for_program = match (program, lab) {
