@@ -195,45 +195,54 @@ fn a_rack_lab_has_a_shaped_port_per_client() {
     // Four iperf3 flows at once, one from each client to one server: each
     // client's link allows ~941 Mbit/s of goodput, the server's link is not
     // shaped, so together they reach 4 x 941.
-    let mut procs = Procs(Vec::new());
-    for k in 0..4 {
-        let port = format!("520{k}");
-        procs.0.push(spawn_in(
-            &lab.ns("s"),
-            &["iperf3", "-s", "-1", "-p", &port],
-            &tmp(&format!("{}-server{k}.txt", lab.name)),
-        ));
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (0..4).any(|k| {
-        !lab.exec("s", &["ss", "-Hltn"])
-            .contains(&format!(":520{k} "))
-    }) {
-        assert!(
-            Instant::now() < deadline,
-            "the iperf3 servers did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut flows = Procs(Vec::new());
-    let outs: Vec<_> = (0..4)
-        .map(|k| tmp(&format!("{}-client{k}.json", lab.name)))
-        .collect();
-    for (k, c) in clients.iter().enumerate() {
-        let port = format!("520{k}");
-        flows.0.push(spawn_in(
-            c["ns"].as_str().unwrap(),
-            &["iperf3", "-c", "198.18.1.1", "-p", &port, "-t", "4", "-J"],
-            &outs[k],
-        ));
-    }
-    wait_all(&mut flows, Duration::from_secs(30));
-    wait_all(&mut procs, Duration::from_secs(10));
+    // Measured once more when the sum is off: other lab tests share the
+    // two cores, and a busy core slows the four emulators together.
+    let measure = |round: u32| -> Vec<f64> {
+        let mut procs = Procs(Vec::new());
+        for k in 0..4 {
+            let port = format!("520{k}");
+            procs.0.push(spawn_in(
+                &lab.ns("s"),
+                &["iperf3", "-s", "-1", "-p", &port],
+                &tmp(&format!("{}-server{k}-{round}.txt", lab.name)),
+            ));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (0..4).any(|k| {
+            !lab.exec("s", &["ss", "-Hltn"])
+                .contains(&format!(":520{k} "))
+        }) {
+            assert!(
+                Instant::now() < deadline,
+                "the iperf3 servers did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut flows = Procs(Vec::new());
+        let outs: Vec<_> = (0..4)
+            .map(|k| tmp(&format!("{}-client{k}-{round}.json", lab.name)))
+            .collect();
+        for (k, c) in clients.iter().enumerate() {
+            let port = format!("520{k}");
+            flows.0.push(spawn_in(
+                c["ns"].as_str().unwrap(),
+                &["iperf3", "-c", "198.18.1.1", "-p", &port, "-t", "4", "-J"],
+                &outs[k],
+            ));
+        }
+        wait_all(&mut flows, Duration::from_secs(30));
+        wait_all(&mut procs, Duration::from_secs(10));
+        outs.iter()
+            .map(|o| f(&json(o)["end"]["sum_received"]["bits_per_second"]))
+            .collect()
+    };
     let goodput = 1e9 * 1448.0 / 1538.0;
-    let rates: Vec<f64> = outs
-        .iter()
-        .map(|o| f(&json(o)["end"]["sum_received"]["bits_per_second"]))
-        .collect();
+    let mut rates = measure(0);
+    let off = |r: &[f64]| (r.iter().sum::<f64>() / (4.0 * goodput) - 1.0).abs() >= 0.03;
+    if off(&rates) {
+        eprintln!("rack: sum off by 3% or more ({rates:?}), measured again");
+        rates = measure(1);
+    }
     let sum: f64 = rates.iter().sum();
     eprintln!(
         "rack: per client {:?} Mbit/s, sum {:.1} Mbit/s ({:+.2}% of 4 x {:.1})",

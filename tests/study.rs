@@ -815,6 +815,20 @@ fn seed_lab_studies_run_to_the_end() {
     );
     let p = json(&dir.join("points/RR-200-32k_lab.tunnel-wireguard.r1.json"));
     assert_eq!(p["lab"]["tunnel"]["kind"], "wireguard", "{}", p["lab"]);
+    let dir = cut_and_run(
+        "seed002-ports",
+        &[("ports = [1, 2, 3, 4]", "ports = [1, 2]")],
+        quick,
+    );
+    let p = json(&dir.join("points/direction-rx_ports-2.r1.json"));
+    let per: Vec<_> = p["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["per_address"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(per.len(), 2, "two ports, two addresses: {}", p["hosts"]);
     cut_and_run(
         "seed003-firewall",
         &[(

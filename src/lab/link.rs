@@ -36,6 +36,7 @@
 //! so a flow to port `i` crosses that link both ways. Ports are not shaped:
 //! the emulator shapes the client link, as for a rack's servers.
 
+use super::plumb::{in_ns, ip, sh};
 use super::state;
 use super::LabError;
 use crate::model::lab::{LabSpec, LinkKind};
@@ -164,7 +165,7 @@ fn underlay(kind: LinkKind, p: &Port) -> Vec<String> {
 
 fn offloads(ns: &str, dev: &str, on: bool) -> Result<(), LabError> {
     let v = if on { "on" } else { "off" };
-    in_ns(ns, "ethtool", &["-K", dev, "tso", v, "gso", v, "gro", v])
+    in_ns(ns, "ethtool", &["-K", dev, "tso", v, "gso", v, "gro", v]).map(drop)
 }
 
 /// Makes the devices of link `p` (not yet addressed; the underlay up at
@@ -173,12 +174,14 @@ fn make(kind: LinkKind, p: &Port, router: &str, spec: &LabSpec) -> Result<(), La
     let mtu = spec.mtu.to_string();
     let (h, d) = (p.host_dev.as_str(), p.router_dev.as_str());
     match kind {
-        LinkKind::Veth => ip(
-            &p.host_ns,
-            &[
-                "link", "add", h, "type", "veth", "peer", "name", d, "netns", router,
-            ],
-        )?,
+        LinkKind::Veth => {
+            ip(
+                &p.host_ns,
+                &[
+                    "link", "add", h, "type", "veth", "peer", "name", d, "netns", router,
+                ],
+            )?;
+        }
         LinkKind::Bridge => {
             let port = format!("{d}v");
             ip(
@@ -245,7 +248,8 @@ pub fn wire(p: &Port, router: &str, spec: &LabSpec) -> Result<(), LabError> {
         None => ip(
             &p.host_ns,
             &["route", "add", "default", "via", &p.router_addr],
-        ),
+        )
+        .map(drop),
         Some(t) => {
             let t = t.to_string();
             ip(
@@ -266,39 +270,9 @@ pub fn wire(p: &Port, router: &str, spec: &LabSpec) -> Result<(), LabError> {
                     &t,
                 ],
             )
+            .map(drop)
         }
     }
-}
-
-/// Runs a plumbing command; its stderr becomes the error (as topology's).
-fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
-    let out = std::process::Command::new(prog)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|source| LabError::NoPlumbing {
-            program: prog.into(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(LabError::Plumbing {
-            command: format!("{prog} {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().into(),
-        });
-    }
-    Ok(())
-}
-
-fn ip(ns: &str, args: &[&str]) -> Result<(), LabError> {
-    let mut a = vec!["-n", ns];
-    a.extend_from_slice(args);
-    sh("ip", &a)
-}
-
-fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<(), LabError> {
-    let mut a = vec!["netns", "exec", ns, prog];
-    a.extend_from_slice(args);
-    sh("ip", &a)
 }
 
 fn has(ns: &str, dev: &str) -> bool {

@@ -10,6 +10,7 @@ pub mod firewall;
 pub mod link;
 pub mod netns;
 pub mod nfqueue;
+pub mod plumb;
 pub mod record;
 pub mod spec;
 pub mod sshd;

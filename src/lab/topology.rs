@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use super::emulator;
 use super::netns;
+use super::plumb::{in_ns, ip, sh};
 use crate::model::lab::EmulatorCpu;
 
 use super::state::{self, EmulatorState, LabHost, LabState};
@@ -167,38 +168,6 @@ pub fn check_name(name: &str) -> Result<(), LabError> {
     } else {
         Err(LabError::Name(name.into()))
     }
-}
-
-/// Runs a plumbing command; its stderr becomes the error.
-fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
-    let out = Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| LabError::NoPlumbing {
-            program: prog.into(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(LabError::Plumbing {
-            command: format!("{prog} {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().into(),
-        });
-    }
-    Ok(())
-}
-
-fn ip(ns: &str, args: &[&str]) -> Result<(), LabError> {
-    let mut a = vec!["-n", ns];
-    a.extend_from_slice(args);
-    sh("ip", &a)
-}
-
-/// Runs `prog` inside namespace `ns`.
-fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<(), LabError> {
-    let mut a = vec!["netns", "exec", ns, prog];
-    a.extend_from_slice(args);
-    sh("ip", &a)
 }
 
 /// Whether this kernel has netem: try it on the router's link.

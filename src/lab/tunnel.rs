@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::netns;
+use super::plumb::{in_ns, ip, sh};
 use super::state::{self, LabState, TunnelProc, TunnelState, TUNNEL_PROGRAM};
 use super::LabError;
 use crate::model::result::TestResult;
@@ -122,38 +123,6 @@ pub fn check_plan(kind: TunnelKind, rack: bool) -> Result<(), LabError> {
 }
 
 // ---------------------------------------------------------------- plumbing
-
-fn sh(prog: &str, args: &[&str]) -> Result<String, LabError> {
-    let out = Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| LabError::NoPlumbing {
-            program: prog.into(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(LabError::Plumbing {
-            command: format!("{prog} {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().into(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into())
-}
-
-/// `prog args` inside namespace `ns` (`ip netns exec` also gives it the
-/// namespace's /sys/class/net).
-fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<String, LabError> {
-    let mut a = vec!["netns", "exec", ns, prog];
-    a.extend_from_slice(args);
-    sh("ip", &a)
-}
-
-fn ip(ns: &str, args: &[&str]) -> Result<String, LabError> {
-    let mut a = vec!["-n", ns];
-    a.extend_from_slice(args);
-    sh("ip", &a)
-}
 
 /// The tunnel interfaces of lab `lab`: `lw` and 8 hex digits of the name's
 /// hash, then `c` or `s`. wireguard-go's control socket is named by its

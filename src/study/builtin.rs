@@ -41,13 +41,13 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("seed000-tls-single-stream", [], ["000.3"]),
     builtin!("seed000-tls-streams", ["streams-to-line-rate"], ["000.4"]),
     builtin!("seed001-send-window", [], ["001.1"]),
+    builtin!("seed002-ports", [], ["002.1", "002.2"]),
     builtin!("seed002-connections", ["connections"], ["002.3", "004.1"]),
     builtin!(
         "seed002-udp-small-packets",
         ["udp-small-packets"],
         ["002.4"]
     ),
-    builtin!("seed002-ports", [], ["002.1", "002.2"]),
     builtin!("seed002-udp-binding", [], ["002.5"]),
     builtin!("seed002-tunings", [], ["002.6"]),
     builtin!("seed002-offloads-zerocopy", [], ["002.7"]),
