@@ -40,3 +40,71 @@ pub fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<String, LabError> {
     a.extend_from_slice(args);
     sh("ip", &a)
 }
+
+/// A process the lab started and owns (the emulator, wireguard-go).
+pub struct Daemon {
+    pub pid: u32,
+    /// Its start time in clock ticks: the PID with it names the process
+    /// even after the PID is reused.
+    pub start_ticks: u64,
+}
+
+/// Starts `cmd` inside namespace `ns` in a session of its own (it outlives
+/// `lab up`, and a terminal's Ctrl-C aimed at `lab up` does not reach it),
+/// stdout and stderr to `log`, and waits up to 5 s for `ready` to appear.
+/// Exiting first is an error carrying the log's last line; not getting
+/// ready is `silent()`. The process belongs to the lab, not to this one:
+/// reaped by init once we exit, stopped by PID at `lab down`.
+pub fn start_daemon(
+    mut cmd: Command,
+    ns: &str,
+    what: &'static str,
+    log: &std::path::Path,
+    ready: &std::path::Path,
+    silent: impl FnOnce() -> LabError,
+) -> Result<Daemon, LabError> {
+    use std::time::{Duration, Instant};
+    let logf = std::fs::File::create(log).map_err(|source| LabError::Io {
+        path: log.to_path_buf(),
+        source,
+    })?;
+    cmd.stdin(Stdio::null())
+        .stdout(logf.try_clone().map_err(LabError::Os)?)
+        .stderr(logf);
+    super::netns::command_in(&mut cmd, ns)?;
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|source| LabError::Start { what, source })?;
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            return Err(LabError::ExitedAtStart {
+                what,
+                status,
+                log: text.trim().lines().last().unwrap_or("no message").into(),
+            });
+        }
+        if ready.exists() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(silent());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let start_ticks = super::state::start_ticks(pid).unwrap_or(0);
+    std::mem::forget(child);
+    Ok(Daemon { pid, start_ticks })
+}

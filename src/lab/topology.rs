@@ -20,12 +20,12 @@
 //! server links are not shaped, so N clients together can send N links'
 //! worth into one server.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::emulator;
 use super::netns;
-use super::plumb::{in_ns, ip, sh};
+use super::plumb::{in_ns, ip, sh, start_daemon, Daemon};
 use crate::model::lab::EmulatorCpu;
 
 use super::state::{self, EmulatorState, LabHost, LabState};
@@ -650,56 +650,14 @@ pub fn spawn_emulator(router: &str, config: emulator::Config) -> Result<Emulator
     let _ = std::fs::remove_file(&stats);
     // NAME.emulator.json logs to NAME.emulator.log, NAME.emulator2.json to NAME.emulator2.log.
     let log = stats.with_extension("log");
-    let logf = std::fs::File::create(&log).map_err(|source| LabError::Io {
-        path: log.clone(),
-        source,
-    })?;
     let exe = std::env::current_exe().map_err(LabError::NoExe)?;
     let json = serde_json::to_string(&config).map_err(LabError::Json)?;
     let mut cmd = Command::new(exe);
-    cmd.args(["lab", "emulate", "--config", &json])
-        .stdin(Stdio::null())
-        .stdout(logf.try_clone().map_err(LabError::Os)?)
-        .stderr(logf);
-    netns::command_in(&mut cmd, router)?;
-    // SAFETY: setsid is async-signal-safe; a new session keeps the emulator
-    // from a terminal's Ctrl-C aimed at the `lab up` that started it.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|source| LabError::Start {
-        what: "the emulator",
-        source,
-    })?;
-    let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(LabError::ExitedAtStart {
-                what: "the emulator",
-                status,
-                log: text.trim().lines().last().unwrap_or("no message").into(),
-            });
-        }
-        if stats.exists() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(LabError::EmulatorSilent);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let start_ticks = state::start_ticks(pid).unwrap_or(0);
-    // The emulator belongs to the lab, not to this process: it is reaped by
-    // init once we exit, and stopped by PID at `lab down`.
-    std::mem::forget(child);
+    cmd.args(["lab", "emulate", "--config", &json]);
+    let Daemon { pid, start_ticks } =
+        start_daemon(cmd, router, "the emulator", &log, &stats, || {
+            LabError::EmulatorSilent
+        })?;
     Ok(EmulatorState {
         pid,
         start_ticks,

@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::netns;
-use super::plumb::{in_ns, ip, sh};
+use super::plumb::{in_ns, ip, sh, start_daemon, Daemon};
 use super::state::{self, LabState, TunnelProc, TunnelState, TUNNEL_PROGRAM};
 use super::LabError;
 use crate::model::result::TestResult;
@@ -410,63 +410,17 @@ fn wireguard(lab: &str, ends: &[End; 2], mtu: u32, ts: &mut TunnelState) -> Resu
 /// socket. It belongs to the lab: stopped by PID at `lab down`.
 fn spawn_wireguard_go(lab: &str, e: &End) -> Result<TunnelProc, LabError> {
     let log = PathBuf::from(state::STATE_DIR).join(format!("{lab}.tunnel-{}.log", e.tag));
-    let logf = std::fs::File::create(&log).map_err(|source| LabError::Io {
-        path: log.clone(),
-        source,
-    })?;
     let sock = socket_path(e.interface);
     let _ = std::fs::remove_file(&sock);
     let mut cmd = Command::new(TUNNEL_PROGRAM);
     cmd.args(["-f", e.interface])
         // Without it wireguard-go prints a banner urging the kernel module.
-        .env("WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD", "1")
-        .stdin(Stdio::null())
-        .stdout(logf.try_clone().map_err(LabError::Os)?)
-        .stderr(logf);
-    netns::command_in(&mut cmd, e.ns)?;
-    // SAFETY: setsid is async-signal-safe; a session of its own keeps it
-    // from a terminal's Ctrl-C aimed at `lab up`.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|source| LabError::Start {
+        .env("WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD", "1");
+    let silent = || LabError::Start {
         what: "wireguard-go",
-        source,
-    })?;
-    let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(LabError::ExitedAtStart {
-                what: "wireguard-go",
-                status,
-                log: text.trim().lines().last().unwrap_or("no message").into(),
-            });
-        }
-        if sock.exists() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(LabError::Start {
-                what: "wireguard-go",
-                source: std::io::Error::other(format!(
-                    "no control socket {} within 5 s",
-                    sock.display()
-                )),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let start_ticks = state::start_ticks(pid).unwrap_or(0);
-    // Reaped by init once we exit; stopped by PID at `lab down`.
-    std::mem::forget(child);
+        source: std::io::Error::other(format!("no control socket {} within 5 s", sock.display())),
+    };
+    let Daemon { pid, start_ticks } = start_daemon(cmd, e.ns, "wireguard-go", &log, &sock, silent)?;
     Ok(TunnelProc {
         ns: e.ns.into(),
         pid,
