@@ -9,6 +9,7 @@ pub mod setup;
 pub mod side;
 pub mod signals;
 pub mod sockopt;
+pub mod timer;
 pub mod tls;
 pub mod tls_common;
 #[cfg(feature = "openssl")]

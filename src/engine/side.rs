@@ -221,6 +221,7 @@ impl Side {
                 finite,
                 spin: spec.spin,
                 blocking: spec.io == crate::model::spec::IoMode::Threads,
+                paced: spec.rate.is_some() || spec.rate_bps.is_some(),
             };
             let h = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))

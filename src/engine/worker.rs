@@ -77,6 +77,9 @@ pub struct WorkerSetup {
     /// `--io threads`: this worker's flow (at most one) runs on a blocking
     /// socket, with no event loop.
     pub blocking: bool,
+    /// Some flow runs on a schedule (an open loop, paced UDP, rrul's
+    /// probes): its timers need the precise wake-up.
+    pub paced: bool,
 }
 
 /// `--io threads`: how long a blocked read or write waits before the
@@ -158,7 +161,13 @@ struct Worker {
     /// Some flow measures what its peer received (`Flow::delivered`):
     /// false once a reading found none, so other workloads pay nothing.
     delivery: bool,
+    /// Wakes the loop when a flow's timer is due, to the microsecond
+    /// (epoll's own timeout is whole milliseconds).
+    precise: Option<super::timer::PreciseTimer>,
 }
+
+/// The precise timer's token: never a flow's.
+const TIMER_TOKEN: usize = usize::MAX;
 
 /// A flow's context over the worker's fields (a macro, not a method: the
 /// caller holds a flow borrowed from `slots` meanwhile, which a `&mut self`
@@ -218,6 +227,7 @@ impl Worker {
             runnable: (0..live).collect(),
             next_edge_at: Some(t0 + s_warmup),
             delivery: true,
+            precise: None,
         })
     }
 
@@ -462,6 +472,13 @@ impl Worker {
             return self.finish(fatal);
         }
         let mut events = Events::with_capacity(1024);
+        // Paced flows (an open loop) wake on their timers to the
+        // microsecond; others never arm one and pay nothing.
+        if self.s.paced && !self.s.spin {
+            super::timer::tight_slack();
+            self.precise =
+                super::timer::PreciseTimer::new(self.poll.registry(), Token(TIMER_TOKEN)).ok();
+        }
         let mut spawned: Vec<Box<dyn Flow>> = Vec::new();
         // Tokens of flows spawned in this batch (kept: no allocation per batch).
         let mut fresh: Vec<usize> = Vec::new();
@@ -486,6 +503,13 @@ impl Worker {
                 self.dispatch(tok, Call::Timer, now, stopping, &mut spawned);
             }
             let timeout = self.timeout(now);
+            if timeout > Duration::ZERO {
+                if let (Some(t), Some(Reverse((at, _)))) = (&mut self.precise, self.timers.peek()) {
+                    if *at < now + timeout + Duration::from_micros(1) {
+                        t.arm(*at, now);
+                    }
+                }
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     fatal = Some(format!("epoll failed: {e}"));
@@ -493,16 +517,22 @@ impl Worker {
                 }
             }
             let mut now = Instant::now();
+            if let Some(t) = &mut self.precise {
+                if events.iter().any(|ev| ev.token().0 == TIMER_TOKEN) {
+                    t.drain();
+                }
+            }
             let runnable = std::mem::take(&mut self.runnable);
-            let ready =
-                runnable
-                    .into_iter()
-                    .map(|t| (t, true, true, None))
-                    .chain(events.iter().map(|ev| {
+            let ready = runnable.into_iter().map(|t| (t, true, true, None)).chain(
+                events
+                    .iter()
+                    .filter(|ev| ev.token().0 != TIMER_TOKEN)
+                    .map(|ev| {
                         let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                         let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
                         (ev.token().0, readable, writable, Some(ev.is_read_closed()))
-                    }));
+                    }),
+            );
             for (tok, readable, writable, peer_closed) in ready {
                 self.dispatch(
                     tok,
