@@ -76,14 +76,17 @@ impl Plugin for Rr {
             .established
             .into_iter()
             .map(|c| {
-                Box::new(Requester::new(
-                    base(spec, false, c),
-                    spec.request,
-                    spec.response,
-                    spec.outstanding,
-                    None,
-                    per_flow_rate,
-                )) as Box<dyn Flow>
+                Box::new(
+                    Requester::new(
+                        base(spec, false, c),
+                        spec.request,
+                        spec.response,
+                        spec.outstanding,
+                        None,
+                        per_flow_rate,
+                    )
+                    .ramping(spec.rate_ramp_s),
+                ) as Box<dyn Flow>
             })
             .collect())
     }
@@ -124,6 +127,23 @@ pub struct Requester {
     /// Bytes still expected of the response at the head of `in_flight`.
     resp_left: u64,
     timer_armed: bool,
+    /// `--rate-ramp`: seconds over which the rate rises from a tenth of
+    /// its own to all of it.
+    ramp_s: Option<f64>,
+}
+
+/// The time, seconds from the start, at which request `i` is due when the
+/// rate rises linearly from `rate / 10` to `rate` over `ramp_s` and then
+/// holds: the inverse of the requests due by t, N(t) = r0 t + (r - r0)
+/// t^2 / (2 T) while ramping.
+pub fn ramped_due_s(i: f64, rate: f64, ramp_s: f64) -> f64 {
+    let r0 = rate / 10.0;
+    let by_end = ramp_s * (rate + r0) / 2.0;
+    if i >= by_end {
+        return ramp_s + (i - by_end) / rate;
+    }
+    let a = (rate - r0) / (2.0 * ramp_s);
+    (-r0 + (r0 * r0 + 4.0 * a * i).sqrt()) / (2.0 * a)
 }
 
 impl Requester {
@@ -148,12 +168,23 @@ impl Requester {
             to_write: 0,
             resp_left: response,
             timer_armed: false,
+            ramp_s: None,
         }
+    }
+
+    /// An open loop whose rate rises over `ramp_s` (None: steady).
+    pub fn ramping(mut self, ramp_s: Option<f64>) -> Self {
+        self.ramp_s = ramp_s.filter(|r| *r > 0.0);
+        self
     }
 
     fn due(&self, i: u64) -> Option<Instant> {
         let (p, s) = (self.period?, self.start?);
-        Some(s + Duration::from_secs_f64(p * i as f64))
+        let at = match self.ramp_s {
+            Some(ramp) => ramped_due_s(i as f64, 1.0 / p, ramp),
+            None => p * i as f64,
+        };
+        Some(s + Duration::from_secs_f64(at))
     }
 
     /// Starts every request allowed now, then writes what it can.
@@ -532,5 +563,26 @@ impl Flow for Responder {
             ));
         }
         self.base.set_blocking(tick)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ramped_schedule_rises_from_a_tenth_and_then_holds() {
+        // 1000/s over 10 s: 100/s at first; 5500 due by 10 s, then 1000/s.
+        let t = |i: f64| ramped_due_s(i, 1000.0, 10.0);
+        assert!(t(0.0).abs() < 1e-12);
+        assert!((t(5500.0) - 10.0).abs() < 1e-9);
+        assert!((t(6500.0) - 11.0).abs() < 1e-9);
+        // The first second carries 145 requests (100/s rising by 90/s/s).
+        assert!((t(145.0) - 1.0).abs() < 1e-9);
+        let gaps: Vec<f64> = (1..5500).map(|i| t(i as f64) - t(i as f64 - 1.0)).collect();
+        assert!(
+            gaps.windows(2).all(|w| w[1] <= w[0] + 1e-12),
+            "the gaps shrink"
+        );
     }
 }
