@@ -165,7 +165,14 @@ pub fn run(args: RunArgs) -> Result<()> {
         tls_baseline: !args.no_baseline,
         groups: &groups,
     };
-    let result = run_point(&mut target, lab.as_ref(), &point);
+    // A search's steps, each as it finishes (the table at the end has them all).
+    let quiet = args.quiet;
+    let mut on_step = |s: &crate::model::search::SearchPoint| {
+        if !quiet {
+            eprintln!("{}", human::search_step(s));
+        }
+    };
+    let result = run_point(&mut target, lab.as_ref(), &point, &mut on_step);
     target.close();
     let result = result?;
     if let Some(path) = &args.json {

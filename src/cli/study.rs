@@ -117,7 +117,9 @@ pub struct CompareArgs {
 impl StudyRunArgs {
     fn overrides(&self) -> TestOptions {
         TestOptions {
-            duration: self.duration.map(|d| Secs(d.as_secs_f64())),
+            duration: self
+                .duration
+                .map(|d| crate::model::options::Length::Secs(d.as_secs_f64())),
             warmup: self.warmup.map(|d| Secs(d.as_secs_f64())),
             interval: self.interval.map(|d| Secs(d.as_secs_f64())),
             iterations: self.iterations,

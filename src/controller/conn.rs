@@ -209,6 +209,9 @@ pub struct IterationRun {
     /// A group with phases (`together::Lane`): the client's latency over
     /// each phase's intervals, merged (empty otherwise).
     pub phase_hists: Vec<Hist>,
+    /// `--duration auto`: what the window did (its warm-up already left
+    /// out of `client` and `agent`).
+    pub auto: Option<crate::model::auto::AutoRecord>,
 }
 
 impl IterationRun {
@@ -223,6 +226,7 @@ impl IterationRun {
             start_skew_us: None,
             prefill: None,
             phase_hists: Vec::new(),
+            auto: None,
         }
     }
 }
@@ -275,6 +279,8 @@ struct ControllerObserver<'a> {
     phases: PhaseHists,
     /// How the test counts its bytes (for the live line).
     figures: crate::model::spec::Figures,
+    /// `--duration auto`: ends the window once the figure has settled.
+    auto: Option<super::auto::AutoWatch>,
 }
 
 impl ControllerObserver<'_> {
@@ -333,7 +339,11 @@ impl ControllerObserver<'_> {
             if a.is_none() && !all && !self.dead {
                 break;
             }
-            self.live.interval(&combine(c, a, self.figures));
+            let joined = combine(c, a, self.figures);
+            if let Some(w) = &mut self.auto {
+                w.interval(&joined);
+            }
+            self.live.interval(&joined);
             self.next_live += 1;
         }
     }
@@ -345,8 +355,11 @@ impl Observer for ControllerObserver<'_> {
         self.flush_live(false);
     }
 
-    fn interval_hists(&mut self, index: usize, latency: &Hist, _corrected: &Hist) {
+    fn interval_hists(&mut self, index: usize, latency: &Hist, corrected: &Hist) {
         self.phases.add(index, latency);
+        if let Some(w) = &mut self.auto {
+            w.hists(index, latency, corrected);
+        }
     }
 
     fn should_stop(&mut self) -> bool {
@@ -356,6 +369,7 @@ impl Observer for ControllerObserver<'_> {
             || self.deadline.is_some_and(|d| Instant::now() >= d)
             || signals::test_interrupted()
             || self.together.is_some_and(|t| t.stopped())
+            || self.auto.as_ref().is_some_and(|w| w.settled())
     }
 }
 
@@ -760,14 +774,16 @@ impl AgentConn {
             together: together.map(|m| m.together),
             phases: PhaseHists::new(together.map_or(&[][..], |m| &m.lane.phases)),
             figures: crate::workload::figures(spec),
+            auto: super::auto::AutoWatch::new(spec),
         };
         side.collect(&mut obs);
+        let settled = obs.auto.as_ref().is_some_and(|w| w.settled());
         // Finite tests end when the client is done: tell the agent now.
         let mut stop_sent = false;
         // Likewise a test a Ctrl-C ended: the client's workers have stopped
         // (they see no close), and the agent's stop before they would
         // close their end mid-window on it.
-        if (spec.is_finite() || signals::test_interrupted()) && !obs.dead {
+        if (spec.is_finite() || signals::test_interrupted() || settled) && !obs.dead {
             stop_sent = self.writer.send(&Msg::Stop).is_ok();
         }
         let deadline = Instant::now() + Duration::from_secs_f64(10.0 + spec.interval_s * 2.0);
@@ -819,6 +835,9 @@ impl AgentConn {
         }
         let error = self.verdict(spec, &mut obs, &client);
         let phase_hists = std::mem::take(&mut obs.phases.hists);
+        let watch = obs.auto.take();
+        let mut client = client;
+        let auto = watch.map(|w| w.finish(&mut client, &mut agent));
         Ok(IterationRun {
             client,
             agent,
@@ -827,6 +846,7 @@ impl AgentConn {
             start_skew_us: None,
             prefill,
             phase_hists,
+            auto,
         })
     }
 

@@ -952,6 +952,7 @@ impl Fleet {
             start_skew_us: earliest.zip(latest).map(|(e, l)| (l - e) as f64 / 1e3),
             prefill: None,
             phase_hists: phase_hists.hists,
+            auto: None,
         }
     }
 }

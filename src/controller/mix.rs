@@ -111,6 +111,12 @@ pub fn check(groups: &[Group]) -> Result<(), String> {
     if groups.is_empty() {
         return Err("a mix needs at least one group, e.g. linerate run mix 'stream --flows 4' 'rr --rate 100'".into());
     }
+    if groups.iter().filter(|g| g.spec.search.is_some()).count() > 1 {
+        return Err(
+            "--search in more than one group: a search varies one group's rate while the others run as written"
+                .into(),
+        );
+    }
     for g in groups {
         let w = g.spec.workload;
         if w.runs_as() == RunsAs::Mix {
@@ -180,6 +186,8 @@ pub fn spec_of(groups: &[Group]) -> TestSpec {
     let mut spec = groups[0].spec.clone();
     spec.workload = Workload::Mix;
     spec.flows = groups.iter().map(|g| g.spec.flows).sum();
+    // A group's capacity search is the group's, not the mix's.
+    spec.search = None;
     spec
 }
 
@@ -471,6 +479,7 @@ pub fn run_groups(
         iterations,
         groups: group_results,
         firewall: None,
+        search: None,
         spec,
     };
     Ok(Mixed {
@@ -511,7 +520,9 @@ fn run_iterations(
             failed |= run.error.is_some();
             f.add(run);
         }
-        if failed || folders[0].satisfied(conf) || crate::engine::signals::test_interrupted() {
+        // A group under a capacity search decides when its step is clear.
+        let judge = folders.iter().position(|f| f.searching()).unwrap_or(0);
+        if failed || folders[judge].satisfied(conf) || crate::engine::signals::test_interrupted() {
             break;
         }
     }

@@ -4,6 +4,7 @@
 //! one pipeline that runs a point (`point::run_point`) for `linerate run`
 //! and for every point of a study, with its progress line; mixed tests
 //! (`mix`, `together`) and rrul, a mix built in (`rrul`).
+pub mod auto;
 pub mod cipher;
 pub mod conn;
 pub mod fleet;
@@ -13,5 +14,6 @@ pub mod point;
 pub mod progress;
 pub mod rrul;
 pub mod run;
+pub mod search;
 pub mod target;
 pub mod together;

@@ -78,7 +78,7 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, Invalid> {
         o.request = Some(Size(spec.request));
         o.response = Some(Size(spec.response));
         o.outstanding = Some(spec.outstanding);
-        o.duration = Some(Secs(total));
+        o.duration = Some(crate::model::options::Length::Secs(total));
         // What a probe does not take (the streams' options).
         o.message = None;
         o.zerocopy = None;
@@ -111,7 +111,7 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, Invalid> {
         o.workload = Some(Workload::Stream);
         o.flows = Some(r.streams);
         o.direction = Some(direction);
-        o.duration = Some(Secs(ramp + loaded));
+        o.duration = Some(crate::model::options::Length::Secs(ramp + loaded));
         o.request = None;
         o.response = None;
         o.outstanding = None;

@@ -35,6 +35,9 @@ impl Driver {
                 spec.ports.unwrap_or(1)
             )),
             Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
+            Driver::Many(_) if spec.auto.is_some() => Err(
+                "--duration auto runs on one agent: give many hosts' tests a time (-d 30s)".into(),
+            ),
             Driver::Many(f) => f.run_iteration(spec, live, together),
         }
     }
@@ -201,6 +204,7 @@ impl Folder {
             self.figures,
         );
         it.hosts = run.hosts;
+        it.auto = run.auto.clone();
         it.start_skew_us = run.start_skew_us;
         it.udp = crate::measure::fold::udp_figures(
             spec,
@@ -234,9 +238,82 @@ impl Folder {
         }
     }
 
-    /// Whether the confidence target is met.
+    /// Whether the confidence target is met. A step of a capacity search
+    /// (an open loop with a search target) is satisfied once its verdict
+    /// is clear: the searched figure's interval lies wholly on one side of
+    /// the limit, or the generator fell behind; within noise it repeats,
+    /// and its percentile comes from every repetition's samples.
     pub fn satisfied(&self, conf: &Confidence) -> bool {
+        if let (Some(s), Some(rate)) = (&self.spec.search, self.spec.rate) {
+            if self.iterations.len() < conf.min {
+                return false;
+            }
+            let achieved = self.values_mean_tx();
+            if !crate::measure::search::kept_up(rate, achieved) {
+                return true;
+            }
+            return self
+                .search_figure()
+                .is_none_or(|f| f.high <= s.target.limit || f.low > s.target.limit);
+        }
         crate::measure::stats::satisfied(conf, &self.values)
+    }
+
+    /// A step of a capacity search (its iterations stop on a clear verdict).
+    pub fn searching(&self) -> bool {
+        self.spec.search.is_some() && self.spec.rate.is_some()
+    }
+
+    /// Transactions (or datagrams) per second over the iterations so far.
+    fn values_mean_tx(&self) -> f64 {
+        let n = self.iterations.len().max(1) as f64;
+        self.iterations
+            .iter()
+            .map(|i| match (&i.udp, self.spec.workload) {
+                (Some(u), crate::model::spec::Workload::UdpStream) => u.packets_sent_per_s,
+                _ => i.transactions_per_s,
+            })
+            .sum::<f64>()
+            / n
+    }
+
+    /// A search step's figure over every iteration so far, with its
+    /// confidence interval: the percentile of the latency from the
+    /// intended send time (an open loop's), or the loss with its counts.
+    fn search_figure(&self) -> Option<crate::model::search::SearchFigure> {
+        use crate::measure::search;
+        let s = self.spec.search.as_ref()?;
+        let z = crate::model::search::z_of(s.level_pct);
+        match s.target.metric.quantile() {
+            Some(q) => {
+                let h = if self.spec.rate.is_some() && !self.hist_c.is_empty() {
+                    &self.hist_c
+                } else {
+                    &self.hist
+                };
+                let (v, lo, hi, n) = search::quantile_bounds(h, q, z)?;
+                Some(crate::model::search::SearchFigure {
+                    value: v / 1000.0,
+                    low: lo / 1000.0,
+                    high: hi / 1000.0,
+                    samples: n,
+                })
+            }
+            None => {
+                let (lost, sent) = self
+                    .iterations
+                    .iter()
+                    .filter_map(|i| i.udp.as_ref())
+                    .fold((0, 0), |(l, s), u| (l + u.lost, s + u.packets_sent));
+                let (v, lo, hi) = search::loss_bounds(lost, sent, z)?;
+                Some(crate::model::search::SearchFigure {
+                    value: v,
+                    low: lo,
+                    high: hi,
+                    samples: sent,
+                })
+            }
+        }
     }
 
     /// The summary over the iterations folded.
@@ -254,6 +331,7 @@ impl Folder {
             Some(&self.kv_hists),
         );
         crate::measure::fold::one_way_summary(&mut s, &self.iterations, &self.owd_hists);
+        s.search_figure = self.search_figure();
         s
     }
 }
@@ -308,6 +386,7 @@ pub fn run_test(
         iterations,
         groups: Vec::new(),
         firewall: None,
+        search: None,
     })
 }
 

@@ -325,6 +325,46 @@ pub fn merge_hosts(ws: &[&CpuWindow]) -> Option<CpuWindow> {
     })
 }
 
+/// One host's consecutive windows as one (`--duration auto` leaves its
+/// warm-up's intervals out): seconds add up, percentages are weighted by
+/// each window's wall time.
+pub fn over_time(ws: &[&CpuWindow]) -> Option<CpuWindow> {
+    let first = ws.first()?;
+    let wall: f64 = ws.iter().map(|w| w.wall_s).sum::<f64>().max(1e-9);
+    let weighted =
+        |f: fn(&CpuWindow) -> f64| ws.iter().map(|w| f(w) * w.wall_s).sum::<f64>() / wall;
+    let cpu_s: f64 = ws.iter().map(|w| w.process_cpu_s).sum();
+    let cores = first.ncores.max(1);
+    Some(CpuWindow {
+        wall_s: wall,
+        ncores: first.ncores,
+        host_util_pct: weighted(|w| w.host_util_pct),
+        user_pct: weighted(|w| w.user_pct),
+        system_pct: weighted(|w| w.system_pct),
+        irq_pct: weighted(|w| w.irq_pct),
+        softirq_pct: weighted(|w| w.softirq_pct),
+        iowait_pct: weighted(|w| w.iowait_pct),
+        steal_pct: weighted(|w| w.steal_pct),
+        per_core_util_pct: (0..first.per_core_util_pct.len())
+            .map(|c| {
+                ws.iter()
+                    .map(|w| w.per_core_util_pct.get(c).copied().unwrap_or(0.0) * w.wall_s)
+                    .sum::<f64>()
+                    / wall
+            })
+            .collect(),
+        process_util_pct: 100.0 * cpu_s / wall / cores as f64,
+        process_cores: cpu_s / wall,
+        process_cpu_s: cpu_s,
+        process_user_s: ws.iter().map(|w| w.process_user_s).sum(),
+        process_system_s: ws.iter().map(|w| w.process_system_s).sum(),
+        tunnel_cpu_s: ws
+            .iter()
+            .filter_map(|w| w.tunnel_cpu_s)
+            .reduce(|x, y| x + y),
+    })
+}
+
 pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64) -> CpuCost {
     let kb = bytes as f64 / 1024.0;
     let proc_us = w.process_cpu_s * 1e6;

@@ -161,6 +161,7 @@ pub fn iteration(
         load_beside_bps: None,
         latency_under_load: None,
         cipher: None,
+        auto: None,
     }
 }
 
@@ -613,6 +614,8 @@ pub fn summarize_with(
         kv,
         load_beside_bps: None,
         latency_under_load: None,
+        search_figure: None,
+        auto: its.last().and_then(|i| i.auto.clone()),
     }
 }
 

@@ -4,6 +4,7 @@
 //! imports another floor of linerate (only the leaves `units` and `error`),
 //! so a schema change is audited in one folder. docs/result-schema.md
 //! mirrors `result`.
+pub mod auto;
 pub mod cipher;
 pub mod cryptohw;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod options;
 pub mod result;
 pub mod rrul;
 pub mod sample;
+pub mod search;
 pub mod security;
 pub mod spec;
 pub mod tunnel;

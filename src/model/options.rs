@@ -15,6 +15,7 @@ use super::error::{Invalid, ModelError};
 use super::exec::ExecSpec;
 use super::rrul::{RrulSpec, PROBE_OUTSTANDING};
 use super::sample::Confidence;
+use super::search::SearchTarget;
 use super::spec::{
     CertKind, CloseMode, Direction, IoMode, KvDialect, KvSpec, Per, TestSpec, TlsBackend, TlsSpec,
     WindowMode, Workload, MAX_READ_SIZE,
@@ -168,6 +169,62 @@ impl<'de> Deserialize<'de> for Secs {
             Secs::parse,
         )
     }
+}
+
+/// `-d`: a window in seconds, or `auto` (it ends once the figure is
+/// stationary and known well enough, model::auto).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Length {
+    Secs(f64),
+    Auto,
+}
+
+impl Length {
+    pub fn parse(s: &str) -> Result<Length, ModelError> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(Length::Auto);
+        }
+        Ok(Length::Secs(Secs::parse(s)?.0))
+    }
+}
+
+impl Serialize for Length {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Length::Secs(v) => s.serialize_f64(*v),
+            Length::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Length {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |f| {
+                if f.is_finite() && f >= 0.0 {
+                    Ok(Length::Secs(f))
+                } else {
+                    Err("a duration must be 0 or more (or \"auto\")")
+                }
+            },
+            Length::parse,
+        )
+    }
+}
+
+/// A percentage written `2` or `2%`.
+fn parse_pct(s: &str) -> Result<f64, ModelError> {
+    s.trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| ModelError::Form {
+            input: s.into(),
+            form: "a percentage (2 or 2%)",
+        })
 }
 
 impl Count {
@@ -395,6 +452,18 @@ pub struct TestOptions {
     /// rr: requests in flight per flow (netperf -b + 1) [default: 1].
     #[arg(long)]
     pub outstanding: Option<u32>,
+    /// rr, udp-rr, memcache, udp-stream (loss): find the highest offered rate (open loop) whose figure meets this target: p50, p90, p99 or p999 of the latency, or loss_pct for UDP (`p99<=300us`, `loss_pct<=0.1`). A closed-loop peak, a ramp by factors of two, then bisection; each step long enough for 100 samples beyond the percentile.
+    #[arg(long, value_parser = SearchTarget::parse, value_name = "METRIC<=VALUE")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchTarget>,
+    /// With --search: stop when the missed rate is within this percent of the met one [default: 2%].
+    #[arg(long, value_parser = parse_pct, value_name = "PCT")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_resolution: Option<f64>,
+    /// rr with --rate: the rate rises linearly from a tenth of --rate to --rate over this long from the start, then holds (a load that drifts on purpose).
+    #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_ramp: Option<Secs>,
     /// rr, udp-rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
     #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
     pub rate: Option<Rate>,
@@ -463,9 +532,13 @@ pub struct TestOptions {
     #[arg(long, alias = "agent-threads")]
     #[serde(alias = "agent_threads")]
     pub agent_workers: Option<u32>,
-    /// Measurement window [default: 10s; with --bytes the time limit, 300s].
-    #[arg(short = 'd', long, value_parser = Secs::parse, value_name = "DURATION")]
-    pub duration: Option<Secs>,
+    /// Measurement window [default: 10s; with --bytes the time limit, 300s]; `auto`: until the main figure is stationary (a trend test over the intervals, the leading ones that trend are the warm-up) and within the confidence target, at most --max-duration.
+    #[arg(short = 'd', long, value_parser = Length::parse, value_name = "DURATION|auto")]
+    pub duration: Option<Length>,
+    /// With --duration auto: the longest window [default: 60s].
+    #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<Secs>,
     /// Warm-up excluded from the window [default: 2s].
     #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
     pub warmup: Option<Secs>,
@@ -825,10 +898,13 @@ impl TestOptions {
             flows,
             workers,
             agent_workers: self.agent_workers.unwrap_or(workers),
-            duration_s: self
-                .duration
-                .map(|s| s.0)
-                .unwrap_or_else(|| TestSpec::default_duration_s(finite)),
+            duration_s: match self.duration {
+                Some(Length::Secs(s)) => s,
+                Some(Length::Auto) => self
+                    .max_duration
+                    .map_or(crate::model::auto::DEFAULT_BOUND_S, |s| s.0),
+                None => TestSpec::default_duration_s(finite),
+            },
             warmup_s: self
                 .warmup
                 .map(|s| s.0)
@@ -871,6 +947,9 @@ impl TestOptions {
             cipher: (workload == Workload::Cipher).then(|| crate::model::cipher::CipherSpec {
                 algorithm: self.cipher.clone().unwrap_or_else(|| "aes256-gcm".into()),
             }),
+            search: self.search_spec()?,
+            auto: self.auto_spec()?,
+            rate_ramp_s: self.rate_ramp.map(|s| s.0),
         };
         if workload == Workload::Cipher && self.message.is_none() {
             spec.message = crate::model::cipher::DEFAULT_RECORD;
@@ -881,6 +960,8 @@ impl TestOptions {
         }
         spec.io = match self.io {
             Some(io) => io,
+            // A search's steps are open loops: the event loop's timers.
+            None if spec.search.is_some() => IoMode::Epoll,
             None => spec.default_io(),
         };
         if spec.io == IoMode::Threads && self.workers.is_none() && self.agent_workers.is_none() {
@@ -889,6 +970,61 @@ impl TestOptions {
         }
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// `--search`'s spec: the target, its resolution, and the samples a
+    /// step needs (more when a confidence target was given).
+    fn search_spec(&self) -> Result<Option<crate::model::search::SearchSpec>, Invalid> {
+        let Some(target) = self.search else {
+            if self.search_resolution.is_some() {
+                return Err("--search-resolution needs --search".into());
+            }
+            return Ok(None);
+        };
+        if self.rate.is_some() {
+            return Err("--search chooses the offered rate itself: drop --rate".into());
+        }
+        let min_window = match self.duration {
+            Some(Length::Auto) => {
+                return Err(
+                    "--search sizes each step itself (enough samples for the percentile): drop --duration auto"
+                        .into(),
+                )
+            }
+            Some(Length::Secs(s)) => Some(s),
+            None => None,
+        };
+        let spec = crate::model::search::SearchSpec::new(
+            target,
+            self.search_resolution
+                .unwrap_or(crate::model::search::DEFAULT_RESOLUTION_PCT),
+            min_window,
+            self.confidence.map(|Target(l, w)| (l, w)),
+        )?;
+        Ok(Some(spec))
+    }
+
+    /// `--duration auto`'s spec: its bound and the confidence target its
+    /// mean must meet.
+    fn auto_spec(&self) -> Result<Option<crate::model::auto::AutoSpec>, Invalid> {
+        if self.duration != Some(Length::Auto) {
+            if self.max_duration.is_some() {
+                return Err("--max-duration bounds --duration auto: add -d auto".into());
+            }
+            return Ok(None);
+        }
+        let c = self.confidence();
+        let bound_s = self
+            .max_duration
+            .map_or(crate::model::auto::DEFAULT_BOUND_S, |s| s.0);
+        if bound_s.is_nan() || bound_s <= 0.0 {
+            return Err("--max-duration must be above 0".into());
+        }
+        Ok(Some(crate::model::auto::AutoSpec {
+            bound_s,
+            level_pct: c.level_pct,
+            width_pct: c.width_pct,
+        }))
     }
 
     /// rrul's own options (and the options its groups set themselves,

@@ -127,6 +127,10 @@ pub struct Iteration {
     /// cipher: what one core did with the algorithm over this iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher: Option<super::cipher::CipherFigures>,
+    /// `--duration auto`: how long the window ran, the warm-up it found
+    /// (left out of this iteration's figures) and why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<super::auto::AutoRecord>,
 }
 
 /// What a UDP test measured over its window (both ends' receivers
@@ -463,6 +467,13 @@ pub struct Summary {
     /// phases and the timeline (docs/result-schema.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
+    /// A step of a capacity search: the searched figure over every
+    /// iteration with its confidence interval (model::search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_figure: Option<super::search::SearchFigure>,
+    /// `--duration auto`: the last iteration's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<super::auto::AutoRecord>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -512,6 +523,11 @@ pub struct TestResult {
     /// namespace, read back, and what was left after removal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<super::firewall::FirewallRecord>,
+    /// `--search`: the capacity found and every step the search ran; the
+    /// rest of the result is the step at the capacity (or, when no rate
+    /// met the target, the lowest rate tried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<super::search::SearchResult>,
 }
 
 /// One group of a mixed test: a workload with its options, measured on the

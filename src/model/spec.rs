@@ -427,6 +427,19 @@ pub struct TestSpec {
     /// cipher: the algorithm measured (the record size is `message`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher: Option<super::cipher::CipherSpec>,
+    /// `--search`: this test is a capacity search (model::search): the
+    /// controller runs it at offered rates and keeps the highest that met
+    /// the target. None: one test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<super::search::SearchSpec>,
+    /// `--duration auto`: the window ends once the figure is stationary
+    /// and known well enough (model::auto); `duration_s` is its bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<super::auto::AutoSpec>,
+    /// Open loop: the rate rises linearly from a tenth of `rate` to `rate`
+    /// over this many seconds from the flows' start, then holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_ramp_s: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -559,6 +572,9 @@ impl Default for TestSpec {
             ports: None,
             firewall: None,
             cipher: None,
+            search: None,
+            auto: None,
+            rate_ramp_s: None,
         }
     }
 }
@@ -835,6 +851,57 @@ impl TestSpec {
         self.workload == Workload::Stream && self.bytes.is_some() && self.per == Per::Flow
     }
 
+    /// `--search`, `--duration auto` and `--rate-ramp`: where they apply.
+    fn validate_sizing(&self) -> Result<(), Invalid> {
+        use super::search::SearchMetric;
+        use Workload::*;
+        if let Some(s) = &self.search {
+            let fits = match s.target.metric {
+                SearchMetric::LossPct => matches!(self.workload, UdpRr | UdpStream),
+                _ => matches!(self.workload, Rr | UdpRr | Memcache),
+            };
+            if !fits {
+                return Err(format!(
+                    "--search {} does not apply to {}: a latency percentile is searched on rr, udp-rr and memcache, loss_pct on udp-rr and udp-stream (open loops)",
+                    s.target,
+                    self.workload.name()
+                )
+                .into());
+            }
+            if self.bytes.is_some() {
+                return Err("--search runs open loops of transactions: drop --bytes".into());
+            }
+            if self.auto.is_some() {
+                return Err("--search sizes each step itself: drop --duration auto".into());
+            }
+        }
+        if self.auto.is_some() {
+            let refused = match self.workload {
+                Exec | Scp => Some("a program runs until it ends"),
+                Mix | Rrul => Some("a mixed test's groups share one window"),
+                Cipher => Some("it runs in linerate's own process"),
+                _ if self.bytes.is_some() => Some("a finite transfer ends when it is done"),
+                _ => None,
+            };
+            if let Some(why) = refused {
+                return Err(format!(
+                    "--duration auto does not apply to {}: {why}; give -d a time",
+                    self.workload.name()
+                )
+                .into());
+            }
+        }
+        if let Some(r) = self.rate_ramp_s {
+            if self.workload != Rr || self.rate.is_none() {
+                return Err("--rate-ramp raises an rr open loop's rate: rr with --rate".into());
+            }
+            if !(r > 0.0 && r <= MAX_SECONDS) {
+                return Err(format!("--rate-ramp must be between 0 and {MAX_SECONDS} s").into());
+            }
+        }
+        Ok(())
+    }
+
     /// Checks combinations that flags alone cannot rule out. Used by the
     /// controller before it starts and by the agent before it accepts.
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -850,6 +917,7 @@ impl TestSpec {
         if self.io == IoMode::Threads {
             self.validate_threads()?;
         }
+        self.validate_sizing()?;
         if self.workers > 256 || self.agent_workers > 256 {
             return Err("--workers is capped at 256".into());
         }

@@ -490,5 +490,6 @@ pub fn run(
         flow_map: Vec::new(),
         groups: Vec::new(),
         firewall: None,
+        search: None,
     })
 }

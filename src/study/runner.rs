@@ -507,10 +507,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                         label: p.label.clone(),
                         ..p
                     };
-                    run_point(&mut target, None, &p)
+                    run_point(&mut target, None, &p, &mut |_| {})
                 })
             }
-            None => run_point(&mut target, None, &p),
+            None => run_point(&mut target, None, &p, &mut |_| {}),
             Some(l) => {
                 let addr = l.lab.state.server_addr.clone();
                 let r = match l.follow(&point.spec).map_err(Error::from) {
@@ -533,7 +533,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                             label: p.label.clone(),
                             ..p
                         };
-                        run_point(&mut target, Some(st), &p)
+                        run_point(&mut target, Some(st), &p, &mut |_| {})
                     })
                 });
                 // The point's firewall goes, whatever happened; the result

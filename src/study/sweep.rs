@@ -356,7 +356,7 @@ mod tests {
             "[sweep]\nflows = [1, 10]\n[[case]]\nlabel = \"RR 200/1000\"\nworkload = \"rr\"\nrequest = 200\nresponse = 1000\n[[case]]\nlabel = \"stream put 20M/20\"\nbytes = \"20M\"\nper = \"transaction\"\n",
         );
         let over = TestOptions {
-            duration: Some(crate::model::options::Secs(0.25)),
+            duration: Some(crate::model::options::Length::Secs(0.25)),
             ..Default::default()
         };
         let p = expand(&s, &over).unwrap();

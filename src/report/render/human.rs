@@ -436,7 +436,13 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         let _ = writeln!(o, "  {:<12} {line}", "tls cost");
     }
     super::groups::lines(&mut o, r);
+    super::search::lines(&mut o, r);
     o
+}
+
+/// A capacity search's step, as it finishes.
+pub fn search_step(p: &crate::model::search::SearchPoint) -> String {
+    super::search::step_line(p)
 }
 
 /// Many hosts: one row per host over the common window, its clock offset,

@@ -8,3 +8,4 @@ pub mod human;
 pub mod markdown;
 pub mod plot;
 pub mod rrul;
+pub mod search;

@@ -1,0 +1,151 @@
+//! `--duration auto` on the controller: watches each interval's main
+//! figure as both ends report it, ends the window once
+//! `measure::stationary::judge` says it has settled, and afterwards leaves
+//! the warm-up it found out of the iteration (its samples, its CPU and its
+//! latency: each interval's client histogram is kept, encoded, until then).
+
+use crate::controller::conn::AgentSide;
+use crate::engine::side::SideReport;
+use crate::measure::histogram::{self, new_hist, Hist};
+use crate::measure::stationary::{self, Verdict};
+use crate::model::auto::{AutoRecord, AutoSpec};
+use crate::model::result::TestInterval;
+use crate::model::spec::{MainMetric, TestSpec};
+
+/// An auto window in progress.
+pub struct AutoWatch {
+    spec: AutoSpec,
+    metric: MainMetric,
+    /// The main figure per interval, in index order.
+    series: Vec<f64>,
+    /// Each interval's client latency (encoded: a histogram in memory is
+    /// hundreds of KiB), by index.
+    hists: Vec<Option<(String, String)>>,
+    verdict: Option<Verdict>,
+    done: bool,
+}
+
+impl AutoWatch {
+    /// A watch for `spec` when it asks for an auto window.
+    pub fn new(spec: &TestSpec) -> Option<AutoWatch> {
+        spec.auto.as_ref().map(|a| AutoWatch {
+            spec: a.clone(),
+            metric: crate::workload::main_metric(spec),
+            series: Vec::new(),
+            hists: Vec::new(),
+            verdict: None,
+            done: false,
+        })
+    }
+
+    /// The next interval, as both ends reported it.
+    pub fn interval(&mut self, i: &TestInterval) {
+        // Once settled the verdict stands: the interval cut short by the
+        // stop that follows it says nothing.
+        if self.done || i.index != self.series.len() {
+            return;
+        }
+        self.series.push(match self.metric {
+            MainMetric::Throughput => i.throughput_bps,
+            MainMetric::TransactionRate => i.transactions_per_s,
+            MainMetric::PacketRate => {
+                let secs = (i.end_s - i.start_s).max(1e-9);
+                i.counters
+                    .client
+                    .packets_rx
+                    .max(i.counters.agent.packets_rx) as f64
+                    / secs
+            }
+        });
+        let v = stationary::judge(&self.series, self.spec.level_pct, self.spec.width_pct);
+        self.done = v.done;
+        self.verdict = Some(v);
+    }
+
+    /// The client's latency over interval `index`.
+    pub fn hists(&mut self, index: usize, latency: &Hist, corrected: &Hist) {
+        if self.hists.len() <= index {
+            self.hists.resize(index + 1, None);
+        }
+        self.hists[index] = Some((histogram::encode(latency), histogram::encode(corrected)));
+    }
+
+    /// The window has settled: end it now.
+    pub fn settled(&self) -> bool {
+        self.done
+    }
+
+    /// Leaves the warm-up out of what both ends measured and says what the
+    /// window did. `ran_s` is how long the window ran.
+    pub fn finish(self, client: &mut SideReport, agent: &mut AgentSide) -> AutoRecord {
+        let v = self.verdict.unwrap_or(Verdict {
+            warmup: 0,
+            stationary: false,
+            trend_z: 0.0,
+            mean: 0.0,
+            half_width_pct: f64::INFINITY,
+            done: false,
+        });
+        let ran_s = client.window_s;
+        let at_bound = ran_s >= self.spec.bound_s * 0.98;
+        let k = v.warmup;
+        let warmup_s = client
+            .samples
+            .iter()
+            .filter(|s| s.index < k)
+            .map(|s| s.end_s - s.start_s)
+            .sum::<f64>();
+        if k > 0 && client.samples.iter().any(|s| s.index >= k) {
+            client.samples.retain(|s| s.index >= k);
+            agent.samples.retain(|s| s.index >= k);
+            client.window_s = client.samples.iter().map(|s| s.end_s - s.start_s).sum();
+            let over = |ss: &[crate::model::sample::IntervalSample]| {
+                let ws: Vec<&crate::model::sample::CpuWindow> =
+                    ss.iter().filter_map(|s| s.cpu.as_ref()).collect();
+                crate::measure::cpu::over_time(&ws)
+            };
+            if let Some(w) = over(&client.samples) {
+                client.window_cpu = Some(w);
+            }
+            if let Some(w) = over(&agent.samples) {
+                agent.window_cpu = Some(w);
+            }
+            // Latency over the kept intervals only, when every one of them
+            // has its histogram (else the whole window's stays).
+            let kept: Vec<&(String, String)> = self
+                .hists
+                .iter()
+                .skip(k)
+                .take(client.samples.len())
+                .flatten()
+                .collect();
+            if kept.len() == client.samples.len() {
+                let (mut h, mut hc) = (new_hist(), new_hist());
+                let mut ok = true;
+                for (l, c) in kept {
+                    match (histogram::decode(l), histogram::decode(c)) {
+                        (Ok(l), Ok(c)) => {
+                            histogram::merge(&mut h, &l);
+                            histogram::merge(&mut hc, &c);
+                        }
+                        _ => ok = false,
+                    }
+                }
+                if ok {
+                    client.hist = h;
+                    client.hist_corrected = hc;
+                }
+            }
+        }
+        AutoRecord {
+            ran_s,
+            warmup_intervals: k,
+            warmup_s,
+            intervals: client.samples.len(),
+            stopped: stationary::stop_reason(&v, at_bound),
+            trend_z: v.trend_z,
+            mean: v.mean,
+            half_width_pct: v.half_width_pct,
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! A capacity search (`--search 'p99<=300us'`): the point run at offered
+//! rates chosen by `measure::search::Search` (a closed-loop peak, a ramp,
+//! bisection), each step through the one pipeline (`point::run_single`)
+//! with a window long enough for its percentile, repeated while its
+//! verdict is within noise (`run::Folder::satisfied`). The result is the
+//! step at the capacity, with every step in `search.points`.
+
+use super::point::{run_single, Point};
+use super::target::Target;
+use crate::error::Result;
+use crate::lab::state::LabState;
+use crate::measure::search::{kept_up, Search, Step};
+use crate::model::result::{Summary, TestResult};
+use crate::model::sample::Confidence;
+use crate::model::search::{SearchPhase, SearchPoint, SearchResult, SearchSpec};
+use crate::model::spec::{TestSpec, Workload};
+use crate::units;
+
+/// A step whose verdict is within noise runs at most this many times.
+const MAX_REPEATS: usize = 3;
+
+/// Runs `p` as a capacity search. `p.spec` (or one of `p.groups`) carries
+/// the search; `on_step` hears of each step as it finishes.
+pub fn run(
+    target: &mut Target,
+    lab: Option<&LabState>,
+    p: &Point,
+    on_step: &mut dyn FnMut(&SearchPoint),
+) -> Result<TestResult> {
+    let searched = p.groups.iter().position(|g| g.spec.search.is_some());
+    let base = match searched {
+        Some(i) => &p.groups[i].spec,
+        None => p.spec,
+    };
+    let s = base
+        .search
+        .clone()
+        .expect("run_point sends only searches here");
+    let mut search = Search::new(s.resolution_pct);
+    let mut points: Vec<SearchPoint> = Vec::new();
+    // The result at each rate tried (None: the peak).
+    let mut kept: Vec<(Option<f64>, TestResult)> = Vec::new();
+    let mut first_error = None;
+    while let Some(step) = search.next() {
+        if crate::engine::signals::test_interrupted() {
+            search.stop("interrupted (Ctrl-C)".into());
+            break;
+        }
+        let n = search.steps() + 1;
+        let window = match step.rate {
+            Some(r) => s.window_s(r),
+            None => s.min_window_s,
+        };
+        let mut spec = base.clone();
+        spec.rate = step.rate;
+        spec.duration_s = window;
+        let mut groups = p.groups.to_vec();
+        for g in groups.iter_mut() {
+            g.spec.duration_s = window;
+        }
+        if let Some(i) = searched {
+            groups[i].spec = spec.clone();
+        }
+        let point_spec = match searched {
+            Some(_) => super::mix::spec_of(&groups),
+            None => spec.clone(),
+        };
+        let label = format!(
+            "{} step {n} {}",
+            p.label,
+            step.rate.map_or("closed-loop peak".into(), units::fmt_rate)
+        );
+        let step_point = Point {
+            spec: &point_spec,
+            confidence: step_confidence(p.confidence, step),
+            command: p.command.clone(),
+            label,
+            quiet: p.quiet,
+            json_stream: false,
+            tls_baseline: false,
+            groups: &groups,
+        };
+        let result = match run_single(target, lab, &step_point) {
+            Ok(r) => r,
+            Err(e) if kept.is_empty() => return Err(e),
+            Err(e) => {
+                search.stop(format!("step {n} failed: {e}"));
+                first_error.get_or_insert(e.to_string());
+                break;
+            }
+        };
+        let summary = match searched {
+            Some(i) => result.groups.get(i).map(|g| &g.summary),
+            None => Some(&result.summary),
+        }
+        .cloned()
+        .unwrap_or_default();
+        let point = judge(&s, &spec, step, n, &summary, &result);
+        search.record(step, point.achieved_per_s, point.met);
+        on_step(&point);
+        points.push(point);
+        kept.push((step.rate, result));
+        if !summary.status.is_ok() {
+            search.stop(format!("step {n} ended early: {}", step_error(&kept)));
+            break;
+        }
+    }
+    let capacity = search.capacity();
+    let at = |r: Option<f64>| points.iter().find(|x| x.rate_per_s == r);
+    let first_miss = points
+        .iter()
+        .filter(|x| !x.met && x.rate_per_s.is_some())
+        .filter(|x| capacity.is_none_or(|c| x.rate_per_s.unwrap_or(0.0) > c))
+        .min_by(|a, b| a.rate_per_s.partial_cmp(&b.rate_per_s).expect("rates"));
+    let bound_by = first_miss.and_then(|x| x.cpu_bound.clone());
+    let report = SearchResult {
+        target: s.target,
+        resolution_pct: s.resolution_pct,
+        capacity_per_s: capacity,
+        achieved_per_s: capacity.and_then(|c| at(Some(c))).map(|x| x.achieved_per_s),
+        peak_per_s: search.peak(),
+        missed_per_s: search.missed(),
+        stopped: search
+            .stopped()
+            .map(str::to_string)
+            .unwrap_or_else(|| "the search ended".into()),
+        bound_by,
+        group: searched.map(|i| p.groups[i].name.clone()),
+        points,
+    };
+    // The result is the step at the capacity; with none, the lowest rate
+    // tried (or the peak).
+    let pick = match capacity {
+        Some(c) => kept.iter().position(|(r, _)| *r == Some(c)),
+        None => kept
+            .iter()
+            .enumerate()
+            .filter(|(_, (r, _))| r.is_some())
+            .min_by(|a, b| a.1 .0.partial_cmp(&b.1 .0).expect("rates"))
+            .map(|(i, _)| i),
+    }
+    .unwrap_or(kept.len().saturating_sub(1));
+    let (_, mut result) = kept.swap_remove(pick);
+    result.command = p.command.clone();
+    result.search = Some(report);
+    if let Some(e) = first_error {
+        result.summary.status = crate::model::result::Status::Partial;
+        if let Some(last) = result.iterations.last_mut() {
+            last.error.get_or_insert(e);
+        }
+    }
+    Ok(result)
+}
+
+/// The error of the last step run.
+fn step_error(kept: &[(Option<f64>, TestResult)]) -> String {
+    kept.last()
+        .and_then(|(_, r)| r.iterations.iter().find_map(|i| i.error.clone()))
+        .unwrap_or_else(|| "no reason given".into())
+}
+
+/// A step's iterations: as many as the user asked, and up to three while
+/// an open loop's verdict is within noise. The peak runs once.
+fn step_confidence(c: Confidence, step: Step) -> Confidence {
+    match step.rate {
+        None => Confidence {
+            min: 1,
+            max: 1,
+            ..c
+        },
+        Some(_) => Confidence {
+            min: c.min.max(1),
+            max: c.max.max(MAX_REPEATS),
+            ..c
+        },
+    }
+}
+
+/// What one step says: its figures, whether it met the target, and why.
+fn judge(
+    s: &SearchSpec,
+    spec: &TestSpec,
+    step: Step,
+    n: u32,
+    summary: &Summary,
+    result: &TestResult,
+) -> SearchPoint {
+    let achieved = match (spec.workload, &summary.udp) {
+        (Workload::UdpStream, Some(u)) => u.packets_sent_per_s,
+        _ => summary.transactions_per_s,
+    };
+    let lat = match step.rate {
+        Some(_) => summary
+            .latency_corrected_us
+            .as_ref()
+            .or(summary.latency_us.as_ref()),
+        None => summary.latency_us.as_ref(),
+    };
+    let figure = summary.search_figure.clone();
+    let (client_cpu_pct, agent_cpu_pct, server_cpu_pct) = cpu_shares(spec, summary, result);
+    let cpu_bound = [
+        ("the client", client_cpu_pct),
+        ("the agent", agent_cpu_pct),
+        ("memcached", server_cpu_pct),
+    ]
+    .into_iter()
+    .filter_map(|(who, pct)| pct.filter(|p| *p >= 90.0).map(|p| (who, p)))
+    .max_by(|a, b| a.1.total_cmp(&b.1))
+    .map(|(who, p)| format!("{who} ({p:.0}% of the cores it could use)"));
+    let limit = s.target.limit;
+    let name = s.target.metric.name();
+    let value = figure.as_ref().map(|f| f.value);
+    let (met, why) = match step.rate {
+        None => (
+            false,
+            format!(
+                "closed loop: {}{}",
+                units::fmt_rate(achieved),
+                value.map_or(String::new(), |v| format!(", {name} {}", fmt_figure(s, v)))
+            ),
+        ),
+        Some(r) if !kept_up(r, achieved) => (
+            false,
+            format!(
+                "achieved {:.0}% of the offered rate: the generator fell behind{}",
+                100.0 * achieved / r.max(1e-9),
+                cpu_bound
+                    .as_ref()
+                    .map_or(String::new(), |b| format!("; {b} was CPU bound"))
+            ),
+        ),
+        Some(_) if !summary.status.is_ok() => (
+            false,
+            format!(
+                "the step ended early: {}",
+                result
+                    .iterations
+                    .iter()
+                    .find_map(|i| i.error.clone())
+                    .unwrap_or_default()
+            ),
+        ),
+        Some(_) => match &figure {
+            None => (false, format!("no {name} measured")),
+            Some(f) => {
+                let noisy = f.low <= limit && f.high > limit;
+                let met = f.value <= limit;
+                (
+                    met,
+                    format!(
+                        "{name} {} {} {}{}",
+                        fmt_figure(s, f.value),
+                        if met { "<=" } else { ">" },
+                        s.target.limit_text(),
+                        if noisy {
+                            format!(
+                                " (within noise: {}..{} over {} runs)",
+                                fmt_figure(s, f.low),
+                                fmt_figure(s, f.high),
+                                summary.iterations
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                )
+            }
+        },
+    };
+    SearchPoint {
+        step: n,
+        phase: step.phase,
+        rate_per_s: step.rate,
+        achieved_per_s: achieved,
+        window_s: summary.duration_s,
+        iterations: summary.iterations,
+        samples: figure.as_ref().map_or(0, |f| f.samples),
+        p50_us: lat.map(|l| l.p50),
+        p90_us: lat.map(|l| l.p90),
+        p99_us: lat.map(|l| l.p99),
+        p999_us: lat.map(|l| l.p999),
+        loss_pct: summary.udp.as_ref().map(|u| u.loss_pct),
+        figure,
+        met: met && step.phase != SearchPhase::Peak,
+        why,
+        client_cpu_pct,
+        agent_cpu_pct,
+        server_cpu_pct,
+        cpu_bound,
+    }
+}
+
+fn fmt_figure(s: &SearchSpec, v: f64) -> String {
+    match s.target.metric.quantile() {
+        Some(_) => units::fmt_us(v),
+        None => format!("{v:.3}%"),
+    }
+}
+
+/// Each end's CPU as a percent of the cores its workers could use (as the
+/// `cpu_bound` key point counts it), and memcached's of its threads.
+fn cpu_shares(
+    spec: &TestSpec,
+    summary: &Summary,
+    result: &TestResult,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let share = |pct: Option<f64>, cpus: usize, workers: u32| {
+        let cpus = cpus.max(1) as f64;
+        pct.map(|p| 100.0 * (p / 100.0 * cpus) / (workers.max(1) as f64).min(cpus))
+    };
+    let client = share(
+        summary.cpu.client.process_util_pct,
+        result.environment.client.cpus,
+        spec.workers,
+    );
+    let agent = share(
+        summary.cpu.agent.process_util_pct,
+        result.environment.agent.cpus,
+        spec.agent_workers,
+    );
+    let server = summary.kv.as_ref().and_then(|k| {
+        let cores = k.server_us_per_op? * k.ops_per_s / 1e6;
+        let threads = spec
+            .kv
+            .as_ref()
+            .and_then(|kv| kv.service.as_deref())
+            .map_or(4, memcached_threads);
+        let cpus = result.environment.agent.cpus.max(1);
+        Some(100.0 * cores / threads.min(cpus) as f64)
+    });
+    (client, agent, server)
+}
+
+/// memcached's worker threads from its command line (`-t N`, default 4).
+fn memcached_threads(command: &str) -> usize {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    words
+        .iter()
+        .position(|w| *w == "-t" || *w == "--threads")
+        .and_then(|i| words.get(i + 1))
+        .or_else(|| {
+            words
+                .iter()
+                .find_map(|w| w.strip_prefix("--threads=").map(|_| w))
+        })
+        .and_then(|w| w.trim_start_matches("--threads=").parse().ok())
+        .unwrap_or(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memcacheds_threads_are_read_from_its_command_line() {
+        assert_eq!(memcached_threads("memcached -t 2 -m 1024"), 2);
+        assert_eq!(memcached_threads("memcached --threads=8"), 8);
+        assert_eq!(memcached_threads("memcached -m 64"), 4);
+    }
+}

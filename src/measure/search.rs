@@ -1,0 +1,314 @@
+//! The capacity search's arithmetic, free of sockets so that a synthetic
+//! latency curve can drive it: which rate to try next (a closed-loop peak,
+//! a ramp by factors of two to bracket the knee, then bisection down to
+//! the resolution), and how sure a step's verdict is (the confidence
+//! interval of a percentile from its histogram's order statistics, of a
+//! loss from its counts).
+//!
+//! mutilate bisects between 1 and the peak and then walks down 2% at a
+//! time; starting from the peak's eighth and doubling brackets the knee in
+//! at most four steps wherever it is, and bisection then needs about
+//! log2(1 / resolution) more (six at 2%).
+
+use super::histogram::Hist;
+use crate::model::search::{SearchPhase, ACHIEVED_FLOOR, MAX_STEPS};
+
+/// The next step: its phase and its offered rate (None: closed loop).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Step {
+    pub phase: SearchPhase,
+    pub rate: Option<f64>,
+}
+
+/// Where the search stands.
+#[derive(Clone, Debug)]
+pub struct Search {
+    resolution: f64,
+    peak: Option<f64>,
+    /// Highest rate that met, lowest that missed (above it).
+    met: Option<f64>,
+    missed: Option<f64>,
+    steps: u32,
+    /// Ramp direction once the first ramp step told: up (doubling) or down.
+    going_down: bool,
+    done: Option<String>,
+}
+
+/// The ramp starts here, as a fraction of the closed-loop peak.
+const RAMP_START: f64 = 1.0 / 8.0;
+/// Ramping down stops below this fraction of the peak: nothing met.
+const RAMP_FLOOR: f64 = 1.0 / 1024.0;
+/// Ramping up stops above this multiple of the peak (an open loop with
+/// more requests in flight may pass a closed loop's peak, not by far).
+const RAMP_CEILING: f64 = 4.0;
+
+impl Search {
+    /// A search to `resolution_pct` (2: stop when the bracket is within 2%).
+    pub fn new(resolution_pct: f64) -> Search {
+        Search {
+            resolution: resolution_pct / 100.0,
+            peak: None,
+            met: None,
+            missed: None,
+            steps: 0,
+            going_down: false,
+            done: None,
+        }
+    }
+
+    /// The step to run now, or None when the search is over (`stopped`
+    /// says why).
+    pub fn next(&self) -> Option<Step> {
+        if self.done.is_some() {
+            return None;
+        }
+        let Some(peak) = self.peak else {
+            return Some(Step {
+                phase: SearchPhase::Peak,
+                rate: None,
+            });
+        };
+        let rate = match (self.met, self.missed) {
+            (None, None) => peak * RAMP_START,
+            (Some(m), None) => m * 2.0,
+            (None, Some(x)) => x / 2.0,
+            (Some(m), Some(x)) => (m + x) / 2.0,
+        };
+        let phase = match (self.met, self.missed) {
+            (Some(_), Some(_)) => SearchPhase::Bisect,
+            _ => SearchPhase::Ramp,
+        };
+        Some(Step {
+            phase,
+            rate: Some(rate),
+        })
+    }
+
+    /// Records what the step `next` gave did: the rate it achieved, and
+    /// whether it met the target.
+    pub fn record(&mut self, step: Step, achieved: f64, met: bool) {
+        self.steps += 1;
+        match step.rate {
+            None => {
+                if achieved.is_nan() || achieved <= 0.0 {
+                    self.done = Some("the closed-loop peak completed nothing".into());
+                    return;
+                }
+                self.peak = Some(achieved);
+            }
+            Some(rate) if met => {
+                self.met = Some(self.met.map_or(rate, |m| m.max(rate)));
+            }
+            Some(rate) => {
+                self.missed = Some(self.missed.map_or(rate, |x| x.min(rate)));
+                if self.met.is_none() {
+                    self.going_down = true;
+                }
+            }
+        }
+        self.settle();
+    }
+
+    fn settle(&mut self) {
+        let peak = self.peak.unwrap_or(0.0);
+        match (self.met, self.missed) {
+            (Some(m), Some(x)) if x <= m * (1.0 + self.resolution) => {
+                self.done = Some(format!(
+                    "the met and missed rates are within {:.1}% (the resolution)",
+                    100.0 * self.resolution
+                ));
+            }
+            (None, Some(x)) if x / 2.0 < peak * RAMP_FLOOR => {
+                self.done = Some(format!(
+                    "no rate met the target down to {:.4} of the closed-loop peak",
+                    x / peak.max(1e-9)
+                ));
+            }
+            (Some(m), None) if m * 2.0 > peak * RAMP_CEILING => {
+                self.done = Some(format!(
+                    "every rate met the target up to {RAMP_CEILING}x the closed-loop peak: the generator, not the target, is the limit"
+                ));
+            }
+            _ if self.steps >= MAX_STEPS => {
+                self.done = Some(format!("{MAX_STEPS} steps run (the most a search runs)"));
+            }
+            _ => {}
+        }
+    }
+
+    /// The highest offered rate that met the target.
+    pub fn capacity(&self) -> Option<f64> {
+        self.met
+    }
+
+    /// The lowest offered rate above it that missed.
+    pub fn missed(&self) -> Option<f64> {
+        self.missed
+    }
+
+    pub fn peak(&self) -> Option<f64> {
+        self.peak
+    }
+
+    pub fn steps(&self) -> u32 {
+        self.steps
+    }
+
+    /// Why the search ended (None while it runs).
+    pub fn stopped(&self) -> Option<&str> {
+        self.done.as_deref()
+    }
+
+    /// Ends the search early (an error, Ctrl-C), saying why.
+    pub fn stop(&mut self, why: String) {
+        self.done.get_or_insert(why);
+    }
+}
+
+/// Whether an open loop kept up: achieved at least ACHIEVED_FLOOR of the
+/// offered rate.
+pub fn kept_up(rate: f64, achieved: f64) -> bool {
+    achieved >= ACHIEVED_FLOOR * rate
+}
+
+/// The q-quantile of `h` with a confidence interval from its order
+/// statistics: the sample ranks n*q -/+ z*sqrt(n*q*(1-q)) (the rank of a
+/// quantile is binomial), read back as values. In the histogram's unit.
+pub fn quantile_bounds(h: &Hist, q: f64, z: f64) -> Option<(f64, f64, f64, u64)> {
+    let n = h.len();
+    if n == 0 {
+        return None;
+    }
+    let nf = n as f64;
+    let spread = z * (nf * q * (1.0 - q)).sqrt();
+    let at = |rank: f64| {
+        let r = rank.clamp(0.0, nf);
+        h.value_at_quantile((r / nf).clamp(0.0, 1.0)) as f64
+    };
+    Some((
+        h.value_at_quantile(q) as f64,
+        at(nf * q - spread),
+        at(nf * q + spread + 1.0),
+        n,
+    ))
+}
+
+/// A loss percentage with its Wilson score interval: `lost` of `sent`.
+pub fn loss_bounds(lost: u64, sent: u64, z: f64) -> Option<(f64, f64, f64)> {
+    if sent == 0 {
+        return None;
+    }
+    let n = sent as f64;
+    let p = (lost.min(sent)) as f64 / n;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
+    Some((
+        100.0 * p,
+        100.0 * (centre - half).max(0.0),
+        100.0 * (centre + half).min(1.0),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::histogram::{new_hist, record_ns};
+
+    /// A server whose p99 is `base / (1 - rate/cap)` (a queue: flat, then
+    /// a knee), and whose closed loop gets `cap` through.
+    fn drive(cap: f64, base_us: f64, limit_us: f64, resolution: f64) -> (Search, Vec<Step>) {
+        let mut s = Search::new(resolution);
+        let mut steps = Vec::new();
+        while let Some(step) = s.next() {
+            steps.push(step);
+            let (achieved, p99) = match step.rate {
+                None => (cap, f64::INFINITY),
+                Some(r) if r >= cap => (cap, f64::INFINITY),
+                Some(r) => (r, base_us / (1.0 - r / cap)),
+            };
+            let met = step.rate.is_some_and(|r| kept_up(r, achieved)) && p99 <= limit_us;
+            s.record(step, achieved, met);
+            assert!(steps.len() <= 30, "the search never ends");
+        }
+        (s, steps)
+    }
+
+    #[test]
+    fn a_synthetic_knee_is_found_within_the_resolution_in_twelve_steps() {
+        // Knees at 83%, 40% and 4% of the peak, and one at 99%.
+        for (cap, base, limit) in [
+            (100_000.0, 50.0, 300.0),
+            (250_000.0, 60.0, 100.0),
+            (50_000.0, 96.0, 100.0),
+            (10_000.0, 3.0, 300.0),
+        ] {
+            let knee = cap * (1.0 - base / limit);
+            let (s, steps) = drive(cap, base, limit, 2.0);
+            let found = s.capacity().expect("a capacity");
+            assert!(found <= knee, "{found} above the knee {knee}");
+            assert!(
+                found >= knee / 1.02,
+                "{found} more than 2% below the knee {knee}"
+            );
+            let missed = s.missed().expect("a missed rate");
+            assert!(missed > knee && missed <= found * 1.02 + 1e-6);
+            assert!(steps.len() <= 12, "{} steps for knee {knee}", steps.len());
+            assert_eq!(steps[0].phase, SearchPhase::Peak);
+            assert!(s.stopped().unwrap().contains("resolution"));
+        }
+    }
+
+    #[test]
+    fn nothing_met_and_everything_met_end_with_their_reasons() {
+        // The floor of the latency is above the limit.
+        let (s, steps) = drive(100_000.0, 500.0, 300.0, 2.0);
+        assert_eq!(s.capacity(), None);
+        assert!(
+            s.stopped().unwrap().contains("no rate met"),
+            "{:?}",
+            s.stopped()
+        );
+        assert!(steps.len() <= 13);
+        // A limit no rate below the cap can miss: only the generator stops it.
+        let mut s = Search::new(2.0);
+        while let Some(step) = s.next() {
+            s.record(step, step.rate.unwrap_or(1000.0), step.rate.is_some());
+        }
+        assert!(s.stopped().unwrap().contains("generator"));
+        assert_eq!(s.capacity(), Some(4000.0));
+    }
+
+    #[test]
+    fn a_quantile_interval_narrows_with_samples_and_holds_the_quantile() {
+        let mut small = new_hist();
+        let mut big = new_hist();
+        for i in 0..1_000u64 {
+            record_ns(&mut small, 1_000 + i * 10);
+        }
+        for i in 0..100_000u64 {
+            record_ns(&mut big, 1_000 + (i % 1000) * 10);
+        }
+        let (v1, lo1, hi1, n1) = quantile_bounds(&small, 0.99, 1.96).unwrap();
+        let (v2, lo2, hi2, n2) = quantile_bounds(&big, 0.99, 1.96).unwrap();
+        assert_eq!((n1, n2), (1_000, 100_000));
+        assert!(lo1 <= v1 && v1 <= hi1 && lo2 <= v2 && v2 <= hi2);
+        assert!(
+            hi1 - lo1 > 3.0 * (hi2 - lo2),
+            "{lo1}..{hi1} vs {lo2}..{hi2}"
+        );
+        // 1000 samples: ranks 990 -/+ 6.2, about 60 ns either side.
+        assert!(lo1 < 10_900.0 && hi1 > 10_900.0 && hi1 - lo1 < 200.0);
+        assert!(quantile_bounds(&new_hist(), 0.99, 1.96).is_none());
+    }
+
+    #[test]
+    fn loss_bounds_hold_the_rate_and_never_leave_zero_to_hundred() {
+        let (p, lo, hi) = loss_bounds(10, 10_000, 1.96).unwrap();
+        assert!((p - 0.1).abs() < 1e-12 && lo > 0.04 && lo < 0.1 && hi > 0.1 && hi < 0.2);
+        let (p, lo, hi) = loss_bounds(0, 1000, 1.96).unwrap();
+        assert_eq!((p, lo), (0.0, 0.0));
+        assert!(hi > 0.0 && hi < 0.5);
+        assert!(loss_bounds(0, 0, 1.96).is_none());
+    }
+}

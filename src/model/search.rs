@@ -1,0 +1,372 @@
+//! Capacity at a target as data: what `--search 'p99<=300us'` adds to a
+//! spec (the target, the resolution, how many samples a step needs) and
+//! the section it adds to a result, `search` (docs/result-schema.md).
+//!
+//! People size servers by "how much load at p99 <= X", not by peak
+//! throughput (mutilate's `--search 95:1000`). A search runs the test at
+//! offered rates (open loop) and keeps the highest one whose figure met
+//! the target; the steps it ran are its points, so the curve of latency
+//! against offered load comes with the answer.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{Invalid, ModelError};
+use crate::units;
+
+/// The figure a search holds to its limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMetric {
+    P50,
+    P90,
+    P99,
+    P999,
+    /// UDP: percent of requests (udp-rr) or datagrams (udp-stream) lost.
+    LossPct,
+}
+
+impl SearchMetric {
+    /// The quantile of a latency metric (None for loss).
+    pub fn quantile(self) -> Option<f64> {
+        match self {
+            SearchMetric::P50 => Some(0.50),
+            SearchMetric::P90 => Some(0.90),
+            SearchMetric::P99 => Some(0.99),
+            SearchMetric::P999 => Some(0.999),
+            SearchMetric::LossPct => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchMetric::P50 => "p50",
+            SearchMetric::P90 => "p90",
+            SearchMetric::P99 => "p99",
+            SearchMetric::P999 => "p999",
+            SearchMetric::LossPct => "loss_pct",
+        }
+    }
+}
+
+/// `METRIC<=VALUE`: a latency percentile at most VALUE (µs inside), or a
+/// UDP loss at most VALUE percent. Written and stored as text
+/// (`"p99<=300us"`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SearchTarget {
+    pub metric: SearchMetric,
+    /// µs for a percentile, percent for loss.
+    pub limit: f64,
+}
+
+impl SearchTarget {
+    pub fn parse(s: &str) -> Result<SearchTarget, ModelError> {
+        let form = || {
+            ModelError::Form {
+            input: s.into(),
+            form: "METRIC<=VALUE (p50, p90, p99 or p999 with a time, or loss_pct with a percent: p99<=300us, p999<=2ms, loss_pct<=0.1)",
+        }
+        };
+        let (m, v) = s.split_once("<=").ok_or_else(form)?;
+        let metric = match m.trim().to_ascii_lowercase().as_str() {
+            "p50" => SearchMetric::P50,
+            "p90" => SearchMetric::P90,
+            "p99" => SearchMetric::P99,
+            "p999" | "p99.9" => SearchMetric::P999,
+            "loss_pct" | "loss" => SearchMetric::LossPct,
+            _ => return Err(form()),
+        };
+        let v = v.trim();
+        let limit = match metric {
+            SearchMetric::LossPct => {
+                let pct: f64 = v.trim_end_matches('%').trim().parse().map_err(|_| form())?;
+                if !(pct > 0.0 && pct < 100.0) {
+                    return Err(Invalid(format!(
+                        "--search '{s}': a loss limit is above 0 and below 100 percent"
+                    ))
+                    .into());
+                }
+                pct
+            }
+            _ => {
+                if v.chars().all(|c| c.is_ascii_digit() || c == '.') {
+                    return Err(Invalid(format!(
+                        "--search '{s}': give the latency its unit (300us, 1ms)"
+                    ))
+                    .into());
+                }
+                let d = units::parse_duration(v)?;
+                let us = d.as_secs_f64() * 1e6;
+                if !(1.0..=60e6).contains(&us) {
+                    return Err(Invalid(format!(
+                        "--search '{s}': a latency limit is from 1 µs to 60 s"
+                    ))
+                    .into());
+                }
+                us
+            }
+        };
+        Ok(SearchTarget { metric, limit })
+    }
+
+    /// The limit in the figure's own words: "300 µs", "0.1%".
+    pub fn limit_text(&self) -> String {
+        match self.metric {
+            SearchMetric::LossPct => format!("{}%", self.limit),
+            _ => units::fmt_us(self.limit),
+        }
+    }
+}
+
+impl std::fmt::Display for SearchTarget {
+    /// The form it is written in: `p99<=300us`, `loss_pct<=0.1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.metric {
+            SearchMetric::LossPct => write!(f, "loss_pct<={}", self.limit),
+            m => {
+                let us = self.limit;
+                if us >= 1e6 && (us / 1e6).fract() == 0.0 {
+                    write!(f, "{}<={}s", m.name(), us / 1e6)
+                } else if us >= 1e3 && (us / 1e3).fract() == 0.0 {
+                    write!(f, "{}<={}ms", m.name(), us / 1e3)
+                } else {
+                    write!(f, "{}<={}us", m.name(), us)
+                }
+            }
+        }
+    }
+}
+
+impl Serialize for SearchTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for SearchTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        SearchTarget::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The default rate resolution: the search stops when the met and the
+/// missed rate are within 2% of each other (mutilate's too).
+pub const DEFAULT_RESOLUTION_PCT: f64 = 2.0;
+/// A step's window when `-d` is not given and its samples need less.
+pub const DEFAULT_MIN_WINDOW_S: f64 = 1.0;
+/// No step's window is longer than this, whatever its samples need (the
+/// step then records that it is short of them).
+pub const MAX_WINDOW_S: f64 = 60.0;
+/// No search runs more steps than this.
+pub const MAX_STEPS: u32 = 20;
+/// Below this fraction of the offered rate the generator fell behind: the
+/// point misses whatever its latency (an open loop that cannot send when
+/// it should measures the generator).
+pub const ACHIEVED_FLOOR: f64 = 0.97;
+
+/// What `--search` adds to a spec.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchSpec {
+    pub target: SearchTarget,
+    /// Stop when the missed rate is within this percent of the met one.
+    pub resolution_pct: f64,
+    /// Samples a step needs for its verdict: 100 / (1 - q) for a
+    /// percentile q (100 beyond it), more when a confidence target was
+    /// given; for loss, 100 / limit.
+    pub samples: u64,
+    /// A step's shortest window (`-d`, else 1 s).
+    pub min_window_s: f64,
+    /// The confidence level of a step's verdict, percent: a verdict whose
+    /// interval holds the limit is within noise and the step repeats.
+    pub level_pct: f64,
+}
+
+impl SearchSpec {
+    /// `target` with its samples: at least 100 beyond the percentile; with
+    /// a confidence target `(level, width)`, enough that the rank of the
+    /// percentile is known within +/- width/2 percent of the tail.
+    pub fn new(
+        target: SearchTarget,
+        resolution_pct: f64,
+        min_window_s: Option<f64>,
+        confidence: Option<(f64, f64)>,
+    ) -> Result<SearchSpec, Invalid> {
+        if !(0.1..=50.0).contains(&resolution_pct) {
+            return Err(format!("--search-resolution {resolution_pct}%: from 0.1% to 50%").into());
+        }
+        let tail = match target.metric.quantile() {
+            Some(q) => 1.0 - q,
+            None => target.limit / 100.0,
+        };
+        let mut samples = (100.0 / tail).ceil();
+        if let Some((level, width)) = confidence {
+            let z = z_of(level);
+            let w = width / 200.0;
+            samples = samples.max((z * z * (1.0 - tail) / (w * w * tail)).ceil());
+        }
+        Ok(SearchSpec {
+            target,
+            resolution_pct,
+            samples: samples as u64,
+            min_window_s: min_window_s.unwrap_or(DEFAULT_MIN_WINDOW_S),
+            level_pct: confidence.map_or(95.0, |c| c.0),
+        })
+    }
+
+    /// The window a step at `rate` needs for its samples (a tenth more
+    /// for the windows' edges), between the shortest and the longest.
+    pub fn window_s(&self, rate: f64) -> f64 {
+        let need = 1.1 * self.samples as f64 / rate.max(1e-9);
+        need.clamp(self.min_window_s, MAX_WINDOW_S.max(self.min_window_s))
+    }
+}
+
+/// The two-sided normal quantile for a confidence level in percent (the
+/// levels people write; others by the nearest below).
+pub fn z_of(level_pct: f64) -> f64 {
+    match level_pct {
+        l if l >= 99.9 => 3.291,
+        l if l >= 99.0 => 2.576,
+        l if l >= 98.0 => 2.326,
+        l if l >= 95.0 => 1.960,
+        l if l >= 90.0 => 1.645,
+        l if l >= 80.0 => 1.282,
+        _ => 0.674,
+    }
+}
+
+/// A step's searched figure with its confidence interval, computed where
+/// the samples are (the histogram of the corrected latency, or the
+/// loss counts): `summary.search_figure`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchFigure {
+    /// µs or percent, as the target.
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+    /// Latency samples, or datagrams/requests sent for loss.
+    pub samples: u64,
+}
+
+/// Where a step sat in the search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchPhase {
+    /// Closed loop: the most the generator gets through (no rate).
+    Peak,
+    /// Rates a factor of two apart, to bracket the capacity.
+    Ramp,
+    /// Halving the bracket down to the resolution.
+    Bisect,
+}
+
+/// One step of a search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchPoint {
+    pub step: u32,
+    pub phase: SearchPhase,
+    /// Offered rate, per second (None: the closed-loop peak).
+    pub rate_per_s: Option<f64>,
+    pub achieved_per_s: f64,
+    pub window_s: f64,
+    /// Iterations the step ran (more than one: its verdict was within noise).
+    pub iterations: usize,
+    pub samples: u64,
+    /// Latency from the intended send time where the loop was open.
+    pub p50_us: Option<f64>,
+    pub p90_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub p999_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_pct: Option<f64>,
+    /// The searched figure and its confidence interval.
+    pub figure: Option<SearchFigure>,
+    pub met: bool,
+    /// Why it met or missed, in words.
+    pub why: String,
+    /// Percent of the cores each end's workers could use (memcached's own
+    /// threads for a service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_cpu_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_pct: Option<f64>,
+    /// The end whose cores were (nearly) all busy, when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_bound: Option<String>,
+}
+
+/// What a search found: `result.search`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    pub target: SearchTarget,
+    pub resolution_pct: f64,
+    /// The highest offered rate that met the target (None: none did).
+    pub capacity_per_s: Option<f64>,
+    /// What was achieved there.
+    pub achieved_per_s: Option<f64>,
+    /// The closed-loop peak the ramp started from.
+    pub peak_per_s: Option<f64>,
+    /// The lowest offered rate that missed, above the capacity.
+    pub missed_per_s: Option<f64>,
+    /// Why the search ended.
+    pub stopped: String,
+    /// Where the load first missed, which end was CPU bound (none: the
+    /// figure itself crossed the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_by: Option<String>,
+    /// The group of a mixed test that was searched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    pub points: Vec<SearchPoint>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_and_print_as_written() {
+        let t = SearchTarget::parse("p99<=300us").unwrap();
+        assert_eq!((t.metric, t.limit), (SearchMetric::P99, 300.0));
+        assert_eq!(t.to_string(), "p99<=300us");
+        assert_eq!(
+            SearchTarget::parse("p999 <= 2ms").unwrap().to_string(),
+            "p999<=2ms"
+        );
+        assert_eq!(SearchTarget::parse("P50<=1s").unwrap().limit, 1e6);
+        let l = SearchTarget::parse("loss_pct<=0.1").unwrap();
+        assert_eq!((l.metric, l.limit), (SearchMetric::LossPct, 0.1));
+        assert_eq!(l.to_string(), "loss_pct<=0.1");
+        for bad in [
+            "p99",
+            "p98<=1ms",
+            "p99<=300",
+            "p99<=abc",
+            "loss_pct<=0",
+            "p99>=1ms",
+        ] {
+            assert!(SearchTarget::parse(bad).is_err(), "{bad}");
+        }
+        let back: SearchTarget = serde_json::from_str("\"p90<=1.5ms\"").unwrap();
+        assert_eq!(back.limit, 1500.0);
+    }
+
+    #[test]
+    fn a_step_holds_a_hundred_samples_beyond_its_percentile() {
+        let t = SearchTarget::parse("p99<=1ms").unwrap();
+        let s = SearchSpec::new(t, 2.0, None, None).unwrap();
+        assert_eq!(s.samples, 10_000);
+        // 10k samples at 1000/s: 11 s; at 1M/s the 1 s floor.
+        assert!((s.window_s(1000.0) - 11.0).abs() < 1e-9);
+        assert_eq!(s.window_s(1e6), 1.0);
+        assert_eq!(s.window_s(1.0), MAX_WINDOW_S);
+        let p999 = SearchSpec::new(SearchTarget::parse("p999<=1ms").unwrap(), 2.0, None, None);
+        assert_eq!(p999.unwrap().samples, 100_000);
+        // A confidence target asks for more: +/-10% of the tail at 95%.
+        let c = SearchSpec::new(t, 2.0, None, Some((95.0, 20.0))).unwrap();
+        assert_eq!(c.samples, 38_032);
+        assert!(SearchSpec::new(t, 0.0, None, None).is_err());
+    }
+}

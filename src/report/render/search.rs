@@ -1,0 +1,131 @@
+//! A capacity search and an auto-sized window, as text: a line per step
+//! as it finishes, the steps in rate order with the capacity at the end,
+//! and how long an auto window ran and why it stopped.
+
+use std::fmt::Write;
+
+use crate::model::result::TestResult;
+use crate::model::search::{SearchPhase, SearchPoint, SearchResult};
+use crate::units::{fmt_rate, fmt_us};
+
+fn phase(p: SearchPhase) -> &'static str {
+    match p {
+        SearchPhase::Peak => "peak",
+        SearchPhase::Ramp => "ramp",
+        SearchPhase::Bisect => "bisect",
+    }
+}
+
+fn opt_us(v: Option<f64>) -> String {
+    v.map_or("-".into(), fmt_us)
+}
+
+/// One step, as it finishes: `step 3 ramp   offered 12.5k/s  achieved ...`.
+pub fn step_line(p: &SearchPoint) -> String {
+    format!(
+        "search step {:>2} {:<6} offered {:>9}  achieved {:>9}  p50 {:>9}  p99 {:>9}  {}  {}",
+        p.step,
+        phase(p.phase),
+        p.rate_per_s.map_or("closed".into(), fmt_rate),
+        fmt_rate(p.achieved_per_s),
+        opt_us(p.p50_us),
+        opt_us(p.p99_us),
+        if p.phase == SearchPhase::Peak {
+            "    "
+        } else if p.met {
+            "met "
+        } else {
+            "MISS"
+        },
+        p.why
+    )
+}
+
+/// The capacity in one sentence.
+pub fn capacity_sentence(s: &SearchResult) -> String {
+    let target = format!("{} <= {}", s.target.metric.name(), s.target.limit_text());
+    let who = s
+        .group
+        .as_ref()
+        .map_or(String::new(), |g| format!("group {g}: "));
+    match s.capacity_per_s {
+        Some(c) => format!(
+            "{who}capacity at {target}: {} offered ({} achieved){}{}",
+            fmt_rate(c),
+            fmt_rate(s.achieved_per_s.unwrap_or(0.0)),
+            s.missed_per_s
+                .map_or(String::new(), |m| format!("; {} missed", fmt_rate(m))),
+            s.bound_by
+                .as_ref()
+                .map_or(String::new(), |b| format!(", where {b} was CPU bound")),
+        ),
+        None => format!("{who}no offered rate met {target}: {}", s.stopped),
+    }
+}
+
+/// The search's steps in rate order and its capacity.
+pub fn lines(o: &mut String, r: &TestResult) {
+    if let Some(s) = &r.search {
+        let _ = writeln!(
+            o,
+            "\ncapacity search {} (resolution {}%, {} steps; {})",
+            s.target,
+            s.resolution_pct,
+            s.points.len(),
+            s.stopped
+        );
+        let _ = writeln!(
+            o,
+            "  {:>4} {:<6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  verdict",
+            "step", "phase", "offered", "achieved", "p50", "p90", "p99", "p99.9", "runs", "samples"
+        );
+        let mut pts: Vec<&SearchPoint> = s.points.iter().collect();
+        pts.sort_by(|a, b| {
+            a.rate_per_s
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.rate_per_s.unwrap_or(f64::INFINITY))
+        });
+        for p in pts {
+            let _ = writeln!(
+                o,
+                "  {:>4} {:<6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  {}{}",
+                p.step,
+                phase(p.phase),
+                p.rate_per_s.map_or("closed".into(), fmt_rate),
+                fmt_rate(p.achieved_per_s),
+                opt_us(p.p50_us),
+                opt_us(p.p90_us),
+                opt_us(p.p99_us),
+                opt_us(p.p999_us),
+                p.iterations,
+                p.samples,
+                match (p.phase, p.met) {
+                    (SearchPhase::Peak, _) => "",
+                    (_, true) => "met: ",
+                    (_, false) => "MISS: ",
+                },
+                p.why
+            );
+        }
+        let _ = writeln!(o, "{}", capacity_sentence(s));
+        let _ = writeln!(
+            o,
+            "the figures above the search table are the step at the capacity; latency from each request's intended send time"
+        );
+    }
+    if let Some(a) = &r.summary.auto {
+        let _ = writeln!(
+            o,
+            "  {:<12} ran {:.1} s; {} ({} warm-up interval{} found, {:.1} s, left out; {} kept, trend z {:+.2}, mean ±{:.1}%)",
+            "duration",
+            a.ran_s,
+            a.stopped.words(),
+            a.warmup_intervals,
+            if a.warmup_intervals == 1 { "" } else { "s" },
+            a.warmup_s.max(0.0),
+            a.intervals,
+            a.trend_z,
+            a.half_width_pct
+        );
+    }
+}
