@@ -6,6 +6,7 @@
 //! (`mix`, `together`) and rrul, a mix built in (`rrul`).
 pub mod cipher;
 pub mod conn;
+pub mod error;
 pub mod fleet;
 pub mod local;
 pub mod mix;
@@ -15,3 +16,5 @@ pub mod rrul;
 pub mod run;
 pub mod target;
 pub mod together;
+
+pub use error::ControllerError;
