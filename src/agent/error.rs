@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::control::protocol;
 use crate::engine::EngineError;
+use crate::hostops::OpsError;
 use crate::workload::WorkloadError;
 
 /// Why the agent could not serve, a controller was refused, or a test
@@ -31,9 +32,10 @@ pub enum AgentError {
     Sysctl(String),
     #[error("cannot start the sysctl watcher: {0}")]
     SysctlWatcher(std::io::Error),
-    /// Putting back a previous agent's NIC settings failed (hostops' text).
-    #[error("{0}")]
-    Nic(String),
+    /// Putting back a previous agent's NIC settings, or applying a test's,
+    /// failed (hostops' error; boxed, it is large).
+    #[error(transparent)]
+    Nic(Box<OpsError>),
     /// A socket's own address could not be read (the OS's text only).
     #[error("{0}")]
     LocalAddr(std::io::Error),
@@ -136,6 +138,13 @@ mod tests {
         assert_eq!(
             AgentError::NotAuth("probe".into()).to_string(),
             "expected auth, got 'probe'"
+        );
+        assert_eq!(
+            AgentError::Nic(Box::new(OpsError::NicInterface(
+                "no interface here holds 10.0.0.1".into()
+            )))
+            .to_string(),
+            "NIC settings: no interface here holds 10.0.0.1"
         );
         assert_eq!(
             AgentError::StartTooFar(Duration::from_millis(45_600)).to_string(),

@@ -173,7 +173,7 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentErro
     if cfg.allow_nic {
         // A journal left by an agent that died: its NIC settings go back
         // first (an interface that cannot be put back stops the start).
-        let restored = crate::hostops::nic::replay().map_err(|e| AgentError::Nic(e.to_string()))?;
+        let restored = crate::hostops::nic::replay().map_err(|e| AgentError::Nic(Box::new(e)))?;
         if !restored.is_empty() && !cfg.quiet {
             eprintln!(
                 "linerate agent: put back NIC settings a previous agent left changed: {}",
@@ -723,7 +723,7 @@ fn run_test(
     } else {
         match apply_nic(&spec, &role, stream) {
             Ok((a, r)) => (Some(a), r),
-            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),
         }
     };
     // A service (memcached) this agent starts and watches (stopped when
@@ -854,12 +854,16 @@ fn apply_nic(
         crate::hostops::nic::Applied,
         Vec<crate::model::nic::NicInterface>,
     ),
-    String,
+    AgentError,
 > {
-    use crate::hostops::nic;
+    use crate::hostops::{nic, OpsError};
     let mut ifaces: Vec<String> = Vec::new();
-    let mut add = |found: Option<String>, what: String| -> Result<(), String> {
-        let i = found.ok_or_else(|| format!("NIC settings: no interface here {what}"))?;
+    let mut add = |found: Option<String>, what: String| -> Result<(), AgentError> {
+        let i = found.ok_or_else(|| {
+            AgentError::Nic(Box::new(OpsError::NicInterface(format!(
+                "no interface here {what}"
+            ))))
+        })?;
         if !ifaces.contains(&i) {
             ifaces.push(i);
         }
@@ -868,7 +872,11 @@ fn apply_nic(
     match role {
         Role::Server { listen, .. } => {
             let addrs = if listen.is_empty() {
-                vec![stream.stream.local_addr().map_err(|e| e.to_string())?.ip()]
+                vec![stream
+                    .stream
+                    .local_addr()
+                    .map_err(AgentError::LocalAddr)?
+                    .ip()]
             } else {
                 listen.clone()
             };
@@ -884,7 +892,7 @@ fn apply_nic(
             }
         }
     }
-    nic::apply(&spec.nic, &ifaces, nic::Place::Agent).map_err(|e| e.to_string())
+    nic::apply(&spec.nic, &ifaces, nic::Place::Agent).map_err(|e| AgentError::Nic(Box::new(e)))
 }
 
 /// The server half's connections (`workload::conns`): listeners on every

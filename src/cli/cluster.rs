@@ -5,6 +5,7 @@ use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::controller::conn::probe_agent;
 use crate::error::{Error, Result};
 use crate::hostops::cluster::{self, HostStatus};
 
@@ -78,7 +79,10 @@ fn up(a: UpArgs) -> Result<()> {
             let _ = writeln!(std::io::stdout().lock(), "{line}");
         }
     };
-    let hosts = cluster::up(&a.hosts, &say, &crate::controller::conn::probe_agent)?;
+    // hostops sits below the controller and takes its probe's error as
+    // text (`cluster::Prober`).
+    let probe = |c, t: &str| probe_agent(c, t).map_err(|e| e.to_string());
+    let hosts = cluster::up(&a.hosts, &say, &probe)?;
     let state = cluster::state_path(&a.hosts)?;
     if json {
         return json_line(&hosts);
@@ -98,11 +102,8 @@ fn status(a: StatusArgs) -> Result<()> {
         (None, Ok(t)) if !t.trim().is_empty() => Some(t.trim().to_string()),
         _ => None,
     };
-    let hosts = cluster::status(
-        &a.hosts,
-        fallback.as_deref(),
-        &crate::controller::conn::probe_agent,
-    )?;
+    let probe = |c, t: &str| probe_agent(c, t).map_err(|e| e.to_string());
+    let hosts = cluster::status(&a.hosts, fallback.as_deref(), &probe)?;
     if a.json {
         json_line(&hosts)?;
     } else {

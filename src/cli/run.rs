@@ -86,13 +86,13 @@ impl RunArgs {
         let mut out = Vec::new();
         for (i, text) in self.groups.iter().enumerate() {
             let name = format!("g{}", i + 1);
-            let (w, o) = mix::parse_group(text).map_err(Error::Usage)?;
+            let (w, o) = mix::parse_group(text)?;
             let spec = self
                 .spec_of(self.test.overlay(&o), w)
                 .map_err(|e| usage(format!("group {name} ({text}): {e}")))?;
             out.push(Group::new(name, text.clone(), spec));
         }
-        mix::check(&out).map_err(Error::Usage)?;
+        mix::check(&out)?;
         Ok(out)
     }
 

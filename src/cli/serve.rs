@@ -169,7 +169,7 @@ fn spawn_crypto_twin(
     args: &ServeArgs,
     addr: SocketAddr,
     token: &str,
-) -> std::result::Result<crate::controller::local::LocalAgent, String> {
+) -> Result<crate::controller::local::LocalAgent> {
     let masked = crate::measure::crypto::hw_masked();
     let listen = SocketAddr::new(addr.ip(), 0).to_string();
     let mut a: Vec<String> = vec![
@@ -196,11 +196,16 @@ fn spawn_crypto_twin(
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         for (flag, path) in [("--tls-cert", cert), ("--tls-key", key)] {
-            let abs = std::fs::canonicalize(path).map_err(|e| format!("{flag}: {e}"))?;
+            let abs =
+                std::fs::canonicalize(path).map_err(|e| Error::Failed(format!("{flag}: {e}")))?;
             a.extend([flag.to_string(), abs.display().to_string()]);
         }
     }
-    crate::controller::local::LocalAgent::spawn_with(&a, token.to_string(), Some(!masked))
+    Ok(crate::controller::local::LocalAgent::spawn_with(
+        &a,
+        token.to_string(),
+        Some(!masked),
+    )?)
 }
 
 /// The agent's token, or "" for none: allowed on a loopback address (only

@@ -13,10 +13,6 @@ use crate::report::analysis::{check, compare, landscape, metrics};
 use crate::report::pipeline;
 use crate::study::{builtin, folder, runner, sweep};
 
-fn dur(s: &str) -> Result<Duration, String> {
-    crate::units::parse_duration(s).map_err(|e| e.to_string())
-}
-
 #[derive(Args, Debug)]
 pub struct StudyArgs {
     #[command(subcommand)]
@@ -54,13 +50,13 @@ pub struct StudyRunArgs {
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
     /// Override every point's measurement window.
-    #[arg(short = 'd', long, value_parser = dur)]
+    #[arg(short = 'd', long, value_parser = crate::units::parse_duration)]
     pub duration: Option<Duration>,
     /// Override every point's warm-up.
-    #[arg(long, value_parser = dur)]
+    #[arg(long, value_parser = crate::units::parse_duration)]
     pub warmup: Option<Duration>,
     /// Override every point's interval.
-    #[arg(short = 'i', long, value_parser = dur)]
+    #[arg(short = 'i', long, value_parser = crate::units::parse_duration)]
     pub interval: Option<Duration>,
     /// Override every point's iterations (N or MIN..MAX).
     #[arg(long, value_name = "MIN..MAX", value_parser = Iterations::parse)]

@@ -246,15 +246,6 @@ impl Msg {
     }
 }
 
-/// How a controller says an agent's refusal: one line in words, the busy
-/// case with what to do.
-pub fn refusal(addr: &str, code: ErrorCode, message: &str) -> String {
-    match code {
-        ErrorCode::Busy => format!("the agent at {addr} is busy: {message}; try again"),
-        _ => format!("the agent at {addr} refused: {message}"),
-    }
-}
-
 /// Latency histograms as text (see `measure::histogram::encode`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct HistText {

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
+use super::error::{ControllerError, Peer};
 use super::together::{self, Meet, NotStarted, Together};
 use crate::control::clock;
 use crate::control::protocol::{
@@ -41,37 +42,27 @@ pub struct AgentConn {
 }
 
 /// Resolves `host:port`, naming the input in the error.
-pub fn resolve(agent: &str) -> Result<SocketAddr, String> {
+pub fn resolve(agent: &str) -> Result<SocketAddr, ControllerError> {
     agent
         .to_socket_addrs()
-        .map_err(|e| {
-            format!(
-                "cannot resolve agent address '{agent}': {e} (use host:port, e.g. 192.0.2.7:7470)"
-            )
+        .map_err(|source| ControllerError::Resolve {
+            agent: agent.to_string(),
+            source,
         })?
         .next()
-        .ok_or_else(|| format!("agent address '{agent}' resolves to nothing"))
+        .ok_or_else(|| ControllerError::ResolvesToNothing(agent.to_string()))
 }
 
 /// Why a test that a Ctrl-C ended is partial.
 pub const INTERRUPTED: &str = "interrupted (Ctrl-C): the results cover the window up to then";
 
-pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| {
-        let hint = match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => {
-                "is `linerate serve` running there, on that port?"
-            }
-            std::io::ErrorKind::TimedOut => "is the host up and the port open?",
-            _ => "check the address",
-        };
-        format!("cannot reach agent at {addr}: {e} ({hint})")
-    })?;
+pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, ControllerError> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|source| ControllerError::Unreachable { addr, source })?;
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    let hello = read_msg(&mut s)
-        .map_err(|e| format!("agent at {addr} did not greet: {e} (is it a linerate agent?)"))?;
+        .map_err(ControllerError::Socket)?;
+    let hello = read_msg(&mut s).map_err(|source| ControllerError::NoGreeting { addr, source })?;
     let (version, nonce, crypto_hw, twin_port, no_token) = match hello {
         Msg::Hello {
             protocol: p,
@@ -83,44 +74,35 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
             ..
         } if p == protocol::PROTOCOL => (version, nonce, crypto_hw, crypto_twin, no_token),
         // A refusal before the greeting (an agent past its caps).
-        Msg::Error { code, message } => {
-            return Err(protocol::refusal(&addr.to_string(), code, &message))
-        }
+        Msg::Error { code, message } => return Err(ControllerError::refusal(addr, code, message)),
         other => {
-            return Err(format!(
-                "{addr} is not a linerate agent (its first message was '{}', not a greeting)",
-                other.name()
-            ))
+            return Err(ControllerError::NotAnAgent {
+                addr,
+                first: other.name(),
+            })
         }
     };
     if version != protocol::VERSION {
-        let msg = format!(
-            "version mismatch: agent at {addr} speaks control protocol v{version}, this linerate speaks v{}; run the same linerate version on both ends",
-            protocol::VERSION
-        );
+        let e = ControllerError::VersionMismatch {
+            addr,
+            theirs: version,
+            ours: protocol::VERSION,
+        };
         let _ = write_msg(
             &mut s,
             &Msg::Error {
                 code: ErrorCode::VersionMismatch,
-                message: msg.clone(),
+                message: e.to_string(),
             },
         );
-        return Err(msg);
+        return Err(e);
     }
     // An empty token is "none given". A controller that holds a token
     // insists the agent proves it: an agent that claims to need none could
     // be anyone's, and would be trusted with results and certificates.
     match (token.is_empty(), no_token) {
-        (true, false) => {
-            return Err(format!(
-                "agent at {addr} needs a token: pass --token-file FILE (the agent's) or set LINERATE_TOKEN"
-            ))
-        }
-        (false, true) => {
-            return Err(format!(
-                "agent at {addr} runs without a token (serve --insecure-no-token or on loopback), so it cannot prove it is the agent you hold a token for; drop --token-file/LINERATE_TOKEN to use it anyway"
-            ))
-        }
+        (true, false) => return Err(ControllerError::NeedsToken(addr)),
+        (false, true) => return Err(ControllerError::HoldsNoToken(addr)),
         _ => {}
     }
     let cnonce = random_hex(16);
@@ -132,33 +114,25 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, String> {
             mac: mac(token, "controller", &nonce, &cnonce),
         },
     )
-    .map_err(|e| format!("agent at {addr}: {e}"))?;
+    .map_err(|source| ControllerError::Auth { addr, source })?;
     match read_msg(&mut s) {
         Ok(Msg::AuthOk { mac: m }) if mac_eq(&m, &mac(token, "agent", &cnonce, &nonce)) => {}
-        Ok(Msg::AuthOk { .. }) => {
-            return Err(format!(
-                "agent at {addr} could not prove it holds the same token: wrong token on the agent?"
-            ))
-        }
+        Ok(Msg::AuthOk { .. }) => return Err(ControllerError::WrongToken(addr)),
         Ok(Msg::Error { code, message }) => {
-            return Err(protocol::refusal(&addr.to_string(), code, &message))
+            return Err(ControllerError::refusal(addr, code, message))
         }
         Ok(other) => {
-            return Err(format!(
-                "agent at {addr}: unexpected '{}' during authentication",
-                other.name()
-            ))
+            return Err(ControllerError::AuthUnexpected {
+                addr,
+                got: other.name(),
+            })
         }
-        Err(e) => {
-            return Err(format!(
-                "agent at {addr} closed the connection during authentication: {e}"
-            ))
-        }
+        Err(source) => return Err(ControllerError::AuthClosed { addr, source }),
     }
-    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+    s.set_read_timeout(None).map_err(ControllerError::Socket)?;
     let keys = protocol::session_keys(token, &nonce, &cnonce);
     let (rx, _, _) = protocol::spawn_reader(
-        s.try_clone().map_err(|e| e.to_string())?,
+        s.try_clone().map_err(ControllerError::Socket)?,
         Opener::new(keys.to_controller, "the agent"),
     );
     Ok(AgentConn {
@@ -377,7 +351,7 @@ pub use crate::control::protocol::Probe;
 
 /// Connects, authenticates and probes (clock, load, version) the agent at
 /// `control`, then says goodbye: what `cluster up` and `status` check.
-pub fn probe_agent(control: SocketAddr, token: &str) -> Result<Probe, String> {
+pub fn probe_agent(control: SocketAddr, token: &str) -> Result<Probe, ControllerError> {
     let mut conn = connect(control, token)?;
     let probe = conn.probe();
     conn.bye();
@@ -418,7 +392,7 @@ impl AgentConn {
     /// An agent on this kernel says so in its first answer: its offset is
     /// then exact (the time namespaces' difference) and one round trip is
     /// enough. Between tests only.
-    pub fn probe(&mut self) -> Result<Probe, String> {
+    pub fn probe(&mut self) -> Result<Probe, ControllerError> {
         let mut samples = Vec::with_capacity(CLOCK_PROBES);
         let mut last = None;
         let mut exact = None;
@@ -448,16 +422,10 @@ impl AgentConn {
                     });
                     last = Some((software, load, tests_running, uptime_s));
                 }
-                other => {
-                    return Err(format!(
-                        "agent at {}: expected a probe reply, got '{}'",
-                        self.addr,
-                        other.name()
-                    ))
-                }
+                other => return Err(self.unexpected("a probe reply", &other)),
             }
         }
-        let sync = clock::estimate(&samples).ok_or("no clock probe came back")?;
+        let sync = clock::estimate(&samples).ok_or(ControllerError::NoProbeBack)?;
         let (software, load, tests_running, uptime_s) = last.expect("probes were answered");
         Ok(Probe {
             software,
@@ -475,10 +443,20 @@ impl AgentConn {
         })
     }
 
-    pub(super) fn send(&mut self, m: &Msg) -> Result<(), String> {
-        self.writer
-            .send(m)
-            .map_err(|e| format!("agent at {} is gone: {e}", self.addr))
+    pub(super) fn send(&mut self, m: &Msg) -> Result<(), ControllerError> {
+        self.writer.send(m).map_err(|source| ControllerError::Gone {
+            addr: self.addr,
+            source,
+        })
+    }
+
+    /// `m` came where `expected` was due.
+    fn unexpected(&self, expected: &'static str, m: &Msg) -> ControllerError {
+        ControllerError::Unexpected {
+            from: Peer::Agent(self.addr),
+            expected,
+            got: m.name(),
+        }
     }
 
     /// The next message without waiting: Ok(None) when there is none yet,
@@ -491,27 +469,31 @@ impl AgentConn {
         }
     }
 
-    pub(super) fn expect(&mut self, what: &str, timeout: Duration) -> Result<Msg, String> {
+    pub(super) fn expect(
+        &mut self,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Msg, ControllerError> {
+        let addr = self.addr;
         match self.rx.recv_timeout(timeout) {
             Ok(Some(Msg::Error { code, message })) => {
                 if code == ErrorCode::ChannelBroken {
                     self.tell_broken(&message);
                 }
                 if code == ErrorCode::Busy {
-                    return Err(protocol::refusal(&self.addr.to_string(), code, &message));
+                    return Err(ControllerError::refusal(addr, code, message));
                 }
-                Err(format!("agent at {}: {message}", self.addr))
+                Err(ControllerError::Agent { addr, message })
             }
             Ok(Some(m)) => Ok(m),
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(format!(
-                "agent at {} closed the control connection while {what}",
-                self.addr
-            )),
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "agent at {} did not answer within {:.0} s while {what}",
-                self.addr,
-                timeout.as_secs_f64()
-            )),
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                Err(ControllerError::Closed { addr, what })
+            }
+            Err(RecvTimeoutError::Timeout) => Err(ControllerError::Timeout {
+                addr,
+                what,
+                secs: timeout.as_secs_f64(),
+            }),
         }
     }
 
@@ -525,7 +507,7 @@ impl AgentConn {
         spec: &TestSpec,
         live: &mut dyn Live,
         together: Option<Meet>,
-    ) -> Result<IterationRun, String> {
+    ) -> Result<IterationRun, ControllerError> {
         let r = self
             .iteration(spec, live, together)
             .map_err(|e| self.reason_for(e));
@@ -541,14 +523,14 @@ impl AgentConn {
 
     /// Another control connection to the same agent (a mixed test runs
     /// one group per connection: the agent runs one test per session).
-    pub fn again(&self) -> Result<AgentConn, String> {
+    pub fn again(&self) -> Result<AgentConn, ControllerError> {
         connect(self.addr, &self.token)
     }
 
     /// A setup step failed (say, connecting the flows): if the channel
     /// broke or the agent ended the test, that is the cause, and it
     /// arrives a moment later on the control connection.
-    fn reason_for(&mut self, e: String) -> String {
+    fn reason_for(&mut self, e: ControllerError) -> ControllerError {
         let until = Instant::now() + Duration::from_millis(300);
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             match self.rx.recv_timeout(left) {
@@ -559,7 +541,10 @@ impl AgentConn {
                     if code == ErrorCode::ChannelBroken {
                         self.tell_broken(&message);
                     }
-                    return format!("agent at {}: {message}", self.addr);
+                    return ControllerError::Agent {
+                        addr: self.addr,
+                        message,
+                    };
                 }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,
@@ -574,7 +559,7 @@ impl AgentConn {
         &mut self,
         spec: &TestSpec,
         clock: Option<&Probe>,
-    ) -> Result<(SideSetup, Option<crate::model::sample::KvPrefill>), String> {
+    ) -> Result<(SideSetup, Option<crate::model::sample::KvPrefill>), ControllerError> {
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
             listen: vec![],
@@ -593,17 +578,11 @@ impl AgentConn {
                     self.host = Some(*host);
                     (data_port, cookie, tls_cert, tls_cert_label)
                 }
-                other => {
-                    return Err(format!(
-                        "agent at {}: expected ready, got '{}'",
-                        self.addr,
-                        other.name()
-                    ))
-                }
+                other => return Err(self.unexpected("ready", &other)),
             };
-        let workload = crate::workload::of(spec).map_err(|e| e.to_string())?;
+        let workload = crate::workload::of(spec)?;
         let pattern = workload.pattern();
-        let routes = Routes::new(spec, pattern).map_err(|e| e.to_string())?;
+        let routes = Routes::new(spec, pattern)?;
         let ip = self.addr.ip();
         let group = Group {
             cookie,
@@ -614,19 +593,16 @@ impl AgentConn {
             // This process is the client: the agent's offset is the pair's.
             clock: clock.map(|p| peer_clock(&clock_of(p), None)),
         };
-        let Connected { conns, prefill } = conns::connect(spec, pattern, group)
-            .map_err(|e| format!("agent at {}: {e}", self.addr))?;
+        let Connected { conns, prefill } =
+            conns::connect(spec, pattern, group).map_err(|e| ControllerError::Flows {
+                addr: self.addr,
+                source: Box::new(e),
+            })?;
         if pattern.waits_for_flows() {
             let wait = conns::setup_timeout(spec.flows as usize) + Duration::from_secs(5);
             match self.expect(pattern.arrival(), wait)? {
                 Msg::FlowsReady { .. } => {}
-                other => {
-                    return Err(format!(
-                        "agent at {}: expected flows_ready, got '{}'",
-                        self.addr,
-                        other.name()
-                    ))
-                }
+                other => return Err(self.unexpected("flows_ready", &other)),
             }
         }
         // --target: memcached's own counts, read from this side.
@@ -635,9 +611,7 @@ impl AgentConn {
             agent: false,
             keep_samples: true,
             spec: spec.clone(),
-            flows: workload
-                .client_flows(spec, conns)
-                .map_err(|e| e.to_string())?,
+            flows: workload.client_flows(spec, conns)?,
             t0: None,
             service: watch,
             kernel_udp: workload.pattern().kernel_udp(),
@@ -654,7 +628,7 @@ impl AgentConn {
         mut setup: SideSetup,
         together: Option<Meet>,
         clock: Option<&Probe>,
-    ) -> Result<Result<Side, NotStarted>, String> {
+    ) -> Result<Result<Side, NotStarted>, ControllerError> {
         // (the start in the agent's clock, and in ours)
         let start = match (together, clock) {
             (Some(m), Some(p)) => {
@@ -684,7 +658,7 @@ impl AgentConn {
             self.send(&Msg::Start { at_ns: Some(at) })?;
             setup.t0 = Some(together::sleep_until(local));
         }
-        let side = Side::start(setup).map_err(|e| e.to_string())?;
+        let side = Side::start(setup)?;
         if start.is_none() {
             self.send(&Msg::Start { at_ns: None })?;
         }
@@ -740,9 +714,8 @@ impl AgentConn {
         spec: &TestSpec,
         live: &mut dyn Live,
         together: Option<Meet>,
-    ) -> Result<IterationRun, String> {
-        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")
-            .map_err(|e| e.to_string())?;
+    ) -> Result<IterationRun, ControllerError> {
+        crate::engine::limits::ensure_fds(spec.flows, spec.workers, "the client")?;
         // A group of a mixed test starts at an instant in the agent's
         // clock, and one-way delays need its offset: it is probed while
         // the connection is idle, before each iteration (clocks of two
@@ -867,28 +840,26 @@ impl AgentConn {
     /// The connection that runs `spec`: this agent, or (a TLS test that
     /// wants the other crypto-hardware setting) its companion, connected
     /// on first use.
-    pub fn for_spec(&mut self, spec: &TestSpec) -> Result<&mut AgentConn, String> {
+    pub fn for_spec(&mut self, spec: &TestSpec) -> Result<&mut AgentConn, ControllerError> {
         if spec.tls.is_none() || spec.crypto_hw == self.crypto_hw {
             return Ok(self);
         }
         if self.twin.is_none() {
             let Some(port) = self.twin_port else {
-                return Err(format!(
-                    "agent at {} runs with the crypto extensions {} and has no companion for --crypto-hw {} (it was started with --no-crypto-twin, or is older): start one with `linerate serve --crypto-hw {}`",
-                    self.addr,
-                    if self.crypto_hw { "on" } else { "masked" },
-                    if spec.crypto_hw { "on" } else { "off" },
-                    if spec.crypto_hw { "on" } else { "off" },
-                ));
+                return Err(ControllerError::NoCompanion {
+                    addr: self.addr,
+                    hw: self.crypto_hw,
+                    want: spec.crypto_hw,
+                });
             };
             let addr = SocketAddr::new(self.addr.ip(), port);
-            let twin = connect(addr, &self.token)
-                .map_err(|e| format!("the agent's companion for --crypto-hw: {e}"))?;
+            let twin =
+                connect(addr, &self.token).map_err(|e| ControllerError::Companion(Box::new(e)))?;
             if twin.crypto_hw != spec.crypto_hw {
-                return Err(format!(
-                    "agent at {}: its companion at {addr} has the same crypto setting",
-                    self.addr
-                ));
+                return Err(ControllerError::CompanionSame {
+                    addr: self.addr,
+                    companion: addr,
+                });
             }
             self.twin = Some(Box::new(twin));
         }

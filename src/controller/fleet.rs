@@ -17,6 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::conn::{self, AgentConn, AgentSide, IterationRun, Live};
+use super::error::{ControllerError, Peer};
 use super::together::{self, Meet, Together};
 use crate::control::clock::{self, ClockSync};
 use crate::control::protocol::{HistText, Msg, TargetGroup};
@@ -66,7 +67,29 @@ struct Member {
 
 impl Member {
     fn label(&self) -> String {
-        format!("host {} ({})", self.name, self.conn.addr)
+        self.peer().to_string()
+    }
+
+    /// This member, as its errors name it.
+    fn peer(&self) -> Peer {
+        Peer::Host {
+            name: self.name.clone(),
+            addr: self.conn.addr,
+        }
+    }
+
+    /// `e`, naming this member.
+    fn failed(&self, e: ControllerError) -> ControllerError {
+        e.on_host(&self.name, self.conn.addr)
+    }
+
+    /// `m` came from this member where `expected` was due.
+    fn unexpected(&self, expected: &'static str, m: &Msg) -> ControllerError {
+        ControllerError::Unexpected {
+            from: self.peer(),
+            expected,
+            got: m.name(),
+        }
     }
 }
 
@@ -197,15 +220,18 @@ impl Report {
 impl Fleet {
     /// Connects to every client and server agent; the first that cannot be
     /// reached or authenticated ends it, named, before any traffic.
-    pub fn connect(clients: &[Endpoint], servers: &[Endpoint]) -> Result<Fleet, String> {
+    pub fn connect(clients: &[Endpoint], servers: &[Endpoint]) -> Result<Fleet, ControllerError> {
         if clients.is_empty() || servers.is_empty() {
-            return Err("a many-host test needs at least one client and one server".into());
+            return Err(ControllerError::NoHosts);
         }
         let mut members = Vec::new();
         for (role, list) in [(Role::Server, servers), (Role::Client, clients)] {
             for e in list {
-                let conn = conn::connect(e.control, &e.token)
-                    .map_err(|err| format!("host {}: {err}", e.name))?;
+                let conn =
+                    conn::connect(e.control, &e.token).map_err(|err| ControllerError::Host {
+                        name: e.name.clone(),
+                        source: Box::new(err),
+                    })?;
                 members.push(Member {
                     name: e.name.clone(),
                     role,
@@ -224,7 +250,7 @@ impl Fleet {
 
     /// The same agents over new control connections (each group of a mixed
     /// test runs as a test of its own on every agent).
-    pub fn again(&self) -> Result<Fleet, String> {
+    pub fn again(&self) -> Result<Fleet, ControllerError> {
         Fleet::connect(&self.clients, &self.servers)
     }
 
@@ -333,13 +359,14 @@ impl Fleet {
     /// Which members a test of `spec` uses: the first `spec.clients`
     /// clients (all without it), and of those and of the servers only the
     /// ones that get a flow (8 clients and 2 flows: d1 and d2 run them).
-    fn active(&self, spec: &TestSpec) -> Result<Vec<bool>, String> {
+    fn active(&self, spec: &TestSpec) -> Result<Vec<bool>, ControllerError> {
         let clients = self.indices(Role::Client).len();
         let want = spec.clients.map_or(clients, |n| n as usize);
         if want == 0 || want > clients {
-            return Err(format!(
-                "the test asks for {want} client hosts; {clients} are given (--clients)"
-            ));
+            return Err(ControllerError::Clients {
+                want,
+                have: clients,
+            });
         }
         if let Some(n) = spec.ports {
             if let Some(m) = self
@@ -347,13 +374,11 @@ impl Fleet {
                 .iter()
                 .find(|m| m.role == Role::Server && m.data.len() < n as usize)
             {
-                return Err(format!(
-                    "--ports {n}: server {} has {} data address{} ({}); a lab gets more with lab up NAME --ports {n}, a hosts file with data = [...]",
-                    m.name,
-                    m.data.len(),
-                    if m.data.len() == 1 { "" } else { "es" },
-                    m.data.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
-                ));
+                return Err(ControllerError::FewPorts {
+                    ports: n,
+                    server: m.name.clone(),
+                    addrs: m.data.clone(),
+                });
             }
         }
         let flows = spec.flows as usize;
@@ -385,7 +410,7 @@ impl Fleet {
         spec: &TestSpec,
         live: &mut dyn Live,
         together: Option<Meet>,
-    ) -> Result<IterationRun, String> {
+    ) -> Result<IterationRun, ControllerError> {
         let active = self.active(spec)?;
         // Park the members this test leaves out; put everyone back after.
         let all: Vec<(usize, Member)> = std::mem::take(&mut self.members)
@@ -420,7 +445,7 @@ impl Fleet {
         &mut self,
         spec: &TestSpec,
         plan: &[Place],
-    ) -> Result<BTreeMap<usize, Listening>, String> {
+    ) -> Result<BTreeMap<usize, Listening>, ControllerError> {
         let mut ready: BTreeMap<usize, Listening> = BTreeMap::new();
         for s in self.indices(Role::Server) {
             // The flows this server takes (its caps count them).
@@ -436,14 +461,14 @@ impl Fleet {
                     listen: used(&m.data, spec).to_vec(),
                     expect,
                 })
-                .map_err(|e| format!("{}: {e}", m.label()))?;
+                .map_err(|e| m.failed(e))?;
         }
         for s in self.indices(Role::Server) {
             let m = &mut self.members[s];
             match m
                 .conn
                 .expect("setting up the test", Duration::from_secs(30))
-                .map_err(|e| format!("{}: {e}", m.label()))?
+                .map_err(|e| m.failed(e))?
             {
                 Msg::Ready {
                     data,
@@ -456,13 +481,7 @@ impl Fleet {
                     m.info = *host;
                     ready.insert(s, (data, cookie, tls_cert, tls_cert_label));
                 }
-                other => {
-                    return Err(format!(
-                        "{}: expected ready, got '{}'",
-                        m.label(),
-                        other.name()
-                    ));
-                }
+                other => return Err(m.unexpected("ready", &other)),
             }
         }
         Ok(ready)
@@ -481,11 +500,11 @@ impl Fleet {
         pattern: Pattern,
         ready: &BTreeMap<usize, Listening>,
         clocks: &[ClockSync],
-    ) -> Result<Option<KvPrefill>, String> {
+    ) -> Result<Option<KvPrefill>, ControllerError> {
         let one_way = crate::workload::figures(spec).one_way;
         let mut prefills: Option<KvPrefill> = None;
         let setup_wait = conns::setup_timeout(spec.flows as usize);
-        let routes = Routes::new(spec, pattern).map_err(|e| e.to_string())?;
+        let routes = Routes::new(spec, pattern)?;
         for c in self.indices(Role::Client) {
             let mut groups = Vec::new();
             for (&s, (data, cookie, cert, label)) in ready {
@@ -517,14 +536,14 @@ impl Fleet {
                     spec: Box::new(spec.clone()),
                     groups,
                 })
-                .map_err(|e| format!("{}: {e}", m.label()))?;
+                .map_err(|e| m.failed(e))?;
         }
         for c in self.indices(Role::Client) {
             let m = &mut self.members[c];
             match m
                 .conn
                 .expect("opening its flows", setup_wait + Duration::from_secs(5))
-                .map_err(|e| format!("{}: {e}", m.label()))?
+                .map_err(|e| m.failed(e))?
             {
                 Msg::Connected { host, prefill } => {
                     m.info = *host;
@@ -537,13 +556,7 @@ impl Fleet {
                         t.seconds = t.seconds.max(p.seconds);
                     }
                 }
-                other => {
-                    return Err(format!(
-                        "{}: expected connected, got '{}'",
-                        m.label(),
-                        other.name()
-                    ));
-                }
+                other => return Err(m.unexpected("connected", &other)),
             }
         }
         if pattern.waits_for_flows() {
@@ -552,16 +565,10 @@ impl Fleet {
                 match m
                     .conn
                     .expect(pattern.arrival(), setup_wait + Duration::from_secs(5))
-                    .map_err(|e| format!("{}: {e}", m.label()))?
+                    .map_err(|e| m.failed(e))?
                 {
                     Msg::FlowsReady { .. } => {}
-                    other => {
-                        return Err(format!(
-                            "{}: expected flows_ready, got '{}'",
-                            m.label(),
-                            other.name()
-                        ));
-                    }
+                    other => return Err(m.unexpected("flows_ready", &other)),
                 }
             }
         }
@@ -669,17 +676,15 @@ impl Fleet {
         spec: &TestSpec,
         live: &mut dyn Live,
         together: Option<Meet>,
-    ) -> Result<IterationRun, String> {
+    ) -> Result<IterationRun, ControllerError> {
         let n = self.members.len();
         let mut reports: Vec<Report> = (0..n).map(|_| Report::default()).collect();
         for (m, r) in self.members.iter_mut().zip(reports.iter_mut()) {
-            let p = m.conn.probe().map_err(|e| format!("{}: {e}", m.label()))?;
+            let p = m.conn.probe().map_err(|e| m.failed(e))?;
             r.clock = conn::clock_of(&p);
         }
         let plan = self.plan(spec);
-        let pattern = crate::workload::of(spec)
-            .map_err(|e| e.to_string())?
-            .pattern();
+        let pattern = crate::workload::of(spec)?.pattern();
         // Servers first: their listeners must exist before clients connect.
         let ready = self.set_up_servers(spec, &plan)?;
         let clocks: Vec<ClockSync> = reports.iter().map(|r| r.clock).collect();
@@ -714,7 +719,7 @@ impl Fleet {
             let at = r.clock.to_agent(start);
             m.conn
                 .send(&Msg::Start { at_ns: Some(at) })
-                .map_err(|e| format!("{}: {e}", m.label()))?;
+                .map_err(|e| m.failed(e))?;
         }
 
         let next_live = self.gather(

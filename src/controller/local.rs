@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use super::error::ControllerError;
 use crate::control::protocol::random_hex;
 
 pub struct LocalAgent {
@@ -19,7 +20,7 @@ pub struct LocalAgent {
 impl LocalAgent {
     /// Starts the agent on `listen` (port 0: any); `extra` are more `serve`
     /// arguments (its TLS files, a lab's server namespace).
-    pub fn spawn(listen: &str, extra: &[String]) -> Result<LocalAgent, String> {
+    pub fn spawn(listen: &str, extra: &[String]) -> Result<LocalAgent, ControllerError> {
         let mut args: Vec<String> = [
             "serve",
             "--listen",
@@ -43,9 +44,8 @@ impl LocalAgent {
         args: &[String],
         token: String,
         crypto_mask: Option<bool>,
-    ) -> Result<LocalAgent, String> {
-        let exe =
-            std::env::current_exe().map_err(|e| format!("cannot find the linerate binary: {e}"))?;
+    ) -> Result<LocalAgent, ControllerError> {
+        let exe = std::env::current_exe().map_err(ControllerError::NoExe)?;
         let mut cmd = Command::new(exe);
         // The token goes on standard input: never in a command line or an
         // environment that other processes could read.
@@ -77,14 +77,14 @@ impl LocalAgent {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("cannot start the local agent: {e}"))?;
+            .map_err(ControllerError::LocalStart)?;
         {
             use std::io::Write;
             let mut stdin = child.stdin.take().expect("piped stdin");
             if let Err(e) = writeln!(stdin, "{token}") {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("cannot hand the local agent its token: {e}"));
+                return Err(ControllerError::LocalToken(e));
             }
         }
         let stdout = child.stdout.take().expect("piped stdout");
@@ -99,7 +99,7 @@ impl LocalAgent {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("the local agent did not start within 10 s".into());
+                return Err(ControllerError::LocalSilent);
             }
         };
         let addr = line
@@ -110,10 +110,7 @@ impl LocalAgent {
             .ok_or_else(|| {
                 let _ = child.kill();
                 let _ = child.wait();
-                format!(
-                    "the local agent did not announce its address (said: {:?})",
-                    line.trim()
-                )
+                ControllerError::LocalAddress(line.trim().to_string())
             })?;
         Ok(LocalAgent { child, addr, token })
     }

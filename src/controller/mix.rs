@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::conn::{IterationRun, Live};
+use super::error::ControllerError;
 use super::run::{mean_hosts, Driver, Folder};
 use super::together::{Lane, Meet, Together};
 use crate::measure::cpu;
@@ -107,9 +108,9 @@ impl Group {
 
 /// The checks a mix adds to each group's own: groups run on one window, so
 /// none may end on its own (a finite transfer) or be a program.
-pub fn check(groups: &[Group]) -> Result<(), String> {
+pub fn check(groups: &[Group]) -> Result<(), ControllerError> {
     if groups.is_empty() {
-        return Err("a mix needs at least one group, e.g. linerate run mix 'stream --flows 4' 'rr --rate 100'".into());
+        return Err(ControllerError::NoGroups);
     }
     if groups.iter().filter(|g| g.spec.search.is_some()).count() > 1 {
         return Err(
@@ -120,27 +121,26 @@ pub fn check(groups: &[Group]) -> Result<(), String> {
     for g in groups {
         let w = g.spec.workload;
         if w.runs_as() == RunsAs::Mix {
-            return Err(format!(
-                "group {} is itself a mix: list its groups instead",
-                g.name
-            ));
+            return Err(ControllerError::GroupIsMix(g.name.clone()));
         }
         if w.runs_as() == RunsAs::Program {
-            return Err(format!(
-                "group {} ({}): {} is a program, not flows; a mix runs flows on one window",
-                g.name,
-                g.command,
-                w.name()
-            ));
+            return Err(ControllerError::GroupIsProgram {
+                group: g.name.clone(),
+                command: g.command.clone(),
+                workload: w.name(),
+            });
         }
         if g.spec.is_finite() {
-            return Err(format!(
-                "group {} ({}): --bytes makes a group end on its own; the groups of a mix share one window (use --duration)",
-                g.name, g.command
-            ));
+            return Err(ControllerError::GroupEnds {
+                group: g.name.clone(),
+                command: g.command.clone(),
+            });
         }
-        crate::control::check(&g.spec)
-            .map_err(|e| format!("group {} ({}): {e}", g.name, g.command))?;
+        crate::control::check(&g.spec).map_err(|source| ControllerError::GroupCheck {
+            group: g.name.clone(),
+            command: g.command.clone(),
+            source: Box::new(source),
+        })?;
     }
     let first = &groups[0].spec;
     if groups.iter().all(|g| g.offset_s == 0.0) {
@@ -149,10 +149,10 @@ pub fn check(groups: &[Group]) -> Result<(), String> {
                 || g.spec.warmup_s != first.warmup_s
                 || g.spec.interval_s != first.interval_s
         }) {
-            return Err(format!(
-                "group {} ({}) has its own --duration, --warmup or --interval: a mix has one window; give them after the groups, for all",
-                g.name, g.command
-            ));
+            return Err(ControllerError::GroupWindow {
+                group: g.name.clone(),
+                command: g.command.clone(),
+            });
         }
         return Ok(());
     }
@@ -165,16 +165,15 @@ pub fn check(groups: &[Group]) -> Result<(), String> {
             || (off - off.round()).abs() > 1e-6
             || g.offset_s < 0.0
         {
-            return Err(format!(
-                "group {} ({}) does not end with the others on whole intervals: its window is {} s to {} s of the common timeline, the first group's {} s to {} s, intervals {} s",
-                g.name,
-                g.command,
-                g.window_start_s(),
-                end(g),
-                groups[0].window_start_s(),
-                end(&groups[0]),
-                first.interval_s
-            ));
+            return Err(ControllerError::GroupLane {
+                group: g.name.clone(),
+                command: g.command.clone(),
+                start_s: g.window_start_s(),
+                end_s: end(g),
+                first_start_s: groups[0].window_start_s(),
+                first_end_s: end(&groups[0]),
+                interval_s: first.interval_s,
+            });
         }
     }
     Ok(())
@@ -300,7 +299,7 @@ fn iteration(
     drivers: &mut [&mut Driver],
     groups: &[Group],
     live: &mut dyn Live,
-) -> Vec<Result<IterationRun, String>> {
+) -> Vec<Result<IterationRun, ControllerError>> {
     let together = Together::new(groups.len());
     let lanes: Vec<Lane> = groups.iter().map(Group::lane).collect();
     let shared = Mutex::new(Intervals {
@@ -338,10 +337,8 @@ fn iteration(
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err("its thread panicked".to_string())),
-                Err(e) => Err(format!("cannot start its thread: {e}")),
+                Ok(h) => h.join().unwrap_or(Err(ControllerError::GroupPanicked)),
+                Err(e) => Err(ControllerError::GroupThread(e)),
             })
             .collect::<Vec<_>>()
     });
@@ -363,7 +360,7 @@ pub fn run_mix(
     agent: AgentInfo,
     command: Vec<String>,
     live: &mut dyn Live,
-) -> Result<TestResult, String> {
+) -> Result<TestResult, ControllerError> {
     run_groups(driver, groups, conf, agent, command, live).map(|m| m.result)
 }
 
@@ -383,7 +380,7 @@ pub fn run_groups(
     agent: AgentInfo,
     command: Vec<String>,
     live: &mut dyn Live,
-) -> Result<Mixed, String> {
+) -> Result<Mixed, ControllerError> {
     check(groups)?;
     let started_at = crate::units::rfc3339_now();
     let mut others = Vec::new();
@@ -391,7 +388,10 @@ pub fn run_groups(
         others.push(
             driver
                 .again()
-                .map_err(|e| format!("group {}: another control connection: {e}", g.name))?,
+                .map_err(|e| ControllerError::GroupConnection {
+                    group: g.name.clone(),
+                    source: Box::new(e),
+                })?,
         );
     }
     let mut folders: Vec<Folder> = groups.iter().map(|g| Folder::new(&g.spec)).collect();
@@ -496,27 +496,31 @@ fn run_iterations(
     folders: &mut [Folder],
     conf: &Confidence,
     live: &mut dyn Live,
-) -> Result<(), String> {
+) -> Result<(), ControllerError> {
     for _ in 0..conf.max.max(1) {
-        let runs = iteration(drivers, groups, live);
-        let first_time = folders[0].iterations.is_empty();
-        if let Some((g, e)) = groups
+        let runs: Result<Vec<IterationRun>, ControllerError> = groups
             .iter()
-            .zip(&runs)
-            .find_map(|(g, r)| r.as_ref().err().map(|e| (g, e)))
-        {
-            let e = format!("group {} ({}): {e}", g.name, g.command);
-            if first_time {
-                return Err(e);
+            .zip(iteration(drivers, groups, live))
+            .map(|(g, r)| {
+                r.map_err(|e| ControllerError::Group {
+                    group: g.name.clone(),
+                    command: g.command.clone(),
+                    source: Box::new(e),
+                })
+            })
+            .collect();
+        let runs = match runs {
+            Ok(runs) => runs,
+            Err(e) if folders[0].iterations.is_empty() => return Err(e),
+            Err(e) => {
+                for f in folders.iter_mut() {
+                    f.cut_short(e.to_string());
+                }
+                return Ok(());
             }
-            for f in folders.iter_mut() {
-                f.cut_short(e.clone());
-            }
-            return Ok(());
-        }
+        };
         let mut failed = false;
         for (f, run) in folders.iter_mut().zip(runs) {
-            let run = run.expect("errors returned above");
             failed |= run.error.is_some();
             f.add(run);
         }
@@ -654,13 +658,13 @@ struct GroupArgs {
 
 /// Parses one group (`"rr --rate 100 --request 64"`, shell quoting
 /// allowed) into its workload and options; the error names the group.
-pub fn parse_group(text: &str) -> Result<(Workload, crate::model::options::TestOptions), String> {
+pub fn parse_group(
+    text: &str,
+) -> Result<(Workload, crate::model::options::TestOptions), ControllerError> {
     use clap::Parser;
-    let words = shlex::split(text).ok_or_else(|| format!("group '{text}': unbalanced quotes"))?;
+    let words = shlex::split(text).ok_or_else(|| ControllerError::GroupQuotes(text.to_string()))?;
     if words.is_empty() {
-        return Err(
-            "an empty group: write a workload and its options, e.g. 'rr --rate 100'".into(),
-        );
+        return Err(ControllerError::EmptyGroup);
     }
     let a = GroupArgs::try_parse_from(&words).map_err(|e| {
         let msg = e.to_string();
@@ -670,10 +674,13 @@ pub fn parse_group(text: &str) -> Result<(Workload, crate::model::options::TestO
             .unwrap_or("")
             .trim_start_matches("error: ")
             .to_string();
-        format!("group '{text}': {first} (a group takes a workload and test options; where the test runs, --duration and --json go after the groups)")
+        ControllerError::GroupArgs {
+            text: text.to_string(),
+            clap: first,
+        }
     })?;
     if a.workload.runs_as() == RunsAs::Mix {
-        return Err(format!("group '{text}': a mix cannot hold a mix"));
+        return Err(ControllerError::MixInMix(text.to_string()));
     }
     Ok((a.workload, a.test))
 }
@@ -699,14 +706,19 @@ mod tests {
 
     #[test]
     fn bad_groups_are_named() {
-        let e = parse_group("stream --flows").unwrap_err();
+        let e = parse_group("stream --flows").unwrap_err().to_string();
         assert!(e.contains("group 'stream --flows'"), "{e}");
-        let e = parse_group("strem").unwrap_err();
+        let e = parse_group("strem").unwrap_err().to_string();
         assert!(e.contains("strem"), "{e}");
         assert!(parse_group("").is_err());
-        assert!(parse_group("stream 'x").unwrap_err().contains("quotes"));
-        assert!(parse_group("mix").unwrap_err().contains("mix"));
-        let e = parse_group("rr --agent 127.0.0.1:1").unwrap_err();
+        assert!(parse_group("stream 'x")
+            .unwrap_err()
+            .to_string()
+            .contains("quotes"));
+        assert!(parse_group("mix").unwrap_err().to_string().contains("mix"));
+        let e = parse_group("rr --agent 127.0.0.1:1")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("after the groups"), "{e}");
     }
 
@@ -719,9 +731,13 @@ mod tests {
             Group::new(name.into(), text.into(), o.build().unwrap())
         };
         assert!(check(&[g("g1", "stream"), g("g2", "rr --rate 10")]).is_ok());
-        let e = check(&[g("g1", "stream --bytes 1M")]).unwrap_err();
+        let e = check(&[g("g1", "stream --bytes 1M")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--bytes"), "{e}");
-        let e = check(&[g("g1", "stream"), g("g2", "rr --duration 3")]).unwrap_err();
+        let e = check(&[g("g1", "stream"), g("g2", "rr --duration 3")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("g2") && e.contains("one window"), "{e}");
         let s = spec_of(&[g("g1", "stream --flows 4"), g("g2", "rr")]);
         assert_eq!((s.workload, s.flows), (Workload::Mix, 5));
@@ -765,7 +781,7 @@ mod tests {
         // One that would end after the others, or start mid-interval.
         let mut late = lanes();
         late[1].offset_s = 4.0;
-        let e = check(&late).unwrap_err();
+        let e = check(&late).unwrap_err().to_string();
         assert!(e.contains("does not end with the others"), "{e}");
         let mut mid = lanes();
         mid[1].offset_s = 2.5;

@@ -7,6 +7,7 @@
 pub mod auto;
 pub mod cipher;
 pub mod conn;
+pub mod error;
 pub mod fleet;
 pub mod local;
 pub mod mix;
@@ -17,3 +18,5 @@ pub mod run;
 pub mod search;
 pub mod target;
 pub mod together;
+
+pub use error::ControllerError;

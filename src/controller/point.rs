@@ -3,6 +3,7 @@
 //! test (calibration, emulator counters), flows on the agent or a program
 //! in the lab, and the clear-text twin of a TLS test.
 
+use super::error::ControllerError;
 use super::mix::{run_mix, Group};
 use super::progress::Progress;
 use super::rrul;
@@ -96,9 +97,7 @@ pub(super) fn run_single(
     let bar = &mut progress;
     // A program in its lab, or flows on the agent: both checked above.
     let test = move || match (lab_for_program, conn) {
-        (Some(st), _) => {
-            crate::program::run(spec, st, p.command.clone()).map_err(|e| e.to_string())
-        }
+        (Some(st), _) => crate::program::run(spec, st, p.command.clone()).map_err(Into::into),
         (None, Some(conn)) if spec.workload.runs_as() == RunsAs::Rrul => rrul::run(
             conn,
             spec,
@@ -120,11 +119,11 @@ pub(super) fn run_single(
             bar,
             &mut |_| {},
         ),
-        (None, None) => Err("no agent to run flows on".into()),
+        (None, None) => Err(ControllerError::NoAgent),
     };
     let outcome = match lab {
         Some(st) => record::around(st, test)
-            .map_err(|e| e.to_string())
+            .map_err(ControllerError::Lab)
             .and_then(|(r, rec)| r.map(|r| (r, Some(rec)))),
         None => test().map(|r| (r, None)),
     };

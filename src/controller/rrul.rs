@@ -26,6 +26,7 @@
 //! (each group's own summary in `groups[]` keeps the corrected figures).
 
 use super::conn::Live;
+use super::error::ControllerError;
 use super::mix::{self, Group};
 use super::run::Driver;
 use crate::measure::histogram::{self, new_hist, Hist};
@@ -125,7 +126,7 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, Invalid> {
         g.offset_s = r.idle_s;
         out.push(g);
     }
-    mix::check(&out).map_err(Invalid)?;
+    mix::check(&out).map_err(|e| Invalid(e.to_string()))?;
     Ok(out)
 }
 
@@ -148,9 +149,9 @@ pub fn run(
     agent: AgentInfo,
     command: Vec<String>,
     live: &mut dyn Live,
-) -> Result<TestResult, String> {
+) -> Result<TestResult, ControllerError> {
     if groups.len() != 4 || spec.rrul.is_none() {
-        return Err("rrul runs its own four groups (rrul::groups)".into());
+        return Err(ControllerError::RrulGroups);
     }
     let mixed = mix::run_groups(driver, groups, conf, agent, command, live)?;
     let mut r = mixed.result;

@@ -1,6 +1,7 @@
 //! Running one test: iterations until the confidence target is met, each a
 //! full setup/start/window/stop cycle on the agent, folded into one result.
 
+use super::error::ControllerError;
 use super::together::Meet;
 use crate::controller::conn::{AgentConn, IterationRun, Live};
 use crate::controller::fleet::Fleet;
@@ -28,12 +29,11 @@ impl Driver {
         spec: &TestSpec,
         live: &mut dyn Live,
         together: Option<Meet>,
-    ) -> Result<IterationRun, String> {
+    ) -> Result<IterationRun, ControllerError> {
         match self {
-            Driver::One(_) if spec.ports.is_some_and(|n| n > 1) => Err(format!(
-                "--ports {}: this server has one data address; ports are a lab's (lab up NAME --ports N) or a hosts file's (data = [...])",
-                spec.ports.unwrap_or(1)
-            )),
+            Driver::One(_) if spec.ports.is_some_and(|n| n > 1) => {
+                Err(ControllerError::OnePort(spec.ports.unwrap_or(1)))
+            }
             Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
             Driver::Many(_) if spec.auto.is_some() => Err(
                 "--duration auto runs on one agent: give many hosts' tests a time (-d 30s)".into(),
@@ -44,7 +44,7 @@ impl Driver {
 
     /// The same agents over new control connections, for another group of
     /// a mixed test.
-    pub fn again(&self) -> Result<Driver, String> {
+    pub fn again(&self) -> Result<Driver, ControllerError> {
         Ok(match self {
             Driver::One(c) => Driver::One(Box::new(c.again()?)),
             Driver::Many(f) => Driver::Many(f.again()?),
@@ -347,8 +347,8 @@ pub fn run_test(
     command: Vec<String>,
     live: &mut dyn Live,
     on_iteration: &mut dyn FnMut(&Iteration),
-) -> Result<TestResult, String> {
-    crate::control::check(spec).map_err(|e| e.to_string())?;
+) -> Result<TestResult, ControllerError> {
+    crate::control::check(spec)?;
     let started_at = crate::units::rfc3339_now();
     let mut folder = Folder::new(spec);
     for _ in 0..conf.max.max(1) {
@@ -356,7 +356,7 @@ pub fn run_test(
             Ok(r) => r,
             Err(e) if folder.iterations.is_empty() => return Err(e),
             Err(e) => {
-                folder.cut_short(e);
+                folder.cut_short(e.to_string());
                 break;
             }
         };
@@ -398,7 +398,7 @@ pub fn clear_baseline(
     spec: &TestSpec,
     agent: AgentInfo,
     live: &mut dyn Live,
-) -> Result<crate::model::result::Summary, String> {
+) -> Result<crate::model::result::Summary, ControllerError> {
     let mut clear = spec.clone();
     clear.tls = None;
     // Clear text uses no crypto: the mask is not its setting.

@@ -136,7 +136,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
             ));
         }
         let token = token_if_any(&c.token_file)?;
-        let addr = conn::resolve(a).map_err(Error::Usage)?;
+        let addr = conn::resolve(a)?;
         let conn = conn::connect(addr, &token)?;
         return Ok(Target {
             conn: Some(Driver::One(Box::new(conn))),

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::error::ControllerError;
 use crate::control::clock;
 
 /// How long a group waits for the others to open their flows: the longest
@@ -31,6 +32,8 @@ struct State {
     margin_ns: u64,
     /// The common start, in this process's monotonic clock.
     start_ns: Option<u64>,
+    /// Why a group could not start: its error's text (the error stays
+    /// that group's thread's).
     failed: Option<String>,
 }
 
@@ -55,7 +58,7 @@ impl Together {
     /// A group's flows are open: wait for the others, then return the
     /// start instant (monotonic ns), at least `margin` ahead of the last
     /// arrival. Err names why another group could not start.
-    pub fn arrive(&self, margin: Duration) -> Result<u64, String> {
+    pub fn arrive(&self, margin: Duration) -> Result<u64, ControllerError> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.arrived += 1;
         st.margin_ns = st.margin_ns.max(margin.as_nanos() as u64);
@@ -66,17 +69,14 @@ impl Together {
         let until = Instant::now() + ARRIVAL_LIMIT;
         loop {
             if let Some(why) = &st.failed {
-                return Err(format!("another group did not start: {why}"));
+                return Err(ControllerError::OtherGroup(why.clone()));
             }
             if let Some(at) = st.start_ns {
                 return Ok(at);
             }
             let Some(left) = until.checked_duration_since(Instant::now()) else {
-                let why = format!(
-                    "the other groups did not open their flows within {} s",
-                    ARRIVAL_LIMIT.as_secs()
-                );
-                st.failed = Some(why.clone());
+                let why = ControllerError::GroupsLate(ARRIVAL_LIMIT.as_secs());
+                st.failed = Some(why.to_string());
                 self.cv.notify_all();
                 return Err(why);
             };
@@ -90,7 +90,7 @@ impl Together {
 
     /// This group cannot start (`why`): every group still waiting is
     /// released with an error. After the start it only stops the others.
-    pub fn fail(&self, why: &str) {
+    pub fn fail(&self, why: &ControllerError) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if st.start_ns.is_none() && st.failed.is_none() {
             st.failed = Some(why.to_string());
@@ -216,9 +216,15 @@ mod tests {
         let t2 = t.clone();
         let h = std::thread::spawn(move || t2.arrive(Duration::from_millis(1)));
         std::thread::sleep(Duration::from_millis(30));
-        t.fail("agent at X: refused");
-        let e = h.join().unwrap().unwrap_err();
-        assert!(e.contains("refused"), "{e}");
+        t.fail(&ControllerError::Refused {
+            addr: "192.0.2.7:7470".parse().unwrap(),
+            message: "no".into(),
+        });
+        let e = h.join().unwrap().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "another group did not start: the agent at 192.0.2.7:7470 refused: no"
+        );
         assert!(t.stopped());
     }
 }

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::control::ControlError;
+use crate::lab::LabError;
 use crate::model::ModelError;
 
 #[derive(Debug, thiserror::Error)]
@@ -75,9 +76,51 @@ pub enum OpsError {
     NicInterface(String),
     #[error("NIC settings need the ethtool binary: install it (Debian: apt-get install ethtool)")]
     NoEthtool,
-    /// Reading or journaling the values before a change failed.
+    /// The lab namespace a test's NIC settings go to could not be entered
+    /// (boxed: the lab's error is large).
     #[error("NIC settings: {0}")]
-    NicApply(String),
+    NicNamespace(Box<LabError>),
+    #[error("NIC settings: a NIC thread panicked")]
+    NicThread,
+    /// The values before a change could not be journaled.
+    #[error("NIC settings: journal: {0}")]
+    NicJournal(Box<OpsError>),
+}
+
+/// Why a NIC setting could not be read or set: the tool's own words, or
+/// what linerate found wrong in what it read. Its text goes into a
+/// result's refusals (`model::nic::NicRefusal`) and journal notes.
+#[derive(Debug, thiserror::Error)]
+pub enum EthtoolError {
+    /// ethtool (or the sysfs read or write) failed: its own words, as it
+    /// wrote them.
+    #[error("{0}")]
+    Tool(String),
+    #[error("ethtool failed without a word")]
+    Silent,
+    #[error("ethtool -k {iface} does not list {feature}")]
+    NotListed { iface: String, feature: String },
+    /// `ethtool -g/-l/-c` shows the setting as n/a (`label`, read with
+    /// option `opt`).
+    #[error("the driver has no {label} setting (ethtool {opt} {iface}: n/a)")]
+    NoSetting {
+        label: String,
+        opt: String,
+        iface: String,
+    },
+    #[error("{0} is not a NIC setting")]
+    NotNic(String),
+    #[error("{iface} has no {dir} queues in sysfs")]
+    NoQueues { iface: String, dir: String },
+    /// A queue's mask file (`queue`/`file`) holds something else.
+    #[error("{queue}/{file} reads '{value}'")]
+    BadRead {
+        queue: String,
+        file: String,
+        value: String,
+    },
+    #[error("bad mask {queue}={value}")]
+    BadMask { queue: String, value: String },
 }
 
 /// What went wrong with one host (its name is `OpsError::Host`'s).
@@ -210,6 +253,40 @@ mod tests {
             )
             .to_string(),
             "host a: scp did not finish within 900 s (stopped it)"
+        );
+    }
+
+    #[test]
+    fn nic_messages_are_unchanged() {
+        assert_eq!(
+            EthtoolError::NoSetting {
+                label: "RX".into(),
+                opt: "-g".into(),
+                iface: "lr0".into()
+            }
+            .to_string(),
+            "the driver has no RX setting (ethtool -g lr0: n/a)"
+        );
+        assert_eq!(
+            EthtoolError::BadRead {
+                queue: "rx-0".into(),
+                file: "rps_cpus".into(),
+                value: "zz".into()
+            }
+            .to_string(),
+            "rx-0/rps_cpus reads 'zz'"
+        );
+        let journal = OpsError::NicJournal(Box::new(OpsError::NoStateHome));
+        assert_eq!(
+            Error::from(journal),
+            Error::Failed(
+                "NIC settings: journal: neither XDG_STATE_HOME nor HOME is set: cannot keep the cluster's tokens"
+                    .into()
+            )
+        );
+        assert_eq!(
+            OpsError::NicThread.to_string(),
+            "NIC settings: a NIC thread panicked"
         );
     }
 }

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use super::error::EthtoolError;
 use crate::model::nic::{normalize_mask, NicKind};
 
 /// A command's outcome: whether it succeeded, and its words (stderr, and
@@ -221,21 +222,24 @@ fn count(key: &str) -> Option<(&'static str, &'static str, &'static str, &'stati
 /// The value of setting `key` on `iface` now, in model::nic's spelling;
 /// Err with the driver's words when it cannot be read (then it cannot be
 /// journaled either, so it is never changed).
-pub fn read(iface: &str, key: &str) -> Result<String, String> {
+pub fn read(iface: &str, key: &str) -> Result<String, EthtoolError> {
     if let Some((feature, _)) = offload(key) {
         let r = run("ethtool", &["-k", iface], false);
         if !r.ok {
-            return Err(r.words);
+            return Err(EthtoolError::Tool(r.words));
         }
         return match parse_features(&r.stdout).get(feature) {
             Some((on, _)) => Ok(if *on { "on" } else { "off" }.into()),
-            None => Err(format!("ethtool -k {iface} does not list {feature}")),
+            None => Err(EthtoolError::NotListed {
+                iface: iface.to_string(),
+                feature: feature.to_string(),
+            }),
         };
     }
     if let Some((opt, _, label, _)) = count(key) {
         let r = run("ethtool", &[opt, iface], false);
         if !r.ok {
-            return Err(r.words);
+            return Err(EthtoolError::Tool(r.words));
         }
         let m = if opt == "-c" {
             parse_coalesce(&r.stdout)
@@ -243,24 +247,26 @@ pub fn read(iface: &str, key: &str) -> Result<String, String> {
             parse_current(&r.stdout)
         };
         return match m.get(label).map(String::as_str) {
-            Some("n/a") | None => Err(format!(
-                "the driver has no {label} setting (ethtool {opt} {iface}: n/a)"
-            )),
+            Some("n/a") | None => Err(EthtoolError::NoSetting {
+                label: label.to_string(),
+                opt: opt.to_string(),
+                iface: iface.to_string(),
+            }),
             Some(v) => Ok(v.to_string()),
         };
     }
     match key {
         "rps" => read_masks(iface, "rx", "rps_cpus"),
         "xps" => read_masks(iface, "tx", "xps_cpus"),
-        _ => Err(format!("{key} is not a NIC setting")),
+        _ => Err(EthtoolError::NotNic(key.to_string())),
     }
 }
 
 /// The queues of `iface` of one direction ("rx-0", "rx-1" ...), sorted.
-fn queues(iface: &str, dir: &str) -> Result<Vec<String>, String> {
+fn queues(iface: &str, dir: &str) -> Result<Vec<String>, EthtoolError> {
     let r = run("ls", &[&format!("/sys/class/net/{iface}/queues")], true);
     if !r.ok {
-        return Err(r.words);
+        return Err(EthtoolError::Tool(r.words));
     }
     let mut q: Vec<String> = r
         .stdout
@@ -270,13 +276,16 @@ fn queues(iface: &str, dir: &str) -> Result<Vec<String>, String> {
         .collect();
     q.sort_by_key(|n| n.rsplit('-').next().and_then(|x| x.parse::<u32>().ok()));
     if q.is_empty() {
-        return Err(format!("{iface} has no {dir} queues in sysfs"));
+        return Err(EthtoolError::NoQueues {
+            iface: iface.to_string(),
+            dir: dir.to_string(),
+        });
     }
     Ok(q)
 }
 
 /// Every queue's mask: one value when all agree, else "rx-0=3,rx-1=0".
-fn read_masks(iface: &str, dir: &str, file: &str) -> Result<String, String> {
+fn read_masks(iface: &str, dir: &str, file: &str) -> Result<String, EthtoolError> {
     let mut vals = Vec::new();
     for q in queues(iface, dir)? {
         let r = run(
@@ -285,10 +294,13 @@ fn read_masks(iface: &str, dir: &str, file: &str) -> Result<String, String> {
             true,
         );
         if !r.ok {
-            return Err(r.words);
+            return Err(EthtoolError::Tool(r.words));
         }
-        let v = normalize_mask(r.stdout.trim())
-            .ok_or_else(|| format!("{q}/{file} reads '{}'", r.stdout.trim()))?;
+        let v = normalize_mask(r.stdout.trim()).ok_or_else(|| EthtoolError::BadRead {
+            queue: q.clone(),
+            file: file.to_string(),
+            value: r.stdout.trim().to_string(),
+        })?;
         vals.push((q, v));
     }
     if vals.windows(2).all(|w| w[0].1 == w[1].1) {
@@ -318,7 +330,7 @@ pub fn split_masks(value: &str, queues: &[String]) -> Vec<(String, String)> {
     }
 }
 
-fn write_masks(iface: &str, dir: &str, file: &str, value: &str) -> Result<(), String> {
+fn write_masks(iface: &str, dir: &str, file: &str, value: &str) -> Result<(), EthtoolError> {
     let qs = queues(iface, dir)?;
     for (q, v) in split_masks(value, &qs) {
         // Only this interface's queue files: never a path from elsewhere.
@@ -326,7 +338,7 @@ fn write_masks(iface: &str, dir: &str, file: &str, value: &str) -> Result<(), St
             x.len() > 1 && x.starts_with('-') && x[1..].chars().all(|c| c.is_ascii_digit())
         });
         if !ok_name || normalize_mask(&v).is_none() {
-            return Err(format!("bad mask {q}={v}"));
+            return Err(EthtoolError::BadMask { queue: q, value: v });
         }
         let path = format!("/sys/class/net/{iface}/queues/{q}/{file}");
         let r = run(
@@ -335,7 +347,7 @@ fn write_masks(iface: &str, dir: &str, file: &str, value: &str) -> Result<(), St
             true,
         );
         if !r.ok {
-            return Err(r.words);
+            return Err(EthtoolError::Tool(r.words));
         }
     }
     Ok(())
@@ -343,7 +355,7 @@ fn write_masks(iface: &str, dir: &str, file: &str, value: &str) -> Result<(), St
 
 /// Sets `key` to `value` (model::nic's spelling) on `iface`; Err with the
 /// driver's words. Whether the interface kept it is for a read back.
-pub fn set(iface: &str, key: &str, value: &str) -> Result<(), String> {
+pub fn set(iface: &str, key: &str, value: &str) -> Result<(), EthtoolError> {
     let r = if let Some((_, name)) = offload(key) {
         run("ethtool", &["-K", iface, name, value], false)
     } else if let Some((_, opt, _, name)) = count(key) {
@@ -352,15 +364,15 @@ pub fn set(iface: &str, key: &str, value: &str) -> Result<(), String> {
         return match key {
             "rps" => write_masks(iface, "rx", "rps_cpus", value),
             "xps" => write_masks(iface, "tx", "xps_cpus", value),
-            _ => Err(format!("{key} is not a NIC setting")),
+            _ => Err(EthtoolError::NotNic(key.to_string())),
         };
     };
     if r.ok {
         Ok(())
     } else if r.words.is_empty() {
-        Err("ethtool failed without a word".into())
+        Err(EthtoolError::Silent)
     } else {
-        Err(r.words)
+        Err(EthtoolError::Tool(r.words))
     }
 }
 

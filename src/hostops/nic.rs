@@ -196,7 +196,8 @@ impl Applied {
             }
             Place::Lab(ns) => {
                 let ns = ns.clone();
-                in_namespace(&ns, move || Ok(restore(&before).1)).unwrap_or_else(|e| vec![e])
+                in_namespace(&ns, move || Ok(restore(&before).1))
+                    .unwrap_or_else(|e| vec![e.to_string()])
             }
         }
     }
@@ -213,15 +214,15 @@ impl Drop for Applied {
 /// Runs `f` on a thread inside lab namespace `ns`.
 fn in_namespace<T: Send + 'static>(
     ns: &str,
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    f: impl FnOnce() -> Result<T, OpsError> + Send + 'static,
+) -> Result<T, OpsError> {
     let ns = ns.to_string();
     std::thread::spawn(move || {
-        crate::lab::netns::enter(&ns).map_err(|e| e.to_string())?;
+        crate::lab::netns::enter(&ns).map_err(|e| OpsError::NicNamespace(Box::new(e)))?;
         f()
     })
     .join()
-    .map_err(|_| "a NIC thread panicked".to_string())?
+    .map_err(|_| OpsError::NicThread)?
 }
 
 /// Reads (and journals) what `want` will change on each of `ifaces`, sets
@@ -255,7 +256,7 @@ pub fn apply(
     };
     let ifaces = ifaces.to_vec();
     let agent = matches!(place, Place::Agent);
-    let work = move || -> Result<(Vec<Before>, Vec<NicInterface>), String> {
+    let work = move || -> Result<(Vec<Before>, Vec<NicInterface>), OpsError> {
         let mut before: Vec<Before> = Vec::new();
         let mut records = Vec::new();
         let mut unread: Vec<(String, String, String)> = Vec::new();
@@ -271,7 +272,7 @@ pub fn apply(
                             setting: r.to_string(),
                             value: v,
                         }),
-                        Err(e) if r == k => unread.push((i.clone(), k.clone(), e)),
+                        Err(e) if r == k => unread.push((i.clone(), k.clone(), e.to_string())),
                         Err(_) => {}
                     }
                 }
@@ -280,7 +281,7 @@ pub fn apply(
         if agent {
             // First the journal: a crash from here on is undone at the
             // next start.
-            save(&before).map_err(|e| format!("journal: {e}"))?;
+            save(&before).map_err(|e| OpsError::NicJournal(Box::new(e)))?;
         }
         for i in &ifaces {
             let mut rec = NicInterface {
@@ -301,7 +302,7 @@ pub fn apply(
                     rec.refused.push(NicRefusal {
                         setting: k.clone(),
                         wanted: v.clone(),
-                        reason: e,
+                        reason: e.to_string(),
                     });
                 }
             }
@@ -329,27 +330,23 @@ pub fn apply(
         Place::Agent => work(),
         Place::Lab(ns) => in_namespace(ns, work),
     };
-    match out {
-        Ok((before, records)) => Ok((
-            Applied {
-                _turn: turn,
-                place,
-                before,
-            },
-            records,
-        )),
-        Err(e) => Err(OpsError::NicApply(e)),
-    }
+    let (before, records) = out?;
+    Ok((
+        Applied {
+            _turn: turn,
+            place,
+            before,
+        },
+        records,
+    ))
 }
 
 /// The interface that holds `addr` in lab namespace `ns`.
 pub fn interface_in(ns: &str, addr: IpAddr) -> Result<String, OpsError> {
     let name = ns.to_string();
-    in_namespace(ns, move || Ok(interface_of(addr)))
-        .map_err(OpsError::NicApply)?
-        .ok_or_else(|| {
-            OpsError::NicInterface(format!("no interface holds {addr} in namespace {name}"))
-        })
+    in_namespace(ns, move || Ok(interface_of(addr)))?.ok_or_else(|| {
+        OpsError::NicInterface(format!("no interface holds {addr} in namespace {name}"))
+    })
 }
 
 /// The interface that holds `addr` in the calling thread's namespace.

@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use super::crypto::{aws_lc_library, hw_masked};
+use super::error::CipherError;
 use super::MeasureError;
 use crate::model::cipher::{is_signature, CipherFigures};
 
@@ -25,10 +26,10 @@ fn thread_cpu_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-fn refused(algorithm: &str, why: impl Into<String>) -> MeasureError {
+fn refused(algorithm: &str, source: CipherError) -> MeasureError {
     MeasureError::Cipher {
         algorithm: algorithm.into(),
-        why: why.into(),
+        source,
     }
 }
 
@@ -54,7 +55,7 @@ fn aead(alg: &'static aws_lc_rs::aead::Algorithm, size: usize) -> Op {
 
 /// A TLS 1.2 CBC record: HMAC over the plaintext, then CBC encryption
 /// with a fresh IV (the key's `encrypt` draws one per record).
-fn cbc_hmac(aes256: bool, sha256: bool, size: usize) -> Result<Op, String> {
+fn cbc_hmac(aes256: bool, sha256: bool, size: usize) -> Result<Op, CipherError> {
     use aws_lc_rs::cipher::{PaddedBlockEncryptingKey, UnboundCipherKey, AES_128, AES_256};
     use aws_lc_rs::hmac;
     let (alg, key_len) = if aes256 {
@@ -62,8 +63,8 @@ fn cbc_hmac(aes256: bool, sha256: bool, size: usize) -> Result<Op, String> {
     } else {
         (&AES_128, 16)
     };
-    let key = UnboundCipherKey::new(alg, &vec![0x42u8; key_len]).map_err(|e| e.to_string())?;
-    let enc = PaddedBlockEncryptingKey::cbc_pkcs7(key).map_err(|e| e.to_string())?;
+    let key = UnboundCipherKey::new(alg, &vec![0x42u8; key_len]).map_err(CipherError::Library)?;
+    let enc = PaddedBlockEncryptingKey::cbc_pkcs7(key).map_err(CipherError::Library)?;
     let mac = hmac::Key::new(
         if sha256 {
             hmac::HMAC_SHA256
@@ -84,14 +85,14 @@ fn cbc_hmac(aes256: bool, sha256: bool, size: usize) -> Result<Op, String> {
 }
 
 #[cfg(feature = "openssl")]
-fn tdes_hmac_sha1(size: usize) -> Result<(Op, String), String> {
+fn tdes_hmac_sha1(size: usize) -> Result<(Op, String), CipherError> {
     use aws_lc_rs::hmac;
     use openssl::cipher::Cipher;
     use openssl::cipher_ctx::CipherCtx;
     let cipher = Cipher::des_ede3_cbc();
-    let mut ctx = CipherCtx::new().map_err(|e| e.to_string())?;
+    let mut ctx = CipherCtx::new().map_err(CipherError::Openssl)?;
     ctx.encrypt_init(Some(cipher), Some(&[0x42u8; 24]), Some(&[0u8; 8]))
-        .map_err(|e| format!("OpenSSL has no DES-EDE3-CBC here: {e}"))?;
+        .map_err(CipherError::NoTdes)?;
     ctx.set_padding(false);
     let mac = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, &[0x24u8; 20]);
     // Whole 8-byte blocks, as a padded TLS record would be.
@@ -120,16 +121,13 @@ fn tdes_hmac_sha1(size: usize) -> Result<(Op, String), String> {
 }
 
 #[cfg(not(feature = "openssl"))]
-fn tdes_hmac_sha1(_size: usize) -> Result<(Op, String), String> {
-    Err(
-        "aws-lc-rs has no 3DES; build linerate with --features openssl to measure it with OpenSSL"
-            .into(),
-    )
+fn tdes_hmac_sha1(_size: usize) -> Result<(Op, String), CipherError> {
+    Err(CipherError::TdesNeedsOpenssl)
 }
 
 /// Signing or verifying with a key made here (key generation, a second
 /// for RSA-4096, is not timed).
-fn signature(algorithm: &str, size: usize) -> Result<Op, String> {
+fn signature(algorithm: &str, size: usize) -> Result<Op, CipherError> {
     use aws_lc_rs::rand::SystemRandom;
     use aws_lc_rs::rsa::{KeyPair, KeySize};
     use aws_lc_rs::signature::{
@@ -139,13 +137,13 @@ fn signature(algorithm: &str, size: usize) -> Result<Op, String> {
     let msg = vec![0x5au8; size.max(1)];
     let rng = SystemRandom::new();
     let verify = algorithm.ends_with("-verify");
-    let rsa = |bits: KeySize| -> Result<Op, String> {
+    let rsa = |bits: KeySize| -> Result<Op, CipherError> {
         let (msg, rng) = (msg.clone(), SystemRandom::new());
-        let key = KeyPair::generate(bits).map_err(|e| e.to_string())?;
+        let key = KeyPair::generate(bits).map_err(CipherError::Library)?;
         let mut sig = vec![0u8; key.public_modulus_len()];
         if verify {
             key.sign(&RSA_PKCS1_SHA256, &rng, &msg, &mut sig)
-                .map_err(|e| e.to_string())?;
+                .map_err(CipherError::Library)?;
             let public = key.public_key().as_ref().to_vec();
             Ok(Box::new(move || {
                 UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, &public)
@@ -163,9 +161,9 @@ fn signature(algorithm: &str, size: usize) -> Result<Op, String> {
         "rsa4096-sign" | "rsa4096-verify" => rsa(KeySize::Rsa4096),
         _ => {
             let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING)
-                .map_err(|e| e.to_string())?;
+                .map_err(CipherError::Library)?;
             if verify {
-                let sig = key.sign(&rng, &msg).map_err(|e| e.to_string())?;
+                let sig = key.sign(&rng, &msg).map_err(CipherError::Library)?;
                 let public = key.public_key().as_ref().to_vec();
                 Ok(Box::new(move || {
                     UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &public)
@@ -193,7 +191,7 @@ fn op(algorithm: &str, size: usize) -> Result<(Op, String), MeasureError> {
         "aes256-cbc-hmac-sha256" => cbc_hmac(true, true, size),
         "3des-cbc-hmac-sha1" => return tdes_hmac_sha1(size).map_err(|w| refused(algorithm, w)),
         a if is_signature(a) => signature(a, size),
-        a => Err(format!("unknown to this build ({a})")),
+        a => Err(CipherError::Unknown(a.to_string())),
     };
     r.map(|o| (o, lib)).map_err(|w| refused(algorithm, w))
 }
@@ -212,7 +210,7 @@ pub fn measure(
         let mut n: u64 = 0;
         loop {
             if !f() {
-                return Err(refused(algorithm, "the library refused an operation"));
+                return Err(refused(algorithm, CipherError::Refused));
             }
             n += 1;
             if n.is_multiple_of(8) && t0.elapsed() >= budget {

@@ -40,13 +40,68 @@ pub enum MeasureError {
     #[error("nftables rules need root to list")]
     NftNeedsRoot,
     /// A cipher the crypto library here does not have, or one that failed.
-    #[error("cipher {algorithm}: {why}")]
-    Cipher { algorithm: String, why: String },
+    #[error("cipher {algorithm}: {source}")]
+    Cipher {
+        algorithm: String,
+        source: CipherError,
+    },
+}
+
+/// Why a cipher or signature could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum CipherError {
+    /// aws-lc-rs refused to make a key, or to sign (it says no more).
+    #[error("{0}")]
+    Library(aws_lc_rs::error::Unspecified),
+    #[cfg(feature = "openssl")]
+    #[error("{0}")]
+    Openssl(openssl::error::ErrorStack),
+    #[cfg(feature = "openssl")]
+    #[error("OpenSSL has no DES-EDE3-CBC here: {0}")]
+    NoTdes(openssl::error::ErrorStack),
+    #[cfg(not(feature = "openssl"))]
+    #[error(
+        "aws-lc-rs has no 3DES; build linerate with --features openssl to measure it with OpenSSL"
+    )]
+    TdesNeedsOpenssl,
+    #[error("unknown to this build ({0})")]
+    Unknown(String),
+    /// An operation failed while it was being timed.
+    #[error("the library refused an operation")]
+    Refused,
 }
 
 /// Nothing measure refuses is the user's input: exit 1.
 impl From<MeasureError> for crate::error::Error {
     fn from(e: MeasureError) -> Self {
         crate::error::Error::Failed(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cipher_messages_are_unchanged() {
+        let e = MeasureError::Cipher {
+            algorithm: "rot13".into(),
+            source: CipherError::Unknown("rot13".into()),
+        };
+        assert_eq!(e.to_string(), "cipher rot13: unknown to this build (rot13)");
+        let e = MeasureError::Cipher {
+            algorithm: "aes128-gcm".into(),
+            source: CipherError::Refused,
+        };
+        assert_eq!(
+            crate::error::Error::from(e),
+            crate::error::Error::Failed(
+                "cipher aes128-gcm: the library refused an operation".into()
+            )
+        );
+        assert_eq!(
+            CipherError::Library(aws_lc_rs::error::Unspecified).to_string(),
+            aws_lc_rs::error::Unspecified.to_string()
+        );
     }
 }

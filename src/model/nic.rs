@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use super::{Invalid, ModelError};
+
 /// What a setting's value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NicKind {
@@ -115,21 +117,24 @@ pub fn names() -> Vec<&'static str> {
 
 /// The one spelling of a value of `kind`: "on"/"off", a decimal count, a
 /// hexadecimal mask without leading zeros or commas.
-pub fn normalize(kind: NicKind, value: &str) -> Result<String, String> {
+pub fn normalize(kind: NicKind, value: &str) -> Result<String, ModelError> {
     let v = value.trim().to_ascii_lowercase();
+    let not = |form| ModelError::Form {
+        input: value.to_string(),
+        form,
+    };
     match kind {
         NicKind::Switch => match v.as_str() {
             "on" | "true" | "yes" | "1" => Ok("on".into()),
             "off" | "false" | "no" | "0" => Ok("off".into()),
-            _ => Err(format!("'{value}' is not on or off (true/false)")),
+            _ => Err(not("on or off (true/false)")),
         },
         NicKind::Count => v
             .parse::<u32>()
             .map(|n| n.to_string())
-            .map_err(|_| format!("'{value}' is not a count (0 to 4294967295)")),
-        NicKind::Mask => normalize_mask(&v).ok_or_else(|| {
-            format!("'{value}' is not a hexadecimal CPU mask (\"f\" = CPUs 0-3, \"0\" = off)")
-        }),
+            .map_err(|_| not("a count (0 to 4294967295)")),
+        NicKind::Mask => normalize_mask(&v)
+            .ok_or_else(|| not("a hexadecimal CPU mask (\"f\" = CPUs 0-3, \"0\" = off)")),
     }
 }
 
@@ -148,16 +153,16 @@ pub fn normalize_mask(v: &str) -> Option<String> {
 
 /// A study's settings checked and spelled one way: each key a setting of
 /// `NIC_SETTINGS`, each value of its kind.
-pub fn normalize_all(want: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> {
+pub fn normalize_all(want: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Invalid> {
     let mut out = BTreeMap::new();
     for (k, v) in want {
         let Some((name, kind)) = setting(k) else {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "nic.{k} is not a NIC setting; they are nic.{}",
                 names().join(", nic.")
-            ));
+            )));
         };
-        let v = normalize(kind, v).map_err(|e| format!("nic.{name}: {e}"))?;
+        let v = normalize(kind, v).map_err(|e| Invalid(format!("nic.{name}: {e}")))?;
         out.insert(name.to_string(), v);
     }
     Ok(out)
@@ -264,13 +269,19 @@ mod tests {
     fn values_take_one_spelling() {
         assert_eq!(normalize(NicKind::Switch, "false").unwrap(), "off");
         assert_eq!(normalize(NicKind::Switch, "ON").unwrap(), "on");
-        assert!(normalize(NicKind::Switch, "maybe").is_err());
+        assert_eq!(
+            normalize(NicKind::Switch, "maybe").unwrap_err().to_string(),
+            "'maybe' is not on or off (true/false)"
+        );
         assert_eq!(normalize(NicKind::Count, " 512 ").unwrap(), "512");
         assert!(normalize(NicKind::Count, "-1").is_err());
         assert_eq!(normalize(NicKind::Mask, "0x0000000F").unwrap(), "f");
         assert_eq!(normalize(NicKind::Mask, "00000000,00000003").unwrap(), "3");
         assert_eq!(normalize(NicKind::Mask, "000").unwrap(), "0");
-        assert!(normalize(NicKind::Mask, "g").is_err());
+        assert_eq!(
+            normalize(NicKind::Mask, "g").unwrap_err().to_string(),
+            "'g' is not a hexadecimal CPU mask (\"f\" = CPUs 0-3, \"0\" = off)"
+        );
         assert!(normalize(NicKind::Mask, "").is_err());
     }
 
@@ -286,7 +297,7 @@ mod tests {
         let bad: BTreeMap<String, String> = [("ring".to_string(), "1".to_string())]
             .into_iter()
             .collect();
-        let e = normalize_all(&bad).unwrap_err();
+        let e = normalize_all(&bad).unwrap_err().0;
         assert!(
             e.contains("nic.ring is not a NIC setting") && e.contains("nic.gro"),
             "{e}"

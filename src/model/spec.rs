@@ -1032,9 +1032,7 @@ impl TestSpec {
                 .into());
             }
         }
-        if let Err(e) = super::nic::normalize_all(&self.nic) {
-            return Err(e.into());
-        }
+        super::nic::normalize_all(&self.nic)?;
         if self.rtt_s.is_some_and(|r| !(0.0..=20.0).contains(&r)) {
             return Err("rtt must be between 0 and 20 s".into());
         }

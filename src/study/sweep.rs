@@ -281,8 +281,8 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
 
 /// A mixed point's groups: each group's options over the point's own
 /// (the study's table, its case, its axes), checked as one window.
-/// Its errors are the groups' rules, as the mix's own checks (in the
-/// controller, whose errors are text) and each group's spec say them.
+/// Its errors are the groups' rules, as the mix's own checks (the
+/// controller's, in their words) and each group's spec say them.
 fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, Invalid> {
     let texts = config.groups.as_ref().ok_or_else(|| {
         Invalid::from("workload = \"mix\" needs groups = [\"stream --flows 4\", \"rr --rate 100\"]")
@@ -293,7 +293,7 @@ fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, Inva
     let mut groups = Vec::new();
     for (i, text) in texts.iter().enumerate() {
         let name = format!("g{}", i + 1);
-        let (w, o) = mix::parse_group(text).map_err(Invalid)?;
+        let (w, o) = mix::parse_group(text).map_err(|e| Invalid(e.to_string()))?;
         let mut o = common.overlay(&o);
         o.workload = Some(w);
         let spec = o
@@ -301,7 +301,7 @@ fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, Inva
             .map_err(|e| Invalid(format!("group {name} ({text}): {e}")))?;
         groups.push(mix::Group::new(name, text.clone(), spec));
     }
-    mix::check(&groups).map_err(Invalid)?;
+    mix::check(&groups).map_err(|e| Invalid(e.to_string()))?;
     Ok(groups)
 }
 
