@@ -149,6 +149,10 @@ pub enum ControllerError {
     #[error("--ports {0}: this server has one data address; ports are a lab's (lab up NAME --ports N) or a hosts file's (data = [...])")]
     OnePort(u32),
 
+    /// `--duration auto` with many hosts (the fleet has no auto window).
+    #[error("--duration auto runs on one agent: give many hosts' tests a time (-d 30s)")]
+    AutoOnFleet,
+
     // ------------------------------------------ a mix's groups (the input)
     #[error(
         "a mix needs at least one group, e.g. linerate run mix 'stream --flows 4' 'rr --rate 100'"
@@ -195,6 +199,9 @@ pub enum ControllerError {
     GroupArgs { text: String, clap: String },
     #[error("group '{0}': a mix cannot hold a mix")]
     MixInMix(String),
+    /// `--search` in more than one group of a mix.
+    #[error("--search in more than one group: a search varies one group's rate while the others run as written")]
+    SearchInGroups,
 
     // ---------------------------------------- a mix's groups (the run)
     #[error("group {group}: another control connection: {source}")]
@@ -335,6 +342,8 @@ impl ControllerError {
                 | EmptyGroup
                 | GroupArgs { .. }
                 | MixInMix(_)
+                | SearchInGroups
+                | AutoOnFleet
         )
     }
 }

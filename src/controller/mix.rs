@@ -113,10 +113,7 @@ pub fn check(groups: &[Group]) -> Result<(), ControllerError> {
         return Err(ControllerError::NoGroups);
     }
     if groups.iter().filter(|g| g.spec.search.is_some()).count() > 1 {
-        return Err(
-            "--search in more than one group: a search varies one group's rate while the others run as written"
-                .into(),
-        );
+        return Err(ControllerError::SearchInGroups);
     }
     for g in groups {
         let w = g.spec.workload;

@@ -35,9 +35,7 @@ impl Driver {
                 Err(ControllerError::OnePort(spec.ports.unwrap_or(1)))
             }
             Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
-            Driver::Many(_) if spec.auto.is_some() => Err(
-                "--duration auto runs on one agent: give many hosts' tests a time (-d 30s)".into(),
-            ),
+            Driver::Many(_) if spec.auto.is_some() => Err(ControllerError::AutoOnFleet),
             Driver::Many(f) => f.run_iteration(spec, live, together),
         }
     }
