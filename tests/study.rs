@@ -597,6 +597,8 @@ const BUILTIN: &[&str] = &[
     "seed004-connections-tuned",
     "seed004-memcached",
     "latency-under-load",
+    "rr-capacity",
+    "memcached-capacity",
 ];
 
 /// Runs built-in study `name` (or the study file `file`, a shortened
@@ -624,6 +626,51 @@ fn runs_to_the_end_with(name: &str, file: Option<&Path>, extra: &str) -> PathBuf
     }
     assert!(dir.join("report.html").exists(), "{name}");
     dir
+}
+
+/// The capacity studies, each cut to one search: it runs to its end, the
+/// point holds a capacity, and the report draws the curve with its target
+/// and says the capacity in words.
+#[test]
+fn capacity_studies_run_to_the_end() {
+    let rr_cases = r#"[[case]]
+label = "rr 64/64, p99 <= 200 µs"
+request = 64
+response = 64
+search = "p99<=200us"
+
+"#;
+    let dir = cut_and_run("rr-capacity", &[(rr_cases, "")], "--warmup 0.2");
+    let mut checked = 0;
+    for e in std::fs::read_dir(dir.join("points")).unwrap() {
+        let p = json(&e.unwrap().path());
+        let s = &p["search"];
+        assert!(f(&s["capacity_per_s"]) > 0.0, "{s}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{checked} points");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("against offered load"),
+        "no capacity chart: {md}"
+    );
+    assert!(md.contains("holds p99 <= "), "no capacity key point: {md}");
+    let svg = std::fs::read_to_string(dir.join("plots/capacity-1.svg")).unwrap();
+    assert!(
+        svg.contains("target p99") && svg.contains("capacity "),
+        "{svg}"
+    );
+    let dir = cut_and_run(
+        "memcached-capacity",
+        &[(
+            r#"values = ["4-100", "1K-2K", "5K-20K", "4-100,1K-2K,5K-20K"]"#,
+            r#"values = ["1K-2K"]"#,
+        )],
+        "--warmup 0.2",
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("memcached -t 2 -m 1024 on"), "{md}");
+    assert!(md.contains("holds p99 <= 1.00 ms up to"), "{md}");
 }
 
 #[test]

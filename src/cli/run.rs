@@ -1,5 +1,5 @@
 //! `linerate run WORKLOAD [options]`: one test through the same pipeline as
-//! a study's point (`controller::point::run_point`), printed for people.
+//! a study's point (`controller::search::run_or_search`), printed for people.
 
 use crate::model::spec::RunsAs;
 use clap::Args;
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::write_json;
 use crate::controller::mix::{self, Group};
-use crate::controller::point::{run_point, Point};
+use crate::controller::point::Point;
 use crate::controller::rrul;
 use crate::controller::target::{self, ConnectArgs};
 use crate::error::{usage, Error, Result};
@@ -172,7 +172,8 @@ pub fn run(args: RunArgs) -> Result<()> {
             eprintln!("{}", human::search_step(s));
         }
     };
-    let result = run_point(&mut target, lab.as_ref(), &point, &mut on_step);
+    let result =
+        crate::controller::search::run_or_search(&mut target, lab.as_ref(), &point, &mut on_step);
     target.close();
     let result = result?;
     if let Some(path) = &args.json {

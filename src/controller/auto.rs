@@ -4,7 +4,6 @@
 //! the warm-up it found out of the iteration (its samples, its CPU and its
 //! latency: each interval's client histogram is kept, encoded, until then).
 
-use crate::controller::conn::AgentSide;
 use crate::engine::side::SideReport;
 use crate::measure::histogram::{self, new_hist, Hist};
 use crate::measure::stationary::{self, Verdict};
@@ -76,8 +75,13 @@ impl AutoWatch {
     }
 
     /// Leaves the warm-up out of what both ends measured and says what the
-    /// window did. `ran_s` is how long the window ran.
-    pub fn finish(self, client: &mut SideReport, agent: &mut AgentSide) -> AutoRecord {
+    /// window did (the agent's side: its samples and window CPU).
+    pub fn finish(
+        self,
+        client: &mut SideReport,
+        agent_samples: &mut Vec<crate::model::sample::IntervalSample>,
+        agent_cpu: &mut Option<crate::model::sample::CpuWindow>,
+    ) -> AutoRecord {
         let v = self.verdict.unwrap_or(Verdict {
             warmup: 0,
             stationary: false,
@@ -97,7 +101,7 @@ impl AutoWatch {
             .sum::<f64>();
         if k > 0 && client.samples.iter().any(|s| s.index >= k) {
             client.samples.retain(|s| s.index >= k);
-            agent.samples.retain(|s| s.index >= k);
+            agent_samples.retain(|s| s.index >= k);
             client.window_s = client.samples.iter().map(|s| s.end_s - s.start_s).sum();
             let over = |ss: &[crate::model::sample::IntervalSample]| {
                 let ws: Vec<&crate::model::sample::CpuWindow> =
@@ -107,8 +111,8 @@ impl AutoWatch {
             if let Some(w) = over(&client.samples) {
                 client.window_cpu = Some(w);
             }
-            if let Some(w) = over(&agent.samples) {
-                agent.window_cpu = Some(w);
+            if let Some(w) = over(agent_samples) {
+                *agent_cpu = Some(w);
             }
             // Latency over the kept intervals only, when every one of them
             // has its histogram (else the whole window's stays).

@@ -810,7 +810,7 @@ impl AgentConn {
         let phase_hists = std::mem::take(&mut obs.phases.hists);
         let watch = obs.auto.take();
         let mut client = client;
-        let auto = watch.map(|w| w.finish(&mut client, &mut agent));
+        let auto = watch.map(|w| w.finish(&mut client, &mut agent.samples, &mut agent.window_cpu));
         Ok(IterationRun {
             client,
             agent,

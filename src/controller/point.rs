@@ -43,28 +43,9 @@ fn shows_transactions(spec: &TestSpec) -> bool {
 }
 
 /// Runs `p` on `target`, inside `lab` when given. Err only when nothing was
-/// measured; a test that ended early is a result with status partial. A
-/// capacity search (`--search`, on the spec or one of the groups) runs its
-/// steps here, each a point of its own (`on_step` hears of each).
-pub fn run_point(
-    target: &mut Target,
-    lab: Option<&LabState>,
-    p: &Point,
-    on_step: &mut dyn FnMut(&crate::model::search::SearchPoint),
-) -> Result<TestResult> {
-    let searching = p.spec.search.is_some() || p.groups.iter().any(|g| g.spec.search.is_some());
-    if searching && p.spec.workload.runs_as() != RunsAs::Rrul {
-        return super::search::run(target, lab, p, on_step);
-    }
-    run_single(target, lab, p)
-}
-
-/// One test of `p` (a search's step, or the point itself).
-pub(super) fn run_single(
-    target: &mut Target,
-    lab: Option<&LabState>,
-    p: &Point,
-) -> Result<TestResult> {
+/// measured; a test that ended early is a result with status partial. (A
+/// capacity search runs its steps through this: `search::run_or_search`.)
+pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
     let spec = p.spec;
     if spec.workload.runs_as() == RunsAs::Local {
         return super::cipher::run(spec, p.confidence, p.command.clone());

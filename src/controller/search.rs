@@ -5,7 +5,7 @@
 //! verdict is within noise (`run::Folder::satisfied`). The result is the
 //! step at the capacity, with every step in `search.points`.
 
-use super::point::{run_single, Point};
+use super::point::{run_point, Point};
 use super::target::Target;
 use crate::error::Result;
 use crate::lab::state::LabState;
@@ -18,6 +18,22 @@ use crate::units;
 
 /// A step whose verdict is within noise runs at most this many times.
 const MAX_REPEATS: usize = 3;
+
+/// Runs `p`: as a capacity search when its spec (or one of its groups)
+/// has `--search`, else once (`point::run_point`). `on_step` hears of each
+/// step as it finishes.
+pub fn run_or_search(
+    target: &mut Target,
+    lab: Option<&LabState>,
+    p: &Point,
+    on_step: &mut dyn FnMut(&SearchPoint),
+) -> Result<TestResult> {
+    let searching = p.spec.search.is_some() || p.groups.iter().any(|g| g.spec.search.is_some());
+    if searching && p.spec.workload.runs_as() != crate::model::spec::RunsAs::Rrul {
+        return run(target, lab, p, on_step);
+    }
+    run_point(target, lab, p)
+}
 
 /// Runs `p` as a capacity search. `p.spec` (or one of `p.groups`) carries
 /// the search; `on_step` hears of each step as it finishes.
@@ -35,7 +51,7 @@ pub fn run(
     let s = base
         .search
         .clone()
-        .expect("run_point sends only searches here");
+        .expect("run_or_search sends only searches here");
     let mut search = Search::new(s.resolution_pct);
     let mut points: Vec<SearchPoint> = Vec::new();
     // The result at each rate tried (None: the peak).
@@ -80,7 +96,7 @@ pub fn run(
             tls_baseline: false,
             groups: &groups,
         };
-        let result = match run_single(target, lab, &step_point) {
+        let result = match run_point(target, lab, &step_point) {
             Ok(r) => r,
             Err(e) if kept.is_empty() => return Err(e),
             Err(e) => {

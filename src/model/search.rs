@@ -322,6 +322,34 @@ pub struct SearchResult {
     pub points: Vec<SearchPoint>,
 }
 
+impl SearchResult {
+    /// The capacity in one sentence: "capacity at p99 <= 300 µs: 14.1k/s
+    /// offered (14.1k/s achieved); 14.3k/s missed".
+    pub fn sentence(&self) -> String {
+        let s = self;
+        let target = format!("{} <= {}", s.target.metric.name(), s.target.limit_text());
+        let who = s
+            .group
+            .as_ref()
+            .map_or(String::new(), |g| format!("group {g}: "));
+        match s.capacity_per_s {
+            Some(c) => format!(
+                "{who}capacity at {target}: {} offered ({} achieved){}{}",
+                units::fmt_rate(c),
+                units::fmt_rate(s.achieved_per_s.unwrap_or(0.0)),
+                s.missed_per_s.map_or(String::new(), |m| format!(
+                    "; {} missed",
+                    units::fmt_rate(m)
+                )),
+                s.bound_by
+                    .as_ref()
+                    .map_or(String::new(), |b| format!(", where {b} was CPU bound")),
+            ),
+            None => format!("{who}no offered rate met {target}: {}", s.stopped),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

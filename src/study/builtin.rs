@@ -66,6 +66,8 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("seed004-connections-tuned", [], ["004.1"]),
     builtin!("seed004-memcached", ["memcached"], ["004.2"]),
     builtin!("latency-under-load", [], []),
+    builtin!("rr-capacity", [], []),
+    builtin!("memcached-capacity", [], []),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -8,7 +8,7 @@ use crate::model::spec::RunsAs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use crate::controller::point::{run_point, Point};
+use crate::controller::point::Point;
 use crate::controller::target::{self, ConnectArgs};
 use crate::engine::signals;
 use crate::error::{Error, Result};
@@ -507,10 +507,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                         label: p.label.clone(),
                         ..p
                     };
-                    run_point(&mut target, None, &p, &mut |_| {})
+                    crate::controller::search::run_or_search(&mut target, None, &p, &mut |_| {})
                 })
             }
-            None => run_point(&mut target, None, &p, &mut |_| {}),
+            None => crate::controller::search::run_or_search(&mut target, None, &p, &mut |_| {}),
             Some(l) => {
                 let addr = l.lab.state.server_addr.clone();
                 let r = match l.follow(&point.spec).map_err(Error::from) {
@@ -533,7 +533,12 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                             label: p.label.clone(),
                             ..p
                         };
-                        run_point(&mut target, Some(st), &p, &mut |_| {})
+                        crate::controller::search::run_or_search(
+                            &mut target,
+                            Some(st),
+                            &p,
+                            &mut |_| {},
+                        )
                     })
                 });
                 // The point's firewall goes, whatever happened; the result
@@ -618,6 +623,10 @@ fn finished_line(r: &crate::model::result::TestResult) -> String {
                 .unwrap_or_default(),
             c.cpu_us_per_op
         );
+    }
+    if let Some(s) = &r.search {
+        // A capacity search: its answer, not the figures of its last step.
+        return s.sentence();
     }
     let main = match (&r.summary.latency_under_load, metric) {
         // An rrul point: its figures are the probes' wait, not the

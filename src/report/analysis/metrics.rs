@@ -155,6 +155,38 @@ fn owd(
 }
 
 pub const METRICS: &[Metric] = &[
+    // A capacity search's answer (`--search`): per result, not per iteration.
+    Metric {
+        key: "capacity_per_s",
+        title: "Capacity at the latency target (offered rate)",
+        unit: Unit::PerSecond,
+        higher_is_better: true,
+        main_of: None,
+        get: |r, _| r.search.as_ref().and_then(|s| s.capacity_per_s),
+    },
+    Metric {
+        key: "capacity_achieved_per_s",
+        title: "Achieved at the capacity",
+        unit: Unit::PerSecond,
+        higher_is_better: true,
+        main_of: None,
+        get: |r, _| r.search.as_ref().and_then(|s| s.achieved_per_s),
+    },
+    Metric {
+        key: "capacity_p99_us",
+        title: "p99 at the capacity (from intended send)",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |r, _| {
+            let s = r.search.as_ref()?;
+            let c = s.capacity_per_s?;
+            s.points
+                .iter()
+                .find(|p| p.rate_per_s == Some(c))
+                .and_then(|p| p.p99_us)
+        },
+    },
     // The cipher workload's figures (one core, in linerate's process).
     Metric {
         key: "cipher_ops_per_s",

@@ -11,5 +11,6 @@ pub mod landscape;
 pub mod metrics;
 pub mod overview;
 pub mod rrul;
+pub mod search;
 pub mod tunnel;
 pub mod wanmodel;

@@ -217,6 +217,20 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
             Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
         }
     }
+    // Capacity searches: the figure against offered load, target and knee.
+    for (i, chart) in crate::report::analysis::search::charts(land)
+        .into_iter()
+        .enumerate()
+    {
+        match plot::svg(&chart) {
+            Ok(svg) => figures.push(Figure {
+                title: chart.title.clone(),
+                svg,
+                file: format!("capacity-{}.svg", i + 1),
+            }),
+            Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
+        }
+    }
     let first = loaded.results.first().map(|(_, r)| r);
     let config = match first {
         Some(r) => {

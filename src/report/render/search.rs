@@ -41,26 +41,9 @@ pub fn step_line(p: &SearchPoint) -> String {
     )
 }
 
-/// The capacity in one sentence.
+/// The capacity in one sentence (`SearchResult::sentence`).
 pub fn capacity_sentence(s: &SearchResult) -> String {
-    let target = format!("{} <= {}", s.target.metric.name(), s.target.limit_text());
-    let who = s
-        .group
-        .as_ref()
-        .map_or(String::new(), |g| format!("group {g}: "));
-    match s.capacity_per_s {
-        Some(c) => format!(
-            "{who}capacity at {target}: {} offered ({} achieved){}{}",
-            fmt_rate(c),
-            fmt_rate(s.achieved_per_s.unwrap_or(0.0)),
-            s.missed_per_s
-                .map_or(String::new(), |m| format!("; {} missed", fmt_rate(m))),
-            s.bound_by
-                .as_ref()
-                .map_or(String::new(), |b| format!(", where {b} was CPU bound")),
-        ),
-        None => format!("{who}no offered rate met {target}: {}", s.stopped),
-    }
+    s.sentence()
 }
 
 /// The search's steps in rate order and its capacity.

@@ -8,6 +8,7 @@
 //! environments); `shared` holds the key point and what the rules share,
 //! and this file runs them in the report's order.
 
+mod capacity;
 mod cpu;
 mod environments;
 mod evidence;
@@ -27,6 +28,7 @@ mod tunnel;
 mod udp;
 mod window;
 
+pub use self::capacity::capacity;
 pub use self::cpu::{cpu_bound, host_saturated, service_demand_trend, transaction_cost};
 pub use self::environments::environments;
 pub use self::evidence::{missing, noise};
@@ -70,6 +72,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         kv_cost,
         crypto_hw_saving,
         tail_latency,
+        capacity,
         latency_beside_load,
         latency_under_load,
         queue_discipline,

@@ -1,0 +1,95 @@
+//! A capacity search in words: the highest offered rate that held the
+//! target on what server, and what bound the load where it first missed.
+
+use super::shared::KeyPoint;
+use crate::model::result::TestResult;
+use crate::report::analysis::landscape::Landscape;
+use crate::report::analysis::search::{figure, searches};
+use crate::units::fmt_rate;
+
+/// What the server is, for the sentence: memcached with its threads, or
+/// the agent.
+fn what(r: &TestResult) -> String {
+    match r.spec.kv.as_ref().and_then(|k| k.service.clone()) {
+        Some(cmd) => format!("{cmd} on {} cores", r.environment.agent.cpus),
+        None if r.spec.kv.is_some() => "the memcached at the target".into(),
+        None => format!(
+            "the agent ({} on {} cores)",
+            r.spec.workload.name(),
+            r.environment.agent.cpus
+        ),
+    }
+}
+
+/// One key point per searched point: the capacity in words, what bound
+/// the load past it, and a search that found none.
+pub fn capacity(l: &Landscape) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    for r in &l.rows {
+        let Some(res) = r.results.iter().find(|x| x.search.is_some()) else {
+            continue;
+        };
+        let s = res.search.as_ref().expect("found above");
+        let target = format!("{} <= {}", s.target.metric.name(), s.target.limit_text());
+        let caps: Vec<f64> = searches(r)
+            .iter()
+            .filter_map(|s| s.capacity_per_s)
+            .collect();
+        let text = match s.capacity_per_s {
+            Some(_) => {
+                let lo = caps.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = caps.iter().copied().fold(0.0, f64::max);
+                let range = if caps.len() > 1 && hi > lo * 1.0001 {
+                    format!("{}-{} over {} runs", fmt_rate(lo), fmt_rate(hi), caps.len())
+                } else {
+                    fmt_rate(hi)
+                };
+                let beyond = match (&s.bound_by, s.missed_per_s) {
+                    (Some(b), Some(m)) => format!(
+                        "; beyond that ({} offered) {b} was CPU bound, so the limit there is {}, not the network",
+                        fmt_rate(m),
+                        if b.starts_with("memcached") { "memcached" } else { "that end" }
+                    ),
+                    (None, Some(m)) => {
+                        let at = s.points.iter().find(|p| p.rate_per_s == Some(m));
+                        format!(
+                            "; at {} the {} reached {}",
+                            fmt_rate(m),
+                            s.target.metric.name(),
+                            at.and_then(figure)
+                                .map_or("-".into(), |v| if s.target.metric.quantile().is_some() {
+                                    crate::units::fmt_us(v)
+                                } else {
+                                    format!("{v:.3}%")
+                                })
+                        )
+                    }
+                    _ => String::new(),
+                };
+                format!(
+                    "{}{}: {} holds {target} up to {range} (offered; resolution {}%, {} steps){beyond}.",
+                    r.point.label(),
+                    s.group
+                        .as_ref()
+                        .map_or(String::new(), |g| format!(" (group {g})")),
+                    what(res),
+                    s.resolution_pct,
+                    s.points.len()
+                )
+            }
+            None => format!(
+                "{}: no offered rate met {target}: {}.",
+                r.point.label(),
+                s.stopped
+            ),
+        };
+        // The advice once, with the first point.
+        let first = out.is_empty();
+        out.push(KeyPoint {
+            rule: "capacity",
+            text,
+            advice: if !first { String::new() } else { "Capacity is the highest offered (open-loop) rate whose latency, measured from each request's intended send time, met the target; a step whose generator fell behind (achieved < 97% of offered) counts as a miss whatever its latency. Past the knee latency grows with the queue, not the load.".into() },
+        });
+    }
+    out
+}

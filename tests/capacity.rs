@@ -1,0 +1,250 @@
+//! Capacity at a latency target (`--search`) and runs that size themselves
+//! (`--duration auto`), on loopback with real sockets and a real memcached.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The search's points bracket its capacity: the capacity is the highest
+/// offered rate that met, a rate at or below it met, one above it missed,
+/// and the capacity and the missed rate are within the resolution (or the
+/// search says why not).
+fn assert_brackets(r: &Value) {
+    let s = &r["search"];
+    let cap = f(&s["capacity_per_s"]);
+    let points = s["points"].as_array().expect("points");
+    assert!(points.len() >= 3, "{s}");
+    assert_eq!(
+        points[0]["phase"], "peak",
+        "the search starts at the closed-loop peak"
+    );
+    assert!(points[0]["rate_per_s"].is_null());
+    let open: Vec<&Value> = points
+        .iter()
+        .filter(|p| !p["rate_per_s"].is_null())
+        .collect();
+    let met_max = open
+        .iter()
+        .filter(|p| p["met"] == true)
+        .map(|p| f(&p["rate_per_s"]))
+        .fold(0.0, f64::max);
+    assert_eq!(
+        met_max, cap,
+        "the capacity is the highest rate that met: {s}"
+    );
+    assert!(
+        open.iter()
+            .any(|p| p["met"] == true && f(&p["rate_per_s"]) <= cap),
+        "{s}"
+    );
+    let above: Vec<&&Value> = open.iter().filter(|p| f(&p["rate_per_s"]) > cap).collect();
+    assert!(
+        !above.is_empty(),
+        "no rate above the capacity was tried: {s}"
+    );
+    assert!(above.iter().all(|p| p["met"] == false), "{s}");
+    let missed = f(&s["missed_per_s"]);
+    assert!(missed > cap);
+    if s["stopped"].as_str().unwrap().contains("resolution") {
+        assert!(missed <= cap * 1.02 + 1e-6, "{s}");
+    }
+    for p in &open {
+        // Each point carries its percentiles and its verdict in words.
+        assert!(p["p99_us"].as_f64().is_some(), "{p}");
+        assert!(!p["why"].as_str().unwrap().is_empty());
+        // A point that met had its samples: 100 beyond p99, unless the
+        // window's cap cut it short (60 s: never here).
+        if p["met"] == true {
+            assert!(f(&p["figure"]["samples"]) >= 10_000.0, "{p}");
+            assert!(f(&p["figure"]["value"]) <= f(&s_limit(r)), "{p}");
+        }
+    }
+    // The result is the step at the capacity.
+    assert_eq!(f(&r["spec"]["rate"]), cap);
+}
+
+/// The target's limit in µs, read back from its text.
+fn s_limit(r: &Value) -> Value {
+    let t = r["search"]["target"].as_str().unwrap();
+    let us = if let Some(v) = t.strip_suffix("us") {
+        v.split("<=").nth(1).unwrap().parse::<f64>().unwrap()
+    } else if let Some(v) = t.strip_suffix("ms") {
+        1e3 * v.split("<=").nth(1).unwrap().parse::<f64>().unwrap()
+    } else {
+        panic!("{t}")
+    };
+    Value::from(us)
+}
+
+#[test]
+fn an_rr_search_on_loopback_brackets_its_capacity() {
+    let (text, r) = run_json_text(
+        "search-rr",
+        &[
+            "rr",
+            "--search",
+            "p99<=300us",
+            "--warmup",
+            "0.2",
+            "--flows",
+            "2",
+        ],
+        Duration::from_secs(240),
+    );
+    assert_brackets(&r);
+    assert_eq!(r["search"]["target"], "p99<=300us");
+    assert!(
+        text.contains("capacity at p99 <= 300.0 µs"),
+        "the capacity in words: {text}"
+    );
+    assert!(text.contains("capacity search p99<=300us"), "{text}");
+}
+
+#[test]
+fn a_memcached_search_brackets_its_capacity() {
+    if std::process::Command::new("memcached")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: memcached is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let r = run_json_args(
+        "search-mc",
+        &[
+            "memcache",
+            "--service",
+            "memcached -t 1 -m 64",
+            "--keys",
+            "1000",
+            "--values",
+            "100",
+            "--flows",
+            "4",
+            "--search",
+            "p99<=1ms",
+            "--warmup",
+            "0.2",
+        ],
+        Duration::from_secs(300),
+    );
+    assert_brackets(&r);
+    // memcached's own CPU share is on every open-loop point.
+    let pts = r["search"]["points"].as_array().unwrap();
+    assert!(pts
+        .iter()
+        .filter(|p| !p["rate_per_s"].is_null())
+        .all(|p| p["server_cpu_pct"].as_f64().is_some()));
+}
+
+#[test]
+fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
+    // A steady closed loop settles within seconds.
+    let steady = run_json_args(
+        "auto-steady",
+        &[
+            "rr",
+            "-d",
+            "auto",
+            "--max-duration",
+            "20s",
+            "-i",
+            "0.2",
+            "--warmup",
+            "0.2",
+        ],
+        Duration::from_secs(60),
+    );
+    let a = &steady["summary"]["auto"];
+    assert_eq!(a["stopped"], "stationary", "{a}");
+    let ran_steady = f(&a["ran_s"]);
+    assert!(ran_steady < 10.0, "a steady test ran {ran_steady} s: {a}");
+    assert!(f(&a["half_width_pct"]) <= 2.5, "{a}");
+    // The figures are the kept intervals': the window is theirs.
+    let it = &steady["iterations"][0];
+    let ivs = it["intervals"].as_array().unwrap();
+    assert_eq!(ivs.len() as f64, f(&a["intervals"]), "{a}");
+    let spans: f64 = ivs.iter().map(|i| f(&i["end_s"]) - f(&i["start_s"])).sum();
+    let window = f(&it["duration_s"]);
+    assert!(
+        (window - spans).abs() < 0.05,
+        "{window} s for intervals of {spans} s"
+    );
+    assert!(window <= ran_steady + 1e-6);
+    // An open loop whose rate keeps rising never settles: it runs to its
+    // bound, and not past it.
+    let bound = 4.0;
+    let drifting = run_json_args(
+        "auto-drift",
+        &[
+            "rr",
+            "--rate",
+            "2000",
+            "--rate-ramp",
+            "60s",
+            "-d",
+            "auto",
+            "--max-duration",
+            "4s",
+            "-i",
+            "0.2",
+            "--warmup",
+            "0.2",
+        ],
+        Duration::from_secs(60),
+    );
+    let d = &drifting["summary"]["auto"];
+    let ran = f(&d["ran_s"]);
+    assert!(
+        ran > ran_steady,
+        "the drifting test ran {ran} s, the steady one {ran_steady} s"
+    );
+    assert!(
+        ran >= bound - 0.25 && ran <= bound + 0.25,
+        "bound {bound} s, ran {ran} s: {d}"
+    );
+    assert_eq!(d["stopped"], "bound_trending", "{d}");
+    assert!(f(&d["trend_z"]) > 1.96, "{d}");
+}
+
+#[test]
+fn search_and_auto_refuse_what_they_cannot_do() {
+    for (args, says) in [
+        (vec!["rr", "--search", "p99<=300"], "unit"),
+        (
+            vec!["stream", "--search", "p99<=1ms"],
+            "does not apply to stream",
+        ),
+        (
+            vec!["rr", "--search", "p99<=1ms", "--rate", "100"],
+            "drop --rate",
+        ),
+        (
+            vec!["rr", "--search", "loss_pct<=1"],
+            "does not apply to rr",
+        ),
+        (
+            vec!["rr", "--search", "p99<=1ms", "-d", "auto"],
+            "drop --duration auto",
+        ),
+        (vec!["rr", "--search-resolution", "2"], "needs --search"),
+        (vec!["rr", "--max-duration", "5s"], "-d auto"),
+        (vec!["stream", "--bytes", "1M", "-d", "auto"], "finite"),
+        (vec!["stream", "--rate-ramp", "5s"], "--rate-ramp"),
+    ] {
+        let mut all = vec!["run"];
+        all.extend_from_slice(&args);
+        let o = run(&all, Duration::from_secs(20));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(says), "{args:?}: {e}");
+        assert_no_panic(&o);
+    }
+}
