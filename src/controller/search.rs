@@ -158,6 +158,8 @@ pub fn run(
     .unwrap_or(kept.len().saturating_sub(1));
     let (_, mut result) = kept.swap_remove(pick);
     result.command = p.command.clone();
+    // The user's own target: a step's repetitions were the search's.
+    result.confidence_target = p.confidence;
     result.search = Some(report);
     if let Some(e) = first_error {
         result.summary.status = crate::model::result::Status::Partial;
@@ -322,7 +324,9 @@ fn cpu_shares(
 ) -> (Option<f64>, Option<f64>, Option<f64>) {
     let share = |pct: Option<f64>, cpus: usize, workers: u32| {
         let cpus = cpus.max(1) as f64;
-        pct.map(|p| 100.0 * (p / 100.0 * cpus) / (workers.max(1) as f64).min(cpus))
+        // At most 100%: a mix's groups share an end's process, whose CPU
+        // may exceed what one group's workers could use.
+        pct.map(|p| (100.0 * (p / 100.0 * cpus) / (workers.max(1) as f64).min(cpus)).min(100.0))
     };
     let client = share(
         summary.cpu.client.process_util_pct,

@@ -1299,6 +1299,16 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     if let Some(b) = spec.rate_bps {
         flag(true, format!("--rate {b}bit"));
     }
+    if let Some(r) = spec.rate_ramp_s {
+        flag(true, format!("--rate-ramp {r}"));
+    }
+    if let Some(s) = &spec.search {
+        flag(true, format!("--search '{}'", s.target));
+        flag(
+            s.resolution_pct != crate::model::search::DEFAULT_RESOLUTION_PCT,
+            format!("--search-resolution {}", s.resolution_pct),
+        );
+    }
     flag(
         spec.read_size != 0 && spec.read_size != spec.default_read_size(),
         format!("--read-size {}", size(spec.read_size as u64)),
@@ -1326,10 +1336,19 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         spec.agent_workers != spec.workers,
         format!("--agent-workers {}", spec.agent_workers),
     );
-    flag(
-        spec.duration_s != TestSpec::default_duration_s(spec.is_finite() || program),
-        format!("--duration {}", spec.duration_s),
-    );
+    match &spec.auto {
+        Some(a) => {
+            flag(true, "--duration auto".into());
+            flag(
+                a.bound_s != crate::model::auto::DEFAULT_BOUND_S,
+                format!("--max-duration {}", a.bound_s),
+            );
+        }
+        None => flag(
+            spec.duration_s != TestSpec::default_duration_s(spec.is_finite() || program),
+            format!("--duration {}", spec.duration_s),
+        ),
+    }
     flag(
         spec.warmup_s != default_warmup_s(w),
         format!("--warmup {}", spec.warmup_s),
@@ -1502,6 +1521,22 @@ mod tests {
         o.workload = Some(r.workload);
         o.ipv6 = Some(r.ipv6);
         o.build().unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    #[test]
+    fn search_auto_and_ramp_command_lines_build_the_same_spec_back() {
+        for line in [
+            "linerate run rr --search p99<=300us",
+            "linerate run memcache --service memcached --search p999<=2ms --search-resolution 5 --duration 3",
+            "linerate run udp-rr --search loss_pct<=0.5",
+            "linerate run rr --duration auto --max-duration 20",
+            "linerate run rr --rate 2000 --rate-ramp 30 --duration auto",
+        ] {
+            let s = parse(line);
+            // The shell needs the target quoted; the parser here splits on spaces.
+            let back = to_command_line(&s).replace('\'', "");
+            assert_eq!(parse(&back), s, "{line} -> {back}");
+        }
     }
 
     #[test]
