@@ -284,6 +284,31 @@ pub fn window(a: &CpuSnapshot, b: &CpuSnapshot) -> CpuWindow {
     }
 }
 
+/// What both merges share: host percentages weighted by `weight`, the
+/// process's and the tunnel's seconds added up.
+fn blend(ws: &[&CpuWindow], weight: fn(&CpuWindow) -> f64) -> CpuWindow {
+    let total = ws.iter().map(|w| weight(w)).sum::<f64>().max(1e-9);
+    let weighted =
+        |f: fn(&CpuWindow) -> f64| ws.iter().map(|w| f(w) * weight(w)).sum::<f64>() / total;
+    CpuWindow {
+        host_util_pct: weighted(|w| w.host_util_pct),
+        user_pct: weighted(|w| w.user_pct),
+        system_pct: weighted(|w| w.system_pct),
+        irq_pct: weighted(|w| w.irq_pct),
+        softirq_pct: weighted(|w| w.softirq_pct),
+        iowait_pct: weighted(|w| w.iowait_pct),
+        steal_pct: weighted(|w| w.steal_pct),
+        process_cpu_s: ws.iter().map(|w| w.process_cpu_s).sum(),
+        process_user_s: ws.iter().map(|w| w.process_user_s).sum(),
+        process_system_s: ws.iter().map(|w| w.process_system_s).sum(),
+        tunnel_cpu_s: ws
+            .iter()
+            .filter_map(|w| w.tunnel_cpu_s)
+            .reduce(|x, y| x + y),
+        ..Default::default()
+    }
+}
+
 /// Several hosts' windows as one: process CPU adds up (cores, seconds),
 /// host percentages are weighted by each host's cores, so the result reads
 /// as if all their cores were one machine (the seeds' "client CPU" of many
@@ -295,33 +320,17 @@ pub fn merge_hosts(ws: &[&CpuWindow]) -> Option<CpuWindow> {
     }
     let first = ws.first()?;
     let cores: usize = ws.iter().map(|w| w.ncores).sum::<usize>().max(1);
-    let weighted = |f: fn(&CpuWindow) -> f64| {
-        ws.iter().map(|w| f(w) * w.ncores as f64).sum::<f64>() / cores as f64
-    };
     let process_cores: f64 = ws.iter().map(|w| w.process_cores).sum();
     Some(CpuWindow {
         wall_s: ws.iter().map(|w| w.wall_s).fold(first.wall_s, f64::max),
         ncores: cores,
-        host_util_pct: weighted(|w| w.host_util_pct),
-        user_pct: weighted(|w| w.user_pct),
-        system_pct: weighted(|w| w.system_pct),
-        irq_pct: weighted(|w| w.irq_pct),
-        softirq_pct: weighted(|w| w.softirq_pct),
-        iowait_pct: weighted(|w| w.iowait_pct),
-        steal_pct: weighted(|w| w.steal_pct),
         per_core_util_pct: ws
             .iter()
             .flat_map(|w| w.per_core_util_pct.iter().copied())
             .collect(),
         process_util_pct: 100.0 * process_cores / cores as f64,
         process_cores,
-        process_cpu_s: ws.iter().map(|w| w.process_cpu_s).sum(),
-        process_user_s: ws.iter().map(|w| w.process_user_s).sum(),
-        process_system_s: ws.iter().map(|w| w.process_system_s).sum(),
-        tunnel_cpu_s: ws
-            .iter()
-            .filter_map(|w| w.tunnel_cpu_s)
-            .reduce(|x, y| x + y),
+        ..blend(ws, |w| w.ncores as f64)
     })
 }
 
@@ -331,20 +340,11 @@ pub fn merge_hosts(ws: &[&CpuWindow]) -> Option<CpuWindow> {
 pub fn over_time(ws: &[&CpuWindow]) -> Option<CpuWindow> {
     let first = ws.first()?;
     let wall: f64 = ws.iter().map(|w| w.wall_s).sum::<f64>().max(1e-9);
-    let weighted =
-        |f: fn(&CpuWindow) -> f64| ws.iter().map(|w| f(w) * w.wall_s).sum::<f64>() / wall;
-    let cpu_s: f64 = ws.iter().map(|w| w.process_cpu_s).sum();
+    let b = blend(ws, |w| w.wall_s);
     let cores = first.ncores.max(1);
     Some(CpuWindow {
         wall_s: wall,
         ncores: first.ncores,
-        host_util_pct: weighted(|w| w.host_util_pct),
-        user_pct: weighted(|w| w.user_pct),
-        system_pct: weighted(|w| w.system_pct),
-        irq_pct: weighted(|w| w.irq_pct),
-        softirq_pct: weighted(|w| w.softirq_pct),
-        iowait_pct: weighted(|w| w.iowait_pct),
-        steal_pct: weighted(|w| w.steal_pct),
         per_core_util_pct: (0..first.per_core_util_pct.len())
             .map(|c| {
                 ws.iter()
@@ -353,15 +353,9 @@ pub fn over_time(ws: &[&CpuWindow]) -> Option<CpuWindow> {
                     / wall
             })
             .collect(),
-        process_util_pct: 100.0 * cpu_s / wall / cores as f64,
-        process_cores: cpu_s / wall,
-        process_cpu_s: cpu_s,
-        process_user_s: ws.iter().map(|w| w.process_user_s).sum(),
-        process_system_s: ws.iter().map(|w| w.process_system_s).sum(),
-        tunnel_cpu_s: ws
-            .iter()
-            .filter_map(|w| w.tunnel_cpu_s)
-            .reduce(|x, y| x + y),
+        process_util_pct: 100.0 * b.process_cpu_s / wall / cores as f64,
+        process_cores: b.process_cpu_s / wall,
+        ..b
     })
 }
 
@@ -424,6 +418,26 @@ mod tests {
         assert_eq!(m.wall_s, 2.1);
         assert_eq!(m.per_core_util_pct.len(), 8);
         assert!(merge_hosts(&[]).is_none());
+    }
+
+    #[test]
+    fn consecutive_windows_weigh_by_their_time() {
+        let w = |wall: f64, host: f64, cpu: f64| CpuWindow {
+            wall_s: wall,
+            ncores: 2,
+            host_util_pct: host,
+            process_cpu_s: cpu,
+            per_core_util_pct: vec![host, host],
+            ..Default::default()
+        };
+        let (a, b) = (w(1.0, 40.0, 0.5), w(3.0, 80.0, 1.5));
+        let m = over_time(&[&a, &b]).unwrap();
+        assert_eq!(m.wall_s, 4.0);
+        assert!((m.host_util_pct - 70.0).abs() < 1e-9);
+        assert!((m.per_core_util_pct[1] - 70.0).abs() < 1e-9);
+        assert!((m.process_cores - 0.5).abs() < 1e-9);
+        assert!((m.process_util_pct - 25.0).abs() < 1e-9);
+        assert!(over_time(&[]).is_none());
     }
     use std::time::Duration;
 

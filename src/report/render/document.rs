@@ -187,50 +187,39 @@ fn axis_overview(study: &crate::study::file::Study, land: &Landscape) -> Option<
     crate::report::analysis::environments::overview(land, dim, &values, &keys)
 }
 
+/// Draws `charts` as SVG figures named `{prefix}-N.svg`; a chart that
+/// cannot be drawn is listed with why.
+fn draw(
+    charts: impl IntoIterator<Item = crate::report::analysis::figure::Chart>,
+    prefix: &str,
+    figures: &mut Vec<Figure>,
+    missing: &mut Vec<String>,
+) {
+    for (i, chart) in charts.into_iter().enumerate() {
+        match plot::svg(&chart) {
+            Ok(svg) => figures.push(Figure {
+                title: chart.title.clone(),
+                svg,
+                file: format!("{prefix}-{}.svg", i + 1),
+            }),
+            Err(e) => missing.push(format!("{}: {e}", chart.title)),
+        }
+    }
+}
+
 pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     let study = &loaded.study;
     let m = &loaded.manifest;
     let mut figures = Vec::new();
     let mut missing_figures = Vec::new();
-    for (i, p) in study.plots.iter().enumerate() {
-        let chart = land.chart(p);
-        match plot::svg(&chart) {
-            Ok(svg) => figures.push(Figure {
-                title: chart.title.clone(),
-                svg,
-                file: format!("plot-{}.svg", i + 1),
-            }),
-            Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
-        }
-    }
+    let charts = study.plots.iter().map(|p| land.chart(p));
+    draw(charts, "plot", &mut figures, &mut missing_figures);
     // rrul points: flent's latency over time and its distribution.
-    for (i, chart) in crate::report::analysis::rrul::charts(land)
-        .into_iter()
-        .enumerate()
-    {
-        match plot::svg(&chart) {
-            Ok(svg) => figures.push(Figure {
-                title: chart.title.clone(),
-                svg,
-                file: format!("rrul-{}.svg", i + 1),
-            }),
-            Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
-        }
-    }
+    let charts = crate::report::analysis::rrul::charts(land);
+    draw(charts, "rrul", &mut figures, &mut missing_figures);
     // Capacity searches: the figure against offered load, target and knee.
-    for (i, chart) in crate::report::analysis::search::charts(land)
-        .into_iter()
-        .enumerate()
-    {
-        match plot::svg(&chart) {
-            Ok(svg) => figures.push(Figure {
-                title: chart.title.clone(),
-                svg,
-                file: format!("capacity-{}.svg", i + 1),
-            }),
-            Err(e) => missing_figures.push(format!("{}: {e}", chart.title)),
-        }
-    }
+    let charts = crate::report::analysis::search::charts(land);
+    draw(charts, "capacity", &mut figures, &mut missing_figures);
     let first = loaded.results.first().map(|(_, r)| r);
     let config = match first {
         Some(r) => {
