@@ -77,8 +77,9 @@ pub struct WorkerSetup {
     /// `--io threads`: this worker's flow (at most one) runs on a blocking
     /// socket, with no event loop.
     pub blocking: bool,
-    /// Some flow runs on a schedule (an open loop, paced UDP, rrul's
-    /// probes): its timers need the precise wake-up.
+    /// Some flow runs an open loop whose latency is taken from each
+    /// request's intended send time (rr, udp-rr, memcache, rrul's probes):
+    /// its timers need the precise wake-up.
     pub paced: bool,
 }
 

@@ -93,7 +93,12 @@ pub fn lines(o: &mut String, r: &TestResult) {
         let _ = writeln!(o, "{}", capacity_sentence(s));
         let _ = writeln!(
             o,
-            "the figures above the search table are the step at the capacity; latency from each request's intended send time"
+            "the figures above the search table are the step at the capacity{}",
+            if s.target.metric.quantile().is_some() {
+                "; latency from each request's intended send time"
+            } else {
+                ""
+            }
         );
     }
     if let Some(a) = &r.summary.auto {
