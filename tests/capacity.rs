@@ -7,6 +7,14 @@ use common::*;
 use serde_json::Value;
 use std::time::Duration;
 
+/// Each test here loads both cores (searches, a steady run that must look
+/// steady): they take turns, or one's load makes the other's figures drift.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -84,6 +92,7 @@ fn s_limit(r: &Value) -> Value {
 
 #[test]
 fn an_rr_search_on_loopback_brackets_its_capacity() {
+    let _turn = alone();
     let (text, r) = run_json_text(
         "search-rr",
         &[
@@ -108,6 +117,7 @@ fn an_rr_search_on_loopback_brackets_its_capacity() {
 
 #[test]
 fn a_memcached_search_brackets_its_capacity() {
+    let _turn = alone();
     if std::process::Command::new("memcached")
         .arg("-V")
         .output()
@@ -146,6 +156,7 @@ fn a_memcached_search_brackets_its_capacity() {
 
 #[test]
 fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
+    let _turn = alone();
     // A steady closed loop settles within seconds.
     let steady = run_json_args(
         "auto-steady",
