@@ -410,6 +410,22 @@ mod tests {
     }
 
     #[test]
+    fn cases_may_search_and_size_their_windows_themselves() {
+        let text = "title = \"t\"\ndescription = \"d\"\n[test]\nworkload = \"rr\"\n[[case]]\nlabel = \"search\"\nsearch = \"p99<=1ms\"\nsearch_resolution = 5\n[[case]]\nlabel = \"auto\"\nduration = \"auto\"\nmax_duration = \"30s\"\n[[case]]\nlabel = \"fixed\"\nduration = 3\n";
+        let s = Study::parse(text, "t.toml", "t").unwrap();
+        let p = expand(&s, &TestOptions::default()).unwrap();
+        assert_eq!(p.len(), 3);
+        let search = p[0].spec.search.as_ref().expect("a search");
+        assert_eq!(search.target.to_string(), "p99<=1ms");
+        assert_eq!(search.resolution_pct, 5.0);
+        assert_eq!(p[0].spec.io, crate::model::spec::IoMode::Epoll);
+        let auto = p[1].spec.auto.as_ref().expect("an auto window");
+        assert_eq!((auto.bound_s, p[1].spec.duration_s), (30.0, 30.0));
+        assert!(p[2].spec.auto.is_none() && p[2].spec.search.is_none());
+        assert_eq!(p[2].spec.duration_s, 3.0);
+    }
+
+    #[test]
     fn an_rrul_case_expands_into_its_groups_with_axes_applied() {
         let text = "title = \"t\"\ndescription = \"d\"\n[lab]\nrtt = \"20ms\"\nrate = \"20mbit\"\n[test]\nworkload = \"rrul\"\nidle = \"2s\"\nduration = \"5s\"\n[sweep]\n\"lab.aqm\" = [\"fifo\", \"fq_codel\"]\nstreams = [1, 8]\n";
         let s = Study::parse(text, "t.toml", "t").unwrap();
