@@ -13,8 +13,7 @@
 //! `iptables-legacy -S`, and removed after the point, whatever its outcome.
 //! The rules live in the lab's namespace only: a lab taken down takes them.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::netns;
 use super::LabError;
@@ -28,40 +27,10 @@ pub const RAW_CHAIN: &str = "LINERATE-NOTRACK";
 /// Runs `prog args` in namespace `ns`, `input` on its stdin; its stdout.
 fn run(ns: &str, prog: &str, args: &[&str], input: Option<&str>) -> Result<String, LabError> {
     let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args(args);
     netns::command_in(&mut cmd, ns)?;
-    let mut child = cmd.spawn().map_err(|source| LabError::NoPlumbing {
-        program: prog.into(),
-        source,
-    })?;
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin
-            .write_all(text.as_bytes())
-            .map_err(|source| LabError::NoPlumbing {
-                program: prog.into(),
-                source,
-            })?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|source| LabError::NoPlumbing {
-            program: prog.into(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(LabError::Plumbing {
-            command: format!("ip netns exec {ns} {prog} {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let shown = format!("ip netns exec {ns} {prog} {}", args.join(" "));
+    super::plumb::run(cmd, &shown, input)
 }
 
 /// The non-matching source of rule `i`: 100.64.0.0/10 counted upwards.

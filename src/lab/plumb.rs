@@ -9,17 +9,45 @@ use super::LabError;
 
 /// Runs `prog args`; its stdout, or its stderr as the error.
 pub fn sh(prog: &str, args: &[&str]) -> Result<String, LabError> {
-    let out = Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
+    let mut cmd = Command::new(prog);
+    cmd.args(args);
+    run(cmd, &format!("{prog} {}", args.join(" ")), None)
+}
+
+/// Runs `cmd` (shown as `shown` in an error), `input` on its stdin; its
+/// stdout, or its stderr as the error. Every plumbing command ends here.
+pub fn run(mut cmd: Command, shown: &str, input: Option<&str>) -> Result<String, LabError> {
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    let program = || name.clone();
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|source| LabError::NoPlumbing {
+        program: program(),
+        source,
+    })?;
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+        use std::io::Write;
+        stdin
+            .write_all(text.as_bytes())
+            .map_err(|source| LabError::NoPlumbing {
+                program: program(),
+                source,
+            })?;
+    }
+    let out = child
+        .wait_with_output()
         .map_err(|source| LabError::NoPlumbing {
-            program: prog.into(),
+            program: program(),
             source,
         })?;
     if !out.status.success() {
         return Err(LabError::Plumbing {
-            command: format!("{prog} {}", args.join(" ")),
+            command: shown.into(),
             stderr: String::from_utf8_lossy(&out.stderr).trim().into(),
         });
     }

@@ -6,8 +6,7 @@
 //! iptables-nft's rules) through `nft -j list ruleset`, and conntrack from
 //! /proc. Counting rules needs root; without it the summary says so.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::MeasureError;
 use crate::model::host::Firewall;
@@ -82,33 +81,12 @@ pub fn nft_rules_in(json: &str) -> Option<u32> {
 
 /// Runs `nft -j list ruleset` for at most two seconds.
 fn nft_rules() -> Result<u32, MeasureError> {
-    let mut child = Command::new("nft")
-        .args(["-j", "list", "ruleset"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|_| MeasureError::NftMissing)?;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(MeasureError::NftSilent);
-            }
-        }
-    }
-    let mut out = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        use std::io::Read;
-        let _ = s.read_to_string(&mut out);
-    }
-    match child.wait() {
-        Ok(st) if st.success() => nft_rules_in(&out).ok_or(MeasureError::NftUnreadable),
-        _ => Err(MeasureError::NftNeedsRoot),
+    use super::probe::{ask, Unanswered};
+    match ask("nft", &["-j", "list", "ruleset"], Duration::from_secs(2)) {
+        Err(Unanswered::Missing) => Err(MeasureError::NftMissing),
+        Err(Unanswered::Silent) => Err(MeasureError::NftSilent),
+        Ok((true, out)) => nft_rules_in(&out).ok_or(MeasureError::NftUnreadable),
+        Ok((false, _)) => Err(MeasureError::NftNeedsRoot),
     }
 }
 

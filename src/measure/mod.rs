@@ -10,6 +10,7 @@ pub mod host;
 pub mod interval;
 pub mod netdev;
 pub mod placement;
+pub mod probe;
 pub mod search;
 pub mod security;
 pub mod sockdiag;

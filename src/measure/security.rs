@@ -6,8 +6,7 @@
 //! seconds) and the audit= boot parameter. Nothing is changed.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::model::security::SecurityState;
 
@@ -69,30 +68,10 @@ pub fn enabled_in(status: &str) -> Option<u32> {
 /// Asks `auditctl -s` (root), at most two seconds; None when it is not
 /// installed or does not answer.
 fn auditctl() -> Option<u32> {
-    let mut child = Command::new("auditctl")
-        .arg("-s")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
+    match super::probe::ask("auditctl", &["-s"], Duration::from_secs(2)) {
+        Ok((true, out)) => enabled_in(&out),
+        _ => None,
     }
-    let out = child.wait_with_output().ok()?;
-    out.status
-        .success()
-        .then(|| enabled_in(&String::from_utf8_lossy(&out.stdout)))
-        .flatten()
 }
 
 /// This host's state.
