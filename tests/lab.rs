@@ -861,13 +861,20 @@ fn udp_loss_through_the_emulator_is_counted_as_network_loss() {
         ),
         Duration::from_secs(60),
     );
+    assert_eq!(r["summary"]["status"], "ok");
+    let it = &r["iterations"][0];
+    // The window ends on time: lost requests are timed out, not waited
+    // for. The whole command is bounded loosely: its control channel
+    // crosses the same 5% loss, and a lost SYN or a run of lost segments
+    // costs TCP's backed-off retransmission timeouts (1 s, 3 s, 7 s...),
+    // which CI has seen add 20 s to a 3 s run.
+    let window = it["duration_s"].as_f64().unwrap();
+    assert!((1.9..2.5).contains(&window), "window {window} s");
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(50),
         "took {:?}",
         started.elapsed()
     );
-    assert_eq!(r["summary"]["status"], "ok");
-    let it = &r["iterations"][0];
     let tx = u(&it["transactions"]) as f64;
     let timeouts = u(&it["udp"]["timeouts"]) as f64;
     assert!(tx > 1000.0, "{tx} transactions");
