@@ -608,9 +608,24 @@ fn runs_to_the_end(name: &str, file: Option<&Path>) -> PathBuf {
 }
 
 fn runs_to_the_end_with(name: &str, file: Option<&Path>, extra: &str) -> PathBuf {
+    runs_to_the_end_text(name, file, extra, true).0
+}
+
+/// `runs_to_the_end_with`, quiet or not, with what the study printed on
+/// stderr.
+fn runs_to_the_end_text(
+    name: &str,
+    file: Option<&Path>,
+    extra: &str,
+    quiet: bool,
+) -> (PathBuf, String) {
     let out = out_dir(&format!("b-{name}"));
     let study = file.map_or(name.to_string(), |f| f.display().to_string());
-    let o = run_study(&study, &out, extra, Duration::from_secs(300));
+    let mut args = study_args(&study, &out, extra);
+    if !quiet {
+        args.retain(|a| *a != "-q");
+    }
+    let o = run(&args, Duration::from_secs(300));
     ok(&o);
     let dir = the_folder(&out);
     let m = json(&dir.join("manifest.json"));
@@ -625,7 +640,7 @@ fn runs_to_the_end_with(name: &str, file: Option<&Path>, extra: &str) -> PathBuf
         );
     }
     assert!(dir.join("report.html").exists(), "{name}");
-    dir
+    (dir, stderr(&o))
 }
 
 /// The capacity studies, each cut to one search: it runs to its end, the
@@ -641,7 +656,13 @@ fn capacity_studies_run_to_the_end() {
         )
     };
     let (a, b) = (tight("64", "64"), tight("200", "1000"));
-    let dir = cut_and_run("rr-capacity", &[(&a, ""), (&b, "")], "--warmup 0.2");
+    let (dir, text) = cut_and_run_text("rr-capacity", &[(&a, ""), (&b, "")], "--warmup 0.2", false);
+    // Each step is printed as it finishes, under its point's label.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("[1/2] ") && l.contains("search step  1 peak")),
+        "{text}"
+    );
     let mut checked = 0;
     for e in std::fs::read_dir(dir.join("points")).unwrap() {
         let p = json(&e.unwrap().path());
@@ -786,6 +807,16 @@ fn lab_builtin_studies_run_to_the_end() {
 /// Built-in study `name` with its sweep cut by `(from, to)` replacements
 /// (each must apply), written to a file and run to its end with `extra`.
 fn cut_and_run(name: &str, cuts: &[(&str, &str)], extra: &str) -> PathBuf {
+    cut_and_run_text(name, cuts, extra, true).0
+}
+
+/// `cut_and_run`, quiet or not, with what the study printed on stderr.
+fn cut_and_run_text(
+    name: &str,
+    cuts: &[(&str, &str)],
+    extra: &str,
+    quiet: bool,
+) -> (PathBuf, String) {
     let o = run_str(&format!("study show {name}"), LIMIT);
     ok(&o);
     let mut text = stdout(&o);
@@ -794,7 +825,7 @@ fn cut_and_run(name: &str, cuts: &[(&str, &str)], extra: &str) -> PathBuf {
         text = text.replace(from, to);
     }
     let file = write_study(&format!("{name}-short"), &text);
-    runs_to_the_end_with(name, Some(&file), extra)
+    runs_to_the_end_text(name, Some(&file), extra, quiet)
 }
 
 /// The seed pack's lab studies (root), each cut to a few points: every

@@ -169,7 +169,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let quiet = args.quiet;
     let mut on_step = |s: &crate::model::search::SearchPoint| {
         if !quiet {
-            eprintln!("{}", human::search_step(s));
+            eprintln!("{}", s.line());
         }
     };
     let result =

@@ -260,6 +260,16 @@ pub enum SearchPhase {
     Bisect,
 }
 
+impl SearchPhase {
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchPhase::Peak => "peak",
+            SearchPhase::Ramp => "ramp",
+            SearchPhase::Bisect => "bisect",
+        }
+    }
+}
+
 /// One step of a search.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchPoint {
@@ -320,6 +330,31 @@ pub struct SearchResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     pub points: Vec<SearchPoint>,
+}
+
+impl SearchPoint {
+    /// The step in a line, as it finishes (printed by `run` and by a
+    /// study under its point's label): `search step  3 ramp   offered ...`.
+    pub fn line(&self) -> String {
+        let us = |v: Option<f64>| v.map_or("-".into(), units::fmt_us);
+        format!(
+            "search step {:>2} {:<6} offered {:>9}  achieved {:>9}  p50 {:>9}  p99 {:>9}  {}  {}",
+            self.step,
+            self.phase.name(),
+            self.rate_per_s.map_or("closed".into(), units::fmt_rate),
+            units::fmt_rate(self.achieved_per_s),
+            us(self.p50_us),
+            us(self.p99_us),
+            if self.phase == SearchPhase::Peak {
+                "    "
+            } else if self.met {
+                "met "
+            } else {
+                "MISS"
+            },
+            self.why
+        )
+    }
 }
 
 impl SearchResult {

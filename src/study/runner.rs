@@ -494,6 +494,14 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             tls_baseline: false,
             groups: &point.groups,
         };
+        // A searched point's steps, each as it finishes: a search runs ten
+        // or more windows, and the point's line comes only after the last.
+        let quiet = opts.quiet;
+        let mut on_step = |st: &crate::model::search::SearchPoint| {
+            if !quiet {
+                eprintln!("{label}: {}", st.line());
+            }
+        };
         let r = match &mut lab {
             // A lab given with --lab NAME: its namespaces take the point's
             // NIC settings as a study's own lab does.
@@ -507,10 +515,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                         label: p.label.clone(),
                         ..p
                     };
-                    crate::controller::search::run_or_search(&mut target, None, &p, &mut |_| {})
+                    crate::controller::search::run_or_search(&mut target, None, &p, &mut on_step)
                 })
             }
-            None => crate::controller::search::run_or_search(&mut target, None, &p, &mut |_| {}),
+            None => crate::controller::search::run_or_search(&mut target, None, &p, &mut on_step),
             Some(l) => {
                 let addr = l.lab.state.server_addr.clone();
                 let r = match l.follow(&point.spec).map_err(Error::from) {
@@ -537,7 +545,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                             &mut target,
                             Some(st),
                             &p,
-                            &mut |_| {},
+                            &mut on_step,
                         )
                     })
                 });

@@ -440,11 +440,6 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     o
 }
 
-/// A capacity search's step, as it finishes.
-pub fn search_step(p: &crate::model::search::SearchPoint) -> String {
-    super::search::step_line(p)
-}
-
 /// Many hosts: one row per host over the common window, its clock offset,
 /// and a warning when the hosts' interval edges are further apart than 1%
 /// of an interval (then per-interval sums mix different moments).

@@ -8,37 +8,8 @@ use crate::model::result::TestResult;
 use crate::model::search::{SearchPhase, SearchPoint, SearchResult};
 use crate::units::{fmt_rate, fmt_us};
 
-fn phase(p: SearchPhase) -> &'static str {
-    match p {
-        SearchPhase::Peak => "peak",
-        SearchPhase::Ramp => "ramp",
-        SearchPhase::Bisect => "bisect",
-    }
-}
-
 fn opt_us(v: Option<f64>) -> String {
     v.map_or("-".into(), fmt_us)
-}
-
-/// One step, as it finishes: `step 3 ramp   offered 12.5k/s  achieved ...`.
-pub fn step_line(p: &SearchPoint) -> String {
-    format!(
-        "search step {:>2} {:<6} offered {:>9}  achieved {:>9}  p50 {:>9}  p99 {:>9}  {}  {}",
-        p.step,
-        phase(p.phase),
-        p.rate_per_s.map_or("closed".into(), fmt_rate),
-        fmt_rate(p.achieved_per_s),
-        opt_us(p.p50_us),
-        opt_us(p.p99_us),
-        if p.phase == SearchPhase::Peak {
-            "    "
-        } else if p.met {
-            "met "
-        } else {
-            "MISS"
-        },
-        p.why
-    )
 }
 
 /// The capacity in one sentence (`SearchResult::sentence`).
@@ -73,7 +44,7 @@ pub fn lines(o: &mut String, r: &TestResult) {
                 o,
                 "  {:>4} {:<6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  {}{}",
                 p.step,
-                phase(p.phase),
+                p.phase.name(),
                 p.rate_per_s.map_or("closed".into(), fmt_rate),
                 fmt_rate(p.achieved_per_s),
                 opt_us(p.p50_us),
