@@ -261,3 +261,51 @@ fn search_and_auto_refuse_what_they_cannot_do() {
         assert_no_panic(&o);
     }
 }
+
+/// `--rate-ramp` on every open loop (rr, udp-rr, memcache): each flow's
+/// rate rises from a tenth of its share to all of it over the ramp, then
+/// holds; the workload's line says so.
+#[test]
+fn a_rate_ramp_rises_on_every_open_loop() {
+    let _turn = alone();
+    let rate = 4000.0;
+    for w in [
+        vec!["rr", "--flows", "2"],
+        vec!["udp-rr", "--flows", "2"],
+        vec!["memcache", "--service", "memcached", "--flows", "2"],
+    ] {
+        let mut args = w.clone();
+        args.extend_from_slice(&[
+            "--rate",
+            "4000",
+            "--rate-ramp",
+            "1s",
+            "-d",
+            "1.5",
+            "-i",
+            "0.25",
+            "--warmup",
+            "0",
+        ]);
+        let (text, r) = run_json_text(&format!("ramp-{}", w[0]), &args, Duration::from_secs(60));
+        assert!(
+            text.contains("open loop at 4000/s total, rising from 400/s over 1.00 s"),
+            "{text}"
+        );
+        let ivs = r["iterations"][0]["intervals"].as_array().unwrap();
+        assert_eq!(ivs.len(), 6, "{}", w[0]);
+        let tps: Vec<f64> = ivs.iter().map(|i| f(&i["transactions_per_s"])).collect();
+        // The first quarter second: 0.1 R rising by 0.9 R/s, 0.2125 R on average.
+        assert!(
+            (0.15 * rate..0.3 * rate).contains(&tps[0]),
+            "{}: {tps:?}",
+            w[0]
+        );
+        assert!(
+            tps.windows(2).take(4).all(|p| p[1] > p[0]),
+            "{}: {tps:?}",
+            w[0]
+        );
+        assert!(tps[5] > 0.95 * rate, "{}: {tps:?}", w[0]);
+    }
+}

@@ -5,6 +5,7 @@ pub mod error;
 pub mod flow;
 pub mod io;
 pub mod limits;
+pub mod pace;
 pub mod setup;
 pub mod side;
 pub mod signals;

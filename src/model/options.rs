@@ -460,7 +460,7 @@ pub struct TestOptions {
     #[arg(long, value_parser = parse_pct, value_name = "PCT")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_resolution: Option<f64>,
-    /// rr with --rate: the rate rises linearly from a tenth of --rate to --rate over this long from the start, then holds (a load that drifts on purpose).
+    /// rr, udp-rr, memcache with --rate: the rate rises linearly from a tenth of --rate to --rate over this long from the start, then holds (a load that drifts on purpose).
     #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_ramp: Option<Secs>,

@@ -892,8 +892,11 @@ impl TestSpec {
             }
         }
         if let Some(r) = self.rate_ramp_s {
-            if self.workload != Rr || self.rate.is_none() {
-                return Err("--rate-ramp raises an rr open loop's rate: rr with --rate".into());
+            if !matches!(self.workload, Rr | UdpRr | Memcache) || self.rate.is_none() {
+                return Err(
+                    "--rate-ramp raises an open loop's rate: rr, udp-rr or memcache with --rate"
+                        .into(),
+                );
             }
             if !(r > 0.0 && r <= MAX_SECONDS) {
                 return Err(format!("--rate-ramp must be between 0 and {MAX_SECONDS} s").into());

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::{Conns, Pattern, Plugin, PrefillError, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
+use crate::engine::pace::Pace;
 use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
 use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
@@ -74,9 +75,7 @@ impl Plugin for Memcache {
         if spec.outstanding > 1 {
             let _ = write!(s, ", {} outstanding", spec.outstanding);
         }
-        if let Some(r) = spec.rate {
-            let _ = write!(s, ", open loop at {} ops/s total", fmt_rate(r));
-        }
+        s += &super::open_loop_text(spec);
         s
     }
 
@@ -134,6 +133,7 @@ impl Plugin for Memcache {
                     mix.clone(),
                     spec.outstanding as usize,
                     per_flow_rate,
+                    spec.rate_ramp_s,
                 )) as Box<dyn Flow>
             })
             .collect())
@@ -312,8 +312,8 @@ pub struct KvFlow {
     /// request: Pending counts its share).
     asked: VecDeque<u64>,
     key: Vec<u8>,
-    /// Open loop: seconds between requests; start and requests started.
-    period: Option<f64>,
+    /// Open loop: when requests are due; start and requests started.
+    pace: Option<Pace>,
     start: Option<Instant>,
     started: u64,
     timer_armed: bool,
@@ -325,7 +325,15 @@ pub struct KvFlow {
 }
 
 impl KvFlow {
-    pub fn new(base: FlowBase, mix: Arc<Mix>, outstanding: usize, rate: Option<f64>) -> Self {
+    /// `rate`: this flow's open-loop rate (None: closed loop), rising over
+    /// `ramp_s` when given.
+    pub fn new(
+        base: FlowBase,
+        mix: Arc<Mix>,
+        outstanding: usize,
+        rate: Option<f64>,
+        ramp_s: Option<f64>,
+    ) -> Self {
         let seed =
             (base.id as u64) << 32 ^ std::process::id() as u64 ^ crate::engine::udp::mono_ns();
         KvFlow {
@@ -340,7 +348,7 @@ impl KvFlow {
             in_flight: VecDeque::new(),
             asked: VecDeque::new(),
             key: Vec::with_capacity(256),
-            period: rate.map(|r| 1.0 / r),
+            pace: Pace::new(rate, ramp_s),
             start: None,
             started: 0,
             timer_armed: false,
@@ -413,16 +421,16 @@ impl KvFlow {
     /// due by now; then writes what is queued. Busy if the budget ran out.
     fn pump(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
         let now = cx.now;
-        match self.period {
+        match self.pace {
             None => {
                 while self.requests_in_flight() < self.outstanding {
                     self.queue(now, now);
                 }
             }
-            Some(p) => {
+            Some(pace) => {
                 let start = *self.start.get_or_insert(now);
                 loop {
-                    let due = start + Duration::from_secs_f64(self.started as f64 * p);
+                    let due = pace.due(start, self.started);
                     if due > now || self.requests_in_flight() >= self.outstanding {
                         if due > now && !self.timer_armed {
                             cx.schedule(due);
@@ -614,7 +622,7 @@ impl KvFlow {
             return;
         }
         record_ns(cx.hist, lat);
-        if self.period.is_some() {
+        if self.pace.is_some() {
             record_ns(cx.hist_corrected, corr);
         }
         match p.get {
@@ -627,7 +635,7 @@ impl KvFlow {
                 self.stats.gets += n;
                 self.stats.misses += misses;
                 record_ns(&mut self.get_hist, lat);
-                if self.period.is_some() {
+                if self.pace.is_some() {
                     record_ns(&mut self.get_corr, corr);
                 }
             }
@@ -636,7 +644,7 @@ impl KvFlow {
                 cx.counters.transactions += 1;
                 self.stats.sets += 1;
                 record_ns(&mut self.set_hist, lat);
-                if self.period.is_some() {
+                if self.pace.is_some() {
                     record_ns(&mut self.set_corr, corr);
                 }
             }

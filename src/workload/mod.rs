@@ -201,6 +201,25 @@ pub fn rate_column(spec: &TestSpec) -> RateColumn {
     }
 }
 
+/// The open loop in words, for a workload's line: ", open loop at 20.0k/s
+/// total" (transactions or operations) and, with `--rate-ramp`, ", rising
+/// from 2000/s over 2.00 s".
+pub fn open_loop_text(spec: &TestSpec) -> String {
+    use crate::units::{fmt_rate, fmt_secs};
+    let Some(r) = spec.rate else {
+        return String::new();
+    };
+    let mut s = format!(", open loop at {} total", fmt_rate(r));
+    if let Some(ramp) = spec.rate_ramp_s {
+        s += &format!(
+            ", rising from {} over {}",
+            fmt_rate(r / 10.0),
+            fmt_secs(ramp)
+        );
+    }
+    s
+}
+
 /// What `spec` runs, in words: its workload's own description, or a
 /// mix's (None: a program, which `crate::program` describes).
 pub fn describe(spec: &TestSpec) -> Option<String> {

@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 use crate::engine::flow::{
     decode_header, read_some, Ctx, Flow, FlowBase, Io, ReadStep, Status, WriteStep, HEADER_LEN,
 };
+use crate::engine::pace::Pace;
 use crate::engine::tls::Role;
 use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
 use super::{base, Conns, Pattern, Plugin, Supports, WorkloadError};
-use crate::units::{fmt_bytes, fmt_rate};
+use crate::units::fmt_bytes;
 use std::fmt::Write as _;
 
 /// Request/response on persistent connections: closed loop with
@@ -48,9 +49,7 @@ impl Plugin for Rr {
         if spec.outstanding > 1 {
             let _ = write!(s, ", {} outstanding", spec.outstanding);
         }
-        if let Some(r) = spec.rate {
-            let _ = write!(s, ", open loop at {} total", fmt_rate(r));
-        }
+        s += &super::open_loop_text(spec);
         s
     }
 
@@ -116,8 +115,8 @@ pub struct Requester {
     response: u64,
     outstanding: usize,
     count: Option<u64>,
-    /// Open loop: seconds between requests of this flow.
-    period: Option<f64>,
+    /// Open loop: when each request of this flow is due.
+    pace: Option<Pace>,
     start: Option<Instant>,
     started: u64,
     /// (actual start, intended start) of requests awaiting their response.
@@ -127,23 +126,6 @@ pub struct Requester {
     /// Bytes still expected of the response at the head of `in_flight`.
     resp_left: u64,
     timer_armed: bool,
-    /// `--rate-ramp`: seconds over which the rate rises from a tenth of
-    /// its own to all of it.
-    ramp_s: Option<f64>,
-}
-
-/// The time, seconds from the start, at which request `i` is due when the
-/// rate rises linearly from `rate / 10` to `rate` over `ramp_s` and then
-/// holds: the inverse of the requests due by t, N(t) = r0 t + (r - r0)
-/// t^2 / (2 T) while ramping.
-pub fn ramped_due_s(i: f64, rate: f64, ramp_s: f64) -> f64 {
-    let r0 = rate / 10.0;
-    let by_end = ramp_s * (rate + r0) / 2.0;
-    if i >= by_end {
-        return ramp_s + (i - by_end) / rate;
-    }
-    let a = (rate - r0) / (2.0 * ramp_s);
-    (-r0 + (r0 * r0 + 4.0 * a * i).sqrt()) / (2.0 * a)
 }
 
 impl Requester {
@@ -161,30 +143,26 @@ impl Requester {
             response,
             outstanding: outstanding as usize,
             count,
-            period: rate.map(|r| 1.0 / r),
+            pace: Pace::new(rate, None),
             start: None,
             started: 0,
             in_flight: VecDeque::new(),
             to_write: 0,
             resp_left: response,
             timer_armed: false,
-            ramp_s: None,
         }
     }
 
     /// An open loop whose rate rises over `ramp_s` (None: steady).
     pub fn ramping(mut self, ramp_s: Option<f64>) -> Self {
-        self.ramp_s = ramp_s.filter(|r| *r > 0.0);
+        if let Some(p) = self.pace {
+            self.pace = Pace::new(Some(p.rate()), ramp_s);
+        }
         self
     }
 
     fn due(&self, i: u64) -> Option<Instant> {
-        let (p, s) = (self.period?, self.start?);
-        let at = match self.ramp_s {
-            Some(ramp) => ramped_due_s(i as f64, 1.0 / p, ramp),
-            None => p * i as f64,
-        };
-        Some(s + Duration::from_secs_f64(at))
+        Some(self.pace?.due(self.start?, i))
     }
 
     /// Starts every request allowed now, then writes what it can.
@@ -276,7 +254,7 @@ impl Requester {
                     cx.hist,
                     cx.now.saturating_duration_since(sent).as_nanos() as u64,
                 );
-                if self.period.is_some() {
+                if self.pace.is_some() {
                     let late = cx.now.saturating_duration_since(intended);
                     record_ns(cx.hist_corrected, late.as_nanos() as u64);
                 }
@@ -332,7 +310,7 @@ impl Flow for Requester {
     }
 
     fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
-        if self.period.is_some() {
+        if self.pace.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "an open loop waits on timers (--io epoll)",
@@ -563,26 +541,5 @@ impl Flow for Responder {
             ));
         }
         self.base.set_blocking(tick)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_ramped_schedule_rises_from_a_tenth_and_then_holds() {
-        // 1000/s over 10 s: 100/s at first; 5500 due by 10 s, then 1000/s.
-        let t = |i: f64| ramped_due_s(i, 1000.0, 10.0);
-        assert!(t(0.0).abs() < 1e-12);
-        assert!((t(5500.0) - 10.0).abs() < 1e-9);
-        assert!((t(6500.0) - 11.0).abs() < 1e-9);
-        // The first second carries 145 requests (100/s rising by 90/s/s).
-        assert!((t(145.0) - 1.0).abs() < 1e-9);
-        let gaps: Vec<f64> = (1..5500).map(|i| t(i as f64) - t(i as f64 - 1.0)).collect();
-        assert!(
-            gaps.windows(2).all(|w| w[1] <= w[0] + 1e-12),
-            "the gaps shrink"
-        );
     }
 }

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status};
+use crate::engine::pace::Pace;
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::histogram::{self, new_hist, record_ns, Hist};
 use crate::model::flow::{FlowReport, OwdHistText, UdpFlowStats};
@@ -77,9 +78,7 @@ impl Plugin for UdpRr {
         if spec.outstanding > 1 {
             let _ = write!(s, ", {} outstanding", spec.outstanding);
         }
-        if let Some(r) = spec.rate {
-            let _ = write!(s, ", open loop at {} total", crate::units::fmt_rate(r));
-        }
+        s += &super::open_loop_text(spec);
         s
     }
 
@@ -143,7 +142,7 @@ impl Plugin for UdpRr {
                 });
                 Box::new(
                     Requester::new(id, UdpSocket::from_std(s), conns.cookie, spec, owd)
-                        .open_loop(spec.rate.map(|r| r / flows)),
+                        .open_loop(spec.rate.map(|r| r / flows), spec.rate_ramp_s),
                 ) as Box<dyn Flow>
             })
             .collect())
@@ -267,9 +266,9 @@ pub struct Requester {
     timer_at: Option<Instant>,
     stats: UdpFlowStats,
     transactions: u64,
-    /// Open loop: time between this flow's requests, its first request's
+    /// Open loop: when this flow's requests are due, its first request's
     /// due time, and when the timer for the next due request is set.
-    period: Option<Duration>,
+    pace: Option<Pace>,
     start: Option<Instant>,
     due_at: Option<Instant>,
     /// The agent's clock is known: one-way delays are recorded.
@@ -309,7 +308,7 @@ impl Requester {
             timer_at: None,
             stats: UdpFlowStats::default(),
             transactions: 0,
-            period: None,
+            pace: None,
             start: None,
             due_at: None,
             owd: owd.map(|(clock, shard)| Owd {
@@ -323,25 +322,23 @@ impl Requester {
         }
     }
 
-    /// Open loop at `rate` requests/s (None: closed loop).
-    fn open_loop(mut self, rate: Option<f64>) -> Self {
-        self.period = rate
-            .filter(|r| *r > 0.0)
-            .map(|r| Duration::from_secs_f64(1.0 / r));
+    /// Open loop at `rate` requests/s, rising over `ramp_s` when given
+    /// (None: closed loop).
+    fn open_loop(mut self, rate: Option<f64>, ramp_s: Option<f64>) -> Self {
+        self.pace = Pace::new(rate, ramp_s);
         self
     }
 
     /// Open loop: when request `seq` is due.
     fn due(&self, seq: u64) -> Option<Instant> {
-        let (p, s) = (self.period?, self.start?);
-        Some(s + p.mul_f64(seq as f64))
+        Some(self.pace?.due(self.start?, seq))
     }
 
     /// How many requests may go now: up to `outstanding` in flight, and in
     /// open loop only those due (the timer is set for the next one).
     fn allowed(&mut self, cx: &mut Ctx<'_>) -> usize {
         let free = self.outstanding - self.inflight.len();
-        if self.period.is_none() {
+        if self.pace.is_none() {
             return free;
         }
         self.start.get_or_insert(cx.now);
@@ -418,7 +415,7 @@ impl Flow for Requester {
                 cx.counters.udp_recv_calls += 1;
                 let now = mono_ns();
                 // Open loop: the schedule, for each request's due time.
-                let schedule = self.period.zip(self.start);
+                let schedule = self.pace.zip(self.start);
                 // The window's one-way delays, once per batch.
                 let mut owd = self.owd.as_mut().filter(|_| cx.counting);
                 let shard = owd.as_ref().map(|o| o.shard.clone());
@@ -439,8 +436,8 @@ impl Flow for Requester {
                     };
                     let (_, sent) = self.inflight.remove(at);
                     record_ns(cx.hist, now.saturating_sub(sent));
-                    if let Some((period, start)) = schedule {
-                        let due = start + period.mul_f64(h.seq as f64);
+                    if let Some((pace, start)) = schedule {
+                        let due = pace.due(start, h.seq);
                         let late = Instant::now().saturating_duration_since(due);
                         record_ns(cx.hist_corrected, late.as_nanos() as u64);
                     }
