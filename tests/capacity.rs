@@ -309,3 +309,61 @@ fn a_rate_ramp_rises_on_every_open_loop() {
         assert!(tps[5] > 0.95 * rate, "{}: {tps:?}", w[0]);
     }
 }
+
+/// `--arrivals poisson` on every open loop: the offered rate holds, the
+/// line says so, and the requests come in Poisson bursts. Per 0.1 s at
+/// 4000/s a Poisson count has a standard deviation of 20; even spacing's
+/// counts differ by one or two at the interval edges.
+#[test]
+fn poisson_arrivals_keep_the_rate_and_vary_as_poisson_on_every_open_loop() {
+    let _turn = alone();
+    for w in [
+        vec!["rr", "--flows", "2"],
+        vec!["udp-rr", "--flows", "2"],
+        vec!["memcache", "--service", "memcached", "--flows", "2"],
+    ] {
+        let sd_of = |arrivals: &str| {
+            let mut args = w.clone();
+            args.extend_from_slice(&[
+                "--rate",
+                "4000",
+                "--arrivals",
+                arrivals,
+                "-d",
+                "1.5",
+                "-i",
+                "0.1",
+                "--warmup",
+                "0.3",
+            ]);
+            let name = format!("arrivals-{}-{arrivals}", w[0]);
+            let (text, r) = run_json_text(&name, &args, Duration::from_secs(60));
+            assert_eq!(
+                text.contains("open loop at 4000/s total, Poisson arrivals"),
+                arrivals == "poisson",
+                "{text}"
+            );
+            let it = &r["iterations"][0];
+            let tps = f(&it["transactions_per_s"]);
+            assert!((tps - 4000.0).abs() < 0.08 * 4000.0, "{}: {tps}/s", w[0]);
+            let counts: Vec<f64> = it["intervals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|i| (f(&i["end_s"]) - f(&i["start_s"]) - 0.1).abs() < 0.01)
+                .map(|i| f(&i["transactions_per_s"]) * 0.1)
+                .collect();
+            assert!(counts.len() >= 10, "{}: {counts:?}", w[0]);
+            let mean = counts.iter().sum::<f64>() / counts.len() as f64;
+            let var =
+                counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (counts.len() - 1) as f64;
+            (var.sqrt(), counts)
+        };
+        let (even, ce) = sd_of("uniform");
+        let (poisson, cp) = sd_of("poisson");
+        // Measured: 0.0 and about 15 (completions smooth the bursts a
+        // little); 6 is a chance below 0.1% for a Poisson sample of 14.
+        assert!(even < 3.0, "{}: uniform counts {ce:?}", w[0]);
+        assert!(poisson > 6.0, "{}: Poisson counts {cp:?}", w[0]);
+    }
+}

@@ -464,6 +464,10 @@ pub struct TestOptions {
     #[arg(long, value_parser = Secs::parse, value_name = "DURATION")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_ramp: Option<Secs>,
+    /// rr, udp-rr, memcache with --rate (or --search): space requests evenly (uniform, as wrk2 and sockperf) or as a Poisson process (exponential gaps, as mutilate and Lancet; bursts queue) [default: uniform].
+    #[arg(long, value_enum, value_name = "KIND")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<crate::model::spec::Arrivals>,
     /// rr, udp-rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
     #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
     pub rate: Option<Rate>,
@@ -950,6 +954,7 @@ impl TestOptions {
             search: self.search_spec()?,
             auto: self.auto_spec()?,
             rate_ramp_s: self.rate_ramp.map(|s| s.0),
+            arrivals: self.arrivals.unwrap_or_default(),
         };
         if workload == Workload::Cipher && self.message.is_none() {
             spec.message = crate::model::cipher::DEFAULT_RECORD;
@@ -1302,6 +1307,10 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     if let Some(r) = spec.rate_ramp_s {
         flag(true, format!("--rate-ramp {r}"));
     }
+    flag(
+        spec.arrivals == crate::model::spec::Arrivals::Poisson,
+        "--arrivals poisson".into(),
+    );
     if let Some(s) = &spec.search {
         flag(true, format!("--search '{}'", s.target));
         flag(
@@ -1531,6 +1540,8 @@ mod tests {
             "linerate run udp-rr --search loss_pct<=0.5",
             "linerate run rr --duration auto --max-duration 20",
             "linerate run rr --rate 2000 --rate-ramp 30 --duration auto",
+            "linerate run udp-rr --rate 2000 --arrivals poisson",
+            "linerate run memcache --service memcached --search p99<=1ms --arrivals poisson",
         ] {
             let s = parse(line);
             // The shell needs the target quoted; the parser here splits on spaces.

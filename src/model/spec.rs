@@ -440,6 +440,9 @@ pub struct TestSpec {
     /// over this many seconds from the flows' start, then holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_ramp_s: Option<f64>,
+    /// Open loop: how requests are spaced (evenly, or as a Poisson process).
+    #[serde(default, skip_serializing_if = "Arrivals::is_uniform")]
+    pub arrivals: Arrivals,
 }
 
 fn yes() -> bool {
@@ -448,6 +451,26 @@ fn yes() -> bool {
 
 fn is_yes(b: &bool) -> bool {
     *b
+}
+
+/// How an open loop spaces its requests (`--arrivals`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Evenly, 1/rate apart (wrk2, sockperf): the least queueing a rate
+    /// can cause.
+    #[default]
+    Uniform,
+    /// A Poisson process: exponential gaps of mean 1/rate (mutilate's
+    /// default, Lancet), as many independent users make; bursts queue, so
+    /// tail latency at a given rate is higher than with even spacing.
+    Poisson,
+}
+
+impl Arrivals {
+    pub fn is_uniform(&self) -> bool {
+        *self == Arrivals::Uniform
+    }
 }
 
 /// Which memcached commands carry the load.
@@ -575,6 +598,7 @@ impl Default for TestSpec {
             search: None,
             auto: None,
             rate_ramp_s: None,
+            arrivals: Arrivals::Uniform,
         }
     }
 }
@@ -890,6 +914,15 @@ impl TestSpec {
                 )
                 .into());
             }
+        }
+        if self.arrivals == Arrivals::Poisson
+            && (!matches!(self.workload, Rr | UdpRr | Memcache) || self.rate.is_none())
+            && self.search.is_none()
+        {
+            return Err(
+                "--arrivals poisson spaces an open loop's requests: rr, udp-rr or memcache with --rate (or --search)"
+                    .into(),
+            );
         }
         if let Some(r) = self.rate_ramp_s {
             if !matches!(self.workload, Rr | UdpRr | Memcache) || self.rate.is_none() {

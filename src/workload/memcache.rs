@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::{Conns, Pattern, Plugin, PrefillError, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
-use crate::engine::pace::Pace;
+use crate::engine::pace::{self, Schedule};
 use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
 use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
@@ -123,7 +123,6 @@ impl Plugin for Memcache {
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let mix = Arc::new(Mix::new(spec)?);
-        let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
         Ok(conns
             .established
             .into_iter()
@@ -132,8 +131,7 @@ impl Plugin for Memcache {
                     FlowBase::new(id, stream),
                     mix.clone(),
                     spec.outstanding as usize,
-                    per_flow_rate,
-                    spec.rate_ramp_s,
+                    pace::for_flow(spec, spec.flows as usize, id),
                 )) as Box<dyn Flow>
             })
             .collect())
@@ -313,7 +311,7 @@ pub struct KvFlow {
     asked: VecDeque<u64>,
     key: Vec<u8>,
     /// Open loop: when requests are due; start and requests started.
-    pace: Option<Pace>,
+    schedule: Option<Schedule>,
     start: Option<Instant>,
     started: u64,
     timer_armed: bool,
@@ -325,14 +323,12 @@ pub struct KvFlow {
 }
 
 impl KvFlow {
-    /// `rate`: this flow's open-loop rate (None: closed loop), rising over
-    /// `ramp_s` when given.
+    /// `schedule`: this flow's open loop (None: closed loop).
     pub fn new(
         base: FlowBase,
         mix: Arc<Mix>,
         outstanding: usize,
-        rate: Option<f64>,
-        ramp_s: Option<f64>,
+        schedule: Option<Schedule>,
     ) -> Self {
         let seed =
             (base.id as u64) << 32 ^ std::process::id() as u64 ^ crate::engine::udp::mono_ns();
@@ -348,7 +344,7 @@ impl KvFlow {
             in_flight: VecDeque::new(),
             asked: VecDeque::new(),
             key: Vec::with_capacity(256),
-            pace: Pace::new(rate, ramp_s),
+            schedule,
             start: None,
             started: 0,
             timer_armed: false,
@@ -421,16 +417,15 @@ impl KvFlow {
     /// due by now; then writes what is queued. Busy if the budget ran out.
     fn pump(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
         let now = cx.now;
-        match self.pace {
+        match self.schedule.as_mut() {
             None => {
                 while self.requests_in_flight() < self.outstanding {
                     self.queue(now, now);
                 }
             }
-            Some(pace) => {
-                let start = *self.start.get_or_insert(now);
-                loop {
-                    let due = pace.due(start, self.started);
+            Some(schedule) => {
+                schedule.begin(*self.start.get_or_insert(now));
+                while let Some(due) = self.schedule.as_mut().and_then(|s| s.peek(0)) {
                     if due > now || self.requests_in_flight() >= self.outstanding {
                         if due > now && !self.timer_armed {
                             cx.schedule(due);
@@ -438,6 +433,7 @@ impl KvFlow {
                         }
                         break;
                     }
+                    self.schedule.as_mut().map(Schedule::take);
                     self.queue(now, due);
                 }
             }
@@ -622,7 +618,7 @@ impl KvFlow {
             return;
         }
         record_ns(cx.hist, lat);
-        if self.pace.is_some() {
+        if self.schedule.is_some() {
             record_ns(cx.hist_corrected, corr);
         }
         match p.get {
@@ -635,7 +631,7 @@ impl KvFlow {
                 self.stats.gets += n;
                 self.stats.misses += misses;
                 record_ns(&mut self.get_hist, lat);
-                if self.pace.is_some() {
+                if self.schedule.is_some() {
                     record_ns(&mut self.get_corr, corr);
                 }
             }
@@ -644,7 +640,7 @@ impl KvFlow {
                 cx.counters.transactions += 1;
                 self.stats.sets += 1;
                 record_ns(&mut self.set_hist, lat);
-                if self.pace.is_some() {
+                if self.schedule.is_some() {
                     record_ns(&mut self.set_corr, corr);
                 }
             }

@@ -202,8 +202,8 @@ pub fn rate_column(spec: &TestSpec) -> RateColumn {
 }
 
 /// The open loop in words, for a workload's line: ", open loop at 20.0k/s
-/// total" (transactions or operations) and, with `--rate-ramp`, ", rising
-/// from 2000/s over 2.00 s".
+/// total" (transactions or operations), with `--rate-ramp` ", rising from
+/// 2000/s over 2.00 s", with `--arrivals poisson` ", Poisson arrivals".
 pub fn open_loop_text(spec: &TestSpec) -> String {
     use crate::units::{fmt_rate, fmt_secs};
     let Some(r) = spec.rate else {
@@ -216,6 +216,9 @@ pub fn open_loop_text(spec: &TestSpec) -> String {
             fmt_rate(r / 10.0),
             fmt_secs(ramp)
         );
+    }
+    if spec.arrivals == spec::Arrivals::Poisson {
+        s += ", Poisson arrivals";
     }
     s
 }

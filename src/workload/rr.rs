@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::engine::flow::{
     decode_header, read_some, Ctx, Flow, FlowBase, Io, ReadStep, Status, WriteStep, HEADER_LEN,
 };
-use crate::engine::pace::Pace;
+use crate::engine::pace::{self, Schedule};
 use crate::engine::tls::Role;
 use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
@@ -70,22 +70,19 @@ impl Plugin for Rr {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-        let per_flow_rate = spec.rate.map(|r| r / spec.flows as f64);
         Ok(conns
             .established
             .into_iter()
             .map(|c| {
-                Box::new(
-                    Requester::new(
-                        base(spec, false, c),
-                        spec.request,
-                        spec.response,
-                        spec.outstanding,
-                        None,
-                        per_flow_rate,
-                    )
-                    .ramping(spec.rate_ramp_s),
-                ) as Box<dyn Flow>
+                let schedule = pace::for_flow(spec, spec.flows as usize, c.0);
+                Box::new(Requester::new(
+                    base(spec, false, c),
+                    spec.request,
+                    spec.response,
+                    spec.outstanding,
+                    None,
+                    schedule,
+                )) as Box<dyn Flow>
             })
             .collect())
     }
@@ -116,7 +113,7 @@ pub struct Requester {
     outstanding: usize,
     count: Option<u64>,
     /// Open loop: when each request of this flow is due.
-    pace: Option<Pace>,
+    schedule: Option<Schedule>,
     start: Option<Instant>,
     started: u64,
     /// (actual start, intended start) of requests awaiting their response.
@@ -135,7 +132,7 @@ impl Requester {
         response: u64,
         outstanding: u32,
         count: Option<u64>,
-        rate: Option<f64>,
+        schedule: Option<Schedule>,
     ) -> Self {
         Requester {
             base,
@@ -143,7 +140,7 @@ impl Requester {
             response,
             outstanding: outstanding as usize,
             count,
-            pace: Pace::new(rate, None),
+            schedule,
             start: None,
             started: 0,
             in_flight: VecDeque::new(),
@@ -153,24 +150,15 @@ impl Requester {
         }
     }
 
-    /// An open loop whose rate rises over `ramp_s` (None: steady).
-    pub fn ramping(mut self, ramp_s: Option<f64>) -> Self {
-        if let Some(p) = self.pace {
-            self.pace = Pace::new(Some(p.rate()), ramp_s);
-        }
-        self
-    }
-
-    fn due(&self, i: u64) -> Option<Instant> {
-        Some(self.pace?.due(self.start?, i))
-    }
-
     /// Starts every request allowed now, then writes what it can.
     fn pump(&mut self, cx: &mut Ctx<'_>) -> io::Result<Status> {
-        self.start.get_or_insert(cx.now);
+        let start = *self.start.get_or_insert(cx.now);
+        if let Some(s) = self.schedule.as_mut() {
+            s.begin(start);
+        }
         while self.in_flight.len() < self.outstanding && self.count.is_none_or(|c| self.started < c)
         {
-            let intended = match self.due(self.started) {
+            let intended = match self.schedule.as_mut().and_then(|s| s.peek(0)) {
                 Some(t) if t > cx.now => {
                     if !self.timer_armed {
                         self.timer_armed = true;
@@ -178,7 +166,10 @@ impl Requester {
                     }
                     break;
                 }
-                Some(t) => t,
+                Some(t) => {
+                    self.schedule.as_mut().map(Schedule::take);
+                    t
+                }
                 None => cx.now,
             };
             self.in_flight.push_back((cx.now, intended));
@@ -254,7 +245,7 @@ impl Requester {
                     cx.hist,
                     cx.now.saturating_duration_since(sent).as_nanos() as u64,
                 );
-                if self.pace.is_some() {
+                if self.schedule.is_some() {
                     let late = cx.now.saturating_duration_since(intended);
                     record_ns(cx.hist_corrected, late.as_nanos() as u64);
                 }
@@ -310,7 +301,7 @@ impl Flow for Requester {
     }
 
     fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
-        if self.pace.is_some() {
+        if self.schedule.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "an open loop waits on timers (--io epoll)",

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status};
-use crate::engine::pace::Pace;
+use crate::engine::pace::{self, Schedule};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::histogram::{self, new_hist, record_ns, Hist};
 use crate::model::flow::{FlowReport, OwdHistText, UdpFlowStats};
@@ -118,7 +118,7 @@ impl Plugin for UdpRr {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-        let flows = conns.udp.len().max(1) as f64;
+        let flows = conns.udp.len();
         // One pair of histograms per worker the flows go to (round robin,
         // in this order, as the engine spreads them).
         let clock = conns
@@ -140,9 +140,10 @@ impl Plugin for UdpRr {
                     lock(&shard).flows += 1;
                     (c, shard)
                 });
+                let schedule = pace::for_flow(spec, flows, id);
                 Box::new(
                     Requester::new(id, UdpSocket::from_std(s), conns.cookie, spec, owd)
-                        .open_loop(spec.rate.map(|r| r / flows), spec.rate_ramp_s),
+                        .open_loop(schedule),
                 ) as Box<dyn Flow>
             })
             .collect())
@@ -256,20 +257,20 @@ pub struct Requester {
     cookie: u64,
     outstanding: usize,
     timeout: Duration,
-    /// Requests in flight: (sequence number, send time in ns), at most
+    /// Requests in flight: (sequence number, send time in ns, due time in
+    /// an open loop), at most
     /// `outstanding` of them, oldest first (a short list: no allocation
     /// per transaction, as a map would make).
-    inflight: Vec<(u64, u64)>,
+    inflight: Vec<(u64, u64, Option<Instant>)>,
     seq: u64,
     tx: SendBatch,
     rx: RecvBatch,
     timer_at: Option<Instant>,
     stats: UdpFlowStats,
     transactions: u64,
-    /// Open loop: when this flow's requests are due, its first request's
-    /// due time, and when the timer for the next due request is set.
-    pace: Option<Pace>,
-    start: Option<Instant>,
+    /// Open loop: when this flow's requests are due, and when the timer
+    /// for the next due request is set.
+    schedule: Option<Schedule>,
     due_at: Option<Instant>,
     /// The agent's clock is known: one-way delays are recorded.
     owd: Option<Owd>,
@@ -308,8 +309,7 @@ impl Requester {
             timer_at: None,
             stats: UdpFlowStats::default(),
             transactions: 0,
-            pace: None,
-            start: None,
+            schedule: None,
             due_at: None,
             owd: owd.map(|(clock, shard)| Owd {
                 clock,
@@ -322,29 +322,23 @@ impl Requester {
         }
     }
 
-    /// Open loop at `rate` requests/s, rising over `ramp_s` when given
-    /// (None: closed loop).
-    fn open_loop(mut self, rate: Option<f64>, ramp_s: Option<f64>) -> Self {
-        self.pace = Pace::new(rate, ramp_s);
+    /// Open loop on `schedule` (None: closed loop).
+    fn open_loop(mut self, schedule: Option<Schedule>) -> Self {
+        self.schedule = schedule;
         self
-    }
-
-    /// Open loop: when request `seq` is due.
-    fn due(&self, seq: u64) -> Option<Instant> {
-        Some(self.pace?.due(self.start?, seq))
     }
 
     /// How many requests may go now: up to `outstanding` in flight, and in
     /// open loop only those due (the timer is set for the next one).
     fn allowed(&mut self, cx: &mut Ctx<'_>) -> usize {
         let free = self.outstanding - self.inflight.len();
-        if self.pace.is_none() {
+        let Some(schedule) = self.schedule.as_mut() else {
             return free;
-        }
-        self.start.get_or_insert(cx.now);
+        };
+        schedule.begin(cx.now);
         let mut n = 0;
         while n < free {
-            match self.due(self.seq + n as u64) {
+            match schedule.peek(n) {
                 Some(t) if t <= cx.now => n += 1,
                 Some(t) => {
                     if self.due_at.is_none() {
@@ -371,7 +365,8 @@ impl Requester {
         }
         let sent = self.tx.send(self.sock.as_raw_fd(), n, None)?;
         for i in 0..sent {
-            self.inflight.push((self.seq + i as u64, now));
+            let due = self.schedule.as_mut().and_then(Schedule::take);
+            self.inflight.push((self.seq + i as u64, now, due));
         }
         self.seq += sent as u64;
         self.stats.packets_tx += sent as u64;
@@ -414,8 +409,6 @@ impl Flow for Requester {
                 };
                 cx.counters.udp_recv_calls += 1;
                 let now = mono_ns();
-                // Open loop: the schedule, for each request's due time.
-                let schedule = self.pace.zip(self.start);
                 // The window's one-way delays, once per batch.
                 let mut owd = self.owd.as_mut().filter(|_| cx.counting);
                 let shard = owd.as_ref().map(|o| o.shard.clone());
@@ -429,15 +422,14 @@ impl Flow for Requester {
                         continue;
                     }
                     // A response to a request that timed out is not counted.
-                    let Some(at) = self.inflight.iter().position(|&(s, _)| s == h.seq) else {
+                    let Some(at) = self.inflight.iter().position(|&(s, _, _)| s == h.seq) else {
                         self.stats.late += 1;
                         cx.counters.late += 1;
                         continue;
                     };
-                    let (_, sent) = self.inflight.remove(at);
+                    let (_, sent, due) = self.inflight.remove(at);
                     record_ns(cx.hist, now.saturating_sub(sent));
-                    if let Some((pace, start)) = schedule {
-                        let due = pace.due(start, h.seq);
+                    if let Some(due) = due {
                         let late = Instant::now().saturating_duration_since(due);
                         record_ns(cx.hist_corrected, late.as_nanos() as u64);
                     }
@@ -487,7 +479,7 @@ impl Flow for Requester {
             let now = mono_ns();
             let before = self.inflight.len();
             self.inflight
-                .retain(|&(_, sent)| now.saturating_sub(sent) < limit);
+                .retain(|&(_, sent, _)| now.saturating_sub(sent) < limit);
             let expired = (before - self.inflight.len()) as u64;
             self.stats.timeouts += expired;
             cx.counters.timeouts += expired;
@@ -498,7 +490,7 @@ impl Flow for Requester {
         }
         // The next deadline: the oldest request still in flight.
         if self.timer_at.is_none() {
-            if let Some(&(_, oldest)) = self.inflight.first() {
+            if let Some(&(_, oldest, _)) = self.inflight.first() {
                 let left = (oldest + limit).saturating_sub(now);
                 let at = cx.now + Duration::from_nanos(left);
                 self.timer_at = Some(at);
