@@ -13,8 +13,9 @@
 # --rate, the same percentile of the same latency (a get's, from sending the
 # request to the last byte of its reply; linerate's corrected latency, from
 # the intended send time, is printed beside it).
-# Arrivals are evenly spaced in both (mutilate -i fixed, as linerate paces);
-# IA=exponential:1 gives mutilate its default Poisson arrivals. Both wait in
+# Arrivals are evenly spaced in both by default (mutilate -i fixed:1,
+# linerate's default); IA=exponential:1 gives both Poisson arrivals
+# (mutilate's default distribution, linerate --arrivals poisson). Both wait in
 # epoll (mutilate -B: by default it spins, which on 2 cores takes memcached's
 # CPU); SPIN=1 spins in both (linerate --spin).
 # mutilate is built by bench/peers.sh (MUTILATE); linerate's part needs
@@ -68,6 +69,11 @@ lr=("$LR" run memcache --target "127.0.0.1:$PORT" --keys "$KEYS" --key-size "$KE
 if [ "$WARMUP" -gt 0 ]; then mut+=(-w "$WARMUP"); fi
 lr+=(--warmup "$WARMUP")
 if [ "$SPIN" = 1 ]; then lr+=(--spin); else mut+=(-B); fi
+case "$IA" in
+  fixed*) ;;
+  exponential*) lr+=(--arrivals poisson) ;;
+  *) echo "capacity.sh: IA is fixed:1 or exponential:1 (linerate has no other spacing)" >&2; exit 1 ;;
+esac
 search="p$PCT<=${TARGET_US}us"
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, kernel $(uname -r)"

@@ -251,6 +251,9 @@ fn search_and_auto_refuse_what_they_cannot_do() {
         (vec!["rr", "--max-duration", "5s"], "-d auto"),
         (vec!["stream", "--bytes", "1M", "-d", "auto"], "finite"),
         (vec!["stream", "--rate-ramp", "5s"], "--rate-ramp"),
+        (vec!["stream", "--arrivals", "poisson"], "--arrivals poisson"),
+        (vec!["rr", "--arrivals", "poisson"], "with --rate"),
+        (vec!["rr", "--arrivals", "bursty"], "uniform, poisson"),
     ] {
         let mut all = vec!["run"];
         all.extend_from_slice(&args);
