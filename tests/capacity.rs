@@ -251,7 +251,10 @@ fn search_and_auto_refuse_what_they_cannot_do() {
         (vec!["rr", "--max-duration", "5s"], "-d auto"),
         (vec!["stream", "--bytes", "1M", "-d", "auto"], "finite"),
         (vec!["stream", "--rate-ramp", "5s"], "--rate-ramp"),
-        (vec!["stream", "--arrivals", "poisson"], "--arrivals poisson"),
+        (
+            vec!["stream", "--arrivals", "poisson"],
+            "--arrivals poisson",
+        ),
         (vec!["rr", "--arrivals", "poisson"], "with --rate"),
         (vec!["rr", "--arrivals", "bursty"], "uniform, poisson"),
     ] {
