@@ -122,7 +122,8 @@ pub fn run(
         }
     }
     let capacity = search.capacity();
-    let at = |r: Option<f64>| points.iter().find(|x| x.rate_per_s == r);
+    // The last run at a rate: a confirmation's, where the rate ran twice.
+    let at = |r: Option<f64>| points.iter().rev().find(|x| x.rate_per_s == r);
     let first_miss = points
         .iter()
         .filter(|x| !x.met && x.rate_per_s.is_some())
@@ -147,7 +148,7 @@ pub fn run(
     // The result is the step at the capacity; with none, the lowest rate
     // tried (or the peak).
     let pick = match capacity {
-        Some(c) => kept.iter().position(|(r, _)| *r == Some(c)),
+        Some(c) => kept.iter().rposition(|(r, _)| *r == Some(c)),
         None => kept
             .iter()
             .enumerate()

@@ -8,7 +8,11 @@
 //! mutilate bisects between 1 and the peak and then walks down 2% at a
 //! time; starting from the peak's eighth and doubling brackets the knee in
 //! at most four steps wherever it is, and bisection then needs about
-//! log2(1 / resolution) more (six at 2%).
+//! log2(1 / resolution) more (six at 2%). The rate found is then run once
+//! more (a confirmation step): a tail that stalls now and then can meet in
+//! one window and miss in the next, further apart than one window's own
+//! sampling interval, and a capacity should hold in both. A confirmation
+//! that misses makes that rate a missed one and the search goes on below.
 
 use super::histogram::Hist;
 use crate::model::search::{SearchPhase, ACHIEVED_FLOOR, MAX_STEPS};
@@ -28,11 +32,21 @@ pub struct Search {
     /// Highest rate that met, lowest that missed (above it).
     met: Option<f64>,
     missed: Option<f64>,
+    /// Every rate that met and was not missed later (a confirmation).
+    met_rates: Vec<f64>,
+    /// The bracket is within the resolution: its met rate runs again.
+    confirming: bool,
+    /// Rates that met once and missed on their confirmation.
+    unconfirmed: Vec<f64>,
     steps: u32,
     /// Ramp direction once the first ramp step told: up (doubling) or down.
     going_down: bool,
     done: Option<String>,
 }
+
+/// Confirmations that may miss before the search stops saying the tail is
+/// not stable (each one costs a step or more below it).
+const MAX_UNCONFIRMED: usize = 3;
 
 /// The ramp starts here, as a fraction of the closed-loop peak.
 const RAMP_START: f64 = 1.0 / 8.0;
@@ -50,6 +64,9 @@ impl Search {
             peak: None,
             met: None,
             missed: None,
+            met_rates: Vec::new(),
+            confirming: false,
+            unconfirmed: Vec::new(),
             steps: 0,
             going_down: false,
             done: None,
@@ -68,6 +85,12 @@ impl Search {
                 rate: None,
             });
         };
+        if self.confirming {
+            return Some(Step {
+                phase: SearchPhase::Confirm,
+                rate: self.met,
+            });
+        }
         let rate = match (self.met, self.missed) {
             (None, None) => peak * RAMP_START,
             (Some(m), None) => m * 2.0,
@@ -96,8 +119,37 @@ impl Search {
                 }
                 self.peak = Some(achieved);
             }
+            Some(rate) if step.phase == SearchPhase::Confirm => {
+                self.confirming = false;
+                if met {
+                    self.done = Some(format!(
+                        "the met and missed rates are within {:.1}% (the resolution), and the met rate met again",
+                        100.0 * self.resolution
+                    ));
+                    return;
+                }
+                // It met once and missed now: a missed rate, and the
+                // highest rate below it that met is the bracket's floor.
+                self.missed = Some(self.missed.map_or(rate, |x| x.min(rate)));
+                self.met_rates.retain(|m| *m < rate);
+                self.met = self.met_rates.iter().copied().reduce(f64::max);
+                self.unconfirmed.push(rate);
+                if self.unconfirmed.len() >= MAX_UNCONFIRMED {
+                    let rates: Vec<String> = self
+                        .unconfirmed
+                        .iter()
+                        .map(|r| format!("{r:.0}/s"))
+                        .collect();
+                    self.done = Some(format!(
+                        "the tail is not stable here: {} met once and missed on a second run; the capacity given met once",
+                        rates.join(", ")
+                    ));
+                    return;
+                }
+            }
             Some(rate) if met => {
                 self.met = Some(self.met.map_or(rate, |m| m.max(rate)));
+                self.met_rates.push(rate);
             }
             Some(rate) => {
                 self.missed = Some(self.missed.map_or(rate, |x| x.min(rate)));
@@ -112,11 +164,11 @@ impl Search {
     fn settle(&mut self) {
         let peak = self.peak.unwrap_or(0.0);
         match (self.met, self.missed) {
+            _ if self.steps >= MAX_STEPS => {
+                self.done = Some(format!("{MAX_STEPS} steps run (the most a search runs)"));
+            }
             (Some(m), Some(x)) if x <= m * (1.0 + self.resolution) => {
-                self.done = Some(format!(
-                    "the met and missed rates are within {:.1}% (the resolution)",
-                    100.0 * self.resolution
-                ));
+                self.confirming = true;
             }
             (None, Some(x)) if x / 2.0 < peak * RAMP_FLOOR => {
                 self.done = Some(format!(
@@ -253,10 +305,79 @@ mod tests {
             );
             let missed = s.missed().expect("a missed rate");
             assert!(missed > knee && missed <= found * 1.02 + 1e-6);
-            assert!(steps.len() <= 12, "{} steps for knee {knee}", steps.len());
+            // Twelve to the bracket, and the confirmation.
+            assert!(steps.len() <= 13, "{} steps for knee {knee}", steps.len());
             assert_eq!(steps[0].phase, SearchPhase::Peak);
-            assert!(s.stopped().unwrap().contains("resolution"));
+            let last = steps.last().unwrap();
+            assert_eq!(last.phase, SearchPhase::Confirm);
+            assert_eq!(last.rate, Some(found));
+            assert!(s.stopped().unwrap().contains("met again"));
         }
+    }
+
+    /// Runs a search against `meets(rate, nth run at that rate)`.
+    fn drive_runs(meets: impl Fn(f64, u32) -> bool) -> (Search, Vec<Step>) {
+        let mut s = Search::new(2.0);
+        let mut runs_at: std::collections::BTreeMap<u64, u32> = Default::default();
+        let mut steps = Vec::new();
+        while let Some(step) = s.next() {
+            steps.push(step);
+            let (achieved, met) = match step.rate {
+                None => (100_000.0, false),
+                Some(r) => {
+                    let n = runs_at.entry(r as u64).or_default();
+                    *n += 1;
+                    (r, meets(r, *n))
+                }
+            };
+            s.record(step, achieved, met);
+            assert!(steps.len() <= 25, "the search never ends");
+        }
+        (s, steps)
+    }
+
+    #[test]
+    fn a_capacity_that_misses_its_confirmation_is_searched_below() {
+        // The knee is at 60k; a first window between 60k and 61k meets by
+        // luck (a stall that did not come). The lucky rate misses on its
+        // confirmation and the search goes on below it, to a rate that
+        // meets twice.
+        let (s, steps) = drive_runs(|r, n| r < 60_000.0 || (r < 61_000.0 && n == 1));
+        let cap = s.capacity().expect("a capacity");
+        assert!(
+            (60_000.0 / 1.03..60_000.0).contains(&cap),
+            "{cap}: {steps:?}"
+        );
+        let confirms: Vec<&Step> = steps
+            .iter()
+            .filter(|x| x.phase == SearchPhase::Confirm)
+            .collect();
+        assert!(confirms.len() >= 2, "{steps:?}");
+        assert!(confirms[0].rate.unwrap() >= 60_000.0, "{steps:?}");
+        assert_eq!(
+            confirms.last().unwrap().rate,
+            Some(cap),
+            "{:?} {steps:?}",
+            s.stopped()
+        );
+        assert!(
+            s.stopped().unwrap().contains("met again"),
+            "{:?}",
+            s.stopped()
+        );
+        // Every first window in 60k-70k meets: three confirmations miss
+        // and the search says the tail is not stable, below all three.
+        let (s, steps) = drive_runs(|r, n| r < 60_000.0 || (r < 70_000.0 && n == 1));
+        let why = s.stopped().unwrap();
+        assert!(why.contains("not stable"), "{why}: {steps:?}");
+        let missed: Vec<f64> = steps
+            .iter()
+            .filter(|x| x.phase == SearchPhase::Confirm)
+            .filter_map(|x| x.rate)
+            .collect();
+        assert_eq!(missed.len(), 3, "{steps:?}");
+        assert!(s.capacity().unwrap() < missed.iter().copied().fold(f64::MAX, f64::min));
+        assert!(steps.len() <= 20, "{}", steps.len());
     }
 
     #[test]

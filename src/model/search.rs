@@ -258,6 +258,8 @@ pub enum SearchPhase {
     Ramp,
     /// Halving the bracket down to the resolution.
     Bisect,
+    /// The rate found, run once more: a capacity meets in two windows.
+    Confirm,
 }
 
 impl SearchPhase {
@@ -266,6 +268,7 @@ impl SearchPhase {
             SearchPhase::Peak => "peak",
             SearchPhase::Ramp => "ramp",
             SearchPhase::Bisect => "bisect",
+            SearchPhase::Confirm => "confirm",
         }
     }
 }
@@ -338,7 +341,7 @@ impl SearchPoint {
     pub fn line(&self) -> String {
         let us = |v: Option<f64>| v.map_or("-".into(), units::fmt_us);
         format!(
-            "search step {:>2} {:<6} offered {:>9}  achieved {:>9}  p50 {:>9}  p99 {:>9}  {}  {}",
+            "search step {:>2} {:<7} offered {:>9}  achieved {:>9}  p50 {:>9}  p99 {:>9}  {}  {}",
             self.step,
             self.phase.name(),
             self.rate_per_s.map_or("closed".into(), units::fmt_rate),

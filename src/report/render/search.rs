@@ -30,7 +30,7 @@ pub fn lines(o: &mut String, r: &TestResult) {
         );
         let _ = writeln!(
             o,
-            "  {:>4} {:<6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  verdict",
+            "  {:>4} {:<7} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  verdict",
             "step", "phase", "offered", "achieved", "p50", "p90", "p99", "p99.9", "runs", "samples"
         );
         let mut pts: Vec<&SearchPoint> = s.points.iter().collect();
@@ -42,7 +42,7 @@ pub fn lines(o: &mut String, r: &TestResult) {
         for p in pts {
             let _ = writeln!(
                 o,
-                "  {:>4} {:<6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  {}{}",
+                "  {:>4} {:<7} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  {}{}",
                 p.step,
                 p.phase.name(),
                 p.rate_per_s.map_or("closed".into(), fmt_rate),
