@@ -335,7 +335,7 @@ fn poisson_arrivals_keep_the_rate_and_vary_as_poisson_on_every_open_loop() {
         vec!["udp-rr", "--flows", "2"],
         vec!["memcache", "--service", "memcached", "--flows", "2"],
     ] {
-        let sd_of = |arrivals: &str| {
+        let counts_of = |arrivals: &str| {
             let mut args = w.clone();
             args.extend_from_slice(&[
                 "--rate",
@@ -372,11 +372,19 @@ fn poisson_arrivals_keep_the_rate_and_vary_as_poisson_on_every_open_loop() {
                 counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (counts.len() - 1) as f64;
             (var.sqrt(), counts)
         };
-        let (even, ce) = sd_of("uniform");
-        let (poisson, cp) = sd_of("poisson");
-        // Measured: 0.0 and about 15 (completions smooth the bursts a
-        // little); 6 is a chance below 0.1% for a Poisson sample of 14.
-        assert!(even < 3.0, "{}: uniform counts {ce:?}", w[0]);
+        let (_, ce) = counts_of("uniform");
+        let (poisson, cp) = counts_of("poisson");
+        // Even spacing: the middle half of the intervals' counts within 8
+        // (measured: rr and udp-rr 0-1, memcache 396-400). The quartiles
+        // leave out a host stall across an interval's edge, which moves
+        // requests from one interval to the next.
+        let mut q = ce.clone();
+        q.sort_by(f64::total_cmp);
+        let iqr = q[q.len() * 3 / 4] - q[q.len() / 4];
+        assert!(iqr < 8.0, "{}: uniform counts {ce:?}", w[0]);
+        // Measured about 15 (completions smooth the bursts a little); 6 is
+        // a chance below 0.1% for a Poisson sample of 14, and a stall only
+        // widens it.
         assert!(poisson > 6.0, "{}: Poisson counts {cp:?}", w[0]);
     }
 }
