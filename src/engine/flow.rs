@@ -119,6 +119,15 @@ pub trait Flow: Send {
     fn persistent(&self) -> bool {
         false
     }
+    /// An open loop on a schedule (`engine::pace`) whose latency is taken
+    /// from each request's intended send time: its worker's timers wake to
+    /// the microsecond (`engine::timer`). Others keep epoll's millisecond,
+    /// which a paced udp-stream wants: its GSO send carries the datagrams
+    /// due together (at 100k/s a precise timer left 1.6 per send, against
+    /// the ~32 tests/udp.rs expects).
+    fn scheduled(&self) -> bool {
+        false
+    }
     /// `--io threads`: puts the flow's socket in blocking mode, its reads
     /// and writes returning EAGAIN after `tick` without progress (so the
     /// thread still sees interval edges and the stop flag). Flows that

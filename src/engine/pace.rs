@@ -53,11 +53,6 @@ impl Pace {
         self
     }
 
-    /// Requests per second once ramped.
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
     /// Seconds from the start at which position `x` of the load curve is
     /// reached (`x` requests due by then).
     pub fn due_s(&self, x: f64) -> f64 {
@@ -129,6 +124,26 @@ impl Schedule {
         self.ahead.pop_front();
         Some(due)
     }
+
+    /// The next request if it is due by `now` (taken), else when it will
+    /// be (left for later); None before `begin`.
+    pub fn next_by(&mut self, now: Instant) -> Option<Next> {
+        let due = self.peek(0)?;
+        if due > now {
+            return Some(Next::At(due));
+        }
+        self.ahead.pop_front();
+        Some(Next::Due(due))
+    }
+}
+
+/// What `Schedule::next_by` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// The next request was due at this time: send it now.
+    Due(Instant),
+    /// The next request falls due then: wait for it.
+    At(Instant),
 }
 
 /// The time, seconds from the start, at which request `i` is due when the
@@ -178,6 +193,16 @@ mod tests {
         assert_eq!(s.take().unwrap(), t0);
         assert_eq!(s.take().unwrap() - t0, Duration::from_micros(250));
         assert_eq!(s.begin(t0 + Duration::from_secs(1)), t0, "the start holds");
+        // Taken only once due: the third is due 500 µs in.
+        assert_eq!(
+            s.next_by(t0 + Duration::from_micros(100)),
+            Some(Next::At(t0 + Duration::from_micros(500)))
+        );
+        assert_eq!(
+            s.next_by(t0 + Duration::from_micros(600)),
+            Some(Next::Due(t0 + Duration::from_micros(500)))
+        );
+        assert_eq!(s.peek(0).unwrap() - t0, Duration::from_micros(750));
         assert_eq!(Pace::new(None, Some(5.0)), None);
         assert_eq!(Pace::new(Some(0.0), None), None);
         // A ramp of zero seconds is no ramp.

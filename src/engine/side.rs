@@ -221,14 +221,6 @@ impl Side {
                 finite,
                 spin: spec.spin,
                 blocking: spec.io == crate::model::spec::IoMode::Threads,
-                // Open loops whose latency is taken from the intended send
-                // time wake to the microsecond; a paced udp-stream keeps
-                // epoll's millisecond, which lets a GSO send carry a
-                // batch of the datagrams due (at 100k/s: 1.6 datagrams per
-                // send with the precise timer, against the ~32 the test
-                // of GSO expects).
-                paced: spec.rate.is_some()
-                    && spec.workload != crate::model::spec::Workload::UdpStream,
             };
             let h = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))

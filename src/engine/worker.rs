@@ -77,10 +77,6 @@ pub struct WorkerSetup {
     /// `--io threads`: this worker's flow (at most one) runs on a blocking
     /// socket, with no event loop.
     pub blocking: bool,
-    /// Some flow runs an open loop whose latency is taken from each
-    /// request's intended send time (rr, udp-rr, memcache, rrul's probes):
-    /// its timers need the precise wake-up.
-    pub paced: bool,
 }
 
 /// `--io threads`: how long a blocked read or write waits before the
@@ -473,9 +469,10 @@ impl Worker {
             return self.finish(fatal);
         }
         let mut events = Events::with_capacity(1024);
-        // Paced flows (an open loop) wake on their timers to the
+        // Flows on a schedule (an open loop) wake on their timers to the
         // microsecond; others never arm one and pay nothing.
-        if self.s.paced && !self.s.spin {
+        let scheduled = self.slots.iter().flatten().any(|s| s.flow.scheduled());
+        if scheduled && !self.s.spin {
             super::timer::tight_slack();
             self.precise =
                 super::timer::PreciseTimer::new(self.poll.registry(), Token(TIMER_TOKEN)).ok();

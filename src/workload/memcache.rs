@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::{Conns, Pattern, Plugin, PrefillError, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
-use crate::engine::pace::{self, Schedule};
+use crate::engine::pace::{self, Next, Schedule};
 use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
 use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
@@ -425,16 +425,18 @@ impl KvFlow {
             }
             Some(schedule) => {
                 schedule.begin(*self.start.get_or_insert(now));
-                while let Some(due) = self.schedule.as_mut().and_then(|s| s.peek(0)) {
-                    if due > now || self.requests_in_flight() >= self.outstanding {
-                        if due > now && !self.timer_armed {
-                            cx.schedule(due);
-                            self.timer_armed = true;
+                while self.requests_in_flight() < self.outstanding {
+                    match self.schedule.as_mut().and_then(|s| s.next_by(now)) {
+                        Some(Next::Due(due)) => self.queue(now, due),
+                        Some(Next::At(at)) => {
+                            if !self.timer_armed {
+                                cx.schedule(at);
+                                self.timer_armed = true;
+                            }
+                            break;
                         }
-                        break;
+                        None => break,
                     }
-                    self.schedule.as_mut().map(Schedule::take);
-                    self.queue(now, due);
                 }
             }
         }
@@ -665,6 +667,10 @@ fn unexpected(got: &str, want: &str) -> io::Error {
 impl Flow for KvFlow {
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         self.base.register(registry, token)
+    }
+
+    fn scheduled(&self) -> bool {
+        self.schedule.is_some()
     }
 
     fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status {

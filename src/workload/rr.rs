@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::engine::flow::{
     decode_header, read_some, Ctx, Flow, FlowBase, Io, ReadStep, Status, WriteStep, HEADER_LEN,
 };
-use crate::engine::pace::{self, Schedule};
+use crate::engine::pace::{self, Next, Schedule};
 use crate::engine::tls::Role;
 use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
@@ -158,18 +158,15 @@ impl Requester {
         }
         while self.in_flight.len() < self.outstanding && self.count.is_none_or(|c| self.started < c)
         {
-            let intended = match self.schedule.as_mut().and_then(|s| s.peek(0)) {
-                Some(t) if t > cx.now => {
+            let intended = match self.schedule.as_mut().and_then(|s| s.next_by(cx.now)) {
+                Some(Next::At(t)) => {
                     if !self.timer_armed {
                         self.timer_armed = true;
                         cx.schedule(t);
                     }
                     break;
                 }
-                Some(t) => {
-                    self.schedule.as_mut().map(Schedule::take);
-                    t
-                }
+                Some(Next::Due(t)) => t,
                 None => cx.now,
             };
             self.in_flight.push_back((cx.now, intended));
@@ -262,6 +259,10 @@ impl Requester {
 impl Flow for Requester {
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         self.base.register(registry, token)
+    }
+
+    fn scheduled(&self) -> bool {
+        self.schedule.is_some()
     }
 
     fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, writable: bool) -> Status {

@@ -398,6 +398,10 @@ impl Flow for Requester {
         )
     }
 
+    fn scheduled(&self) -> bool {
+        self.schedule.is_some()
+    }
+
     fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, _writable: bool) -> Status {
         let mut taken = 0;
         if readable {
