@@ -37,7 +37,7 @@ pub fn run_or_search(
 
 /// Runs `p` as a capacity search. `p.spec` (or one of `p.groups`) carries
 /// the search; `on_step` hears of each step as it finishes.
-pub fn run(
+fn run(
     target: &mut Target,
     lab: Option<&LabState>,
     p: &Point,

@@ -29,18 +29,16 @@ pub struct Step {
 pub struct Search {
     resolution: f64,
     peak: Option<f64>,
-    /// Highest rate that met, lowest that missed (above it).
-    met: Option<f64>,
+    /// Lowest rate that missed.
     missed: Option<f64>,
-    /// Every rate that met and was not missed later (a confirmation).
+    /// Every rate that met and was not missed later (a confirmation); the
+    /// highest is the bracket's floor.
     met_rates: Vec<f64>,
     /// The bracket is within the resolution: its met rate runs again.
     confirming: bool,
     /// Rates that met once and missed on their confirmation.
     unconfirmed: Vec<f64>,
     steps: u32,
-    /// Ramp direction once the first ramp step told: up (doubling) or down.
-    going_down: bool,
     done: Option<String>,
 }
 
@@ -62,13 +60,11 @@ impl Search {
         Search {
             resolution: resolution_pct / 100.0,
             peak: None,
-            met: None,
             missed: None,
             met_rates: Vec::new(),
             confirming: false,
             unconfirmed: Vec::new(),
             steps: 0,
-            going_down: false,
             done: None,
         }
     }
@@ -88,16 +84,16 @@ impl Search {
         if self.confirming {
             return Some(Step {
                 phase: SearchPhase::Confirm,
-                rate: self.met,
+                rate: self.met(),
             });
         }
-        let rate = match (self.met, self.missed) {
+        let rate = match (self.met(), self.missed) {
             (None, None) => peak * RAMP_START,
             (Some(m), None) => m * 2.0,
             (None, Some(x)) => x / 2.0,
             (Some(m), Some(x)) => (m + x) / 2.0,
         };
-        let phase = match (self.met, self.missed) {
+        let phase = match (self.met(), self.missed) {
             (Some(_), Some(_)) => SearchPhase::Bisect,
             _ => SearchPhase::Ramp,
         };
@@ -132,7 +128,6 @@ impl Search {
                 // highest rate below it that met is the bracket's floor.
                 self.missed = Some(self.missed.map_or(rate, |x| x.min(rate)));
                 self.met_rates.retain(|m| *m < rate);
-                self.met = self.met_rates.iter().copied().reduce(f64::max);
                 self.unconfirmed.push(rate);
                 if self.unconfirmed.len() >= MAX_UNCONFIRMED {
                     let rates: Vec<String> = self
@@ -148,14 +143,10 @@ impl Search {
                 }
             }
             Some(rate) if met => {
-                self.met = Some(self.met.map_or(rate, |m| m.max(rate)));
                 self.met_rates.push(rate);
             }
             Some(rate) => {
                 self.missed = Some(self.missed.map_or(rate, |x| x.min(rate)));
-                if self.met.is_none() {
-                    self.going_down = true;
-                }
             }
         }
         self.settle();
@@ -163,7 +154,7 @@ impl Search {
 
     fn settle(&mut self) {
         let peak = self.peak.unwrap_or(0.0);
-        match (self.met, self.missed) {
+        match (self.met(), self.missed) {
             _ if self.steps >= MAX_STEPS => {
                 self.done = Some(format!("{MAX_STEPS} steps run (the most a search runs)"));
             }
@@ -190,7 +181,12 @@ impl Search {
 
     /// The highest offered rate that met the target.
     pub fn capacity(&self) -> Option<f64> {
-        self.met
+        self.met()
+    }
+
+    /// The highest rate that met (and was not missed on a second run).
+    fn met(&self) -> Option<f64> {
+        self.met_rates.iter().copied().reduce(f64::max)
     }
 
     /// The lowest offered rate above it that missed.
