@@ -648,8 +648,8 @@ fn runs_to_the_end_text(
 /// and says the capacity in words.
 #[test]
 fn capacity_studies_run_to_the_end() {
-    // The 1 ms cases: a 200 µs target can go unmet on a CI host whose two
-    // cores run other tests beside (the search then says so, not a bug).
+    // A 200 µs target can go unmet on a CI host whose two cores run other
+    // tests beside: the search then says so within four steps, not a bug.
     let tight = |req: &str, resp: &str| {
         format!(
             "[[case]]\nlabel = \"rr {req}/{resp}, p99 <= 200 µs\"\nrequest = {req}\nresponse = {resp}\nsearch = \"p99<=200us\"\n\n"
@@ -676,8 +676,12 @@ fn capacity_studies_run_to_the_end() {
                     .any(|x| x["met"] == true && x["rate_per_s"].as_f64() == Some(c)),
                 "{s}"
             ),
+            // A CI host whose other tests stall this one: the tail does
+            // not fall with the rate, and the search says so early.
             None => assert!(
-                s["stopped"].as_str().unwrap().contains("no rate met"),
+                ["no rate met", "does not come from the load"]
+                    .iter()
+                    .any(|w| s["stopped"].as_str().unwrap().contains(w)),
                 "{s}"
             ),
         }

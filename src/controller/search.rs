@@ -52,7 +52,7 @@ fn run(
         .search
         .clone()
         .expect("run_or_search sends only searches here");
-    let mut search = Search::new(s.resolution_pct);
+    let mut search = Search::new(s.resolution_pct).slowest(s.slowest_rate());
     let mut points: Vec<SearchPoint> = Vec::new();
     // The result at each rate tried (None: the peak).
     let mut kept: Vec<(Option<f64>, TestResult)> = Vec::new();
@@ -112,7 +112,12 @@ fn run(
         .cloned()
         .unwrap_or_default();
         let point = judge(&s, &spec, step, n, &summary, &result);
-        search.record(step, point.achieved_per_s, point.met);
+        search.record(
+            step,
+            point.achieved_per_s,
+            point.met,
+            point.figure.as_ref().map(|f| f.value - s.target.limit),
+        );
         on_step(&point);
         points.push(point);
         kept.push((step.rate, result));

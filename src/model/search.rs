@@ -213,6 +213,13 @@ impl SearchSpec {
         })
     }
 
+    /// The lowest rate whose step gathers its samples within the longest
+    /// window: a search ramping down stops there (below it every window
+    /// is cut short of its samples, and takes a minute).
+    pub fn slowest_rate(&self) -> f64 {
+        1.1 * self.samples as f64 / MAX_WINDOW_S.max(self.min_window_s)
+    }
+
     /// The window a step at `rate` needs for its samples (a tenth more
     /// for the windows' edges), between the shortest and the longest.
     pub fn window_s(&self, rate: f64) -> f64 {
@@ -428,6 +435,8 @@ mod tests {
         assert!((s.window_s(1000.0) - 11.0).abs() < 1e-9);
         assert_eq!(s.window_s(1e6), 1.0);
         assert_eq!(s.window_s(1.0), MAX_WINDOW_S);
+        assert_eq!(s.window_s(s.slowest_rate()), MAX_WINDOW_S);
+        assert!(s.window_s(s.slowest_rate() * 1.01) < MAX_WINDOW_S);
         let p999 = SearchSpec::new(SearchTarget::parse("p999<=1ms").unwrap(), 2.0, None, None);
         assert_eq!(p999.unwrap().samples, 100_000);
         // A confidence target asks for more: +/-10% of the tail at 95%.
