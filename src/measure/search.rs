@@ -164,14 +164,9 @@ impl Search {
                 self.met_rates.retain(|m| *m < rate);
                 self.unconfirmed.push(rate);
                 if self.unconfirmed.len() >= MAX_UNCONFIRMED {
-                    let rates: Vec<String> = self
-                        .unconfirmed
-                        .iter()
-                        .map(|r| format!("{r:.0}/s"))
-                        .collect();
                     self.done = Some(format!(
                         "the tail is not stable here: {} met once and missed on a second run; the capacity given met once",
-                        rates.join(", ")
+                        per_s(self.unconfirmed.iter().copied(), ", ")
                     ));
                     return;
                 }
@@ -181,7 +176,7 @@ impl Search {
             }
             Some(rate) => {
                 self.missed = Some(self.missed.map_or(rate, |x| x.min(rate)));
-                if self.met().is_none() && step.phase == SearchPhase::Ramp {
+                if self.met().is_none() {
                     self.falling.push((rate, excess));
                 }
             }
@@ -191,6 +186,9 @@ impl Search {
 
     fn settle(&mut self) {
         let peak = self.peak.unwrap_or(0.0);
+        let flat = self
+            .flat_run()
+            .map(|run| per_s(run.iter().map(|x| x.0), " -> "));
         match (self.met(), self.missed) {
             _ if self.steps >= MAX_STEPS => {
                 self.done = Some(format!("{MAX_STEPS} steps run (the most a search runs)"));
@@ -198,20 +196,10 @@ impl Search {
             (Some(m), Some(x)) if x <= m * (1.0 + self.resolution) => {
                 self.confirming = true;
             }
-            (None, Some(_)) if self.flat() => {
-                let rates: Vec<String> = self.falling[self.falling.len() - FLAT_HALVINGS - 1..]
-                    .iter()
-                    .map(|(r, _)| format!("{r:.0}/s"))
-                    .collect();
+            (None, Some(_)) if flat.is_some() => {
                 self.done = Some(format!(
                     "halving the offered rate ({}) did not bring it nearer the limit: the tail does not come from the load here (the host's other work or the path holds it above the target)",
-                    rates.join(" -> ")
-                ));
-            }
-            (None, Some(x)) if x / 2.0 < self.slowest && x / 2.0 >= peak * RAMP_FLOOR => {
-                self.done = Some(format!(
-                    "no rate met the target down to {x:.0}/s; below {:.0}/s a step cannot gather its samples in its longest window",
-                    self.slowest
+                    flat.unwrap_or_default()
                 ));
             }
             (None, Some(x)) if x / 2.0 < peak * RAMP_FLOOR => {
@@ -220,29 +208,34 @@ impl Search {
                     x / peak.max(1e-9)
                 ));
             }
+            (None, Some(x)) if x / 2.0 < self.slowest => {
+                self.done = Some(format!(
+                    "no rate met the target down to {x:.0}/s; below {:.0}/s a step cannot gather its samples in its longest window",
+                    self.slowest
+                ));
+            }
             (Some(m), None) if m * 2.0 > peak * RAMP_CEILING => {
                 self.done = Some(format!(
                     "every rate met the target up to {RAMP_CEILING}x the closed-loop peak: the generator, not the target, is the limit"
                 ));
             }
-            _ if self.steps >= MAX_STEPS => {
-                self.done = Some(format!("{MAX_STEPS} steps run (the most a search runs)"));
-            }
             _ => {}
         }
     }
 
-    /// Whether the last FLAT_HALVINGS halvings, with nothing met, each
-    /// left the figure's excess above FLAT of the one before.
-    fn flat(&self) -> bool {
-        let n = self.falling.len();
-        n > FLAT_HALVINGS
-            && self.falling[n - FLAT_HALVINGS - 1..]
-                .windows(2)
-                .all(|w| match (w[0].1, w[1].1) {
-                    (Some(a), Some(b)) => b >= FLAT * a,
-                    _ => false,
-                })
+    /// The last FLAT_HALVINGS halvings and the rate before them, when
+    /// (nothing met) each left the figure's excess above FLAT of the one
+    /// before.
+    fn flat_run(&self) -> Option<&[(f64, Option<f64>)]> {
+        let run = self
+            .falling
+            .get(self.falling.len().checked_sub(FLAT_HALVINGS + 1)?..)?;
+        run.windows(2)
+            .all(|w| match (w[0].1, w[1].1) {
+                (Some(a), Some(b)) => b >= FLAT * a,
+                _ => false,
+            })
+            .then_some(run)
     }
 
     /// The highest offered rate that met the target.
@@ -277,6 +270,14 @@ impl Search {
     pub fn stop(&mut self, why: String) {
         self.done.get_or_insert(why);
     }
+}
+
+/// Rates as a stop reason lists them ("12500/s -> 6250/s").
+fn per_s(rates: impl Iterator<Item = f64>, sep: &str) -> String {
+    rates
+        .map(|r| format!("{r:.0}/s"))
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 /// Whether an open loop kept up: achieved at least ACHIEVED_FLOOR of the
