@@ -398,6 +398,12 @@ impl Scheduler {
         self.queued
     }
 
+    /// The bottleneck did not send for `ns` (see `Link::pause`): the next
+    /// dequeue comes that much later.
+    pub fn pause(&mut self, ns: u64) {
+        self.free_at = self.free_at.saturating_add(ns);
+    }
+
     /// When the next dequeue happens, if anything waits.
     pub fn next_dequeue(&self) -> Option<u64> {
         (self.queued > 0).then_some(self.free_at.max(self.now))

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use super::aqm::{self, Scheduler};
 use super::error::{EmulatorError, OsText};
 use super::nfqueue::{self, Packet, Queue, Stamp};
+use super::wire::{self, Held, Wire};
 use crate::model::lab::{Aqm, DirStats};
 
 /// The mark a released packet carries when the queue discipline marked it
@@ -91,8 +92,6 @@ pub const FRAMING_BYTES: u64 = 38;
 /// Headers each segment of a GSO super-packet repeats, when the packet's own
 /// cannot be read: IPv4 20 + TCP 20 + timestamps option 12.
 pub const DEFAULT_SEGMENT_HEADER: u32 = 52;
-/// A release this much after its scheduled time counts as late.
-const LATE_NS: u64 = 1_000_000;
 /// The loop wakes at least this often (stop flag) and writes counters this often.
 const TICK: Duration = Duration::from_millis(100);
 /// How often (ns) a queue that is not watched (see `HalfLink::wants_arrivals`)
@@ -269,6 +268,13 @@ impl Link {
             last_release: 0,
             rng: Rng(seed),
         })
+    }
+
+    /// The bottleneck did not send for `ns` (the emulator ran late and its
+    /// wire sat idle, see `wire`): later packets wait that much longer, and
+    /// the queue counts them.
+    pub fn pause(&mut self, ns: u64) {
+        self.busy_until = self.busy_until.saturating_add(ns);
     }
 
     /// Wire bytes still waiting for the bottleneck at `now_ns`.
@@ -690,9 +696,12 @@ fn cpu_seconds() -> f64 {
 struct HalfLink {
     queue: Queue,
     link: Link,
-    /// Held packets (id, release time), in id order with non-decreasing
-    /// release times: releasing is popping the front.
-    held: VecDeque<(u32, u64)>,
+    /// Held packets, in id order with non-decreasing release times:
+    /// releasing is popping the front.
+    held: VecDeque<Held>,
+    /// The link's wire at release: never faster than the rate, also after
+    /// a late wake-up (see `wire`).
+    wire: Wire,
     stats: DirStats,
     /// Arrival time given to the last packet read, ns since start.
     last_arrival: u64,
@@ -783,7 +792,11 @@ impl HalfLink {
                     wait_ns,
                     ..
                 } => {
-                    self.held.push_back((p.id, release_ns));
+                    self.held.push_back(Held {
+                        id: p.id,
+                        at: release_ns,
+                        wire: size.wire_bytes,
+                    });
                     let s = &mut self.stats;
                     s.packets += 1;
                     s.bytes += u64::from(p.len);
@@ -819,7 +832,11 @@ impl HalfLink {
                     mark,
                 } => {
                     let release = self.link.release_after(departure_ns);
-                    self.held.push_back((pkt.id, release));
+                    self.held.push_back(Held {
+                        id: pkt.id,
+                        at: release,
+                        wire: pkt.wire,
+                    });
                     let s = &mut self.stats;
                     if mark {
                         self.marks.push_back(pkt.id);
@@ -864,69 +881,40 @@ impl HalfLink {
         !drained || self.held.is_empty() || !self.stamped
     }
 
-    /// Releases every held packet that is due: with one batch verdict in a
-    /// FIFO; one verdict each behind a queue discipline (a batch verdict
-    /// accepts every lower id, and FQ-CoDel releases out of id order).
+    /// Releases every held packet that may go (due, and the wire ready for
+    /// it): with one batch verdict in a FIFO; one verdict each behind a
+    /// queue discipline (a batch verdict accepts every lower id, and
+    /// FQ-CoDel releases out of id order).
+    ///
+    /// Time the wire lost to a late wake-up goes back into the model.
     fn release_due(&mut self, now: u64) {
+        let lost_before = self.wire.lost_ns();
+        let (held, wire, stats) = (&mut self.held, &mut self.wire, &mut self.stats);
         if self.sched.is_none() {
-            if let Some(id) = take_due(&mut self.held, now, self.window_ns, &mut self.stats) {
+            if let Some(id) = wire::take_due(held, now, self.window_ns, wire, stats) {
                 self.queue.accept_upto(id);
             }
-            return;
-        }
-        let until = now.saturating_add(self.window_ns);
-        while let Some(&(id, at)) = self.held.front() {
-            if at > until {
-                break;
+        } else {
+            while let Some(h) = wire::take_one(held, now, self.window_ns, wire, stats) {
+                let mark = (self.marks.front() == Some(&h.id)).then(|| {
+                    self.marks.pop_front();
+                    ECN_MARK
+                });
+                self.queue.accept_one(h.id, mark);
             }
-            self.held.pop_front();
-            count_release(&mut self.stats, now, at);
-            let mark = (self.marks.front() == Some(&id)).then(|| {
-                self.marks.pop_front();
-                ECN_MARK
-            });
-            self.queue.accept_one(id, mark);
+        }
+        let lost = self.wire.lost_ns() - lost_before;
+        if lost > 0 {
+            self.link.pause(lost);
+            if let Some(s) = &mut self.sched {
+                s.pause(lost);
+            }
         }
     }
 
     fn refresh_counters(&mut self) {
         self.stats.verdict_errors = self.queue.verdict_errors;
     }
-}
-
-/// Takes the due packets off the front of `held` (id, release time) and
-/// returns the last one's id, for one batch verdict; counts releases and
-/// lateness in `stats`.
-///
-/// Due means scheduled no later than `now + window`: the packets that fall
-/// due within the release window go out with the ones that are due already,
-/// instead of each costing a wake-up of its own ([`release_window_ns`]).
-fn take_due(
-    held: &mut VecDeque<(u32, u64)>,
-    now: u64,
-    window: u64,
-    stats: &mut DirStats,
-) -> Option<u32> {
-    let mut last = None;
-    while let Some(&(id, at)) = held.front() {
-        if at > now.saturating_add(window) {
-            break;
-        }
-        held.pop_front();
-        last = Some(id);
-        count_release(stats, now, at);
-    }
-    last
-}
-
-/// Counts a release at `now` of a packet due at `at`, and how late it was.
-fn count_release(stats: &mut DirStats, now: u64, at: u64) {
-    stats.released += 1;
-    let late = now.saturating_sub(at);
-    if late > LATE_NS {
-        stats.late += 1;
-    }
-    stats.max_late_us = stats.max_late_us.max(late / 1000);
 }
 
 /// Adds one packet's wait for the bottleneck to the counters.
@@ -1085,6 +1073,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
             queue,
             link,
             held: VecDeque::new(),
+            wire: Wire::new(cfg.shaping[d].rate_bps),
             stats: DirStats::default(),
             last_arrival: 0,
             stamped: false,
@@ -1165,7 +1154,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
             .saturating_duration_since(Instant::now())
             .min(TICK);
         for dir in &dirs {
-            if let Some(&(_, at)) = dir.held.front() {
+            if let Some(at) = wire::next_release(&dir.held, &dir.wire, dir.window_ns) {
                 wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
             }
             // The discipline runs on the arrival timeline whenever the loop
@@ -1221,6 +1210,23 @@ mod tests {
             } => (departure_ns, release_ns),
             other => panic!("expected a release, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn time_the_wire_lost_delays_later_packets_and_fills_the_queue() {
+        // 1 Gbit/s, a 16 KB drop-tail queue: 1538 B take 12.304 µs.
+        let mut s = shaping(0, Some(1_000_000_000));
+        s.queue_limit_bytes = Some(16_000);
+        let mut l = Link::new(&s, 1500, 1).unwrap();
+        assert_eq!(release(l.arrive(0, 1500, 52).0).0, 12_304);
+        // The wire sat idle 100 µs behind a late wake-up: the next packet
+        // departs after it, and the queue holds those 100 µs of the link.
+        l.pause(100_000);
+        assert_eq!(release(l.arrive(0, 1500, 52).0).0, 124_608);
+        assert_eq!(l.queue_bytes(0), 15_576);
+        // Without the pause the queue would hold two packets; with it the
+        // third overflows.
+        assert_eq!(l.arrive(0, 1500, 52).0, Fate::DropQueue);
     }
 
     #[test]
@@ -1448,23 +1454,6 @@ mod tests {
         assert_eq!(release_window_ns(500_000), 5_000); // 1 ms RTT: 5 µs
         assert_eq!(release_window_ns(25_000_000), RELEASE_WINDOW_MAX_NS);
         assert_eq!(release_window_ns(u64::MAX), RELEASE_WINDOW_MAX_NS);
-    }
-
-    #[test]
-    fn due_packets_leave_together_within_the_window() {
-        let us = |v: u64| v * 1000;
-        let mut held: VecDeque<(u32, u64)> =
-            [(1, us(100)), (2, us(200)), (3, us(300)), (4, us(2000))].into();
-        let mut st = DirStats::default();
-        // At 100 µs with a 150 µs window: 1 (due) and 2 (due at 200) go, 3 waits.
-        assert_eq!(take_due(&mut held, us(100), us(150), &mut st), Some(2));
-        assert_eq!((held.len(), st.released, st.late), (2, 2, 0));
-        // Nothing due yet: no verdict.
-        assert_eq!(take_due(&mut held, us(120), us(150), &mut st), None);
-        // Without a window only what is due leaves; 3 is 1.9 ms late.
-        assert_eq!(take_due(&mut held, us(2200), 0, &mut st), Some(4));
-        assert_eq!((st.released, st.late, st.max_late_us), (4, 1, 1900));
-        assert!(held.is_empty());
     }
 
     #[test]

@@ -15,7 +15,9 @@ pub mod record;
 pub mod spec;
 pub mod sshd;
 pub mod state;
+pub mod tap;
 pub mod topology;
 pub mod tunnel;
+pub mod wire;
 
 pub use error::{EmulatorError, LabError};

@@ -27,6 +27,7 @@ pub fn emulator_delta(before: &Stats, after: &Stats, elapsed_s: f64) -> Option<E
         ],
         cpu_pct: calibrate::cpu_pct(Some(before), Some(after), elapsed_s),
         emulators: 1,
+        elapsed_s: Some(elapsed_s),
     })
 }
 
@@ -58,6 +59,9 @@ pub fn around<T>(st: &LabState, test: impl FnOnce() -> T) -> Result<(T, LabRecor
     // full calibration (lab up, or a study's change of link).
     if let Some(full) = &st.calibration {
         calibration.goodput_measured_bps = full.goodput_measured_bps;
+        calibration.link_rate_bps = full.link_rate_bps;
+        calibration.link_peak_bps = full.link_peak_bps;
+        calibration.link_peak_window_s = full.link_peak_window_s;
         calibration.warnings = calibration.judge();
     }
     let tcp = tcp_settings(st);

@@ -453,6 +453,104 @@ pub struct Calibration {
     /// Share of one core the emulator used while calibrating (None: netem).
     pub emulator_cpu_pct: Option<f64>,
     pub warnings: Vec<String>,
+    /// The client->server wire rate configured, bits/s (None: no rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_rate_bps: Option<f64>,
+    /// The most wire bits/s the link delivered over any window of
+    /// `link_peak_window_s` of the bulk flow, timed by the server host's
+    /// kernel as packets arrived (`lab::tap`); never above the rate, also
+    /// when the emulator runs late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_peak_bps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_peak_window_s: Option<f64>,
+    /// How far behind its schedule the emulator ran while calibrating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lateness: Option<Lateness>,
+}
+
+/// How far behind its schedule the emulator ran over a span, both
+/// directions together: a host that is slow to wake it (a busy machine, a
+/// VM's stolen time) costs the link capacity and adds delay, never rate.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Lateness {
+    /// Seconds the counters cover.
+    pub over_s: f64,
+    /// Packets released, and those more than 1 ms after their schedule.
+    pub released: u64,
+    pub late: u64,
+    /// The latest release since the emulator started, microseconds.
+    pub max_late_us: u64,
+    /// Time the link sat idle with a packet due, microseconds.
+    pub lost_us: u64,
+    /// Packets held back behind a stall's backlog to keep to the rate.
+    pub paced: u64,
+}
+
+impl Lateness {
+    /// Over `over_s` seconds of an emulator's counters.
+    pub fn of(dirs: &[DirStats; 2], over_s: f64) -> Lateness {
+        let [a, b] = dirs;
+        Lateness {
+            over_s,
+            released: a.released + b.released,
+            late: a.late + b.late,
+            max_late_us: a.max_late_us.max(b.max_late_us),
+            lost_us: a.lost_us.max(b.lost_us),
+            paced: a.paced + b.paced,
+        }
+    }
+
+    /// The share of the span the busier direction's link lost, percent.
+    pub fn lost_pct(&self) -> f64 {
+        if self.over_s > 0.0 {
+            self.lost_us as f64 / 1e4 / self.over_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether the lateness shaped what was measured: the link lost more
+    /// than 1% of its time.
+    pub fn shaped(&self) -> bool {
+        self.lost_pct() > 1.0
+    }
+
+    /// "emulator late: 312 of 14,090 releases over 1 ms late (latest 6.1 ms), the link idle 1.66 s with packets due (21%), 9,883 packets held to its rate"
+    pub fn phrase(&self) -> String {
+        let mut s = format!("{} of {} releases over 1 ms late", self.late, self.released);
+        if self.late > 0 {
+            s.push_str(&format!(
+                " (latest {})",
+                units::fmt_us(self.max_late_us as f64)
+            ));
+        }
+        if self.lost_us > 0 {
+            s.push_str(&format!(
+                ", the link idle {} with packets due ({:.1}% of {})",
+                units::fmt_us(self.lost_us as f64),
+                self.lost_pct(),
+                units::fmt_secs(self.over_s)
+            ));
+        }
+        if self.paced > 0 {
+            s.push_str(&format!(
+                ", {} packets held back to keep to its rate",
+                self.paced
+            ));
+        }
+        s
+    }
+
+    /// The warning a result carries when [`Lateness::shaped`].
+    pub fn warning(&self) -> Option<String> {
+        self.shaped().then(|| {
+            format!(
+                "the emulator ran late ({}): this host's scheduling, not only the link, shaped the result (less throughput and more delay than the link gives; the link never passes more than its rate)",
+                self.phrase()
+            )
+        })
+    }
 }
 
 impl Calibration {
@@ -483,6 +581,19 @@ impl Calibration {
                 ));
             }
         }
+        if let (Some(p), Some(r)) = (self.link_peak_bps, self.link_rate_bps) {
+            if p > r * LINK_RATE_BOUND {
+                w.push(format!(
+                    "the link carried {} over its busiest {} of calibration, {:.2}% of its rate: more than a link passes (please report this)",
+                    units::fmt_bps(p),
+                    units::fmt_secs(self.link_peak_window_s.unwrap_or(0.0)),
+                    p / r * 100.0
+                ));
+            }
+        }
+        if let Some(l) = self.lateness.as_ref().and_then(Lateness::warning) {
+            w.push(l);
+        }
         w
     }
 
@@ -506,12 +617,27 @@ impl Calibration {
                 ));
             }
         }
+        if let (Some(p), Some(r)) = (self.link_peak_bps, self.link_rate_bps) {
+            s.push_str(&format!(
+                "; the link's busiest {} {:.1}% of its rate",
+                units::fmt_secs(self.link_peak_window_s.unwrap_or(0.0)),
+                p / r * 100.0
+            ));
+        }
         if let Some(c) = self.emulator_cpu_pct {
             s.push_str(&format!("; emulator {c:.1}% of a core"));
+        }
+        if let Some(l) = &self.lateness {
+            s.push_str(&format!(" ({})", l.phrase()));
         }
         s
     }
 }
+
+/// The most a lab link may carry over a window, of its rate: its schedule
+/// is exact, and a release may come up to 250 µs early (the release window)
+/// with one GSO packet (64 KiB) beside it: at 1 Gbit/s over 1 s, 0.08%.
+pub const LINK_RATE_BOUND: f64 = 1.003;
 
 /// Counters of one direction.
 ///
@@ -583,6 +709,15 @@ pub struct DirStats {
     /// The longest such wait, microseconds.
     #[serde(default)]
     pub queue_delay_max_us: u64,
+    /// Packets the wire held past their schedule behind a backlog that a
+    /// late wake-up of the emulator left: released at the link's rate, not
+    /// at once (see `lab::wire`).
+    #[serde(default)]
+    pub paced: u64,
+    /// Time the link sat idle with a packet due because the emulator ran
+    /// late, microseconds: capacity the emulator's lateness cost the link.
+    #[serde(default)]
+    pub lost_us: u64,
 }
 
 impl DirStats {
@@ -639,6 +774,9 @@ impl DirStats {
             queue_delay_sum_us: self.queue_delay_sum_us + o.queue_delay_sum_us,
             queue_delay_count: self.queue_delay_count + o.queue_delay_count,
             queue_delay_max_us: self.queue_delay_max_us.max(o.queue_delay_max_us),
+            paced: self.paced + o.paced,
+            // Each link loses its own time: the most any one lost.
+            lost_us: self.lost_us.max(o.lost_us),
         }
     }
 
@@ -668,6 +806,8 @@ impl DirStats {
             queue_delay_sum_us: d(self.queue_delay_sum_us, before.queue_delay_sum_us),
             queue_delay_count: d(self.queue_delay_count, before.queue_delay_count),
             queue_delay_max_us: self.queue_delay_max_us,
+            paced: d(self.paced, before.paced),
+            lost_us: d(self.lost_us, before.lost_us),
         }
     }
 }
@@ -686,6 +826,9 @@ pub struct EmulatorDelta {
     /// rack (results from before racks have 1).
     #[serde(default = "one")]
     pub emulators: u32,
+    /// Seconds the counters cover (results before it: None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -698,6 +841,7 @@ impl Default for EmulatorDelta {
             dirs: Default::default(),
             cpu_pct: None,
             emulators: 1,
+            elapsed_s: None,
         }
     }
 }
@@ -719,6 +863,12 @@ impl EmulatorDelta {
             out.emulators += e.emulators;
         }
         Some(out)
+    }
+
+    /// How far behind its schedule the emulator (the busiest of a rack's)
+    /// ran over the test; None for results without the span.
+    pub fn lateness(&self) -> Option<Lateness> {
+        self.elapsed_s.map(|s| Lateness::of(&self.dirs, s))
     }
 }
 
@@ -764,12 +914,15 @@ impl LabRecord {
                     x.dropped_queue
                 ));
             }
-            if x.packets > 0 && x.late * 100 > x.packets {
+            if e.elapsed_s.is_none() && x.packets > 0 && x.late * 100 > x.packets {
                 w.push(format!(
                     "{}: {} of {} packets left the emulator more than 1 ms late",
                     names[d], x.late, x.packets
                 ));
             }
+        }
+        if let Some(l) = e.lateness().as_ref().and_then(Lateness::warning) {
+            w.push(l);
         }
         if let Some(c) = e.cpu_pct {
             if c > 80.0 {
@@ -816,6 +969,9 @@ impl LabRecord {
             }
             if let Some(c) = e.cpu_pct {
                 s.push_str(&format!(" cpu {c:.1}% of a core"));
+            }
+            if let Some(l) = e.lateness().filter(|l| l.late > 0 || l.lost_us > 0) {
+                s.push_str(&format!("; late: {}", l.phrase()));
             }
             v.push(s);
         }

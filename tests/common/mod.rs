@@ -320,3 +320,75 @@ impl Drop for Lab {
         let _ = run(&["lab", "down", &self.name], Duration::from_secs(30));
     }
 }
+
+/// A host that loses its CPUs now and then, as a VM whose hypervisor
+/// runs something else (steal time): on every CPU, at once, a thread at
+/// real-time priority 50 (above the lab's emulator at 10 and every
+/// ordinary process) spins `on` out of every `every`. Needs root
+/// (SCHED_FIFO); bounded: stops when dropped and after `limit` regardless.
+/// Real-time throttling (95% by default) keeps the host alive whatever the
+/// duty.
+pub struct Stalls {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Stalls {
+    pub fn start(on: Duration, every: Duration, limit: Duration) -> Stalls {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // One start for all: the CPUs stall together.
+        let t0 = Instant::now() + Duration::from_millis(20);
+        let deadline = Instant::now() + limit;
+        let threads = (0..cpus)
+            .map(|cpu| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    // SAFETY: cpu_set_t is plain data; these calls only
+                    // change this thread's affinity and policy.
+                    unsafe {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        libc::CPU_SET(cpu, &mut set);
+                        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+                        let p = libc::sched_param { sched_priority: 50 };
+                        assert_eq!(
+                            libc::sched_setscheduler(0, libc::SCHED_FIFO, &p),
+                            0,
+                            "SCHED_FIFO needs root"
+                        );
+                    }
+                    let mut stalls = 0;
+                    let mut next = t0;
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                        let end = next + on;
+                        while Instant::now() < end {
+                            std::hint::spin_loop();
+                        }
+                        stalls += 1;
+                        next += every;
+                    }
+                    stalls
+                })
+            })
+            .collect();
+        Stalls { stop, threads }
+    }
+
+    /// Stops the stalls; how many there were, every CPU's counted.
+    pub fn stop(mut self) -> u64 {
+        self.stop_all()
+    }
+
+    fn stop_all(&mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads.drain(..).map(|t| t.join().unwrap_or(0)).sum()
+    }
+}
+
+impl Drop for Stalls {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
