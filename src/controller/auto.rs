@@ -22,6 +22,10 @@ pub struct AutoWatch {
     hists: Vec<Option<(String, String)>>,
     verdict: Option<Verdict>,
     done: bool,
+    /// Seconds into the window until which the offered load still rises
+    /// (`--rate-ramp`): the window never ends while it does (a ramp
+    /// slower than the noise looks flat over the first intervals).
+    ramp_until_s: Option<f64>,
 }
 
 impl AutoWatch {
@@ -34,6 +38,7 @@ impl AutoWatch {
             hists: Vec::new(),
             verdict: None,
             done: false,
+            ramp_until_s: spec.rate.and(spec.rate_ramp_s).map(|r| r - spec.warmup_s),
         })
     }
 
@@ -56,7 +61,11 @@ impl AutoWatch {
                     / secs
             }
         });
-        let v = stationary::judge(&self.series, self.spec.level_pct, self.spec.width_pct);
+        let mut v = stationary::judge(&self.series, self.spec.level_pct, self.spec.width_pct);
+        if self.ramp_until_s.is_some_and(|r| i.end_s < r) {
+            v.stationary = false;
+            v.done = false;
+        }
         self.done = v.done;
         self.verdict = Some(v);
     }
