@@ -62,6 +62,7 @@ fn rules() -> Vec<(&'static str, Rule)> {
         ("shared_host", keypoints::shared_host),
         ("noise", keypoints::noise),
         ("tail_latency", keypoints::tail_latency),
+        ("tail_source", keypoints::tail_source),
         ("transaction_cost", keypoints::transaction_cost),
         ("missing", keypoints::missing),
         ("window_or_rate_bound", keypoints::window_or_rate_bound),

@@ -837,6 +837,7 @@ fn run_test(
             hist,
             window_s: report.window_s,
             complete: complete || report.complete,
+            waits: (!report.waits.is_empty()).then(|| report.waits.encode()),
         })
         .map_err(|e| TestEnd::Told(format!("cannot send the final report: {e}")))
 }

@@ -208,6 +208,10 @@ pub enum Msg {
         /// A client side finished every finite transfer.
         #[serde(default)]
         complete: bool,
+        /// What this end's own scheduling added over the window (open
+        /// loops; older agents send none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        waits: Option<crate::model::sample::EncodedWaits>,
     },
     Bye,
 }

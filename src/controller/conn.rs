@@ -21,7 +21,7 @@ use crate::model::host::HostInfo;
 use crate::workload::conns::{self, Connected, Group, Routes};
 
 use crate::measure::fold::combine;
-use crate::measure::histogram::{self, new_hist, Hist};
+use crate::measure::histogram::{self, new_hist, Hist, WaitHists};
 use crate::model::result::TestInterval;
 use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
 use crate::model::spec::TestSpec;
@@ -168,6 +168,8 @@ pub struct AgentSide {
     pub kernel_udp: Option<crate::model::sample::KernelUdp>,
     /// memcache: memcached's own counts (the agent started it).
     pub service: Option<crate::model::sample::ServiceWindow>,
+    /// What the agent's own scheduling added (its read delays).
+    pub waits: WaitHists,
 }
 
 pub struct IterationRun {
@@ -290,11 +292,15 @@ impl ControllerObserver<'_> {
                 flows,
                 placement,
                 errors,
+                waits,
                 ..
             } => {
                 self.agent.flows = flows;
                 self.agent.placement = placement;
                 self.agent.errors = errors;
+                if let Some(w) = waits.as_ref().and_then(|w| WaitHists::decode(w).ok()) {
+                    self.agent.waits = w;
+                }
             }
             Msg::Error { code, message } => {
                 if code == ErrorCode::ChannelBroken {

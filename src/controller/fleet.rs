@@ -24,7 +24,7 @@ use crate::control::protocol::{HistText, Msg, TargetGroup};
 use crate::engine::side::SideReport;
 use crate::measure::cpu;
 use crate::measure::fold::{self, combine};
-use crate::measure::histogram::{self, Hist};
+use crate::measure::histogram::{self, Hist, WaitHists};
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
 use crate::model::result::{AddressRun, FlowPlace, HostClock, HostRun, Pair};
@@ -155,6 +155,8 @@ struct Report {
     placement: Vec<WorkerPlacement>,
     errors: Vec<String>,
     hist: Option<(Hist, Hist)>,
+    /// What this member's own scheduling added (open loops).
+    waits: Option<WaitHists>,
     complete: bool,
     /// Why this member ended the iteration early.
     failure: Option<String>,
@@ -198,6 +200,7 @@ impl Report {
                 errors,
                 hist,
                 complete,
+                waits,
                 ..
             } => {
                 self.flows = flows;
@@ -206,6 +209,7 @@ impl Report {
                 if let (Some(l), Some(c)) = decode(&hist) {
                     self.hist = Some((l, c));
                 }
+                self.waits = waits.as_ref().and_then(|w| WaitHists::decode(w).ok());
                 self.complete = complete;
                 self.finished = true;
             }
@@ -893,8 +897,14 @@ impl Fleet {
                     client.placement.extend(r.placement.iter().cloned());
                     client.errors.extend(r.errors.iter().map(prefix));
                     client.complete &= r.complete;
+                    if let Some(w) = &r.waits {
+                        client.waits.merge(w);
+                    }
                 }
                 Role::Server => {
+                    if let Some(w) = &r.waits {
+                        agent.waits.merge(w);
+                    }
                     agent.flows.extend(r.flows.iter().cloned());
                     agent.placement.extend(r.placement.iter().cloned());
                     agent.errors.extend(r.errors.iter().map(prefix));

@@ -6,7 +6,7 @@ use super::together::Meet;
 use crate::controller::conn::{AgentConn, IterationRun, Live};
 use crate::controller::fleet::Fleet;
 use crate::measure::fold::{KvHists, OwdHists};
-use crate::measure::histogram::{self, new_hist, Hist};
+use crate::measure::histogram::{self, new_hist, Hist, WaitHists};
 use crate::model::host::HostInfo;
 use crate::model::result::{FlowPlace, HostRun};
 
@@ -140,6 +140,8 @@ pub struct Folder {
     values: Vec<f64>,
     hist: Hist,
     hist_c: Hist,
+    /// Each end's waits over every iteration: (client, agent).
+    waits: (WaitHists, WaitHists),
     kv_hists: KvHists,
     owd_hists: OwdHists,
 }
@@ -155,6 +157,7 @@ impl Folder {
             values: Vec::new(),
             hist: new_hist(),
             hist_c: new_hist(),
+            waits: Default::default(),
             kv_hists: KvHists::default(),
             owd_hists: OwdHists::default(),
         }
@@ -203,6 +206,9 @@ impl Folder {
         );
         it.hosts = run.hosts;
         it.auto = run.auto.clone();
+        it.waits = WaitHists::summary(&run.client.waits, &run.agent.waits);
+        self.waits.0.merge(&run.client.waits);
+        self.waits.1.merge(&run.agent.waits);
         it.start_skew_us = run.start_skew_us;
         it.udp = crate::measure::fold::udp_figures(
             spec,
@@ -330,6 +336,7 @@ impl Folder {
         );
         crate::measure::fold::one_way_summary(&mut s, &self.iterations, &self.owd_hists);
         s.search_figure = self.search_figure();
+        s.waits = WaitHists::summary(&self.waits.0, &self.waits.1);
         s
     }
 }

@@ -135,6 +135,7 @@ fn run(
         .filter(|x| capacity.is_none_or(|c| x.rate_per_s.unwrap_or(0.0) > c))
         .min_by(|a, b| a.rate_per_s.partial_cmp(&b.rate_per_s).expect("rates"));
     let bound_by = first_miss.and_then(|x| x.cpu_bound.clone());
+    let tail_set_by = first_miss.and_then(|x| x.tail.clone());
     let report = SearchResult {
         target: s.target,
         resolution_pct: s.resolution_pct,
@@ -149,6 +150,7 @@ fn run(
         bound_by,
         group: searched.map(|i| p.groups[i].name.clone()),
         points,
+        tail_set_by,
     };
     // The result is the step at the capacity; with none, the lowest rate
     // tried (or the peak).
@@ -221,6 +223,12 @@ fn judge(
         None => summary.latency_us.as_ref(),
     };
     let figure = summary.search_figure.clone();
+    let waits = summary.waits.as_ref();
+    // Which end's own wake-ups set a latency tail, when one did.
+    let tail = match (waits, s.target.metric.quantile(), lat) {
+        (Some(w), Some(_), Some(l)) if step.rate.is_some() => w.tail(l.p99).map(|t| t.phrase()),
+        _ => None,
+    };
     let (client_cpu_pct, agent_cpu_pct, server_cpu_pct) = cpu_shares(spec, summary, result);
     let cpu_bound = [
         ("the client", client_cpu_pct),
@@ -286,7 +294,10 @@ fn judge(
                         } else {
                             String::new()
                         }
-                    ),
+                    ) + &tail
+                        .as_ref()
+                        .filter(|_| !met)
+                        .map_or(String::new(), |t| format!("; set by {t}")),
                 )
             }
         },
@@ -311,6 +322,15 @@ fn judge(
         agent_cpu_pct,
         server_cpu_pct,
         cpu_bound,
+        held_p99_us: waits.and_then(|w| w.held_us.as_ref()).map(|l| l.p99),
+        send_late_p99_us: waits.and_then(|w| w.send_late_us.as_ref()).map(|l| l.p99),
+        agent_read_delay_p99_us: waits
+            .and_then(|w| w.agent_read_delay_us.as_ref())
+            .map(|l| l.p99),
+        client_read_delay_p99_us: waits
+            .and_then(|w| w.client_read_delay_us.as_ref())
+            .map(|l| l.p99),
+        tail,
     }
 }
 

@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use crate::measure::histogram::Hist;
+use crate::measure::histogram::{Hist, WaitHists};
 
 use crate::measure::tcpinfo;
 
@@ -48,6 +48,9 @@ pub struct Ctx<'a> {
     pub counters: &'a mut Counters,
     pub hist: &'a mut Hist,
     pub hist_corrected: &'a mut Hist,
+    /// What this end's own scheduling added (open loops): the sender's
+    /// lateness, each message's wait in the socket before it was read.
+    pub waits: &'a mut WaitHists,
     /// Scratch buffer for reads.
     pub buf: &'a mut [u8],
     /// Source of payload bytes for writes.
@@ -185,6 +188,12 @@ pub struct FlowBase {
     pub window: WindowSampler,
     /// `--window exact` on a receiving end: the clamp to hold.
     pub clamp: Option<ClampKeeper>,
+    /// Reads take the kernel's receive stamp (`SO_TIMESTAMPNS`: open loops
+    /// in clear text, see [`FlowBase::with_stamps`]).
+    stamps: bool,
+    /// The last read's stamp: when the last byte it returned reached this
+    /// end's socket, CLOCK_REALTIME ns (None: no read yet, or no stamp).
+    last_stamp_ns: Option<u64>,
 }
 
 /// Holds TCP_WINDOW_CLAMP at the asked window. Linux (>= 6.8) recomputes
@@ -278,7 +287,39 @@ impl FlowBase {
             completed_s: None,
             window: WindowSampler::default(),
             clamp: None,
+            stamps: false,
+            last_stamp_ns: None,
         }
+    }
+
+    /// Has the kernel stamp each segment's arrival and reads return the
+    /// stamp (clear text only: a TLS session reads through its library).
+    /// Why: an open loop's latency should end when the response reached
+    /// this host, not when this end woke to read it, and a tail made of
+    /// an end's own late wake-ups should be told apart (`Ctx::waits`).
+    /// The cost is a clock read per received packet host-wide while any
+    /// socket asks, and recvmsg instead of read: closed loops do not ask.
+    pub fn with_stamps(mut self, on: bool) -> Self {
+        if on && self.tls.is_none() {
+            self.stamps = super::sockopt::set_int(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                1,
+            )
+            .is_ok();
+        }
+        self
+    }
+
+    /// How long the data of the last read waited in this end's socket:
+    /// from the kernel's stamp of its last segment to now (None without
+    /// stamps).
+    pub fn read_delay(&self) -> Option<Duration> {
+        let at = self.last_stamp_ns?;
+        Some(Duration::from_nanos(
+            super::io::realtime_ns().saturating_sub(at),
+        ))
     }
 
     pub fn with_clamp(mut self, window: Option<u32>) -> Self {
@@ -299,6 +340,9 @@ impl FlowBase {
     #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<Io> {
         match &mut self.tls {
+            None if self.stamps => {
+                super::io::read_stamped(self.stream.as_raw_fd(), buf, &mut self.last_stamp_ns)
+            }
             None => read_some(&mut self.stream, buf),
             Some(t) => t.read(&mut self.stream, buf),
         }

@@ -15,7 +15,7 @@ use super::flow::Flow;
 use super::worker::{self, WorkerMsg, WorkerSetup};
 use super::EngineError;
 use crate::measure::cpu::{self, CpuSnapshot};
-use crate::measure::histogram::{self, new_hist, Hist};
+use crate::measure::histogram::{self, new_hist, Hist, WaitHists};
 use crate::measure::interval::Timeline;
 use crate::measure::placement::cpu_for_worker;
 use crate::model::flow::FlowReport;
@@ -111,6 +111,8 @@ pub struct SideReport {
     pub kernel_udp: Option<KernelUdp>,
     /// The watched server's own counts over the window.
     pub service: Option<ServiceWindow>,
+    /// What this end's own scheduling added over the window (open loops).
+    pub waits: WaitHists,
 }
 
 impl Default for SideReport {
@@ -127,6 +129,7 @@ impl Default for SideReport {
             complete: Default::default(),
             kernel_udp: None,
             service: None,
+            waits: WaitHists::default(),
         }
     }
 }
@@ -220,6 +223,7 @@ impl Side {
                 tx: tx.clone(),
                 finite,
                 spin: spec.spin,
+                hybrid: spec.pacing == crate::model::spec::Pacing::Hybrid,
                 blocking: spec.io == crate::model::spec::IoMode::Threads,
             };
             let h = std::thread::Builder::new()
@@ -371,8 +375,10 @@ impl Side {
                 errors,
                 fatal,
                 open,
+                waits,
             } => {
                 self.open.extend(open);
+                self.report.waits.merge(&waits);
                 self.report.flows.extend(flows);
                 self.report.placement.push(placement);
                 self.report.errors.extend(errors);

@@ -258,6 +258,9 @@ pub struct RecvBatch {
     pub segs: Vec<usize>,
     /// The kernel's count of datagrams this socket dropped (buffer full).
     pub drops: Option<u32>,
+    /// When message i reached the socket (SO_TIMESTAMPNS, CLOCK_REALTIME
+    /// ns), where the socket asks for stamps.
+    pub stamps: Vec<Option<u64>>,
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     control: Vec<u64>,
@@ -266,8 +269,9 @@ pub struct RecvBatch {
 // SAFETY: as SendBatch: pointers rebuilt before every use, into owned buffers.
 unsafe impl Send for RecvBatch {}
 
-/// Room for SO_RXQ_OVFL and UDP_GRO: two CMSG_SPACE(4) = 2 x 24 bytes.
-const CONTROL_WORDS: usize = 8;
+/// Room for SO_RXQ_OVFL and UDP_GRO (two CMSG_SPACE(4) = 2 x 24 bytes)
+/// and SCM_TIMESTAMPNS (CMSG_SPACE(16) = 32 bytes).
+const CONTROL_WORDS: usize = 12;
 
 impl RecvBatch {
     pub fn new(n: usize, slot: usize) -> RecvBatch {
@@ -277,6 +281,7 @@ impl RecvBatch {
             lens: vec![0; n],
             segs: vec![0; n],
             drops: None,
+            stamps: vec![None; n],
             iov: Vec::with_capacity(n),
             msgs: Vec::with_capacity(n),
             control: vec![0u64; n * CONTROL_WORDS],
@@ -343,6 +348,7 @@ impl RecvBatch {
             self.lens[i] = self.msgs[i].msg_len as usize;
             self.segs[i] = 0;
             let h = &self.msgs[i].msg_hdr;
+            self.stamps[i] = crate::measure::rxstamp::stamp_ns(h);
             // SAFETY: walking the control messages the kernel wrote.
             unsafe {
                 let mut c = libc::CMSG_FIRSTHDR(h);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::flow::{Ctx, Flow, Status};
-use crate::measure::histogram::{new_hist, Hist};
+use crate::measure::histogram::{new_hist, Hist, WaitHists};
 use crate::measure::interval::Timeline;
 use crate::measure::placement::{self, CpuSeen};
 use crate::model::flow::FlowReport;
@@ -57,6 +57,8 @@ pub enum WorkerMsg {
         /// does not close its connections before the peer is told to stop
         /// (the peer would see a reset in its window).
         open: Vec<Box<dyn Flow>>,
+        /// What its own scheduling added over the window (open loops).
+        waits: Box<WaitHists>,
     },
 }
 
@@ -74,6 +76,9 @@ pub struct WorkerSetup {
     pub finite: bool,
     /// Busy polling: never sleep in epoll (`--spin`).
     pub spin: bool,
+    /// An open loop's flows wake early and busy-poll to their due times
+    /// (`--pacing hybrid`; see `timer::Lead`).
+    pub hybrid: bool,
     /// `--io threads`: this worker's flow (at most one) runs on a blocking
     /// socket, with no event loop.
     pub blocking: bool,
@@ -122,6 +127,7 @@ pub fn run(w: WorkerSetup) {
             errors: Vec::new(),
             fatal: Some(msg),
             open: Vec::new(),
+            waits: Box::default(),
         });
     };
     if let Some(c) = &w.cpus {
@@ -145,6 +151,7 @@ struct Worker {
     base: Counters,
     hist: Hist,
     hist_corrected: Hist,
+    waits: WaitHists,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     buf: Vec<u8>,
     seen: CpuSeen,
@@ -161,6 +168,9 @@ struct Worker {
     /// Wakes the loop when a flow's timer is due, to the microsecond
     /// (epoll's own timeout is whole milliseconds).
     precise: Option<super::timer::PreciseTimer>,
+    /// With `--pacing hybrid`: how long before a due timer the loop stops
+    /// sleeping (None: it sleeps to the timer).
+    lead: Option<super::timer::Lead>,
 }
 
 /// The precise timer's token: never a flow's.
@@ -177,6 +187,7 @@ macro_rules! ctx {
             counters: &mut $w.counters,
             hist: &mut $w.hist,
             hist_corrected: &mut $w.hist_corrected,
+            waits: &mut $w.waits,
             buf: &mut $w.buf,
             payload: &$w.s.payload,
             registry: $w.poll.registry(),
@@ -213,6 +224,7 @@ impl Worker {
             base: Counters::default(),
             hist: new_hist(),
             hist_corrected: new_hist(),
+            waits: WaitHists::default(),
             timers: BinaryHeap::new(),
             buf,
             seen: CpuSeen::default(),
@@ -225,6 +237,7 @@ impl Worker {
             next_edge_at: Some(t0 + s_warmup),
             delivery: true,
             precise: None,
+            lead: None,
         })
     }
 
@@ -290,6 +303,7 @@ impl Worker {
             self.base = self.counters;
             self.hist.reset();
             self.hist_corrected.reset();
+            self.waits.reset();
             self.interval_start = now;
         }
         while let Some(edge) = self.s.timeline.edge(self.next) {
@@ -302,8 +316,9 @@ impl Worker {
         false
     }
 
-    /// How long epoll may sleep: not past the next edge or timer, not at all
-    /// while flows wait to be re-run, and at most 20 ms (the stop flag).
+    /// How long epoll may sleep: not past the next edge or timer (with a
+    /// lead, not past the lead before it, and not at all within it), not at
+    /// all while flows wait to be re-run, and at most 20 ms (the stop flag).
     fn timeout(&self, now: Instant) -> Duration {
         if !self.runnable.is_empty() || self.s.spin {
             return Duration::ZERO;
@@ -313,9 +328,17 @@ impl Worker {
             until = until.min(e);
         }
         if let Some(Reverse((at, _))) = self.timers.peek() {
-            until = until.min(*at);
+            until = until.min(self.wake_for(*at));
         }
         until.saturating_duration_since(now)
+    }
+
+    /// When to wake for a timer due at `at`: the lead before it.
+    fn wake_for(&self, at: Instant) -> Instant {
+        match &self.lead {
+            Some(l) => at.checked_sub(l.get()).unwrap_or(at),
+            None => at,
+        }
     }
 
     fn dispatch(
@@ -476,6 +499,9 @@ impl Worker {
             super::timer::tight_slack();
             self.precise =
                 super::timer::PreciseTimer::new(self.poll.registry(), Token(TIMER_TOKEN)).ok();
+            if self.s.hybrid {
+                self.lead = Some(super::timer::Lead::default());
+            }
         }
         let mut spawned: Vec<Box<dyn Flow>> = Vec::new();
         // Tokens of flows spawned in this batch (kept: no allocation per batch).
@@ -500,11 +526,21 @@ impl Worker {
                 self.timers.pop();
                 self.dispatch(tok, Call::Timer, now, stopping, &mut spawned);
             }
+            let iter_start = now;
             let timeout = self.timeout(now);
+            // Within a lead of a due timer: poll without sleeping.
+            let spinning = timeout.is_zero()
+                && self.runnable.is_empty()
+                && !self.s.spin
+                && self.lead.is_some();
             if timeout > Duration::ZERO {
-                if let (Some(t), Some(Reverse((at, _)))) = (&mut self.precise, self.timers.peek()) {
-                    if *at < now + timeout + Duration::from_micros(1) {
-                        t.arm(*at, now);
+                let next = self.timers.peek().map(|Reverse((at, _))| *at);
+                if let (Some(at), Some(_)) = (next, &self.precise) {
+                    let wake = self.wake_for(at);
+                    if wake < now + timeout + Duration::from_micros(1) {
+                        if let Some(t) = &mut self.precise {
+                            t.arm(wake, now);
+                        }
                     }
                 }
             }
@@ -515,8 +551,15 @@ impl Worker {
                 }
             }
             let mut now = Instant::now();
+            if spinning {
+                self.counters.pacing_spin_ns +=
+                    now.saturating_duration_since(iter_start).as_nanos() as u64;
+            }
             if let Some(t) = &mut self.precise {
                 if events.iter().any(|ev| ev.token().0 == TIMER_TOKEN) {
+                    if let (Some(armed), Some(l)) = (t.armed(), &mut self.lead) {
+                        l.observe(now.saturating_duration_since(armed));
+                    }
                     t.drain();
                 }
             }
@@ -623,6 +666,7 @@ impl Worker {
             errors,
             fatal,
             open,
+            waits: Box::new(std::mem::take(&mut self.waits)),
         });
     }
 }

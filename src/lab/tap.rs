@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use super::emulator::{header_len, wire_size, DEFAULT_SEGMENT_HEADER};
 use super::{netns, LabError};
+use crate::measure::rxstamp;
 
 /// The most packets a tap keeps (about 80 s of 1 Gbit/s in single
 /// packets; 24 bytes each): past it, arrivals are counted, not kept.
@@ -204,8 +205,7 @@ fn open(dev: &str) -> io::Result<OwnedFd> {
 fn read_until(sock: &OwnedFd, stop: &AtomicBool, mtu: u32) -> Result<Seen, LabError> {
     let mut seen = Seen::default();
     let mut buf = [0u8; SNAP];
-    // Room for one SCM_TIMESTAMPNS (a timespec) with its header.
-    let mut control = [0u64; 8];
+    let mut control = [0u64; rxstamp::CONTROL_WORDS];
     while !stop.load(Ordering::Relaxed) {
         // SAFETY: sockaddr_ll and msghdr are plain data; zeroes are valid.
         let mut from: libc::sockaddr_ll = unsafe { zeroed() };
@@ -235,7 +235,9 @@ fn read_until(sock: &OwnedFd, stop: &AtomicBool, mtu: u32) -> Result<Seen, LabEr
         if from.sll_pkttype == libc::PACKET_OUTGOING {
             continue;
         }
-        let Some(at_ns) = stamp(&msg) else { continue };
+        let Some(at_ns) = rxstamp::stamp_ns(&msg) else {
+            continue;
+        };
         let ip_len = n as u32;
         let head = &buf[..(n as usize).min(SNAP)];
         let hdr = header_len(head).unwrap_or(DEFAULT_SEGMENT_HEADER);
@@ -254,23 +256,6 @@ fn read_until(sock: &OwnedFd, stop: &AtomicBool, mtu: u32) -> Result<Seen, LabEr
     // Stamps come in arrival order but for a rare reordering between CPUs.
     seen.arrivals.sort_by_key(|a| a.at_ns);
     Ok(seen)
-}
-
-/// The SCM_TIMESTAMPNS of a received message, ns.
-fn stamp(msg: &libc::msghdr) -> Option<u64> {
-    // SAFETY: CMSG_* walk the control buffer `msg` points to, within the
-    // length the kernel wrote.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
-                return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            }
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-    }
-    None
 }
 
 /// Packets the socket dropped since it opened (PACKET_STATISTICS).

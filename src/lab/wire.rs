@@ -202,7 +202,6 @@ fn count_release(stats: &mut DirStats, now: u64, at: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::emulator::{Fate, Link, Shaping};
 
     const MS: u64 = 1_000_000;
 
@@ -235,31 +234,21 @@ mod tests {
     /// A 1 Gbit/s link fed back to back with 1500 B packets for `span`,
     /// released by a loop that wakes at each next release (plus `jitter`)
     /// but sleeps through `stalls` (start, length); returns the release
-    /// times and sizes, the counters and the wire.
+    /// times and sizes, and the counters.
     fn drive(span: u64, jitter: u64, stalls: &[(u64, u64)]) -> (Vec<(u64, u64)>, DirStats) {
-        let s = Shaping {
-            delay_us: 5_000,
-            rate_bps: Some(1_000_000_000),
-            ..Shaping::default()
-        };
-        let mut link = Link::new(&s, 1500, 1).unwrap();
-        let mut h = VecDeque::new();
-        // Arrivals faster than the rate: the queue stays busy.
-        let mut t = 0;
-        let mut id = 0;
-        while t < span {
-            if let (Fate::Release { release_ns, .. }, size) = link.arrive(t, 1500, 52) {
-                h.push_back(Held {
-                    id,
-                    at: release_ns,
-                    wire: size.wire_bytes,
-                });
-            }
-            id += 1;
-            t += 11_000;
-        }
+        // Arrivals faster than the rate keep the bottleneck busy: the
+        // schedule (as `emulator::Link` makes it) releases 1538 B on the
+        // wire every 12.304 µs after a 5 ms delay.
+        let tx = 12_304;
+        let mut h: VecDeque<Held> = (0..span / tx)
+            .map(|k| Held {
+                id: k as u32,
+                at: 5 * MS + (k + 1) * tx,
+                wire: 1538,
+            })
+            .collect();
         let window = 50_000;
-        let mut wire = Wire::new(s.rate_bps);
+        let mut wire = Wire::new(Some(1_000_000_000));
         let mut st = DirStats::default();
         let mut out = Vec::new();
         let mut now = 0;

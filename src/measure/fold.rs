@@ -129,6 +129,7 @@ pub fn iteration(
         connections_per_s: c.connections as f64 / secs,
         latency_us: client.latency,
         latency_corrected_us: client.latency_corrected,
+        waits: None,
         cost: Pair {
             client: cost(&client.window_cpu),
             agent: cost(&agent.window_cpu),
@@ -616,6 +617,7 @@ pub fn summarize_with(
         latency_under_load: None,
         search_figure: None,
         auto: its.last().and_then(|i| i.auto.clone()),
+        waits: None,
     }
 }
 

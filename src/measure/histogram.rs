@@ -3,7 +3,7 @@
 //! the end. Summaries are reported in microseconds.
 
 use super::MeasureError;
-use crate::model::sample::LatencySummary;
+use crate::model::sample::{EncodedWaits, LatencySummary, Waits};
 use hdrhistogram::Histogram;
 
 /// Highest latency recorded: 100 s. Larger values are clamped, not lost.
@@ -72,6 +72,78 @@ pub fn decode(text: &str) -> Result<Hist, MeasureError> {
     let mut out = new_hist();
     out.add(&h).map_err(MeasureError::HistogramRange)?;
     Ok(out)
+}
+
+/// What one end's own scheduling added, recorded beside its latency (open
+/// loops): the sender's lateness against each request's due time, and how
+/// long each message waited in this end's socket before it was read.
+pub struct WaitHists {
+    pub send_late: Hist,
+    pub read_delay: Hist,
+    /// How long each request was held back from its due time until a
+    /// slot was free (`--outstanding` all in flight): its queue behind
+    /// earlier requests.
+    pub held: Hist,
+}
+
+impl Default for WaitHists {
+    fn default() -> Self {
+        WaitHists {
+            send_late: new_hist(),
+            read_delay: new_hist(),
+            held: new_hist(),
+        }
+    }
+}
+
+impl WaitHists {
+    pub fn reset(&mut self) {
+        self.send_late.reset();
+        self.read_delay.reset();
+        self.held.reset();
+    }
+
+    pub fn merge(&mut self, o: &WaitHists) {
+        merge(&mut self.send_late, &o.send_late);
+        merge(&mut self.read_delay, &o.read_delay);
+        merge(&mut self.held, &o.held);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.send_late.is_empty() && self.read_delay.is_empty() && self.held.is_empty()
+    }
+
+    pub fn encode(&self) -> EncodedWaits {
+        EncodedWaits {
+            send_late: encode(&self.send_late),
+            read_delay: encode(&self.read_delay),
+            held: encode(&self.held),
+        }
+    }
+
+    pub fn decode(e: &EncodedWaits) -> Result<WaitHists, MeasureError> {
+        Ok(WaitHists {
+            send_late: decode(&e.send_late)?,
+            read_delay: decode(&e.read_delay)?,
+            held: if e.held.is_empty() {
+                new_hist()
+            } else {
+                decode(&e.held)?
+            },
+        })
+    }
+
+    /// The summary of a client's (`client`) and an agent's waits; None
+    /// when neither measured any.
+    pub fn summary(client: &WaitHists, agent: &WaitHists) -> Option<Waits> {
+        let w = Waits {
+            held_us: summarize(&client.held),
+            send_late_us: summarize(&client.send_late),
+            client_read_delay_us: summarize(&client.read_delay),
+            agent_read_delay_us: summarize(&agent.read_delay),
+        };
+        (!w.is_empty()).then_some(w)
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod interval;
 pub mod netdev;
 pub mod placement;
 pub mod probe;
+pub mod rxstamp;
 pub mod search;
 pub mod security;
 pub mod sockdiag;

@@ -468,6 +468,10 @@ pub struct TestOptions {
     #[arg(long, value_enum, value_name = "KIND")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrivals: Option<crate::model::spec::Arrivals>,
+    /// rr, udp-rr, memcache with --rate (or --search): how the sender waits for each request's due time: hybrid sleeps until just before it (by the lead its own recent wake-ups needed, up to 1 ms) and busy-polls the rest, so a host slow to wake does not delay the sends; sleep wakes on a timer at the due time (less CPU; the wake-up's lateness counts as latency, and is reported); auto: hybrid when the client's workers have a CPU to spare (beside a local agent's), else sleep [default: auto].
+    #[arg(long, value_enum, value_name = "HOW")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<crate::model::spec::Pacing>,
     /// rr, udp-rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
     #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
     pub rate: Option<Rate>,
@@ -812,12 +816,36 @@ impl TestOptions {
             o.workers = Some(w);
             o.agent_workers = Some(w);
         }
-        o.build_spec()
+        let mut spec = o.build_spec()?;
+        if spec.pacing == crate::model::spec::Pacing::Auto {
+            let cpus = TestSpec::default_workers(u32::MAX);
+            let busy = spec.workers + if local_agent { spec.agent_workers } else { 0 };
+            // Only an open loop paces; the others keep the plain value.
+            let open = spec.rate.is_some() || spec.search.is_some();
+            spec.pacing = if open && cpus > busy {
+                crate::model::spec::Pacing::Hybrid
+            } else {
+                crate::model::spec::Pacing::Sleep
+            };
+        }
+        Ok(spec)
     }
 
     fn build_spec(&self) -> Result<TestSpec, Invalid> {
         let d = TestSpec::default();
         let workload = self.workload.unwrap_or(d.workload);
+        if self.pacing.is_some()
+            && ((self.rate.is_none() && self.search.is_none())
+                || !matches!(
+                    workload,
+                    Workload::Rr | Workload::UdpRr | Workload::Memcache
+                ))
+        {
+            return Err(
+                "--pacing says how an open loop waits for its sends: rr, udp-rr or memcache with --rate (or --search)"
+                    .into(),
+            );
+        }
         let rrul = self.rrul_spec(workload)?;
         // rrul's flows are its probes' and its streams'.
         let flows = match &rrul {
@@ -955,6 +983,7 @@ impl TestOptions {
             auto: self.auto_spec()?,
             rate_ramp_s: self.rate_ramp.map(|s| s.0),
             arrivals: self.arrivals.unwrap_or_default(),
+            pacing: self.pacing.unwrap_or(crate::model::spec::Pacing::Auto),
         };
         if workload == Workload::Cipher && self.message.is_none() {
             spec.message = crate::model::cipher::DEFAULT_RECORD;
@@ -1311,6 +1340,13 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         spec.arrivals == crate::model::spec::Arrivals::Poisson,
         "--arrivals poisson".into(),
     );
+    if spec.rate.is_some() || spec.search.is_some() {
+        let how = match spec.pacing {
+            crate::model::spec::Pacing::Hybrid => "hybrid",
+            _ => "sleep",
+        };
+        flag(true, format!("--pacing {how}"));
+    }
     if let Some(s) = &spec.search {
         flag(true, format!("--search '{}'", s.target));
         flag(

@@ -131,6 +131,10 @@ pub struct Iteration {
     /// (left out of this iteration's figures) and why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto: Option<super::auto::AutoRecord>,
+    /// Open loops: what each end's scheduling added to the latency (the
+    /// sender's lateness, each end's read delay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<super::sample::Waits>,
 }
 
 /// What a UDP test measured over its window (both ends' receivers
@@ -474,6 +478,10 @@ pub struct Summary {
     /// `--duration auto`: the last iteration's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto: Option<super::auto::AutoRecord>,
+    /// Open loops: what each end's scheduling added (every iteration's
+    /// histograms merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<super::sample::Waits>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -81,6 +81,15 @@ pub struct Counters {
     pub kv_bad_values: u64,
     #[serde(default)]
     pub kv_errors: u64,
+    /// Open loops: time the workers busy-polled just before a request was
+    /// due (`--pacing hybrid`), ns: CPU the client spent to send on time,
+    /// counted in its process CPU.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pacing_spin_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl AddAssign for Counters {
@@ -112,6 +121,7 @@ impl AddAssign for Counters {
         self.kv_misses += o.kv_misses;
         self.kv_bad_values += o.kv_bad_values;
         self.kv_errors += o.kv_errors;
+        self.pacing_spin_ns += o.pacing_spin_ns;
     }
 }
 
@@ -146,6 +156,7 @@ impl Sub for Counters {
             kv_misses: self.kv_misses - o.kv_misses,
             kv_bad_values: self.kv_bad_values - o.kv_bad_values,
             kv_errors: self.kv_errors - o.kv_errors,
+            pacing_spin_ns: self.pacing_spin_ns - o.pacing_spin_ns,
         }
     }
 }
@@ -204,6 +215,105 @@ pub struct IntervalSample {
 pub struct PeerClock {
     pub offset_ns: i64,
     pub uncertainty_ns: u64,
+}
+
+/// What an end's own scheduling added, as the control protocol carries it
+/// (histograms encoded as `measure::histogram::encode` does).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct EncodedWaits {
+    pub send_late: String,
+    pub read_delay: String,
+    #[serde(default)]
+    pub held: String,
+}
+
+/// Where an open loop's latency came from, beside the latency itself: how
+/// late the client's sender was, and how long each message waited in the
+/// receiving end's socket before that end woke to read it (from the
+/// kernel's receive stamp). A tail that is mostly the sender's lateness,
+/// or one end's read delay, is that host's scheduling, not the network's
+/// or the server's work.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Waits {
+    /// Each request held back from its due time until a slot was free
+    /// (all `--outstanding` in flight): its queue behind slower ones, the
+    /// server's doing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_us: Option<LatencySummary>,
+    /// Each request's send after it could go (due, and a slot free): the
+    /// client's own lateness (open loops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_late_us: Option<LatencySummary>,
+    /// Responses: their arrival in the client's socket to the client's read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_read_delay_us: Option<LatencySummary>,
+    /// Requests: their arrival in the agent's socket to the agent's read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_read_delay_us: Option<LatencySummary>,
+}
+
+/// Which part set an open loop's tail (see [`Waits::tail`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TailSource {
+    /// "the queue behind earlier requests", "the client's sender" or "the
+    /// agent's reads".
+    pub who: &'static str,
+    /// Its p99, µs, and the latency's p99 it is a part of.
+    pub part_p99_us: f64,
+    pub tail_p99_us: f64,
+}
+
+impl Waits {
+    /// Whether anything was measured.
+    pub fn is_empty(&self) -> bool {
+        self.send_late_us.is_none()
+            && self.held_us.is_none()
+            && self.client_read_delay_us.is_none()
+            && self.agent_read_delay_us.is_none()
+    }
+
+    /// The part that set a latency whose p99 is `tail_p99_us`: the largest
+    /// of the queue behind earlier requests, the sender's lateness and the
+    /// agent's read delay whose p99 is at least half of it (a wait that
+    /// long on one request in a hundred puts the tail there); None when
+    /// none is (the path or the server's work set it). The client's read
+    /// delay is not a part: an open loop's latency ends at the response's
+    /// kernel stamp, before it.
+    pub fn tail(&self, tail_p99_us: f64) -> Option<TailSource> {
+        [
+            ("the queue behind earlier requests", &self.held_us),
+            ("the client's sender", &self.send_late_us),
+            ("the agent's reads", &self.agent_read_delay_us),
+        ]
+        .into_iter()
+        .filter_map(|(who, l)| l.as_ref().map(|l| (who, l.p99)))
+        .filter(|(_, p99)| *p99 >= 0.5 * tail_p99_us && tail_p99_us > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(who, p99)| TailSource {
+            who,
+            part_p99_us: p99,
+            tail_p99_us,
+        })
+    }
+}
+
+impl TailSource {
+    /// "the client's sender (late p99 612.0 µs; latency p99 701.3 µs)"
+    pub fn phrase(&self) -> String {
+        let what = if self.who.ends_with("sender") {
+            "late"
+        } else if self.who.starts_with("the queue") {
+            "held"
+        } else {
+            "read delay"
+        };
+        format!(
+            "{} ({what} p99 {}; latency p99 {})",
+            self.who,
+            crate::units::fmt_us(self.part_p99_us),
+            crate::units::fmt_us(self.tail_p99_us)
+        )
+    }
 }
 
 /// Percentiles in microseconds; the names are part of the result schema.

@@ -315,6 +315,22 @@ pub struct SearchPoint {
     /// The end whose cores were (nearly) all busy, when one was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_bound: Option<String>,
+    /// Open loops: the p99 of the waits in the latency (see
+    /// `model::sample::Waits`): requests held back behind earlier ones,
+    /// the sender's lateness, and how long requests waited for the agent
+    /// to read them, responses for the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_p99_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_late_p99_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_read_delay_p99_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_read_delay_p99_us: Option<f64>,
+    /// When one end's own wake-ups set the step's tail: which, and by how
+    /// much ("the agent's reads: read delay p99 210 µs of the 402 µs p99").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
 }
 
 /// What a search found: `result.search`.
@@ -340,6 +356,10 @@ pub struct SearchResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     pub points: Vec<SearchPoint>,
+    /// Where the load first missed, the end whose own wake-ups set the
+    /// tail, when one did (`SearchPoint::tail` of that step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail_set_by: Option<String>,
 }
 
 impl SearchPoint {
@@ -378,20 +398,30 @@ impl SearchResult {
             .as_ref()
             .map_or(String::new(), |g| format!("group {g}: "));
         match s.capacity_per_s {
-            Some(c) => format!(
-                "{who}capacity at {target}: {} offered ({} achieved){}{}",
-                units::fmt_rate(c),
-                units::fmt_rate(s.achieved_per_s.unwrap_or(0.0)),
-                s.missed_per_s.map_or(String::new(), |m| format!(
-                    "; {} missed",
-                    units::fmt_rate(m)
-                )),
-                s.bound_by
-                    .as_ref()
-                    .map_or(String::new(), |b| format!(", where {b} was CPU bound")),
-            ),
-            None => format!("{who}no offered rate met {target}: {}", s.stopped),
+            Some(c) => {
+                format!(
+                    "{who}capacity at {target}: {} offered ({} achieved){}{}",
+                    units::fmt_rate(c),
+                    units::fmt_rate(s.achieved_per_s.unwrap_or(0.0)),
+                    s.missed_per_s.map_or(String::new(), |m| format!(
+                        "; {} missed",
+                        units::fmt_rate(m)
+                    )),
+                    s.bound_by
+                        .as_ref()
+                        .map_or(String::new(), |b| format!(", where {b} was CPU bound")),
+                ) + &s.tail_words()
+            }
+            None => format!("{who}no offered rate met {target}: {}", s.stopped) + &s.tail_words(),
         }
+    }
+
+    /// "; the tail there was set by the agent's reads: read delay p99 ...",
+    /// or nothing.
+    fn tail_words(&self) -> String {
+        self.tail_set_by.as_ref().map_or(String::new(), |t| {
+            format!("; the tail there was set by {t}")
+        })
     }
 }
 

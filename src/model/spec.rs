@@ -443,6 +443,40 @@ pub struct TestSpec {
     /// Open loop: how requests are spaced (evenly, or as a Poisson process).
     #[serde(default, skip_serializing_if = "Arrivals::is_uniform")]
     pub arrivals: Arrivals,
+    /// Open loop: how the sender waits for each request's due time (results
+    /// from before it slept: absent means `sleep`).
+    #[serde(default, skip_serializing_if = "Pacing::is_sleep")]
+    pub pacing: Pacing,
+}
+
+/// How an open loop's sender waits for a request's due time (`--pacing`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Pacing {
+    /// Sleeps on a timer to the due time: the host's wake-up lateness
+    /// (25 µs at the median on an AMD VM here, hundreds on an Intel one)
+    /// delays the send and is measured as latency from the due time.
+    #[default]
+    Sleep,
+    /// Sleeps on a timer until shortly before the due time, by the lead
+    /// its own recent wake-ups needed (up to 1 ms), then busy-polls to it:
+    /// sends leave on time at the cost of the spin (`pacing_spin_ns`),
+    /// as Lancet's latency agent spins.
+    Hybrid,
+    /// Hybrid when the client's workers have a CPU to spare on their host
+    /// (more CPUs than the client's workers, and the agent's too where the
+    /// agent runs on the same host), else sleep: a spinning sender that
+    /// shares a CPU with the server it measures takes the server's time
+    /// (on 2 CPUs with a local agent, three searches at `p99<=300us` gave
+    /// 8.7k to 13.1k/s spinning, 12.1k and 12.2k sleeping). Resolved when
+    /// the test is built; a spec holds sleep or hybrid.
+    Auto,
+}
+
+impl Pacing {
+    pub fn is_sleep(&self) -> bool {
+        *self == Pacing::Sleep
+    }
 }
 
 fn yes() -> bool {
@@ -599,6 +633,7 @@ impl Default for TestSpec {
             auto: None,
             rate_ramp_s: None,
             arrivals: Arrivals::Uniform,
+            pacing: Pacing::Sleep,
         }
     }
 }

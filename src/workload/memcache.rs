@@ -128,7 +128,8 @@ impl Plugin for Memcache {
             .into_iter()
             .map(|(id, stream, _)| {
                 Box::new(KvFlow::new(
-                    FlowBase::new(id, stream),
+                    // An open loop's responses carry their arrival stamp.
+                    FlowBase::new(id, stream).with_stamps(spec.rate.is_some()),
                     mix.clone(),
                     spec.outstanding as usize,
                     pace::for_flow(spec, spec.flows as usize, id),
@@ -306,6 +307,8 @@ pub struct KvFlow {
     out_pos: usize,
     inbuf: Vec<u8>,
     in_flight: VecDeque<Pending>,
+    /// When the last response arrived (see `rr::Requester::freed_at`).
+    freed_at: Option<Instant>,
     /// The key indices of the gets in flight, in order (no allocation per
     /// request: Pending counts its share).
     asked: VecDeque<u64>,
@@ -342,6 +345,7 @@ impl KvFlow {
             out_pos: 0,
             inbuf: Vec::with_capacity(64 << 10),
             in_flight: VecDeque::new(),
+            freed_at: None,
             asked: VecDeque::new(),
             key: Vec::with_capacity(256),
             schedule,
@@ -427,7 +431,20 @@ impl KvFlow {
                 schedule.begin(*self.start.get_or_insert(now));
                 while self.requests_in_flight() < self.outstanding {
                     match self.schedule.as_mut().and_then(|s| s.next_by(now)) {
-                        Some(Next::Due(due)) => self.queue(now, due),
+                        Some(Next::Due(due)) => {
+                            // The sender's own lateness: from when it could
+                            // have sent (due, and a slot free).
+                            let could = self.freed_at.map_or(due, |f| f.max(due));
+                            record_ns(
+                                &mut cx.waits.held,
+                                could.saturating_duration_since(due).as_nanos() as u64,
+                            );
+                            record_ns(
+                                &mut cx.waits.send_late,
+                                now.saturating_duration_since(could).as_nanos() as u64,
+                            );
+                            self.queue(now, due)
+                        }
                         Some(Next::At(at)) => {
                             if !self.timer_armed {
                                 cx.schedule(at);
@@ -609,7 +626,17 @@ impl KvFlow {
         let Some(p) = self.in_flight.pop_front() else {
             return;
         };
-        let now = cx.now;
+        // An open loop's latency ends when the response reached this host
+        // (its kernel stamp); the wait for this end to read it is apart.
+        let delay = self.base.read_delay();
+        if let (Some(d), true) = (delay, cx.counting) {
+            record_ns(&mut cx.waits.read_delay, d.as_nanos() as u64);
+        }
+        let now = match (self.schedule.is_some(), delay) {
+            (true, Some(d)) => cx.now.checked_sub(d).unwrap_or(cx.now).max(p.sent),
+            _ => cx.now,
+        };
+        self.freed_at = Some(now);
         let lat = now.saturating_duration_since(p.sent).as_nanos() as u64;
         let corr = now.saturating_duration_since(p.intended).as_nanos() as u64;
         if let Some(n) = p.get {

@@ -277,6 +277,8 @@ pub fn base(spec: &TestSpec, agent: bool, conn: (u32, TcpStream, Option<TlsConn>
     FlowBase::new(id, stream)
         .with_tls(tls)
         .with_clamp(crate::engine::sockopt::exact_window(spec, agent))
+        // An open loop's ends take the kernel's receive stamps.
+        .with_stamps(spec.rate.is_some())
 }
 
 /// The names of the workloads for which `pick` holds, for messages.

@@ -118,6 +118,9 @@ pub struct Requester {
     started: u64,
     /// (actual start, intended start) of requests awaiting their response.
     in_flight: VecDeque<(Instant, Instant)>,
+    /// When the last response arrived (the latency's end): a request due
+    /// earlier could not go before it with every slot in flight.
+    freed_at: Option<Instant>,
     /// Request bytes not yet written.
     to_write: u64,
     /// Bytes still expected of the response at the head of `in_flight`.
@@ -144,6 +147,7 @@ impl Requester {
             start: None,
             started: 0,
             in_flight: VecDeque::new(),
+            freed_at: None,
             to_write: 0,
             resp_left: response,
             timer_armed: false,
@@ -166,7 +170,21 @@ impl Requester {
                     }
                     break;
                 }
-                Some(Next::Due(t)) => t,
+                Some(Next::Due(t)) => {
+                    // The sender's own lateness: from when it could have
+                    // sent (due, and a slot free: a request held back by
+                    // `--outstanding` waits for the server, not the sender).
+                    let could = self.freed_at.map_or(t, |f| f.max(t));
+                    record_ns(
+                        &mut cx.waits.held,
+                        could.saturating_duration_since(t).as_nanos() as u64,
+                    );
+                    record_ns(
+                        &mut cx.waits.send_late,
+                        cx.now.saturating_duration_since(could).as_nanos() as u64,
+                    );
+                    t
+                }
                 None => cx.now,
             };
             self.in_flight.push_back((cx.now, intended));
@@ -238,12 +256,24 @@ impl Requester {
             self.resp_left -= take;
             if self.resp_left == 0 {
                 let (sent, intended) = self.in_flight.pop_front().unwrap();
+                // An open loop's latency ends when the response reached
+                // this host (its kernel stamp), not when this end woke to
+                // read it: that wait is counted apart (`Ctx::waits`).
+                let delay = self.base.read_delay();
+                if let Some(d) = delay {
+                    record_ns(&mut cx.waits.read_delay, d.as_nanos() as u64);
+                }
+                let end = match (self.schedule.is_some(), delay) {
+                    (true, Some(d)) => cx.now.checked_sub(d).unwrap_or(cx.now).max(sent),
+                    _ => cx.now,
+                };
+                self.freed_at = Some(end);
                 record_ns(
                     cx.hist,
-                    cx.now.saturating_duration_since(sent).as_nanos() as u64,
+                    end.saturating_duration_since(sent).as_nanos() as u64,
                 );
                 if self.schedule.is_some() {
-                    let late = cx.now.saturating_duration_since(intended);
+                    let late = end.saturating_duration_since(intended);
                     record_ns(cx.hist_corrected, late.as_nanos() as u64);
                 }
                 cx.counters.transactions += 1;
@@ -430,6 +460,11 @@ impl Responder {
                 self.req_left = self.request;
                 cx.counters.transactions += 1;
                 self.base.transactions += 1;
+                // How long the request waited for this end to read it
+                // (an open loop's agent: its own wake-ups).
+                if let Some(d) = self.base.read_delay() {
+                    record_ns(&mut cx.waits.read_delay, d.as_nanos() as u64);
+                }
             }
         }
     }

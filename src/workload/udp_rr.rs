@@ -272,6 +272,8 @@ pub struct Requester {
     /// for the next due request is set.
     schedule: Option<Schedule>,
     due_at: Option<Instant>,
+    /// When the last response arrived (see `rr::Requester::freed_at`).
+    freed_at: Option<Instant>,
     /// The agent's clock is known: one-way delays are recorded.
     owd: Option<Owd>,
 }
@@ -311,6 +313,7 @@ impl Requester {
             transactions: 0,
             schedule: None,
             due_at: None,
+            freed_at: None,
             owd: owd.map(|(clock, shard)| Owd {
                 clock,
                 shard,
@@ -322,8 +325,13 @@ impl Requester {
         }
     }
 
-    /// Open loop on `schedule` (None: closed loop).
+    /// Open loop on `schedule` (None: closed loop). An open loop's socket
+    /// takes the kernel's receive stamps: its latency ends when a response
+    /// reached this host, and the wait to read it is counted apart.
     fn open_loop(mut self, schedule: Option<Schedule>) -> Self {
+        if schedule.is_some() {
+            stamp_arrivals(&self.sock);
+        }
         self.schedule = schedule;
         self
     }
@@ -364,8 +372,22 @@ impl Requester {
             Header::restamp(self.tx.slot_mut(i), self.seq + i as u64, now);
         }
         let sent = self.tx.send(self.sock.as_raw_fd(), n, None)?;
+        let at = Instant::now();
         for i in 0..sent {
             let due = self.schedule.as_mut().and_then(Schedule::take);
+            if let Some(t) = due {
+                // The sender's own lateness: from when it could have sent
+                // (due, and a slot free).
+                let could = self.freed_at.map_or(t, |f| f.max(t));
+                record_ns(
+                    &mut cx.waits.held,
+                    could.saturating_duration_since(t).as_nanos() as u64,
+                );
+                record_ns(
+                    &mut cx.waits.send_late,
+                    at.saturating_duration_since(could).as_nanos() as u64,
+                );
+            }
             self.inflight.push((self.seq + i as u64, now, due));
         }
         self.seq += sent as u64;
@@ -413,6 +435,7 @@ impl Flow for Requester {
                 };
                 cx.counters.udp_recv_calls += 1;
                 let now = mono_ns();
+                let (now_rt, now_i) = (crate::measure::rxstamp::realtime_ns(), Instant::now());
                 // The window's one-way delays, once per batch.
                 let mut owd = self.owd.as_mut().filter(|_| cx.counting);
                 let shard = owd.as_ref().map(|o| o.shard.clone());
@@ -432,9 +455,24 @@ impl Flow for Requester {
                         continue;
                     };
                     let (_, sent, due) = self.inflight.remove(at);
-                    record_ns(cx.hist, now.saturating_sub(sent));
+                    // An open loop's latency ends at the response's arrival
+                    // stamp; the wait for this end to read it is apart.
+                    let delay = match self.rx.stamps[i] {
+                        Some(s) if due.is_some() => {
+                            let d = now_rt.saturating_sub(s);
+                            record_ns(&mut cx.waits.read_delay, d);
+                            d
+                        }
+                        _ => 0,
+                    };
+                    let end = now.saturating_sub(delay).max(sent);
+                    record_ns(cx.hist, end - sent);
                     if let Some(due) = due {
-                        let late = Instant::now().saturating_duration_since(due);
+                        let end_i = now_i
+                            .checked_sub(Duration::from_nanos(delay))
+                            .unwrap_or(now_i);
+                        self.freed_at = Some(end_i);
+                        let late = end_i.saturating_duration_since(due);
                         record_ns(cx.hist_corrected, late.as_nanos() as u64);
                     }
                     if let (Some(o), Some(h), Some((arx, atx))) =
@@ -560,6 +598,17 @@ fn report(
     }
 }
 
+/// Has the kernel stamp each datagram's arrival at `sock` (an open loop's
+/// ends; best effort: without it no read delays are counted).
+fn stamp_arrivals(sock: &UdpSocket) {
+    let _ = crate::engine::sockopt::set_int(
+        sock.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPNS,
+        1,
+    );
+}
+
 /// The agent's end: answers every request, in batches.
 pub struct Responder {
     id: u32,
@@ -582,6 +631,9 @@ impl Responder {
             sent_ns: 0,
         };
         let payload: Vec<u8> = (0..spec.response).map(|i| (i % 251) as u8).collect();
+        if spec.rate.is_some() {
+            stamp_arrivals(&sock);
+        }
         Responder {
             id,
             sock,
@@ -618,6 +670,7 @@ impl Flow for Responder {
             cx.counters.udp_recv_calls += 1;
             // When the batch arrived, in this host's clock (one-way delays).
             let rx_ns = mono_ns().to_be_bytes();
+            let now_rt = crate::measure::rxstamp::realtime_ns();
             let stamped = self.tx.slot >= STAMPED_RESPONSE;
             let mut k = 0;
             for i in 0..n {
@@ -627,6 +680,11 @@ impl Flow for Responder {
                 };
                 match h.kind {
                     Kind::Request if h.flow == self.id => {
+                        // How long it waited for this end to read it (an
+                        // open loop's agent: its own wake-ups).
+                        if let Some(s) = self.rx.stamps[i] {
+                            record_ns(&mut cx.waits.read_delay, now_rt.saturating_sub(s));
+                        }
                         cx.counters.packets_rx += 1;
                         cx.counters.bytes_rx += d.len() as u64;
                         self.stats.packets_rx += 1;

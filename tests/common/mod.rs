@@ -335,14 +335,22 @@ pub struct Stalls {
 
 impl Stalls {
     pub fn start(on: Duration, every: Duration, limit: Duration) -> Stalls {
+        let cpus: Vec<usize> =
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        Stalls::on_cpus(&cpus, on, every, limit)
+    }
+
+    /// The same stalls on `cpus` only: that CPU's threads run late, the
+    /// others' do not.
+    pub fn on_cpus(cpus: &[usize], on: Duration, every: Duration, limit: Duration) -> Stalls {
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         // One start for all: the CPUs stall together.
         let t0 = Instant::now() + Duration::from_millis(20);
         let deadline = Instant::now() + limit;
-        let threads = (0..cpus)
-            .map(|cpu| {
+        let threads = cpus
+            .iter()
+            .map(|&cpu| {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
                     // SAFETY: cpu_set_t is plain data; these calls only

@@ -114,6 +114,64 @@ pub fn interval_header(udp: bool) -> String {
     )
 }
 
+/// An open loop's waits: how late the sender was (and what its spin cost),
+/// how long each end's reads waited, and which part set the tail.
+fn waits_lines(
+    spec: &TestSpec,
+    it: &Iteration,
+    w: &crate::model::sample::Waits,
+) -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    let pct = |l: &crate::model::sample::LatencySummary| {
+        format!(
+            "p50 {} p99 {} max {}",
+            fmt_us(l.p50),
+            fmt_us(l.p99),
+            fmt_us(l.max)
+        )
+    };
+    if let Some(l) = w.held_us.as_ref().filter(|l| l.p99 >= 1.0) {
+        v.push((
+            "held back",
+            format!(
+                "{} (due, with every --outstanding request in flight)",
+                pct(l)
+            ),
+        ));
+    }
+    if let Some(l) = &w.send_late_us {
+        let spin = it.counters.client.pacing_spin_ns as f64 / 1e9;
+        let how = match spec.pacing {
+            crate::model::spec::Pacing::Hybrid => format!(
+                "; hybrid pacing, spun {:.0}% of a core to send on time",
+                100.0 * spin / it.duration_s.max(1e-9)
+            ),
+            _ => "; slept to each due time (--pacing sleep, or auto with no CPU to spare)"
+                .to_string(),
+        };
+        v.push(("sent late", format!("{}{how}", pct(l))));
+    }
+    let mut reads = Vec::new();
+    if let Some(l) = &w.agent_read_delay_us {
+        reads.push(format!("agent {}", pct(l)));
+    }
+    if let Some(l) = &w.client_read_delay_us {
+        reads.push(format!("client {} (after the latency's end)", pct(l)));
+    }
+    if !reads.is_empty() {
+        v.push(("read delay", reads.join("; ")));
+    }
+    let tail = it
+        .latency_corrected_us
+        .as_ref()
+        .or(it.latency_us.as_ref())
+        .and_then(|l| w.tail(l.p99));
+    if let Some(t) = tail {
+        v.push(("tail", format!("set by {}", t.phrase())));
+    }
+    v
+}
+
 fn placement_line(p: &[WorkerPlacement]) -> String {
     p.iter()
         .map(|w| {
@@ -300,6 +358,11 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
                 fmt_us(l.p99),
                 fmt_us(l.max)
             );
+        }
+        if let Some(w) = &it.waits {
+            for (label, text) in waits_lines(spec, it, w) {
+                let _ = writeln!(o, "  {label:<12} {text}");
+            }
         }
         let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
         let agent = if exec { "cpu server" } else { "cpu agent" };

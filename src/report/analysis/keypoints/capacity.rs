@@ -66,6 +66,10 @@ pub fn capacity(l: &Landscape) -> Vec<KeyPoint> {
                     }
                     _ => String::new(),
                 };
+                let beyond = match &s.tail_set_by {
+                    Some(t) => format!("{beyond}; there the tail was set by {t}"),
+                    None => beyond,
+                };
                 format!(
                     "{}{}: {} holds {target} up to {range} (offered; resolution {}%, {} steps){beyond}.",
                     r.point.label(),

@@ -904,3 +904,50 @@ fn latency_beside_load_compares_a_group_with_itself_alone() {
     let l = land(vec![rr(&[("group", "g1 rr")], 1200.0, Some(0.0))], None);
     assert!(latency_beside_load(&l).is_empty());
 }
+
+/// An open-loop row whose latency p99 is `p99` with the given waits' p99s.
+fn open_loop_row(p99: f64, send_late: Option<f64>, agent_read: Option<f64>) -> Row {
+    use crate::model::result::LatencyFields;
+    use crate::model::sample::{LatencySummary, Waits};
+    let lat = |p: f64| LatencySummary {
+        count: 1000,
+        p50: p / 4.0,
+        p99: p,
+        max: p * 2.0,
+        ..Default::default()
+    };
+    let mut r = row(&[("rate", "10000")], &[], 1);
+    let res = &mut r.results[0];
+    res.summary.latency_corrected_us = Some(LatencyFields::from(&lat(p99)));
+    res.summary.waits = Some(Waits {
+        held_us: Some(lat(1.0)),
+        send_late_us: send_late.map(lat),
+        client_read_delay_us: Some(lat(900.0)),
+        agent_read_delay_us: agent_read.map(lat),
+    });
+    r
+}
+
+#[test]
+fn tail_source_names_the_end_whose_waits_made_the_tail() {
+    let k = tail_source(&land(
+        vec![open_loop_row(1000.0, Some(950.0), Some(30.0))],
+        None,
+    ));
+    assert_eq!(k.len(), 1, "{k:?}");
+    assert!(k[0].text.contains("the client's sender"), "{}", k[0].text);
+    assert!(k[0].text.contains("950.0 µs"), "{}", k[0].text);
+    let k = tail_source(&land(
+        vec![open_loop_row(1000.0, Some(40.0), Some(700.0))],
+        None,
+    ));
+    assert!(k[0].text.contains("the agent's reads"), "{}", k[0].text);
+    // Neither is half the tail: the path or the server's work set it. The
+    // client's own read delay (900 µs) is after the latency ends: no part.
+    assert!(tail_source(&land(
+        vec![open_loop_row(1000.0, Some(300.0), Some(200.0))],
+        None
+    ))
+    .is_empty());
+    assert!(tail_source(&land(vec![open_loop_row(1000.0, None, None)], None)).is_empty());
+}
