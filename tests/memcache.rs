@@ -24,7 +24,20 @@ struct Memcached {
 }
 
 impl Memcached {
+    /// Started on a port that was free a moment before: another test may
+    /// take it in between (memcached then exits, and whatever holds the
+    /// port answers the connect), so the child must still run and answer
+    /// `version` as memcached; else it is tried again on another port.
     fn start(extra: &[&str]) -> Memcached {
+        for _ in 0..5 {
+            if let Some(m) = Memcached::try_start(extra) {
+                return m;
+            }
+        }
+        panic!("memcached did not come up on any of 5 ports");
+    }
+
+    fn try_start(extra: &[&str]) -> Option<Memcached> {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -49,12 +62,26 @@ impl Memcached {
             .stderr(Stdio::null())
             .spawn()
             .expect("memcached is installed (scripts/test.sh installs it)");
+        let mut m = Memcached { child, port };
         let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            if !matches!(m.child.try_wait(), Ok(None)) {
+                return None;
+            }
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut got = [0u8; 64];
+                let ours = s.write_all(b"version\r\n").is_ok()
+                    && s.read(&mut got)
+                        .is_ok_and(|n| got[..n].starts_with(b"VERSION"));
+                if ours && matches!(m.child.try_wait(), Ok(None)) {
+                    return Some(m);
+                }
+                return None;
+            }
             assert!(Instant::now() < deadline, "memcached did not come up");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Memcached { child, port }
     }
 
     fn addr(&self) -> String {
