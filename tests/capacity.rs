@@ -579,11 +579,15 @@ fn an_open_loop_says_which_end_set_its_tail() {
             "stalling CPU {cpu}: {}",
             r["summary"]["waits"]
         );
+        // The other end's wait stays well under: on a noisy host (a busy
+        // loop beside the agent) it is not zero, but far from the stall's.
         assert!(
-            p99(&r, quick) < 500.0,
+            p99(&r, quick) < 0.5 * p99(&r, slow),
             "stalling CPU {cpu}: {}",
             r["summary"]["waits"]
         );
+        // A stalled agent also queues the requests behind the one it was
+        // slow to read: the tail then names the queue and the agent's reads.
         let tail = text
             .lines()
             .find(|l| l.trim_start().starts_with("tail"))

@@ -282,15 +282,21 @@ impl Folder {
     }
 
     /// A search step's figure over every iteration so far, with its
-    /// confidence interval: the percentile of the latency from the
-    /// intended send time (an open loop's), or the loss with its counts.
+    /// confidence interval: the percentile of an open loop's net latency
+    /// (from the intended send time, less the sender's own lateness: what
+    /// the system under test imposed, whatever the generator's host did),
+    /// or the loss with its counts.
     fn search_figure(&self) -> Option<crate::model::search::SearchFigure> {
         use crate::measure::search;
         let s = self.spec.search.as_ref()?;
         let z = crate::model::search::z_of(s.level_pct);
         match s.target.metric.quantile() {
             Some(q) => {
-                let h = if self.spec.rate.is_some() && !self.hist_c.is_empty() {
+                // An open loop's net latency (less the sender's own
+                // lateness) where it was measured, else from the due time.
+                let h = if self.spec.rate.is_some() && !self.waits.0.net.is_empty() {
+                    &self.waits.0.net
+                } else if self.spec.rate.is_some() && !self.hist_c.is_empty() {
                     &self.hist_c
                 } else {
                     &self.hist

@@ -215,18 +215,24 @@ fn judge(
         (Workload::UdpStream, Some(u)) => u.packets_sent_per_s,
         _ => summary.transactions_per_s,
     };
+    let waits = summary.waits.as_ref();
+    // An open loop's figure is the net latency (from the due time, less
+    // the sender's own lateness: `Waits::net_us`) where it was measured.
+    let net = waits
+        .and_then(|w| w.net_us.as_ref())
+        .map(crate::model::result::LatencyFields::from);
     let lat = match step.rate {
-        Some(_) => summary
-            .latency_corrected_us
+        Some(_) => net
             .as_ref()
+            .or(summary.latency_corrected_us.as_ref())
             .or(summary.latency_us.as_ref()),
         None => summary.latency_us.as_ref(),
     };
     let figure = summary.search_figure.clone();
-    let waits = summary.waits.as_ref();
-    // Which end's own wake-ups set a latency tail, when one did.
-    let tail = match (waits, s.target.metric.quantile(), lat) {
-        (Some(w), Some(_), Some(l)) if step.rate.is_some() => w.tail(l.p99).map(|t| t.phrase()),
+    // Which wait set the tail (the queue, or the agent's wake-ups), when
+    // one did.
+    let tail = match (waits, s.target.metric.quantile()) {
+        (Some(w), Some(_)) if step.rate.is_some() => w.net_tail().map(|t| t.phrase()),
         _ => None,
     };
     let (client_cpu_pct, agent_cpu_pct, server_cpu_pct) = cpu_shares(spec, summary, result);

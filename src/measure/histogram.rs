@@ -74,6 +74,15 @@ pub fn decode(text: &str) -> Result<Hist, MeasureError> {
     Ok(out)
 }
 
+/// A histogram an older peer did not send (empty text): an empty one.
+fn decode_or_empty(text: &str) -> Result<Hist, MeasureError> {
+    if text.is_empty() {
+        Ok(new_hist())
+    } else {
+        decode(text)
+    }
+}
+
 /// What one end's own scheduling added, recorded beside its latency (open
 /// loops): the sender's lateness against each request's due time, and how
 /// long each message waited in this end's socket before it was read.
@@ -84,6 +93,10 @@ pub struct WaitHists {
     /// slot was free (`--outstanding` all in flight): its queue behind
     /// earlier requests.
     pub held: Hist,
+    /// Each transaction's latency from its due time less its sender's own
+    /// lateness (held + from the send): what the system under test
+    /// imposed, whatever the generator's host did.
+    pub net: Hist,
 }
 
 impl Default for WaitHists {
@@ -92,6 +105,7 @@ impl Default for WaitHists {
             send_late: new_hist(),
             read_delay: new_hist(),
             held: new_hist(),
+            net: new_hist(),
         }
     }
 }
@@ -101,12 +115,14 @@ impl WaitHists {
         self.send_late.reset();
         self.read_delay.reset();
         self.held.reset();
+        self.net.reset();
     }
 
     pub fn merge(&mut self, o: &WaitHists) {
         merge(&mut self.send_late, &o.send_late);
         merge(&mut self.read_delay, &o.read_delay);
         merge(&mut self.held, &o.held);
+        merge(&mut self.net, &o.net);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -118,6 +134,7 @@ impl WaitHists {
             send_late: encode(&self.send_late),
             read_delay: encode(&self.read_delay),
             held: encode(&self.held),
+            net: encode(&self.net),
         }
     }
 
@@ -125,11 +142,8 @@ impl WaitHists {
         Ok(WaitHists {
             send_late: decode(&e.send_late)?,
             read_delay: decode(&e.read_delay)?,
-            held: if e.held.is_empty() {
-                new_hist()
-            } else {
-                decode(&e.held)?
-            },
+            held: decode_or_empty(&e.held)?,
+            net: decode_or_empty(&e.net)?,
         })
     }
 
@@ -137,6 +151,7 @@ impl WaitHists {
     /// when neither measured any.
     pub fn summary(client: &WaitHists, agent: &WaitHists) -> Option<Waits> {
         let w = Waits {
+            net_us: summarize(&client.net),
             held_us: summarize(&client.held),
             send_late_us: summarize(&client.send_late),
             client_read_delay_us: summarize(&client.read_delay),

@@ -225,6 +225,8 @@ pub struct EncodedWaits {
     pub read_delay: String,
     #[serde(default)]
     pub held: String,
+    #[serde(default)]
+    pub net: String,
 }
 
 /// Where an open loop's latency came from, beside the latency itself: how
@@ -235,6 +237,12 @@ pub struct EncodedWaits {
 /// or the server's work.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Waits {
+    /// The latency from each request's due time less its sender's own
+    /// lateness (`held` plus the latency from the send): what the system
+    /// under test imposed, whatever the generator's host did. A capacity
+    /// search judges this figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_us: Option<LatencySummary>,
     /// Each request held back from its due time until a slot was free
     /// (all `--outstanding` in flight): its queue behind slower ones, the
     /// server's doing.
@@ -261,12 +269,17 @@ pub struct TailSource {
     /// Its p99, µs, and the latency's p99 it is a part of.
     pub part_p99_us: f64,
     pub tail_p99_us: f64,
+    /// When the queue set it and the agent's reads were slow too (at
+    /// least half the tail): their p99, µs: the requests the queue waited
+    /// behind were the agent's to read.
+    pub behind_reads_p99_us: Option<f64>,
 }
 
 impl Waits {
     /// Whether anything was measured.
     pub fn is_empty(&self) -> bool {
         self.send_late_us.is_none()
+            && self.net_us.is_none()
             && self.held_us.is_none()
             && self.client_read_delay_us.is_none()
             && self.agent_read_delay_us.is_none()
@@ -280,19 +293,42 @@ impl Waits {
     /// delay is not a part: an open loop's latency ends at the response's
     /// kernel stamp, before it.
     pub fn tail(&self, tail_p99_us: f64) -> Option<TailSource> {
+        self.tail_of(tail_p99_us, true)
+    }
+
+    /// The part that set the tail of the net latency ([`Waits::net_us`]),
+    /// which leaves the sender's lateness out: the queue or the agent's
+    /// reads.
+    pub fn net_tail(&self) -> Option<TailSource> {
+        self.tail_of(self.net_us.as_ref()?.p99, false)
+    }
+
+    fn tail_of(&self, tail_p99_us: f64, sender: bool) -> Option<TailSource> {
+        let qualifies = |l: &Option<LatencySummary>| {
+            l.as_ref()
+                .map(|l| l.p99)
+                .filter(|p| *p >= 0.5 * tail_p99_us && tail_p99_us > 0.0)
+        };
+        let reads = qualifies(&self.agent_read_delay_us);
         [
-            ("the queue behind earlier requests", &self.held_us),
-            ("the client's sender", &self.send_late_us),
-            ("the agent's reads", &self.agent_read_delay_us),
+            (
+                "the queue behind earlier requests",
+                qualifies(&self.held_us),
+            ),
+            (
+                "the client's sender",
+                qualifies(&self.send_late_us).filter(|_| sender),
+            ),
+            ("the agent's reads", reads),
         ]
         .into_iter()
-        .filter_map(|(who, l)| l.as_ref().map(|l| (who, l.p99)))
-        .filter(|(_, p99)| *p99 >= 0.5 * tail_p99_us && tail_p99_us > 0.0)
+        .filter_map(|(who, p)| p.map(|p| (who, p)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(who, p99)| TailSource {
             who,
             part_p99_us: p99,
             tail_p99_us,
+            behind_reads_p99_us: reads.filter(|_| who.starts_with("the queue")),
         })
     }
 }
@@ -307,12 +343,19 @@ impl TailSource {
         } else {
             "read delay"
         };
-        format!(
+        let mut s = format!(
             "{} ({what} p99 {}; latency p99 {})",
             self.who,
             crate::units::fmt_us(self.part_p99_us),
             crate::units::fmt_us(self.tail_p99_us)
-        )
+        );
+        if let Some(r) = self.behind_reads_p99_us {
+            s.push_str(&format!(
+                ", which the agent's reads held up (read delay p99 {})",
+                crate::units::fmt_us(r)
+            ));
+        }
+        s
     }
 }
 
@@ -489,6 +532,48 @@ pub struct TcpInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn p99(v: f64) -> Option<LatencySummary> {
+        Some(LatencySummary {
+            count: 100,
+            p99: v,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn the_tail_names_its_largest_part_and_what_held_the_queue_up() {
+        let w = Waits {
+            net_us: p99(2900.0),
+            held_us: p99(2680.0),
+            send_late_us: p99(60.0),
+            agent_read_delay_us: p99(1890.0),
+            client_read_delay_us: p99(5000.0),
+        };
+        let t = w.tail(3170.0).unwrap();
+        assert_eq!(t.who, "the queue behind earlier requests");
+        assert_eq!(
+            t.phrase(),
+            "the queue behind earlier requests (held p99 2.68 ms; latency p99 3.17 ms), which the agent's reads held up (read delay p99 1.89 ms)"
+        );
+        // The client's own read delay is after the latency's end: never named.
+        let quiet = Waits {
+            held_us: p99(10.0),
+            agent_read_delay_us: p99(20.0),
+            ..w.clone()
+        };
+        assert_eq!(quiet.tail(3170.0), None);
+        // The net latency leaves the sender out: a late sender is not its tail.
+        let late = Waits {
+            net_us: p99(100.0),
+            held_us: p99(5.0),
+            send_late_us: p99(2000.0),
+            agent_read_delay_us: p99(20.0),
+            client_read_delay_us: None,
+        };
+        assert_eq!(late.tail(2100.0).unwrap().who, "the client's sender");
+        assert_eq!(late.net_tail(), None);
+    }
 
     #[test]
     fn counters_add_and_subtract() {

@@ -293,6 +293,8 @@ struct Pending {
     hits: usize,
     sent: Instant,
     intended: Instant,
+    /// When it could go: due, and a slot free.
+    could: Instant,
 }
 
 pub struct KvFlow {
@@ -361,7 +363,7 @@ impl KvFlow {
     }
 
     /// Queues one request (get or set by the mix), due at `intended`.
-    fn queue(&mut self, now: Instant, intended: Instant) {
+    fn queue(&mut self, now: Instant, intended: Instant, could: Instant) {
         let mix = &*self.mix;
         let d = mix.dialect;
         if self.rng.random::<f64>() < mix.get_share {
@@ -381,6 +383,7 @@ impl KvFlow {
                 hits: 0,
                 sent: now,
                 intended,
+                could,
             };
             match d {
                 // One command, one END for all the keys.
@@ -412,6 +415,7 @@ impl KvFlow {
                 hits: 0,
                 sent: now,
                 intended,
+                could,
             });
         }
         self.started += 1;
@@ -424,7 +428,7 @@ impl KvFlow {
         match self.schedule.as_mut() {
             None => {
                 while self.requests_in_flight() < self.outstanding {
-                    self.queue(now, now);
+                    self.queue(now, now, now);
                 }
             }
             Some(schedule) => {
@@ -443,7 +447,7 @@ impl KvFlow {
                                 &mut cx.waits.send_late,
                                 now.saturating_duration_since(could).as_nanos() as u64,
                             );
-                            self.queue(now, due)
+                            self.queue(now, due, could)
                         }
                         Some(Next::At(at)) => {
                             if !self.timer_armed {
@@ -649,6 +653,9 @@ impl KvFlow {
         record_ns(cx.hist, lat);
         if self.schedule.is_some() {
             record_ns(cx.hist_corrected, corr);
+            // Less the sender's own lateness: held + from the send.
+            let held = p.could.saturating_duration_since(p.intended).as_nanos() as u64;
+            record_ns(&mut cx.waits.net, lat + held);
         }
         match p.get {
             Some(n) => {

@@ -116,8 +116,9 @@ pub struct Requester {
     schedule: Option<Schedule>,
     start: Option<Instant>,
     started: u64,
-    /// (actual start, intended start) of requests awaiting their response.
-    in_flight: VecDeque<(Instant, Instant)>,
+    /// (actual start, intended start, when it could go: due and a slot
+    /// free) of requests awaiting their response.
+    in_flight: VecDeque<(Instant, Instant, Instant)>,
     /// When the last response arrived (the latency's end): a request due
     /// earlier could not go before it with every slot in flight.
     freed_at: Option<Instant>,
@@ -162,7 +163,7 @@ impl Requester {
         }
         while self.in_flight.len() < self.outstanding && self.count.is_none_or(|c| self.started < c)
         {
-            let intended = match self.schedule.as_mut().and_then(|s| s.next_by(cx.now)) {
+            let (intended, could) = match self.schedule.as_mut().and_then(|s| s.next_by(cx.now)) {
                 Some(Next::At(t)) => {
                     if !self.timer_armed {
                         self.timer_armed = true;
@@ -183,11 +184,11 @@ impl Requester {
                         &mut cx.waits.send_late,
                         cx.now.saturating_duration_since(could).as_nanos() as u64,
                     );
-                    t
+                    (t, could)
                 }
-                None => cx.now,
+                None => (cx.now, cx.now),
             };
-            self.in_flight.push_back((cx.now, intended));
+            self.in_flight.push_back((cx.now, intended, could));
             self.started += 1;
             self.to_write += self.request;
         }
@@ -255,7 +256,7 @@ impl Requester {
             n -= take;
             self.resp_left -= take;
             if self.resp_left == 0 {
-                let (sent, intended) = self.in_flight.pop_front().unwrap();
+                let (sent, intended, could) = self.in_flight.pop_front().unwrap();
                 // An open loop's latency ends when the response reached
                 // this host (its kernel stamp), not when this end woke to
                 // read it: that wait is counted apart (`Ctx::waits`).
@@ -275,6 +276,10 @@ impl Requester {
                 if self.schedule.is_some() {
                     let late = end.saturating_duration_since(intended);
                     record_ns(cx.hist_corrected, late.as_nanos() as u64);
+                    // Less the sender's own lateness: held + from the send.
+                    let net = end.saturating_duration_since(sent)
+                        + could.saturating_duration_since(intended);
+                    record_ns(&mut cx.waits.net, net.as_nanos() as u64);
                 }
                 cx.counters.transactions += 1;
                 self.base.transactions += 1;

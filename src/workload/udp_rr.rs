@@ -251,17 +251,21 @@ fn one_way_line(u: &crate::model::result::UdpFigures) -> Option<String> {
     ))
 }
 
+/// A request in flight: its sequence number, send time (ns) and, in an
+/// open loop, its due time and when it could go (due, and a slot free).
+type InFlight = (u64, u64, Option<(Instant, Instant)>);
+
 pub struct Requester {
     id: u32,
     sock: UdpSocket,
     cookie: u64,
     outstanding: usize,
     timeout: Duration,
-    /// Requests in flight: (sequence number, send time in ns, due time in
-    /// an open loop), at most
+    /// Requests in flight: (sequence number, send time in ns, in an open
+    /// loop its due time and when it could go: due and a slot free), at most
     /// `outstanding` of them, oldest first (a short list: no allocation
     /// per transaction, as a map would make).
-    inflight: Vec<(u64, u64, Option<Instant>)>,
+    inflight: Vec<InFlight>,
     seq: u64,
     tx: SendBatch,
     rx: RecvBatch,
@@ -375,10 +379,12 @@ impl Requester {
         let at = Instant::now();
         for i in 0..sent {
             let due = self.schedule.as_mut().and_then(Schedule::take);
+            let mut when = None;
             if let Some(t) = due {
                 // The sender's own lateness: from when it could have sent
                 // (due, and a slot free).
                 let could = self.freed_at.map_or(t, |f| f.max(t));
+                when = Some((t, could));
                 record_ns(
                     &mut cx.waits.held,
                     could.saturating_duration_since(t).as_nanos() as u64,
@@ -388,7 +394,7 @@ impl Requester {
                     at.saturating_duration_since(could).as_nanos() as u64,
                 );
             }
-            self.inflight.push((self.seq + i as u64, now, due));
+            self.inflight.push((self.seq + i as u64, now, when));
         }
         self.seq += sent as u64;
         self.stats.packets_tx += sent as u64;
@@ -467,13 +473,16 @@ impl Flow for Requester {
                     };
                     let end = now.saturating_sub(delay).max(sent);
                     record_ns(cx.hist, end - sent);
-                    if let Some(due) = due {
+                    if let Some((due, could)) = due {
                         let end_i = now_i
                             .checked_sub(Duration::from_nanos(delay))
                             .unwrap_or(now_i);
                         self.freed_at = Some(end_i);
                         let late = end_i.saturating_duration_since(due);
                         record_ns(cx.hist_corrected, late.as_nanos() as u64);
+                        // Less the sender's own lateness: held + from the send.
+                        let held = could.saturating_duration_since(due).as_nanos() as u64;
+                        record_ns(&mut cx.waits.net, end - sent + held);
                     }
                     if let (Some(o), Some(h), Some((arx, atx))) =
                         (owd.as_deref_mut(), shard.as_deref_mut(), stamps(d))

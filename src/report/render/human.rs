@@ -130,6 +130,15 @@ fn waits_lines(
             fmt_us(l.max)
         )
     };
+    if let Some(l) = &w.net_us {
+        v.push((
+            "net",
+            format!(
+                "{} (from the intended send time, less the client's own lateness: what a search judges)",
+                pct(l)
+            ),
+        ));
+    }
     if let Some(l) = w.held_us.as_ref().filter(|l| l.p99 >= 1.0) {
         v.push((
             "held back",

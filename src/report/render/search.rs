@@ -66,7 +66,7 @@ pub fn lines(o: &mut String, r: &TestResult) {
             o,
             "the figures above the search table are the step at the capacity{}",
             if s.target.metric.quantile().is_some() {
-                "; latency from each request's intended send time"
+                "; latency from each request's intended send time, less the client's own lateness in sending it (net)"
             } else {
                 ""
             }

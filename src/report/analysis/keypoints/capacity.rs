@@ -92,7 +92,7 @@ pub fn capacity(l: &Landscape) -> Vec<KeyPoint> {
         out.push(KeyPoint {
             rule: "capacity",
             text,
-            advice: if !first { String::new() } else { "Capacity is the highest offered (open-loop) rate whose latency, measured from each request's intended send time, met the target; a step whose generator fell behind (achieved < 97% of offered) counts as a miss whatever its latency. Past the knee latency grows with the queue, not the load.".into() },
+            advice: if !first { String::new() } else { "Capacity is the highest offered (open-loop) rate whose latency, measured from each request's intended send time less the client's own lateness in sending it, met the target; a step whose generator fell behind (achieved < 97% of offered) counts as a miss whatever its latency. Past the knee latency grows with the queue, not the load.".into() },
         });
     }
     out

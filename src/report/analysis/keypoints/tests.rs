@@ -920,6 +920,7 @@ fn open_loop_row(p99: f64, send_late: Option<f64>, agent_read: Option<f64>) -> R
     let res = &mut r.results[0];
     res.summary.latency_corrected_us = Some(LatencyFields::from(&lat(p99)));
     res.summary.waits = Some(Waits {
+        net_us: None,
         held_us: Some(lat(1.0)),
         send_late_us: send_late.map(lat),
         client_read_delay_us: Some(lat(900.0)),
