@@ -1117,7 +1117,7 @@ fn an_agent_allowed_to_set_sysctls_puts_them_back_even_after_a_crash() {
     agent.kill();
     let _ = running.wait();
     assert_ne!(ns.rmem(), before, "a killed agent cannot put it back");
-    let again = Agent::start_with(&prefix, "127.0.0.1:0", token, &["--allow-sysctl"]);
+    let mut again = Agent::start_with(&prefix, "127.0.0.1:0", token, &["--allow-sysctl"]);
     assert_eq!(ns.rmem(), before, "the next agent replays the journal");
     // Stopped with SIGTERM mid-test: it puts the value back as it goes.
     std::fs::write(&file, study("20s").replace(&first_addr, &again.addr)).unwrap();
@@ -1136,6 +1136,20 @@ fn an_agent_allowed_to_set_sysctls_puts_them_back_even_after_a_crash() {
         assert!(Instant::now() < deadline, "SIGTERM left the sysctl changed");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // And it ends on its own, cleanly: the signal ends the serving loop,
+    // not the process from a watcher thread.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = again.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent kept running after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
     drop(again);
 
     // Without --allow-sysctl, an agent refuses, and says how.

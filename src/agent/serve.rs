@@ -159,51 +159,7 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentErro
         // Sessions are threads of this one: they start in the namespace.
         crate::lab::netns::enter(ns).map_err(|e| AgentError::Netns(e.to_string()))?;
     }
-    if cfg.allow_sysctl {
-        // A journal left by an agent that died: its values go back first.
-        let restored =
-            crate::hostops::sysctl::replay().map_err(|e| AgentError::Sysctl(e.to_string()))?;
-        if !restored.is_empty() && !cfg.quiet {
-            eprintln!(
-                "linerate agent: put back sysctls a previous agent left changed: {}",
-                restored.join(", ")
-            );
-        }
-    }
-    if cfg.allow_nic {
-        // A journal left by an agent that died: its NIC settings go back
-        // first (an interface that cannot be put back stops the start).
-        let restored = crate::hostops::nic::replay().map_err(|e| AgentError::Nic(Box::new(e)))?;
-        if !restored.is_empty() && !cfg.quiet {
-            eprintln!(
-                "linerate agent: put back NIC settings a previous agent left changed: {}",
-                restored.join(", ")
-            );
-        }
-    }
-    if cfg.allow_sysctl || cfg.allow_nic {
-        // Stopped with Ctrl-C or SIGTERM: a test's sysctls and NIC
-        // settings go back too.
-        let (sysctl, nic) = (cfg.allow_sysctl, cfg.allow_nic);
-        crate::engine::signals::on_signals(&[libc::SIGINT, libc::SIGTERM], false);
-        std::thread::Builder::new()
-            .name("linerate-sysctl".into())
-            .spawn(move || loop {
-                if crate::engine::signals::raised().load(Ordering::SeqCst) {
-                    if sysctl {
-                        let _ = crate::hostops::sysctl::replay();
-                    }
-                    if nic {
-                        if let Err(e) = crate::hostops::nic::replay() {
-                            eprintln!("linerate agent: {e}");
-                        }
-                    }
-                    std::process::exit(0);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            })
-            .map_err(AgentError::SysctlWatcher)?;
-    }
+    let stopped = put_back_and_watch(&cfg)?;
     if cfg.announce {
         let addr = listener.local_addr().map_err(AgentError::LocalAddr)?;
         println!("linerate agent listening on {addr}");
@@ -295,12 +251,69 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentErro
         )
     };
     let done = || {
-        first
-            .borrow()
-            .as_ref()
-            .is_some_and(|h: &std::thread::JoinHandle<()>| h.is_finished())
+        stopped.load(Ordering::SeqCst)
+            || first
+                .borrow()
+                .as_ref()
+                .is_some_and(|h: &std::thread::JoinHandle<()>| h.is_finished())
     };
     lobby::serve(listener, hello, refusal, spoke, tally, done)
+}
+
+/// What a previous agent left changed (sysctls, NIC settings) put back
+/// first; then, when this agent may change them, a watcher that puts them
+/// back on Ctrl-C or SIGTERM and sets the flag it returns, on which the
+/// lobby ends and `serve_on` returns (no thread ends the process).
+fn put_back_and_watch(cfg: &ServeConfig) -> Result<Arc<AtomicBool>, AgentError> {
+    if cfg.allow_sysctl {
+        // A journal left by an agent that died: its values go back first.
+        let restored =
+            crate::hostops::sysctl::replay().map_err(|e| AgentError::Sysctl(e.to_string()))?;
+        if !restored.is_empty() && !cfg.quiet {
+            eprintln!(
+                "linerate agent: put back sysctls a previous agent left changed: {}",
+                restored.join(", ")
+            );
+        }
+    }
+    if cfg.allow_nic {
+        // A journal left by an agent that died: its NIC settings go back
+        // first (an interface that cannot be put back stops the start).
+        let restored = crate::hostops::nic::replay().map_err(|e| AgentError::Nic(Box::new(e)))?;
+        if !restored.is_empty() && !cfg.quiet {
+            eprintln!(
+                "linerate agent: put back NIC settings a previous agent left changed: {}",
+                restored.join(", ")
+            );
+        }
+    }
+    let stopped = Arc::new(AtomicBool::new(false));
+    if cfg.allow_sysctl || cfg.allow_nic {
+        // Stopped with Ctrl-C or SIGTERM: a test's sysctls and NIC
+        // settings go back too.
+        let (sysctl, nic) = (cfg.allow_sysctl, cfg.allow_nic);
+        let stopped = stopped.clone();
+        crate::engine::signals::on_signals(&[libc::SIGINT, libc::SIGTERM], false);
+        std::thread::Builder::new()
+            .name("linerate-sysctl".into())
+            .spawn(move || loop {
+                if crate::engine::signals::raised().load(Ordering::SeqCst) {
+                    if sysctl {
+                        let _ = crate::hostops::sysctl::replay();
+                    }
+                    if nic {
+                        if let Err(e) = crate::hostops::nic::replay() {
+                            eprintln!("linerate agent: {e}");
+                        }
+                    }
+                    stopped.store(true, Ordering::SeqCst);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            })
+            .map_err(AgentError::SysctlWatcher)?;
+    }
+    Ok(stopped)
 }
 
 /// A message as one plain frame (the handshake's).
@@ -767,7 +780,7 @@ fn run_test(
         spec: spec.clone(),
         flows,
         t0: when,
-        service: service.as_ref().map(crate::workload::memcache::watch),
+        service: service.as_ref().and_then(|s| workload.watch_service(s)),
         kernel_udp: pattern.kernel_udp(),
         // Each interval goes to the controller as it closes.
         keep_samples: false,
@@ -792,9 +805,9 @@ fn run_test(
         told: None,
     };
     let complete = side.collect(&mut obs);
-    // A service test against a server nobody here started has no server
+    // A server nobody here started (a service given by address) has no
     // process to measure: the agent's idle threads are not its CPU.
-    let no_server = pattern == Pattern::Service && !client && obs.service.is_none();
+    let no_server = !client && !workload.server_cpu(obs.service.is_some());
     let cpu = if no_server { None } else { side.window_cpu() };
     if let Some(why) = obs.service_died.take() {
         // Said first, so the controller keeps what was measured as partial.

@@ -48,6 +48,14 @@ impl Plugin for Memcache {
         Pattern::Service
     }
 
+    fn watch_service(&self, service: &Service) -> Option<ServiceProbe> {
+        Some(watch(service))
+    }
+
+    fn server_cpu(&self, service_started: bool) -> bool {
+        service_started
+    }
+
     fn describe(&self, spec: &TestSpec) -> String {
         let kv = spec.kv.clone().unwrap_or_default();
         let server = match (&kv.service, &kv.target) {
@@ -791,7 +799,7 @@ impl ServiceStats for MemcachedStats {
 
 /// The memcached this agent started, watched over the window: its CPU
 /// and its counts.
-pub fn watch(svc: &Service) -> ServiceProbe {
+fn watch(svc: &Service) -> ServiceProbe {
     ServiceProbe {
         pid: Some(svc.pid()),
         stats: Some(Box::new(MemcachedStats {

@@ -16,7 +16,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::engine::flow::{Flow, FlowBase};
+use crate::engine::side::ServiceProbe;
 use crate::engine::tls::{Role, TlsConn};
+use crate::kv::service::Service;
 use crate::model::result::Iteration;
 use crate::model::sample::PeerClock;
 use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
@@ -146,6 +148,17 @@ pub trait Plugin: Sync {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError>;
+    /// How a side watches a service its server half started (its CPU and
+    /// counts over the window); None: nothing to watch.
+    fn watch_service(&self, _service: &Service) -> Option<ServiceProbe> {
+        None
+    }
+    /// Whether the server's CPU is the agent's: false where the server is
+    /// a service the agent did not start (its idle threads are not the
+    /// server's CPU).
+    fn server_cpu(&self, _service_started: bool) -> bool {
+        true
+    }
 }
 
 /// What a result's rate column shows for a workload.
