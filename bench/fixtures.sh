@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the real results folders under tests/fixtures/ that
 # tests/fixtures.rs draws every report from: udp, memcache, tls,
-# tls-handshake, hosts and environments/{loopback,lab}. Each is a short study
+# tls-handshake, conn, mix, search, cipher, hosts, environments/{loopback,lab},
+# rrul and exec. Each is a short study
 # (bench/fixtures/NAME.toml) run on this machine's loopback; only its inputs
 # are kept (study.toml, manifest.json, points/*.json), the reports are drawn
 # again by the tests.
@@ -10,9 +11,9 @@
 #   ONLY="udp tls" bench/fixtures.sh  # some
 #
 # Needs: a release build (LR=path to use another binary), memcached on PATH
-# (the memcache study's agent starts it), root for `environments` (its second
-# environment is a lab: namespaces of this host joined through an emulated
-# 1 Gbit/s, 1 ms link; the study brings it up and takes it down).
+# (the memcache study's agent starts it), root for `environments`, `rrul`
+# and `exec` (labs: namespaces of this host joined through an emulated link;
+# each study brings its lab up and takes it down; exec also needs OpenSSH).
 # Traffic stays on 127.0.0.0/8 and inside the lab's namespaces (198.18.0.0/15).
 # The quick and wan-lite fixtures are made otherwise (tests/fixtures/README.md).
 # After regenerating, the numbers differ: run `cargo test --test fixtures`,
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LR=${LR:-target/release/linerate}
-ONLY=${ONLY:-udp memcache tls tls-handshake hosts environments}
+ONLY=${ONLY:-udp memcache tls tls-handshake conn mix search cipher hosts environments rrul exec}
 RUN=target/fixtures-run
 FIX=tests/fixtures
 # Every command is bounded in time.
@@ -77,7 +78,7 @@ agent() {
 
 for name in $ONLY; do
     case $name in
-    udp | memcache | tls | tls-handshake)
+    udp | memcache | tls | tls-handshake | conn | mix | search | cipher)
         dir=$(study "$name" "$name")
         keep "$dir" "$name"
         ;;
@@ -109,6 +110,11 @@ for name in $ONLY; do
         rm -rf "$FIX/environments"
         keep "$loopback" environments/loopback
         keep "$lab" environments/lab
+        ;;
+    rrul | exec)
+        [ "$(id -u)" = 0 ] || { echo "$name needs root (a lab)" >&2; exit 1; }
+        dir=$(study "$name" "$name")
+        keep "$dir" "$name"
         ;;
     *)
         echo "unknown fixture $name" >&2

@@ -2,8 +2,9 @@
 //! (flent keeps real result files for this): `tests/fixtures/quick` is a
 //! `linerate quick -d 1` folder from loopback, `tests/fixtures/wan-lite` a
 //! lab study (exact-window transfers and real scp at 2 and 20 ms); `udp`,
-//! `memcache`, `tls`, `tls-handshake`, `hosts` and `environments/{loopback,
-//! lab}` are short studies made by `bench/fixtures.sh` (how, and on what
+//! `memcache`, `tls`, `tls-handshake`, `conn`, `mix`, `search`, `cipher`,
+//! `rrul`, `exec`, `hosts` and `environments/{loopback, lab}` are short
+//! studies made by `bench/fixtures.sh` (how, and on what
 //! machine: tests/fixtures/README.md), drawn through the command line
 //! below. They are inputs only (manifest, study file, point results); the
 //! reports are drawn again here, so a change in analysis or rendering that
@@ -389,6 +390,21 @@ const FIGURES: &[&str] = &[
     "agent_us_per_kb",
     "client_us_per_tx",
     "agent_us_per_tx",
+    "capacity_per_s",
+    "capacity_achieved_per_s",
+    "capacity_p99_us",
+    "cipher_ops_per_s",
+    "cipher_mb_per_s",
+    "cipher_us_per_kb",
+    "cipher_us_per_op",
+    "idle_p50_us",
+    "idle_p99_us",
+    "loaded_p50_us",
+    "loaded_p99_us",
+    "added_p99_us",
+    "up_bps",
+    "down_bps",
+    "transfer_s",
 ];
 
 fn figure(r: &Value, key: &str) -> Option<f64> {
@@ -429,6 +445,27 @@ fn figure(r: &Value, key: &str) -> Option<f64> {
         "client_us_per_tx" | "agent_us_per_tx" => s["cpu"][side]["us_per_tx"]
             .as_f64()
             .filter(|_| transactional),
+        "capacity_per_s" => r["search"]["capacity_per_s"].as_f64(),
+        "capacity_achieved_per_s" => r["search"]["achieved_per_s"].as_f64(),
+        "capacity_p99_us" => {
+            let c = r["search"]["capacity_per_s"].as_f64()?;
+            r["search"]["points"]
+                .as_array()?
+                .iter()
+                .find(|p| p["rate_per_s"].as_f64() == Some(c))?["p99_us"]
+                .as_f64()
+        }
+        // One iteration per fixture point: its figures are the point's.
+        "cipher_ops_per_s" => r["iterations"][0]["cipher"]["ops_per_s"].as_f64(),
+        "cipher_mb_per_s" => r["iterations"][0]["cipher"]["bytes_per_s"].as_f64(),
+        "cipher_us_per_kb" => r["iterations"][0]["cipher"]["cpu_us_per_kb"].as_f64(),
+        "cipher_us_per_op" => r["iterations"][0]["cipher"]["cpu_us_per_op"].as_f64(),
+        "idle_p50_us" | "idle_p99_us" | "loaded_p50_us" | "loaded_p99_us" | "added_p99_us"
+        | "up_bps" | "down_bps" => s["latency_under_load"][key].as_f64(),
+        "transfer_s" => r["exec"]
+            .is_object()
+            .then(|| r["iterations"][0]["duration_s"].as_f64())
+            .flatten(),
         _ => panic!("no figure {key}"),
     }
 }
@@ -442,6 +479,14 @@ fn shown(key: &str, v: f64) -> String {
         "loss_pct" | "receiver_drop_pct" | "hit_ratio_pct" => format!("{v:.1}%"),
         "client_us_per_kb" | "agent_us_per_kb" => format!("{v:.3} µs/KB"),
         "client_us_per_tx" | "agent_us_per_tx" => format!("{v:.2} µs/tx"),
+        "capacity_per_s" | "capacity_achieved_per_s" | "cipher_ops_per_s" => fmt_rate(v),
+        "cipher_mb_per_s" => format!("{:.1} MB/s", v / 1e6),
+        "cipher_us_per_kb" => format!("{v:.3} µs/KB"),
+        "up_bps" | "down_bps" => fmt_bps(v),
+        "transfer_s" if v >= 100.0 => format!("{v:.0} s"),
+        "transfer_s" if v >= 10.0 => format!("{v:.1} s"),
+        "transfer_s" if v >= 1.0 => format!("{v:.2} s"),
+        "transfer_s" => format!("{v:.3} s"),
         _ => fmt_us(v),
     }
 }
@@ -650,6 +695,20 @@ fn linerate(args: &[&str]) -> std::process::Output {
 /// table figure in markdown and HTML, the CSV's numbers, the plots, and
 /// that markdown and HTML list the same key points.
 fn check_drawn(out: &Path, points: Vec<Pt>, title: &str, lead: &[&str], plots: usize) -> Drawn {
+    check_drawn_with(out, points, title, lead, plots, 0)
+}
+
+/// `check_drawn` for a kind whose report adds `charts` of its own (rrul's
+/// latency over time, a search's p99 against offered load) to the study's
+/// plots.
+fn check_drawn_with(
+    out: &Path,
+    points: Vec<Pt>,
+    title: &str,
+    lead: &[&str],
+    plots: usize,
+    charts: usize,
+) -> Drawn {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     let what = out.display().to_string();
@@ -690,7 +749,12 @@ fn check_drawn(out: &Path, points: Vec<Pt>, title: &str, lead: &[&str], plots: u
                 assert_eq!(row[col], want, "{what} {format} {}: {h}", p.label());
                 checked += 1;
             }
-            assert!(checked >= 3, "{what} {format}: {checked} figures checked");
+            // At least three figures, or every column of a smaller table.
+            let columns = headers.len() - lead.len();
+            assert!(
+                checked >= columns.min(3),
+                "{what} {format}: {checked} figures checked"
+            );
         }
     }
     // The CSV: a row per point, every figure's mean as the result has it.
@@ -735,7 +799,11 @@ fn check_drawn(out: &Path, points: Vec<Pt>, title: &str, lead: &[&str], plots: u
             "{what}: md plot {i}"
         );
     }
-    assert_eq!(html.matches("<svg").count(), plots, "{what}: inline plots");
+    assert_eq!(
+        html.matches("<svg").count(),
+        plots + charts,
+        "{what}: inline plots"
+    );
     // The key points: markdown and HTML say the same, HTML names each rule.
     let key_points: Vec<(String, String)> = html
         .split("<li data-rule=\"")
@@ -744,7 +812,15 @@ fn check_drawn(out: &Path, points: Vec<Pt>, title: &str, lead: &[&str], plots: u
             let (rule, rest) = li.split_once("\">").unwrap();
             (
                 rule.to_string(),
-                unescape(rest.split("<br>").next().unwrap()),
+                // Its text ends at a detail line or at the item's end.
+                unescape(
+                    rest.split("<br>")
+                        .next()
+                        .unwrap()
+                        .split("</li>")
+                        .next()
+                        .unwrap(),
+                ),
             )
         })
         .collect();
@@ -771,6 +847,11 @@ fn check_drawn(out: &Path, points: Vec<Pt>, title: &str, lead: &[&str], plots: u
 
 /// `linerate report` over a copy of fixture `name`, then `check_drawn`.
 fn draw(name: &str, lead: &[&str]) -> Drawn {
+    draw_with(name, lead, 0)
+}
+
+/// `draw` for a kind whose report adds `charts` of its own.
+fn draw_with(name: &str, lead: &[&str], charts: usize) -> Drawn {
     let dir = scratch(name);
     let _ = std::fs::remove_dir_all(&dir);
     copy_dir(&fixture(name), &dir);
@@ -785,7 +866,7 @@ fn draw(name: &str, lead: &[&str]) -> Drawn {
         .unwrap()
         .to_string();
     let plots = plot_count(&dir);
-    check_drawn(&dir, points, &title, lead, plots)
+    check_drawn_with(&dir, points, &title, lead, plots, charts)
 }
 
 /// How many plots a fixture's study asks for.
@@ -1362,4 +1443,118 @@ fn two_environments_merge_into_one_report() {
     for l in labels {
         compare_with_itself(&format!("environments/{l}"));
     }
+}
+
+/// The kinds that are not plain flows, and conn: each fixture draws in
+/// every renderer, and compares with itself without a change (they guard
+/// the redesign of how a test kind plugs in: these results must read back
+/// unchanged).
+#[test]
+fn conn_fixture_reports_transactions_by_connections() {
+    let d = draw("conn", &["flows", "runs"]);
+    for p in &d.points {
+        let flows: f64 = p.param("flows").unwrap().parse().unwrap();
+        assert_eq!(p.r["spec"]["flows"].as_f64(), Some(flows));
+        assert!(p.fig("transactions_per_s").unwrap() > 0.0);
+    }
+    loopback_rules(&d);
+    compare_with_itself("conn");
+}
+
+#[test]
+fn mix_fixture_reports_each_group() {
+    // A row per group of each point: its command, and its own figures.
+    let dir = scratch("mix");
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(&fixture("mix"), &dir);
+    let points = points_of(&dir);
+    let o = linerate(&["report", dir.to_str().unwrap()]);
+    assert_eq!(
+        common::stdout(&o).trim(),
+        dir.join("report.html").display().to_string()
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let titles = titles();
+    for (format, tables) in [("md", md_tables(&md)), ("html", html_tables(&html))] {
+        let (headers, rows) = table_with(&tables, &["case", "group", "runs"], format);
+        let mut groups = 0;
+        for p in &points {
+            let gs = p.r["groups"].as_array().unwrap();
+            assert_eq!(gs.len(), 2, "{}", p.id);
+            assert_eq!(gs[0]["workload"], "rr");
+            assert_eq!(gs[1]["workload"], "stream");
+            for g in gs {
+                groups += 1;
+                let name = format!(
+                    "{} {}",
+                    g["name"].as_str().unwrap(),
+                    g["command"].as_str().unwrap()
+                );
+                let row = row_with(rows, &[p.param("case").unwrap(), &name], format);
+                let mut checked = 0;
+                for (col, h) in headers.iter().enumerate() {
+                    let Some((key, _)) = titles
+                        .iter()
+                        .find(|(k, t)| t == h && FIGURES.contains(&k.as_str()))
+                    else {
+                        continue;
+                    };
+                    let want = figure(g, key).map(|v| shown(key, v)).unwrap_or("-".into());
+                    assert_eq!(row[col], want, "{format} {name}: {h}");
+                    checked += 1;
+                }
+                assert_eq!(checked, 3, "{format}: {headers:?}");
+            }
+        }
+        assert_eq!(rows.len(), groups, "{format}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    compare_with_itself("mix");
+}
+
+#[test]
+fn search_fixture_reports_the_capacity_and_its_steps() {
+    // Its own chart: p99 against offered load, the target and the knee.
+    let d = draw_with("search", &["case", "runs"], 1);
+    for p in &d.points {
+        let s = &p.r["search"];
+        let cap = s["capacity_per_s"].as_f64().unwrap();
+        assert!(cap > 0.0, "{s}");
+        assert!(s["points"].as_array().unwrap().len() >= 3);
+        assert_eq!(p.fig("capacity_per_s"), Some(cap));
+    }
+    compare_with_itself("search");
+}
+
+#[test]
+fn cipher_fixture_reports_each_cipher_and_record_size() {
+    let d = draw("cipher", &["cipher", "message", "runs"]);
+    assert_eq!(d.points.len(), 4);
+    for p in &d.points {
+        assert!(p.fig("cipher_mb_per_s").unwrap() > 0.0);
+    }
+    compare_with_itself("cipher");
+}
+
+#[test]
+fn rrul_fixture_reports_latency_idle_and_under_load() {
+    // Its own charts: each point's probe latency over the phases.
+    let d = draw_with("rrul", &["lab.aqm", "runs"], 2);
+    for p in &d.points {
+        let l = &p.r["summary"]["latency_under_load"];
+        assert!(l.is_object(), "{}", p.id);
+        assert!(p.r["lab"].is_object());
+    }
+    compare_with_itself("rrul");
+}
+
+#[test]
+fn exec_fixture_reports_a_timed_command_in_a_lab() {
+    let d = draw("exec", &["rtt", "runs"]);
+    for p in &d.points {
+        assert!(p.r["exec"].is_object(), "{}", p.id);
+        assert!(p.fig("transfer_s").unwrap() > 0.0);
+    }
+    compare_with_itself("exec");
 }

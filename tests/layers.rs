@@ -642,3 +642,227 @@ fn the_report_imports_analysis_then_render_then_pipeline() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+// ---- Ratchets for the redesign (issue "one shape for every kind of test"):
+// the counts below may only go down. When a change lowers one, lower the
+// ceiling with it; a change that raises one fails here, naming the lines.
+
+/// Production lines of `src/` (comments, inline test modules and `tests.rs`
+/// files left out), with their file relative to `src/` and line number.
+fn production_lines(src: &Path) -> Vec<(String, usize, String)> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(src).unwrap().display().to_string();
+        if rel.ends_with("/tests.rs") {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(&f).unwrap());
+        let depths = inline_depths(&text);
+        for (i, l) in text.lines().enumerate() {
+            if depths[i] == 0 && !l.trim().is_empty() && !l.trim_start().starts_with("use ") {
+                out.push((rel.clone(), i + 1, l.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a line branches on, or names, a test kind's identity: a variant
+/// of `Workload`, the `RunsAs` dispatch, or one of the helpers that restate
+/// a plug-in's pattern or options.
+fn names_a_kind(l: &str) -> bool {
+    let variant = l.match_indices("Workload::").any(|(at, m)| {
+        l[at + m.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase())
+    });
+    variant
+        || [
+            "RunsAs::",
+            ".runs_as(",
+            ".is_udp(",
+            ".per_connection(",
+            ".is_program(",
+            "not_for(",
+        ]
+        .iter()
+        .any(|p| l.contains(p))
+}
+
+/// Today's counts: the redesign lowers them to 0.
+const KIND_LINES_OUTSIDE_WORKLOAD: usize = 103;
+const RUNS_AS_LINES: usize = 31;
+
+#[test]
+fn fewer_places_outside_the_registry_name_a_test_kind() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lines = production_lines(&src);
+    let kind: Vec<String> = lines
+        .iter()
+        .filter(|(f, _, l)| !f.starts_with("workload/") && names_a_kind(l))
+        .map(|(f, n, l)| format!("{f}:{n}: {}", l.trim()))
+        .collect();
+    let runs_as = lines
+        .iter()
+        .filter(|(_, _, l)| l.contains("RunsAs::") || l.contains(".runs_as("))
+        .count();
+    assert!(
+        kind.len() <= KIND_LINES_OUTSIDE_WORKLOAD,
+        "{} lines outside src/workload/ name a test kind (ceiling {KIND_LINES_OUTSIDE_WORKLOAD}): a kind's rules belong to the kind\n{}",
+        kind.len(),
+        kind.join("\n")
+    );
+    assert!(
+        runs_as <= RUNS_AS_LINES,
+        "{runs_as} lines dispatch on RunsAs (ceiling {RUNS_AS_LINES})"
+    );
+    if std::env::var_os("LINERATE_RATCHET").is_some() {
+        eprintln!("kind lines {} runs_as {runs_as}", kind.len());
+    }
+}
+
+/// The limits, and what is over them today at its present length (never
+/// longer; each entry goes as its file or function is split).
+const MAX_FILE_LINES: usize = 1000;
+const MAX_FN_LINES: usize = 150;
+const LONG_FILES: &[(&str, usize)] = &[
+    ("agent/serve.rs", 1090),
+    ("controller/fleet.rs", 1047),
+    ("hostops/cluster.rs", 1270),
+    ("lab/emulator.rs", 1483),
+    ("lab/topology.rs", 1002),
+    ("model/options.rs", 2006),
+    ("model/spec.rs", 1280),
+    ("report/render/plot.rs", 1503),
+];
+const LONG_FNS: &[(&str, usize)] = &[
+    ("agent/serve.rs::run_test", 181),
+    ("controller/fleet.rs::fold", 178),
+    ("hostops/cluster.rs::up", 184),
+    ("lab/emulator.rs::run", 158),
+    ("model/options.rs::build_spec", 174),
+    ("model/options.rs::to_command_line", 272),
+    ("model/spec.rs::validate", 161),
+    ("program/exec.rs::run", 243),
+    ("report/render/document.rs::build", 202),
+    ("report/render/human.rs::render", 278),
+    ("report/render/plot.rs::new", 190),
+    ("report/render/plot.rs::draw", 175),
+    ("study/file.rs::parse", 268),
+    ("study/runner.rs::run", 280),
+];
+
+/// Each function of a rustfmt-formatted file: (name, first line, lines
+/// from its `fn` line to the `}` at the same indentation).
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let head = [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "async ",
+            "unsafe ",
+        ]
+        .iter()
+        .fold(t, |s, p| s.strip_prefix(p).unwrap_or(s));
+        let Some(rest) = head.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // Where the signature ends: `{` opens a body; `;` is a trait's
+        // declaration without one (a signature over several lines ends on
+        // a line at the `fn`'s own indentation).
+        let at_indent = |j: usize| {
+            j == i
+                || lines[j]
+                    .strip_prefix(indent)
+                    .is_some_and(|r| !r.starts_with(' '))
+        };
+        let Some(sig) = (i..lines.len()).find(|&j| {
+            let e = lines[j].trim_end();
+            at_indent(j) && (e.ends_with('{') || e.ends_with(';'))
+        }) else {
+            continue;
+        };
+        if lines[sig].trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = (i..lines.len()).find(|&j| lines[j] == close) {
+            out.push((name, i + 1, end - i + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_or_function_grows_past_the_limits() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    let mut bad = Vec::new();
+    let mut over = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&f).unwrap();
+        let n = text.lines().count();
+        if n > MAX_FILE_LINES {
+            over.push(format!("(\"{rel}\", {n}),"));
+            match LONG_FILES.iter().find(|(p, _)| *p == rel) {
+                Some((_, was)) if n <= *was => {}
+                Some((_, was)) => bad.push(format!("{rel}: {n} lines, was {was}: split it")),
+                None => bad.push(format!("{rel}: {n} lines (at most {MAX_FILE_LINES})")),
+            }
+        }
+        for (name, at, len) in functions(&text) {
+            if len <= MAX_FN_LINES {
+                continue;
+            }
+            let key = format!("{rel}::{name}");
+            over.push(format!("(\"{key}\", {len}),"));
+            match LONG_FNS.iter().find(|(p, _)| *p == key) {
+                Some((_, was)) if len <= *was => {}
+                Some((_, was)) => bad.push(format!("{rel}:{at} fn {name}: {len} lines, was {was}")),
+                None => bad.push(format!(
+                    "{rel}:{at} fn {name}: {len} lines (at most {MAX_FN_LINES})"
+                )),
+            }
+        }
+    }
+    if std::env::var_os("LINERATE_RATCHET").is_some() {
+        eprintln!("{}", over.join("\n"));
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // Entries whose file or function is gone or back under the limit go.
+    for (p, _) in LONG_FILES.iter().chain(LONG_FNS) {
+        assert!(
+            over.iter().any(|o| o.starts_with(&format!("(\"{p}\""))),
+            "{p} is within the limits now: remove it from the list"
+        );
+    }
+}
+
+#[test]
+fn the_function_finder_measures_bodies_not_declarations() {
+    let text = "trait T {\n    fn a(&self);\n    fn long(\n        &self,\n    ) -> u8;\n    fn b(&self) {\n        x();\n    }\n}\npub fn c() {\n}\n";
+    assert_eq!(
+        functions(text),
+        vec![("b".to_string(), 6, 3), ("c".to_string(), 10, 2)]
+    );
+    assert!(names_a_kind("        Workload::Mix => x,"));
+    assert!(names_a_kind("if spec.workload.is_udp() {"));
+    assert!(!names_a_kind("fn kind(&self) -> spec::Workload {"));
+}
