@@ -165,10 +165,17 @@ fn a_memcached_search_brackets_its_capacity() {
 fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
     let _turn = alone();
     // A steady closed loop settles within seconds.
+    // The ends pinned apart: unpinned on 2 CPUs an rr switches between
+    // two levels as its threads share a CPU or not, which is not steady
+    // (the output says so: `levels`, tested below).
     let steady = run_json_args(
         "auto-steady",
         &[
             "rr",
+            "--cpus",
+            "0",
+            "--agent-cpus",
+            "1",
             "-d",
             "auto",
             "--max-duration",
@@ -254,10 +261,15 @@ fn duration_auto_settles_a_steady_rr_on_a_stalling_host_and_never_a_slow_ramp() 
     });
     let mut seen = Vec::new();
     for i in 0..10 {
+        // Pinned apart, as above: a steady rr, on a host that stalls.
         let r = run_json_args(
             &format!("auto-noisy-{i}"),
             &[
                 "rr",
+                "--cpus",
+                "0",
+                "--agent-cpus",
+                "1",
                 "-d",
                 "auto",
                 "--max-duration",

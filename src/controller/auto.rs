@@ -7,7 +7,7 @@
 use crate::engine::side::SideReport;
 use crate::measure::histogram::{self, new_hist, Hist};
 use crate::measure::stationary::{self, Verdict};
-use crate::model::auto::{AutoRecord, AutoSpec};
+use crate::model::auto::{AutoRecord, AutoSpec, AutoStop};
 use crate::model::result::TestInterval;
 use crate::model::spec::{MainMetric, TestSpec};
 
@@ -150,12 +150,18 @@ impl AutoWatch {
                 }
             }
         }
+        let stopped = stationary::stop_reason(&v, at_bound);
+        let unsettled = matches!(stopped, AutoStop::BoundWide | AutoStop::BoundTrending);
         AutoRecord {
             ran_s,
             warmup_intervals: k,
             warmup_s,
             intervals: client.samples.len(),
-            stopped: stationary::stop_reason(&v, at_bound),
+            stopped,
+            levels: unsettled
+                .then(|| stationary::levels(&self.series))
+                .flatten()
+                .map(|(lo, hi)| [lo, hi]),
             trend_z: v.trend_z,
             mean: v.mean,
             half_width_pct: v.half_width_pct,

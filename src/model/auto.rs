@@ -72,4 +72,9 @@ pub struct AutoRecord {
     /// interval, percent of the mean.
     pub mean: f64,
     pub half_width_pct: f64,
+    /// A window that reached its bound with intervals at two levels
+    /// (lower, upper; `measure::stationary::levels`): why its mean stayed
+    /// wide or looked like a trend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<[f64; 2]>,
 }

@@ -86,5 +86,57 @@ pub fn lines(o: &mut String, r: &TestResult) {
             a.trend_z,
             a.half_width_pct
         );
+        if let Some([lo, hi]) = a.levels {
+            let _ = writeln!(
+                o,
+                "  {:<12} the intervals sat at two levels, {} and {} ({:.0}% apart), so no window this long narrows the mean: on one host the ends' threads moving between sharing a CPU and not do this; pin them (--cpus, --agent-cpus) or give a longer --max-duration",
+                "",
+                fmt_level(lo),
+                fmt_level(hi),
+                100.0 * (hi - lo) / lo.abs().max(1e-9)
+            );
+        }
+    }
+}
+
+/// A level of the main figure, as its unit reads (a rate or bit/s).
+fn fmt_level(v: f64) -> String {
+    if v >= 1e6 {
+        crate::units::fmt_bps(v)
+    } else {
+        crate::units::fmt_rate(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::auto::{AutoRecord, AutoStop};
+
+    fn with_auto(levels: Option<[f64; 2]>) -> String {
+        let mut r = TestResult::default();
+        r.summary.auto = Some(AutoRecord {
+            ran_s: 20.0,
+            warmup_intervals: 0,
+            warmup_s: 0.0,
+            intervals: 100,
+            stopped: AutoStop::BoundWide,
+            trend_z: 0.3,
+            mean: 17_000.0,
+            half_width_pct: 5.7,
+            levels,
+        });
+        let mut o = String::new();
+        lines(&mut o, &r);
+        o
+    }
+
+    #[test]
+    fn an_auto_window_at_two_levels_says_so_and_how_to_avoid_it() {
+        let o = with_auto(Some([14_600.0, 19_200.0]));
+        assert!(o.contains("reached its bound with the confidence target not met"), "{o}");
+        assert!(o.contains("two levels, 14.6k/s and 19.2k/s (32% apart)"), "{o}");
+        assert!(o.contains("--cpus, --agent-cpus"), "{o}");
+        assert!(!with_auto(None).contains("two levels"));
     }
 }
