@@ -134,8 +134,14 @@ mod tests {
     #[test]
     fn an_auto_window_at_two_levels_says_so_and_how_to_avoid_it() {
         let o = with_auto(Some([14_600.0, 19_200.0]));
-        assert!(o.contains("reached its bound with the confidence target not met"), "{o}");
-        assert!(o.contains("two levels, 14.6k/s and 19.2k/s (32% apart)"), "{o}");
+        assert!(
+            o.contains("reached its bound with the confidence target not met"),
+            "{o}"
+        );
+        assert!(
+            o.contains("two levels, 14.6k/s and 19.2k/s (32% apart)"),
+            "{o}"
+        );
         assert!(o.contains("--cpus, --agent-cpus"), "{o}");
         assert!(!with_auto(None).contains("two levels"));
     }
