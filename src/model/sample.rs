@@ -269,10 +269,14 @@ pub struct TailSource {
     /// Its p99, µs, and the latency's p99 it is a part of.
     pub part_p99_us: f64,
     pub tail_p99_us: f64,
-    /// When the queue set it and the agent's reads were slow too (at
-    /// least half the tail): their p99, µs: the requests the queue waited
-    /// behind were the agent's to read.
-    pub behind_reads_p99_us: Option<f64>,
+    /// When the queue set it: what held the queue up, of the agent's
+    /// reads and the client's sender, the slower one that was at least
+    /// half the tail too, with its p99, µs. The agent's reads: the
+    /// requests the queue waited behind were the agent's to read; the
+    /// client's sender: the client itself was stalled (a client that
+    /// cannot send cannot read the response either, and the next
+    /// requests wait).
+    pub held_up_by: Option<(&'static str, f64)>,
 }
 
 impl Waits {
@@ -310,15 +314,30 @@ impl Waits {
                 .filter(|p| *p >= 0.5 * tail_p99_us && tail_p99_us > 0.0)
         };
         let reads = qualifies(&self.agent_read_delay_us);
+        let late = qualifies(&self.send_late_us);
+        // What held a queue up needs not be half the tail itself (the
+        // queue adds up its stalls): the slower of the agent's reads and
+        // the client's sender, when it is a quarter of the tail and four
+        // times the other (a stalled agent beside a busy loop: reads p99
+        // 1.74 ms, sends 50 µs, tail 4.01 ms).
+        let p99_of = |l: &Option<LatencySummary>| l.as_ref().map_or(0.0, |l| l.p99);
+        let (r, l) = (
+            p99_of(&self.agent_read_delay_us),
+            p99_of(&self.send_late_us),
+        );
+        let (who, p, other) = if r >= l {
+            ("the agent's reads", r, l)
+        } else {
+            ("the client's sender", l, r)
+        };
+        let held_up_by =
+            (tail_p99_us > 0.0 && p >= 0.25 * tail_p99_us && p >= 4.0 * other).then_some((who, p));
         [
             (
                 "the queue behind earlier requests",
                 qualifies(&self.held_us),
             ),
-            (
-                "the client's sender",
-                qualifies(&self.send_late_us).filter(|_| sender),
-            ),
+            ("the client's sender", late.filter(|_| sender)),
             ("the agent's reads", reads),
         ]
         .into_iter()
@@ -328,7 +347,7 @@ impl Waits {
             who,
             part_p99_us: p99,
             tail_p99_us,
-            behind_reads_p99_us: reads.filter(|_| who.starts_with("the queue")),
+            held_up_by: held_up_by.filter(|_| who.starts_with("the queue")),
         })
     }
 }
@@ -349,10 +368,15 @@ impl TailSource {
             crate::units::fmt_us(self.part_p99_us),
             crate::units::fmt_us(self.tail_p99_us)
         );
-        if let Some(r) = self.behind_reads_p99_us {
+        if let Some((who, p99)) = self.held_up_by {
+            let what = if who.ends_with("sender") {
+                "late"
+            } else {
+                "read delay"
+            };
             s.push_str(&format!(
-                ", which the agent's reads held up (read delay p99 {})",
-                crate::units::fmt_us(r)
+                ", which {who} held up ({what} p99 {})",
+                crate::units::fmt_us(p99)
             ));
         }
         s
@@ -573,6 +597,46 @@ mod tests {
         };
         assert_eq!(late.tail(2100.0).unwrap().who, "the client's sender");
         assert_eq!(late.net_tail(), None);
+        // A stalled client: it could not send, nor read the response in
+        // flight, so the next requests queued; the queue is the larger
+        // part, and what held it up was the client (seen with a busy loop
+        // beside the agent and the client's CPU stalled 2 ms in every 10).
+        let stalled = Waits {
+            net_us: p99(3620.0),
+            held_us: p99(3140.0),
+            send_late_us: p99(2020.0),
+            agent_read_delay_us: p99(21.5),
+            client_read_delay_us: p99(38.2),
+        };
+        assert_eq!(
+            stalled.tail(3640.0).unwrap().phrase(),
+            "the queue behind earlier requests (held p99 3.14 ms; latency p99 3.64 ms), which the client's sender held up (late p99 2.02 ms)"
+        );
+        assert!(stalled
+            .net_tail()
+            .unwrap()
+            .phrase()
+            .ends_with("which the client's sender held up (late p99 2.02 ms)"));
+        // A stalled agent beside a busy loop: its reads are under half the
+        // tail, but they held the queue up, not the client.
+        let agent = Waits {
+            net_us: p99(3960.0),
+            held_us: p99(3510.0),
+            send_late_us: p99(49.9),
+            agent_read_delay_us: p99(1740.0),
+            client_read_delay_us: p99(35.6),
+        };
+        assert!(agent
+            .tail(4010.0)
+            .unwrap()
+            .phrase()
+            .ends_with("which the agent's reads held up (read delay p99 1.74 ms)"));
+        // Both slow alike: neither is named.
+        let both = Waits {
+            send_late_us: p99(1500.0),
+            ..agent.clone()
+        };
+        assert_eq!(both.tail(4010.0).unwrap().held_up_by, None);
     }
 
     #[test]
