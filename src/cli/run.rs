@@ -147,13 +147,12 @@ pub fn run(args: RunArgs) -> Result<()> {
             "OPENSSL_ia32cap masks the crypto extensions in this environment, but the test asks for them (--crypto-hw on): unset it",
         ));
     }
-    let program = spec.workload.runs_as() == RunsAs::Program;
-    let local = spec.workload.runs_as() == RunsAs::Local;
     // The first Ctrl-C ends the test now and keeps what it measured (the
     // summary, the JSON, exit 3); a second one ends the process.
     crate::engine::signals::on_signals(&[libc::SIGINT], true);
     crate::engine::signals::interrupt_ends_test();
-    let mut target = target::open(&args.connect, !program && !local)?;
+    let needs = crate::workload::kind(spec.workload).needs();
+    let mut target = target::open(&args.connect, needs.agent)?;
     let lab = target.lab.clone();
     let point = Point {
         spec: &spec,
@@ -199,9 +198,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         return Err(Error::Failed(why));
     }
-    // A program's exit status decides: its error is a failure, not partial.
+    // A program's (a kind that runs in a lab) exit status decides: its
+    // error is a failure, not partial.
     if let Some(e) = result.iterations.first().and_then(|i| i.error.clone()) {
-        if program {
+        if needs.lab {
             return Err(Error::Failed(e));
         }
     }

@@ -41,12 +41,18 @@ pub fn run(
             Duration::from_secs_f64(spec.warmup_s),
             Duration::from_secs_f64(spec.duration_s),
         )?;
+        let bytes = f.ops * f.record_bytes as u64;
+        let secs = f.seconds.max(1e-9);
         iterations.push(Iteration {
             index,
             status: Status::Ok,
             duration_s: f.seconds,
-            bytes: f.ops * f.record_bytes as u64,
+            bytes,
+            // Plaintext through the algorithm, and its operations, per
+            // second: what the generic lines and the landscape read.
+            throughput_bps: bytes as f64 * 8.0 / secs,
             transactions: f.ops,
+            transactions_per_s: f.ops as f64 / secs,
             cipher: Some(f),
             ..Default::default()
         });
@@ -61,6 +67,8 @@ pub fn run(
         duration_s: iterations.iter().map(|i| i.duration_s).sum(),
         bytes: iterations.iter().map(|i| i.bytes).sum(),
         transactions: iterations.iter().map(|i| i.transactions).sum(),
+        throughput_bps: mean(iterations.iter().map(|i| i.throughput_bps)),
+        transactions_per_s: mean(iterations.iter().map(|i| i.transactions_per_s)),
         iterations: iterations.len(),
         status: Status::Ok,
         ..Default::default()
@@ -85,4 +93,10 @@ pub fn run(
         iterations,
         ..Default::default()
     })
+}
+
+/// The mean of the iterations' figures (there is at least one).
+fn mean(v: impl ExactSizeIterator<Item = f64>) -> f64 {
+    let n = v.len().max(1) as f64;
+    v.sum::<f64>() / n
 }

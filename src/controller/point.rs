@@ -50,7 +50,7 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     if spec.workload.runs_as() == RunsAs::Local {
         return super::cipher::run(spec, p.confidence, p.command.clone());
     }
-    let program = spec.workload.runs_as() == RunsAs::Program;
+    let program = crate::workload::kind(spec.workload).needs().lab;
     let lab_for_program = match (program, lab) {
         (true, None) => {
             return Err(usage(format!(

@@ -29,7 +29,7 @@ pub fn run_or_search(
     on_step: &mut dyn FnMut(&SearchPoint),
 ) -> Result<TestResult> {
     let searching = p.spec.search.is_some() || p.groups.iter().any(|g| g.spec.search.is_some());
-    if searching && p.spec.workload.runs_as() != crate::model::spec::RunsAs::Rrul {
+    if searching && crate::workload::kind(p.spec.workload).searches() {
         return run(target, lab, p, on_step);
     }
     run_point(target, lab, p)

@@ -4,7 +4,6 @@
 //! last ones), run each against one agent, and store each result as it ends.
 //! `--resume` picks up a folder and runs only what has no result yet.
 
-use crate::model::spec::RunsAs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -375,7 +374,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         if let Some(p) = m
             .points
             .iter()
-            .find(|p| p.spec.workload.runs_as() == RunsAs::Program)
+            .find(|p| crate::workload::kind(p.spec.workload).needs().lab)
         {
             return Err(Error::Failed(format!(
                 "point {} runs a program ({}), which needs a [lab] in the study",
@@ -439,7 +438,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let flows = m
         .points
         .iter()
-        .any(|p| !matches!(p.spec.workload.runs_as(), RunsAs::Program | RunsAs::Local));
+        .any(|p| crate::workload::kind(p.spec.workload).needs().agent);
     let mut target = match target::open(&connect, flows) {
         Ok(t) => t,
         Err(e) => {

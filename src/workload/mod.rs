@@ -7,7 +7,10 @@
 //! table is the model: a workload is a handful of functions over shared
 //! flow, worker and histogram code).
 //!
-//! Adding a workload: a file here implementing `Plugin`, one line in
+//! Every kind of test is a `Kind` (kind.rs): flow workloads through their
+//! `Plugin`, and the programs (exec, scp), the local measurement (cipher)
+//! and the composites (mix, rrul) in files of their own here. Adding a
+//! flow workload: a file here implementing `Plugin`, one line in
 //! `REGISTRY`, and a variant of `model::spec::Workload` (the name a spec
 //! carries; the plug-in is what runs it).
 
@@ -25,13 +28,20 @@ use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 pub use error::{PrefillError, WorkloadError};
+pub use kind::{Kind, Needs};
 
+pub mod cipher;
 pub mod conn;
 pub mod conns;
 pub mod crr;
 pub mod error;
+pub mod exec;
+pub mod kind;
 pub mod memcache;
+pub mod mix;
 pub mod rr;
+pub mod rrul;
+pub mod scp;
 pub mod stream;
 pub mod tls_handshake;
 pub mod udp_rr;
@@ -180,7 +190,7 @@ fn direction_words(d: Direction) -> &'static str {
     }
 }
 
-/// Every flow workload; programs (exec, scp) live in `crate::program`.
+/// Every flow workload (the engine runs them).
 pub static REGISTRY: &[&dyn Plugin] = &[
     &stream::Stream,
     &rr::Rr,
@@ -192,9 +202,36 @@ pub static REGISTRY: &[&dyn Plugin] = &[
     &conn::Conn,
 ];
 
-/// The workload that runs `kind` (None: a program, not flows).
-pub fn get(kind: spec::Workload) -> Option<&'static dyn Plugin> {
-    REGISTRY.iter().copied().find(|w| w.kind() == kind)
+/// Every kind of test: the flow workloads, then the others.
+pub static KINDS: &[&dyn Kind] = &[
+    &stream::Stream,
+    &rr::Rr,
+    &crr::Crr,
+    &tls_handshake::TlsHandshake,
+    &udp_stream::UdpStream,
+    &udp_rr::UdpRr,
+    &memcache::Memcache,
+    &conn::Conn,
+    &exec::Exec,
+    &scp::Scp,
+    &cipher::Cipher,
+    &mix::Mix,
+    &rrul::Rrul,
+];
+
+/// The kind that `workload` names (every name has one: a unit test below
+/// holds the registry to the spec's names).
+pub fn kind(workload: spec::Workload) -> &'static dyn Kind {
+    KINDS
+        .iter()
+        .copied()
+        .find(|k| k.workload() == workload)
+        .unwrap_or(&mix::Mix)
+}
+
+/// The workload that runs `kind` (None: not flows).
+pub fn get(workload: spec::Workload) -> Option<&'static dyn Plugin> {
+    REGISTRY.iter().copied().find(|w| w.kind() == workload)
 }
 
 /// The workload of `spec`, or why it has none.
@@ -204,14 +241,9 @@ pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, WorkloadError> {
     })
 }
 
-/// What the rate column shows for `spec`: its workload's say; a mix's
-/// groups' transactions summed; a program's nothing.
+/// What the rate column shows for `spec`.
 pub fn rate_column(spec: &TestSpec) -> RateColumn {
-    match (get(spec.workload), spec.workload.runs_as()) {
-        (Some(w), _) => w.rate_column(spec),
-        (None, spec::RunsAs::Mix | spec::RunsAs::Rrul) => RateColumn::Transactions,
-        (None, _) => RateColumn::None,
-    }
+    kind(spec.workload).rate_column(spec)
 }
 
 /// The open loop in words, for a workload's line: ", open loop at 20.0k/s
@@ -236,51 +268,25 @@ pub fn open_loop_text(spec: &TestSpec) -> String {
     s
 }
 
-/// What `spec` runs, in words: its workload's own description, or a
-/// mix's (None: a program, which `crate::program` describes).
-pub fn describe(spec: &TestSpec) -> Option<String> {
-    match (get(spec.workload), spec.workload.runs_as()) {
-        (Some(w), _) => Some(w.describe(spec)),
-        // Each group is described below it, by its own workload.
-        (None, spec::RunsAs::Mix) => {
-            Some("several workloads on one window (each group below)".to_string())
-        }
-        (None, spec::RunsAs::Rrul) => {
-            let r = spec.rrul.clone().unwrap_or_default();
-            Some(format!(
-                "rrul: {} TCP stream{} each way beside two probes (rr and udp-rr {}/{} B at {}/s each, open loop): {} s idle, {} s ramp, {} s loaded",
-                r.streams,
-                if r.streams == 1 { "" } else { "s" },
-                spec.request,
-                spec.response,
-                r.probe_rate,
-                r.idle_s,
-                spec.warmup_s,
-                spec.duration_s
-            ))
-        }
-        (None, _) => None,
-    }
+/// What `spec` runs, in words: its kind's own description.
+pub fn describe(spec: &TestSpec) -> String {
+    kind(spec.workload).describe(spec)
 }
 
 /// The clear-text twin of a TLS test of `spec`: the same workload, or
 /// the one that measures the same without TLS (tls-handshake's is crr).
 pub fn clear_twin(spec: &TestSpec) -> spec::Workload {
-    get(spec.workload).map_or(spec.workload, |w| w.clear_twin())
+    kind(spec.workload).clear_twin()
 }
 
 /// What the results of `spec` carry (programs and mixes: bytes and CPU).
 pub fn figures(spec: &TestSpec) -> Figures {
-    get(spec.workload)
-        .map(|w| w.figures(spec))
-        .unwrap_or_default()
+    kind(spec.workload).figures(spec)
 }
 
 /// The headline metric of `spec` (programs report transfer throughput).
 pub fn main_metric(spec: &TestSpec) -> MainMetric {
-    get(spec.workload)
-        .map(|w| w.main_metric(spec))
-        .unwrap_or(MainMetric::Throughput)
+    kind(spec.workload).main_metric(spec)
 }
 
 /// A persistent flow's shared state over an established connection: its
@@ -356,6 +362,23 @@ mod tests {
             assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
         }
         assert!(get(Kind::Exec).is_none() && get(Kind::Scp).is_none());
+    }
+
+    #[test]
+    fn every_kind_is_registered_once_and_flows_are_the_plug_ins() {
+        use clap::ValueEnum;
+        for k in Kind::value_variants() {
+            let n = KINDS.iter().filter(|w| w.workload() == *k).count();
+            assert_eq!(n, 1, "{}", k.name());
+            assert_eq!(kind(*k).workload(), *k);
+            assert_eq!(
+                kind(*k).flows().map(|p| p.kind()),
+                get(*k).map(|p| p.kind()),
+                "{}",
+                k.name()
+            );
+        }
+        assert_eq!(KINDS.len(), Kind::value_variants().len());
     }
 
     #[test]

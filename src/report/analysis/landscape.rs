@@ -124,9 +124,10 @@ pub fn build(loaded: &Loaded) -> Landscape {
                 })
                 .map(|(_, r)| r.clone())
                 .collect();
-            // rrul is one row: its figures are the whole timeline's.
-            let rrul = p.spec.workload.runs_as() == crate::model::spec::RunsAs::Rrul;
-            if p.groups.is_empty() || rrul {
+            // A composite like rrul is one row: its figures are the whole
+            // timeline's.
+            let one_row = crate::workload::kind(p.spec.workload).one_row();
+            if p.groups.is_empty() || one_row {
                 vec![row(p.clone(), results)]
             } else {
                 group_rows(p, &results)

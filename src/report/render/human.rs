@@ -10,13 +10,11 @@ use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_secs, fmt_us}
 use crate::workload::RateColumn;
 
 pub fn describe(spec: &TestSpec) -> String {
-    let what = match crate::workload::describe(spec) {
-        Some(what) => what,
-        // A program (exec, scp): what it runs and its time limit.
-        None => return crate::program::describe(spec),
-    };
-    // rrul says its phases itself; its groups' flows are below it.
-    if spec.workload.runs_as() == crate::model::spec::RunsAs::Rrul {
+    let kind = crate::workload::kind(spec.workload);
+    let what = kind.describe(spec);
+    // A program's, a local measurement's and rrul's description is the
+    // whole line; flows get their TLS, flows and window after it.
+    if kind.describes_all() {
         return what;
     }
     let what = match &spec.tls {
@@ -282,7 +280,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     }
     // A program's result: its record, no placement or kernel view.
     let exec = r.exec.is_some();
-    let plugin = crate::workload::get(spec.workload);
+    let kind = crate::workload::kind(spec.workload);
     let rate = rate_column(spec);
     let show_tx = rate == RateColumn::Transactions;
     for it in &r.iterations {
@@ -343,7 +341,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
         }
         // The workload's own lines (UDP packets and loss, memcache
         // operations, connections).
-        for (label, text) in plugin.map(|w| w.report_lines(spec, it)).unwrap_or_default() {
+        for (label, text) in kind.report_lines(spec, it) {
             let _ = writeln!(o, "  {label:<12} {text}");
         }
         if let Some(l) = &it.latency_us {

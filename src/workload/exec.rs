@@ -1,0 +1,30 @@
+//! exec: a real command timed in a lab's client namespace
+//! (`crate::program` runs it).
+
+use super::kind::{Kind, Needs};
+use crate::model::spec::{self, TestSpec};
+
+pub struct Exec;
+
+impl Kind for Exec {
+    fn workload(&self) -> spec::Workload {
+        spec::Workload::Exec
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            agent: false,
+            lab: true,
+        }
+    }
+    fn describe(&self, spec: &TestSpec) -> String {
+        let command = spec
+            .exec
+            .as_ref()
+            .map(|e| e.command.join(" "))
+            .unwrap_or_default();
+        format!("exec: {command} (time limit {:.0} s)", spec.duration_s)
+    }
+    fn describes_all(&self) -> bool {
+        true
+    }
+}
