@@ -11,7 +11,7 @@
 //! `Plugin`, and the programs (exec, scp), the local measurement (cipher)
 //! and the composites (mix, rrul) in files of their own here. Adding a
 //! flow workload: a file here implementing `Plugin`, one line in
-//! `REGISTRY`, and a variant of `model::spec::Workload` (the name a spec
+//! `KINDS`, and a variant of `model::spec::Workload` (the name a spec
 //! carries; the plug-in is what runs it).
 
 use mio::net::{TcpListener, TcpStream};
@@ -190,19 +190,8 @@ fn direction_words(d: Direction) -> &'static str {
     }
 }
 
-/// Every flow workload (the engine runs them).
-pub static REGISTRY: &[&dyn Plugin] = &[
-    &stream::Stream,
-    &rr::Rr,
-    &crr::Crr,
-    &tls_handshake::TlsHandshake,
-    &udp_stream::UdpStream,
-    &udp_rr::UdpRr,
-    &memcache::Memcache,
-    &conn::Conn,
-];
-
-/// Every kind of test: the flow workloads, then the others.
+/// Every kind of test: the flow workloads (the engine runs them: their
+/// `Kind::flows`), then the others.
 pub static KINDS: &[&dyn Kind] = &[
     &stream::Stream,
     &rr::Rr,
@@ -229,9 +218,14 @@ pub fn kind(workload: spec::Workload) -> &'static dyn Kind {
         .unwrap_or(&mix::Mix)
 }
 
+/// Every flow workload, in `KINDS`' order.
+pub fn registry() -> impl Iterator<Item = &'static dyn Plugin> {
+    KINDS.iter().filter_map(|k| k.flows())
+}
+
 /// The workload that runs `kind` (None: not flows).
 pub fn get(workload: spec::Workload) -> Option<&'static dyn Plugin> {
-    REGISTRY.iter().copied().find(|w| w.kind() == workload)
+    kind(workload).flows()
 }
 
 /// The workload of `spec`, or why it has none.
@@ -302,8 +296,7 @@ pub fn base(spec: &TestSpec, agent: bool, conn: (u32, TcpStream, Option<TlsConn>
 
 /// The names of the workloads for which `pick` holds, for messages.
 fn names(pick: impl Fn(Supports) -> bool) -> String {
-    let v: Vec<&str> = REGISTRY
-        .iter()
+    let v: Vec<&str> = registry()
         .filter(|w| pick(w.supports()))
         .map(|w| w.kind().name())
         .collect();
@@ -359,7 +352,7 @@ mod tests {
             Kind::Memcache,
             Kind::Conn,
         ] {
-            assert_eq!(REGISTRY.iter().filter(|w| w.kind() == k).count(), 1);
+            assert_eq!(registry().filter(|w| w.kind() == k).count(), 1);
         }
         assert!(get(Kind::Exec).is_none() && get(Kind::Scp).is_none());
     }
@@ -383,7 +376,7 @@ mod tests {
 
     #[test]
     fn patterns_agree_with_the_spec() {
-        for w in REGISTRY {
+        for w in registry() {
             let k = w.kind();
             assert_eq!(w.pattern() == Pattern::Datagram, k.is_udp(), "{}", k.name());
             assert_eq!(
