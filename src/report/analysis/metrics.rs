@@ -174,7 +174,7 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         key: "capacity_p99_us",
-        title: "p99 at the capacity (from intended send)",
+        title: "p99 at the capacity (net: from intended send, less the sender's lateness)",
         unit: Unit::Micros,
         higher_is_better: false,
         main_of: None,

@@ -41,7 +41,7 @@ pub fn charts(l: &Landscape) -> Vec<Chart> {
                 name: if ss.len() > 1 {
                     format!("{metric}, run {}", k + 1)
                 } else {
-                    format!("{metric} (from intended send)")
+                    format!("{metric} (net: from intended send, less the sender's lateness)")
                 },
                 points: pts,
             });
