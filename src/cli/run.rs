@@ -1,21 +1,19 @@
 //! `linerate run WORKLOAD [options]`: one test through the same pipeline as
 //! a study's point (`controller::search::run_or_search`), printed for people.
 
-use crate::model::spec::RunsAs;
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 
 use super::write_json;
-use crate::controller::mix::{self, Group};
 use crate::controller::point::Point;
-use crate::controller::rrul;
 use crate::controller::target::{self, ConnectArgs};
 use crate::error::{usage, Error, Result};
 use crate::model::options::TestOptions;
 use crate::model::spec::{TestSpec, Workload};
 use crate::report::render::human;
 use crate::units;
+use crate::workload::group::Group;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -44,56 +42,34 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The spec these flags run, checked as the agent will check it (a
-    /// mix: its own, `mix::spec_of` its groups).
-    pub fn spec(&self) -> Result<TestSpec> {
-        if self.workload.runs_as() == RunsAs::Mix {
-            return Ok(mix::spec_of(&self.groups()?));
-        }
-        if let Some(g) = self.groups.first() {
+    /// The spec these flags run, checked as the agent will check it, and
+    /// a composite's groups (each checked as the agent will check it, then
+    /// together: `group::check`); none for another kind.
+    pub fn spec_and_groups(&self) -> Result<(TestSpec, Vec<Group>)> {
+        let composite = crate::workload::kind_of(self.workload).composite();
+        let takes = composite.is_some_and(|c| c.takes_groups());
+        if let (Some(g), false) = (self.groups.first(), takes) {
             return Err(usage(format!(
                 "unexpected argument '{g}': only `linerate run mix` takes groups"
             )));
         }
-        if self.workload.runs_as() == RunsAs::Rrul {
-            let (o, local) = self.rrul_options()?;
-            self.rrul_groups()?;
-            return Ok(rrul::spec_of(&o, local)?);
-        }
-        self.spec_of(self.test.clone(), self.workload)
-    }
-
-    /// rrul's options as its groups take them, and whether the agent is local.
-    fn rrul_options(&self) -> Result<(TestOptions, bool)> {
+        let Some(c) = composite else {
+            return Ok((self.spec_of(self.test.clone(), self.workload)?, Vec::new()));
+        };
         let mut o = self.test.clone();
         o.ipv6 = Some(self.connect.ipv6);
-        if let Some(flag) = o.tls_keys_without_tls() {
+        if takes {
+            o.groups = Some(self.groups.clone());
+        } else if let Some(flag) = o.tls_keys_without_tls() {
+            // A composite that builds its groups takes the options as its own.
             return Err(usage(format!("{flag} needs --tls")));
         }
         let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
-        Ok((o, local))
-    }
-
-    /// rrul's groups (its probes and streams on one timeline), each
-    /// checked as the agent will check it (`mix::check`).
-    pub fn rrul_groups(&self) -> Result<Vec<Group>> {
-        let (o, local) = self.rrul_options()?;
-        Ok(rrul::groups(&o, local)?)
-    }
-
-    /// A mix's groups: each one's options over the common ones.
-    pub fn groups(&self) -> Result<Vec<Group>> {
-        let mut out = Vec::new();
-        for (i, text) in self.groups.iter().enumerate() {
-            let name = format!("g{}", i + 1);
-            let (w, o) = mix::parse_group(text)?;
-            let spec = self
-                .spec_of(self.test.overlay(&o), w)
-                .map_err(|e| usage(format!("group {name} ({text}): {e}")))?;
-            out.push(Group::new(name, text.clone(), spec));
-        }
-        mix::check(&out)?;
-        Ok(out)
+        let groups = c.groups(&o, local, &mut |g: TestOptions| {
+            let w = g.workload.unwrap_or(self.workload);
+            self.spec_of(g, w).map_err(|e| e.to_string())
+        })?;
+        Ok((c.spec(&o, local, &groups)?, groups))
     }
 
     fn spec_of(&self, mut o: TestOptions, workload: Workload) -> Result<TestSpec> {
@@ -123,12 +99,7 @@ impl RunArgs {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let spec = args.spec()?;
-    let groups = match args.workload.runs_as() {
-        RunsAs::Mix => args.groups()?,
-        RunsAs::Rrul => args.rrul_groups()?,
-        _ => Vec::new(),
-    };
+    let (spec, groups) = args.spec_and_groups()?;
     let json_out = args.json.as_deref().is_some_and(super::is_stdout);
     if json_out && args.json_stream {
         return Err(usage(
@@ -151,7 +122,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     // summary, the JSON, exit 3); a second one ends the process.
     crate::engine::signals::on_signals(&[libc::SIGINT], true);
     crate::engine::signals::interrupt_ends_test();
-    let needs = crate::workload::kind(spec.workload).needs();
+    let needs = crate::workload::kind_of(spec.workload).needs();
     let mut target = target::open(&args.connect, needs.agent)?;
     let lab = target.lab.clone();
     let point = Point {

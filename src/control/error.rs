@@ -4,23 +4,15 @@
 
 use std::path::PathBuf;
 
-use crate::engine::EngineError;
-use crate::workload::WorkloadError;
+use crate::workload::SpecError;
 
 /// Why a spec cannot run, or a token could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    /// The spec's own rules (`TestSpec::validate`, whose text it is; on
-    /// the typed-errors branch model returns its own error, held here once
-    /// both meet).
-    #[error("{0}")]
-    Spec(String),
-    /// Its workload refuses an option, or lacks its own settings.
+    /// The spec's own rules, its workload's, or what the TLS library
+    /// offers (`workload::check`).
     #[error(transparent)]
-    Workload(#[from] WorkloadError),
-    /// The TLS library does not offer what the spec asks.
-    #[error(transparent)]
-    Tls(#[from] EngineError),
+    Check(#[from] SpecError),
     #[error("cannot read token file {path}: {source}")]
     ReadTokenFile {
         path: PathBuf,
@@ -30,14 +22,19 @@ pub enum ControlError {
     EmptyToken { path: PathBuf },
 }
 
+/// A workload's refusal is a failed check.
+impl From<crate::workload::WorkloadError> for ControlError {
+    fn from(e: crate::workload::WorkloadError) -> Self {
+        ControlError::Check(e.into())
+    }
+}
+
 /// A spec that fails the checks is input (Usage), whatever refused it: the
 /// command line has always answered `check` so. A token file is Failed.
 impl From<ControlError> for crate::error::Error {
     fn from(e: ControlError) -> Self {
         match e {
-            ControlError::Spec(_) | ControlError::Workload(_) | ControlError::Tls(_) => {
-                crate::error::Error::Usage(e.to_string())
-            }
+            ControlError::Check(_) => crate::error::Error::Usage(e.to_string()),
             ControlError::ReadTokenFile { .. } | ControlError::EmptyToken { .. } => {
                 crate::error::Error::Failed(e.to_string())
             }
@@ -73,12 +70,16 @@ mod tests {
             )
         );
         assert_eq!(
-            Error::from(ControlError::from(WorkloadError::NoKvMix)),
+            Error::from(ControlError::from(SpecError::from(
+                crate::workload::WorkloadError::NoKvMix
+            ))),
             Error::Usage("memcache without its key-value mix".into())
         );
         // Usage even where the engine alone would say Failed.
         assert!(matches!(
-            Error::from(ControlError::from(EngineError::Cancelled)),
+            Error::from(ControlError::from(SpecError::from(
+                crate::engine::EngineError::Cancelled
+            ))),
             Error::Usage(_)
         ));
     }

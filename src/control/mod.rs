@@ -16,11 +16,5 @@ use crate::model::spec::TestSpec;
 /// the spec's own, its workload's, and whether the TLS library offers what
 /// it asks for.
 pub fn check(spec: &TestSpec) -> Result<(), ControlError> {
-    spec.validate()
-        .map_err(|e| ControlError::Spec(e.to_string()))?;
-    crate::workload::validate(spec)?;
-    if let Some(t) = &spec.tls {
-        crate::engine::tls::check(t)?;
-    }
-    Ok(())
+    Ok(crate::workload::check(spec)?)
 }

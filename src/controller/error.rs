@@ -154,54 +154,8 @@ pub enum ControllerError {
     AutoOnFleet,
 
     // ------------------------------------------ a mix's groups (the input)
-    #[error(
-        "a mix needs at least one group, e.g. linerate run mix 'stream --flows 4' 'rr --rate 100'"
-    )]
-    NoGroups,
-    #[error("group {0} is itself a mix: list its groups instead")]
-    GroupIsMix(String),
-    #[error("group {group} ({command}): {workload} is a program, not flows; a mix runs flows on one window")]
-    GroupIsProgram {
-        group: String,
-        command: String,
-        workload: &'static str,
-    },
-    #[error("group {group} ({command}): --bytes makes a group end on its own; the groups of a mix share one window (use --duration)")]
-    GroupEnds { group: String, command: String },
-    /// A group that fails the checks every test passes.
-    #[error("group {group} ({command}): {source}")]
-    GroupCheck {
-        group: String,
-        command: String,
-        source: Box<ControlError>,
-    },
-    #[error("group {group} ({command}) has its own --duration, --warmup or --interval: a mix has one window; give them after the groups, for all")]
-    GroupWindow { group: String, command: String },
-    /// A group with a lane whose window is not the others' (seconds of the
-    /// common timeline, and the first group's).
-    #[error("group {group} ({command}) does not end with the others on whole intervals: its window is {start_s} s to {end_s} s of the common timeline, the first group's {first_start_s} s to {first_end_s} s, intervals {interval_s} s")]
-    GroupLane {
-        group: String,
-        command: String,
-        start_s: f64,
-        end_s: f64,
-        first_start_s: f64,
-        first_end_s: f64,
-        interval_s: f64,
-    },
-    #[error("group '{0}': unbalanced quotes")]
-    GroupQuotes(String),
-    #[error("an empty group: write a workload and its options, e.g. 'rr --rate 100'")]
-    EmptyGroup,
-    /// A group's words that its options do not take: the first line of
-    /// clap's message.
-    #[error("group '{text}': {clap} (a group takes a workload and test options; where the test runs, --duration and --json go after the groups)")]
-    GroupArgs { text: String, clap: String },
-    #[error("group '{0}': a mix cannot hold a mix")]
-    MixInMix(String),
-    /// `--search` in more than one group of a mix.
-    #[error("--search in more than one group: a search varies one group's rate while the others run as written")]
-    SearchInGroups,
+    #[error(transparent)]
+    Groups(#[from] crate::workload::group::GroupError),
 
     // ---------------------------------------- a mix's groups (the run)
     #[error("group {group}: another control connection: {source}")]
@@ -226,8 +180,6 @@ pub enum ControllerError {
     OtherGroup(String),
     #[error("the other groups did not open their flows within {0} s")]
     GroupsLate(u64),
-    #[error("rrul runs its own four groups (rrul::groups)")]
-    RrulGroups,
 
     // -------------------------------------------------- the local agent
     #[error("cannot find the linerate binary: {0}")]
@@ -329,21 +281,7 @@ impl ControllerError {
         use ControllerError::*;
         matches!(
             self,
-            Resolve { .. }
-                | ResolvesToNothing(_)
-                | NoGroups
-                | GroupIsMix(_)
-                | GroupIsProgram { .. }
-                | GroupEnds { .. }
-                | GroupCheck { .. }
-                | GroupWindow { .. }
-                | GroupLane { .. }
-                | GroupQuotes(_)
-                | EmptyGroup
-                | GroupArgs { .. }
-                | MixInMix(_)
-                | SearchInGroups
-                | AutoOnFleet
+            Resolve { .. } | ResolvesToNothing(_) | Groups(_) | AutoOnFleet
         )
     }
 }
@@ -434,7 +372,7 @@ mod tests {
             "the local agent did not announce its address (said: \"listening\")"
         );
         assert_eq!(
-            ControllerError::GroupLane {
+            ControllerError::from(crate::workload::group::GroupError::GroupLane {
                 group: "g2".into(),
                 command: "stream".into(),
                 start_s: 4.0,
@@ -442,7 +380,7 @@ mod tests {
                 first_start_s: 0.0,
                 first_end_s: 13.0,
                 interval_s: 1.0
-            }
+            })
             .to_string(),
             "group g2 (stream) does not end with the others on whole intervals: its window is 4 s to 14.5 s of the common timeline, the first group's 0 s to 13 s, intervals 1 s"
         );
@@ -455,7 +393,9 @@ mod tests {
             Error::Usage("agent address 'x:1' resolves to nothing".into())
         );
         assert_eq!(
-            Error::from(ControllerError::MixInMix("mix".into())),
+            Error::from(ControllerError::from(
+                crate::workload::group::GroupError::MixInMix("mix".into())
+            )),
             Error::Usage("group 'mix': a mix cannot hold a mix".into())
         );
         assert_eq!(

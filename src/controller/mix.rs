@@ -18,7 +18,6 @@
 //! line and the total add them up, and a group may ask for its latency over
 //! phases of that timeline (`phases`), kept apart per iteration.
 
-use crate::model::spec::RunsAs;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,163 +27,24 @@ use super::error::ControllerError;
 use super::run::{mean_hosts, Driver, Folder};
 use super::together::{Lane, Meet, Together};
 use crate::measure::cpu;
-use crate::measure::histogram::Hist;
 use crate::model::result::{
     self, AgentInfo, GroupResult, Iteration, Pair, Status, TestInterval, TestResult,
 };
-use crate::model::rrul::Phase;
 use crate::model::sample::Confidence;
-use crate::model::spec::{Figures, MainMetric, TestSpec, Workload};
+use crate::model::spec::{Figures, MainMetric};
+use crate::workload::group::{check, spec_of};
+pub use crate::workload::group::{Group, Mixed};
 
-/// One group of a mixed test.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Group {
-    /// `g1`, `g2`, ...
-    pub name: String,
-    /// As written (`rr --rate 100 --request 64`).
-    pub command: String,
-    pub spec: TestSpec,
-    /// Seconds after the common start that this group's timeline begins
-    /// (0 for every group a user writes; rrul's streams start later).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub offset_s: f64,
-    /// Stretches of the common timeline over which this group's latency
-    /// is kept apart (rrul's probes: idle, ramp, loaded).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub phases: Vec<Phase>,
-}
-
-fn is_zero(v: &f64) -> bool {
-    *v == 0.0
-}
-
-impl Group {
-    /// A group as a user writes it: on the common start, no phases.
-    pub fn new(name: String, command: String, spec: TestSpec) -> Group {
-        Group {
-            name,
-            command,
-            spec,
-            offset_s: 0.0,
-            phases: Vec::new(),
-        }
+/// A group's place on the timeline, as the controller runs it.
+pub fn lane(g: &Group) -> Lane {
+    Lane {
+        offset: Duration::from_secs_f64(g.offset_s),
+        phases: g
+            .phases
+            .iter()
+            .map(|p| g.index_at(p.start_s)..g.index_at(p.end_s))
+            .collect(),
     }
-
-    /// When its window opens, seconds since the common start.
-    fn window_start_s(&self) -> f64 {
-        self.offset_s + self.spec.warmup_s
-    }
-
-    /// Its intervals in its window (the last may be partial).
-    fn intervals(&self) -> usize {
-        crate::measure::interval::Timeline {
-            warmup: Duration::ZERO,
-            interval: Duration::from_secs_f64(self.spec.interval_s),
-            duration: Some(Duration::from_secs_f64(self.spec.duration_s)),
-        }
-        .intervals()
-        .unwrap_or(1)
-    }
-
-    /// The index of its interval that begins at `t_s` on the common
-    /// timeline (0 before its window): phases begin on interval edges.
-    fn index_at(&self, t_s: f64) -> usize {
-        let k = (t_s - self.window_start_s()) / self.spec.interval_s;
-        k.round().max(0.0) as usize
-    }
-
-    /// Its place on the timeline, as the controller runs it.
-    pub fn lane(&self) -> Lane {
-        Lane {
-            offset: Duration::from_secs_f64(self.offset_s),
-            phases: self
-                .phases
-                .iter()
-                .map(|p| self.index_at(p.start_s)..self.index_at(p.end_s))
-                .collect(),
-        }
-    }
-}
-
-/// The checks a mix adds to each group's own: groups run on one window, so
-/// none may end on its own (a finite transfer) or be a program.
-pub fn check(groups: &[Group]) -> Result<(), ControllerError> {
-    if groups.is_empty() {
-        return Err(ControllerError::NoGroups);
-    }
-    if groups.iter().filter(|g| g.spec.search.is_some()).count() > 1 {
-        return Err(ControllerError::SearchInGroups);
-    }
-    for g in groups {
-        let w = g.spec.workload;
-        if w.runs_as() == RunsAs::Mix {
-            return Err(ControllerError::GroupIsMix(g.name.clone()));
-        }
-        if w.runs_as() == RunsAs::Program {
-            return Err(ControllerError::GroupIsProgram {
-                group: g.name.clone(),
-                command: g.command.clone(),
-                workload: w.name(),
-            });
-        }
-        if g.spec.is_finite() {
-            return Err(ControllerError::GroupEnds {
-                group: g.name.clone(),
-                command: g.command.clone(),
-            });
-        }
-        crate::control::check(&g.spec).map_err(|source| ControllerError::GroupCheck {
-            group: g.name.clone(),
-            command: g.command.clone(),
-            source: Box::new(source),
-        })?;
-    }
-    let first = &groups[0].spec;
-    if groups.iter().all(|g| g.offset_s == 0.0) {
-        if let Some(g) = groups.iter().find(|g| {
-            g.spec.duration_s != first.duration_s
-                || g.spec.warmup_s != first.warmup_s
-                || g.spec.interval_s != first.interval_s
-        }) {
-            return Err(ControllerError::GroupWindow {
-                group: g.name.clone(),
-                command: g.command.clone(),
-            });
-        }
-        return Ok(());
-    }
-    // Groups with lanes: one interval, one end, and starts on its edges.
-    let end = |g: &Group| g.window_start_s() + g.spec.duration_s;
-    for g in groups {
-        let off = g.window_start_s() / first.interval_s;
-        if g.spec.interval_s != first.interval_s
-            || (end(g) - end(&groups[0])).abs() > 1e-6
-            || (off - off.round()).abs() > 1e-6
-            || g.offset_s < 0.0
-        {
-            return Err(ControllerError::GroupLane {
-                group: g.name.clone(),
-                command: g.command.clone(),
-                start_s: g.window_start_s(),
-                end_s: end(g),
-                first_start_s: groups[0].window_start_s(),
-                first_end_s: end(&groups[0]),
-                interval_s: first.interval_s,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// The spec a mixed result stores as its own: the first group's, named
-/// mix, with the flows of every group.
-pub fn spec_of(groups: &[Group]) -> TestSpec {
-    let mut spec = groups[0].spec.clone();
-    spec.workload = Workload::Mix;
-    spec.flows = groups.iter().map(|g| g.spec.flows).sum();
-    // A group's capacity search is the group's, not the mix's.
-    spec.search = None;
-    spec
 }
 
 /// Where each group's intervals sit on the common timeline: the index of
@@ -298,7 +158,7 @@ fn iteration(
     live: &mut dyn Live,
 ) -> Vec<Result<IterationRun, ControllerError>> {
     let together = Together::new(groups.len());
-    let lanes: Vec<Lane> = groups.iter().map(Group::lane).collect();
+    let lanes: Vec<Lane> = groups.iter().map(lane).collect();
     let shared = Mutex::new(Intervals {
         per_group: vec![BTreeMap::new(); groups.len()],
         shifts: shifts(groups),
@@ -348,28 +208,8 @@ fn iteration(
 
 /// Runs the groups on `driver`'s agents (one more control connection per
 /// group after the first) until the first group's confidence target is
-/// met. Errors before anything was measured are returned as Err, naming
-/// the group.
-pub fn run_mix(
-    driver: &mut Driver,
-    groups: &[Group],
-    conf: Confidence,
-    agent: AgentInfo,
-    command: Vec<String>,
-    live: &mut dyn Live,
-) -> Result<TestResult, ControllerError> {
-    run_groups(driver, groups, conf, agent, command, live).map(|m| m.result)
-}
-
-/// A mixed test's result, and what the result does not hold: each group's
-/// latency per phase (per group, per iteration, per phase; empty for a
-/// group without phases), for a caller that summarizes phases (rrul).
-pub struct Mixed {
-    pub result: TestResult,
-    pub phase_hists: Vec<Vec<Vec<Hist>>>,
-}
-
-/// `run_mix`, with the groups' latency per phase.
+/// met: the mixed result, with the groups' latency per phase. Errors before
+/// anything was measured are returned as Err, naming the group.
 pub fn run_groups(
     driver: &mut Driver,
     groups: &[Group],
@@ -643,102 +483,11 @@ fn total_iterations(folders: &[Folder], shifts: &[Shift]) -> Vec<Iteration> {
         .collect()
 }
 
-/// A group as `linerate run` takes it, without `linerate run`.
-#[derive(clap::Parser, Debug)]
-#[command(name = "group", no_binary_name = true, disable_help_flag = true)]
-struct GroupArgs {
-    #[arg(value_enum)]
-    workload: Workload,
-    #[command(flatten)]
-    test: crate::model::options::TestOptions,
-}
-
-/// Parses one group (`"rr --rate 100 --request 64"`, shell quoting
-/// allowed) into its workload and options; the error names the group.
-pub fn parse_group(
-    text: &str,
-) -> Result<(Workload, crate::model::options::TestOptions), ControllerError> {
-    use clap::Parser;
-    let words = shlex::split(text).ok_or_else(|| ControllerError::GroupQuotes(text.to_string()))?;
-    if words.is_empty() {
-        return Err(ControllerError::EmptyGroup);
-    }
-    let a = GroupArgs::try_parse_from(&words).map_err(|e| {
-        let msg = e.to_string();
-        let first = msg
-            .lines()
-            .next()
-            .unwrap_or("")
-            .trim_start_matches("error: ")
-            .to_string();
-        ControllerError::GroupArgs {
-            text: text.to_string(),
-            clap: first,
-        }
-    })?;
-    if a.workload.runs_as() == RunsAs::Mix {
-        return Err(ControllerError::MixInMix(text.to_string()));
-    }
-    Ok((a.workload, a.test))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_group_parses_as_run_takes_it() {
-        let (w, o) = parse_group("rr --rate 100 --request 64 --response '64'").unwrap();
-        assert_eq!(w, Workload::Rr);
-        let spec = o
-            .overlay(&crate::model::options::TestOptions {
-                workload: Some(w),
-                ..Default::default()
-            })
-            .build()
-            .unwrap();
-        assert_eq!((spec.request, spec.response), (64, 64));
-        assert_eq!(spec.rate, Some(100.0));
-    }
-
-    #[test]
-    fn bad_groups_are_named() {
-        let e = parse_group("stream --flows").unwrap_err().to_string();
-        assert!(e.contains("group 'stream --flows'"), "{e}");
-        let e = parse_group("strem").unwrap_err().to_string();
-        assert!(e.contains("strem"), "{e}");
-        assert!(parse_group("").is_err());
-        assert!(parse_group("stream 'x")
-            .unwrap_err()
-            .to_string()
-            .contains("quotes"));
-        assert!(parse_group("mix").unwrap_err().to_string().contains("mix"));
-        let e = parse_group("rr --agent 127.0.0.1:1")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("after the groups"), "{e}");
-    }
-
-    #[test]
-    fn a_mix_has_one_window() {
-        let g = |name: &str, text: &str| {
-            let (w, o) = parse_group(text).unwrap();
-            let mut o = o;
-            o.workload = Some(w);
-            Group::new(name.into(), text.into(), o.build().unwrap())
-        };
-        assert!(check(&[g("g1", "stream"), g("g2", "rr --rate 10")]).is_ok());
-        let e = check(&[g("g1", "stream --bytes 1M")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--bytes"), "{e}");
-        let e = check(&[g("g1", "stream"), g("g2", "rr --duration 3")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("g2") && e.contains("one window"), "{e}");
-        let s = spec_of(&[g("g1", "stream --flows 4"), g("g2", "rr")]);
-        assert_eq!((s.workload, s.flows), (Workload::Mix, 5));
-    }
+    use crate::model::rrul::Phase;
+    use crate::workload::group::parse_group;
 
     /// A probe over 13 s and streams over its last 10 s, no warm-up.
     fn lanes() -> Vec<Group> {
@@ -769,9 +518,9 @@ mod tests {
     fn groups_with_lanes_end_together_on_interval_edges() {
         let gs = lanes();
         assert!(check(&gs).is_ok(), "{:?}", check(&gs));
-        assert_eq!(gs[0].lane().phases, vec![0..3, 3..4, 4..13]);
-        assert_eq!(gs[1].lane().phases, vec![1..10]);
-        assert_eq!(gs[1].lane().offset, Duration::from_secs(3));
+        assert_eq!(lane(&gs[0]).phases, vec![0..3, 3..4, 4..13]);
+        assert_eq!(lane(&gs[1]).phases, vec![1..10]);
+        assert_eq!(lane(&gs[1]).offset, Duration::from_secs(3));
         let sh = shifts(&gs);
         assert_eq!((sh[0].index, sh[0].count), (0, 13));
         assert_eq!((sh[1].index, sh[1].count, sh[1].seconds), (3, 10, 3.0));

@@ -5,7 +5,6 @@
 //! and for every point of a study, with its progress line; mixed tests
 //! (`mix`, `together`) and rrul, a mix built in (`rrul`).
 pub mod auto;
-pub mod cipher;
 pub mod conn;
 pub mod error;
 pub mod fleet;
@@ -13,7 +12,6 @@ pub mod local;
 pub mod mix;
 pub mod point;
 pub mod progress;
-pub mod rrul;
 pub mod run;
 pub mod search;
 pub mod target;

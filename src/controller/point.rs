@@ -4,9 +4,8 @@
 //! in the lab, and the clear-text twin of a TLS test.
 
 use super::error::ControllerError;
-use super::mix::{run_mix, Group};
+use super::mix::{run_groups, Group};
 use super::progress::Progress;
-use super::rrul;
 use super::run::{clear_baseline, run_test};
 use super::target::Target;
 use crate::error::{usage, Error, Result};
@@ -14,7 +13,6 @@ use crate::lab::record;
 use crate::lab::state::LabState;
 use crate::model::result::TestResult;
 use crate::model::sample::Confidence;
-use crate::model::spec::RunsAs;
 use crate::model::spec::TestSpec;
 
 /// What to run and how to show it.
@@ -32,8 +30,8 @@ pub struct Point<'a> {
     /// After a TLS test, run the same test in clear text and keep its
     /// summary as the result's `baseline` (the cost of encryption).
     pub tls_baseline: bool,
-    /// A mixed test: its groups on one window (`spec` is then `mix::spec_of`
-    /// them); empty for a single workload.
+    /// A composite's groups on one window (`spec` is then the
+    /// composite's own); empty for any other kind.
     pub groups: &'a [Group],
 }
 
@@ -47,10 +45,11 @@ fn shows_transactions(spec: &TestSpec) -> bool {
 /// capacity search runs its steps through this: `search::run_or_search`.)
 pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
     let spec = p.spec;
-    if spec.workload.runs_as() == RunsAs::Local {
-        return super::cipher::run(spec, p.confidence, p.command.clone());
+    let kind = crate::workload::kind_of(spec.workload);
+    if let Some(r) = kind.run_here(spec, p.confidence, &p.command) {
+        return r;
     }
-    let program = crate::workload::kind(spec.workload).needs().lab;
+    let program = kind.needs().lab;
     let lab_for_program = match (program, lab) {
         (true, None) => {
             return Err(usage(format!(
@@ -79,17 +78,13 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     // A program in its lab, or flows on the agent: both checked above.
     let test = move || match (lab_for_program, conn) {
         (Some(st), _) => crate::program::run(spec, st, p.command.clone()).map_err(Into::into),
-        (None, Some(conn)) if spec.workload.runs_as() == RunsAs::Rrul => rrul::run(
-            conn,
-            spec,
-            p.groups,
-            p.confidence,
-            info,
-            p.command.clone(),
-            bar,
-        ),
+        // A composite: its groups on one window, then what it adds.
         (None, Some(conn)) if !p.groups.is_empty() => {
-            run_mix(conn, p.groups, p.confidence, info, p.command.clone(), bar)
+            let mixed = run_groups(conn, p.groups, p.confidence, info, p.command.clone(), bar)?;
+            match kind.composite() {
+                Some(c) => Ok(c.finish(spec, p.groups, mixed)?),
+                None => Ok(mixed.result),
+            }
         }
         (None, Some(conn)) => run_test(
             conn,

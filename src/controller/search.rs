@@ -29,7 +29,7 @@ pub fn run_or_search(
     on_step: &mut dyn FnMut(&SearchPoint),
 ) -> Result<TestResult> {
     let searching = p.spec.search.is_some() || p.groups.iter().any(|g| g.spec.search.is_some());
-    if searching && crate::workload::kind(p.spec.workload).searches() {
+    if searching && crate::workload::kind_of(p.spec.workload).searches() {
         return run(target, lab, p, on_step);
     }
     run_point(target, lab, p)
@@ -78,7 +78,7 @@ fn run(
             groups[i].spec = spec.clone();
         }
         let point_spec = match searched {
-            Some(_) => super::mix::spec_of(&groups),
+            Some(_) => crate::workload::group::spec_of(&groups),
             None => spec.clone(),
         };
         let label = format!(

@@ -91,31 +91,6 @@ impl Workload {
     }
 }
 
-/// How a spec runs: flows on agents, a program in a lab, or groups of
-/// flows on one window. The roof dispatches on this, never on a workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunsAs {
-    Flows,
-    Program,
-    Mix,
-    /// A mix whose groups are built in (`controller::rrul`).
-    Rrul,
-    /// Measured in the controller's own process, no agent (`cipher`).
-    Local,
-}
-
-impl Workload {
-    pub fn runs_as(self) -> RunsAs {
-        match self {
-            Workload::Exec | Workload::Scp => RunsAs::Program,
-            Workload::Mix => RunsAs::Mix,
-            Workload::Rrul => RunsAs::Rrul,
-            Workload::Cipher => RunsAs::Local,
-            _ => RunsAs::Flows,
-        }
-    }
-}
-
 /// What a test's results carry beyond bytes and CPU. The workload decides
 /// (its plug-in's `figures`); the fold, a floor below the workloads, reads
 /// it instead of asking which workload ran.

@@ -28,8 +28,8 @@ use crate::model::spec::TestSpec;
 pub fn run_with_nic(
     st: &LabState,
     spec: &TestSpec,
-    groups: &[crate::controller::mix::Group],
-    run: impl FnOnce(&TestSpec, &[crate::controller::mix::Group]) -> Result<TestResult>,
+    groups: &[crate::workload::group::Group],
+    run: impl FnOnce(&TestSpec, &[crate::workload::group::Group]) -> Result<TestResult>,
 ) -> Result<TestResult> {
     if spec.nic.is_empty() {
         return run(spec, groups);
@@ -59,7 +59,7 @@ pub fn run_with_nic(
     }
     let mut bare = spec.clone();
     bare.nic.clear();
-    let bare_groups: Vec<crate::controller::mix::Group> = groups
+    let bare_groups: Vec<crate::workload::group::Group> = groups
         .iter()
         .map(|g| {
             let mut g = g.clone();

@@ -374,7 +374,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         if let Some(p) = m
             .points
             .iter()
-            .find(|p| crate::workload::kind(p.spec.workload).needs().lab)
+            .find(|p| crate::workload::kind_of(p.spec.workload).needs().lab)
         {
             return Err(Error::Failed(format!(
                 "point {} runs a program ({}), which needs a [lab] in the study",
@@ -438,7 +438,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let flows = m
         .points
         .iter()
-        .any(|p| crate::workload::kind(p.spec.workload).needs().agent);
+        .any(|p| crate::workload::kind_of(p.spec.workload).needs().agent);
     let mut target = match target::open(&connect, flows) {
         Ok(t) => t,
         Err(e) => {

@@ -3,10 +3,8 @@
 //! not their position, so a resumed or compared study finds the same point
 //! even when axes grew (hyperfine's `parameter/` idea).
 
-use crate::model::spec::RunsAs;
 use serde::{Deserialize, Serialize};
 
-use crate::controller::{mix, rrul};
 use crate::model::options::TestOptions;
 use crate::model::sample::Confidence;
 use crate::model::spec::TestSpec;
@@ -27,7 +25,7 @@ pub struct Point {
     pub confidence: Confidence,
     /// A mixed case: its groups on one window (`spec` is their mix).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<crate::controller::mix::Group>,
+    pub groups: Vec<crate::workload::group::Group>,
 }
 
 /// "flows=8 direction=tx": parameters as people name a point; a case's
@@ -195,16 +193,26 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
                 source,
             };
             let local = study.network.agent.is_none() && study.network.hosts.is_none();
-            let runs_as = config.workload.map(|w| w.runs_as());
-            let (spec, groups) = if runs_as == Some(RunsAs::Mix) {
-                let groups = mix_groups(&config, local).map_err(named)?;
-                (mix::spec_of(&groups), groups)
-            } else if runs_as == Some(RunsAs::Rrul) {
-                // rrul: a mix whose groups it builds (probes, streams up
-                // and down), axes applying to every group that takes them,
-                // each checked as a mix's group is (`mix::check`).
-                let groups = rrul::groups(&config, local).map_err(named)?;
-                (rrul::spec_of(&config, local).map_err(named)?, groups)
+            let composite = config
+                .workload
+                .and_then(|w| crate::workload::kind_of(w).composite());
+            let (spec, groups) = if let Some(c) = composite {
+                // A composite: its groups (a mix's as written, over the
+                // point's options; rrul's built in, axes applying to every
+                // group that takes them), each checked as a group is
+                // (`group::check`).
+                let as_invalid = |e: crate::workload::group::GroupError| Invalid(e.to_string());
+                let groups = c
+                    .groups(&config, local, &mut |o: TestOptions| {
+                        o.build_for(local).map_err(|e| e.to_string())
+                    })
+                    .map_err(as_invalid)
+                    .map_err(named)?;
+                let spec = c
+                    .spec(&config, local, &groups)
+                    .map_err(as_invalid)
+                    .map_err(named)?;
+                (spec, groups)
             } else if config.groups.is_some() {
                 return Err(named(
                     "groups are the groups of a mix: add workload = \"mix\"".into(),
@@ -283,28 +291,6 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
 /// (the study's table, its case, its axes), checked as one window.
 /// Its errors are the groups' rules, as the mix's own checks (the
 /// controller's, in their words) and each group's spec say them.
-fn mix_groups(config: &TestOptions, local: bool) -> Result<Vec<mix::Group>, Invalid> {
-    let texts = config.groups.as_ref().ok_or_else(|| {
-        Invalid::from("workload = \"mix\" needs groups = [\"stream --flows 4\", \"rr --rate 100\"]")
-    })?;
-    let mut common = config.clone();
-    common.groups = None;
-    common.label = None;
-    let mut groups = Vec::new();
-    for (i, text) in texts.iter().enumerate() {
-        let name = format!("g{}", i + 1);
-        let (w, o) = mix::parse_group(text).map_err(|e| Invalid(e.to_string()))?;
-        let mut o = common.overlay(&o);
-        o.workload = Some(w);
-        let spec = o
-            .build_for(local)
-            .map_err(|e| Invalid(format!("group {name} ({text}): {e}")))?;
-        groups.push(mix::Group::new(name, text.clone(), spec));
-    }
-    mix::check(&groups).map_err(|e| Invalid(e.to_string()))?;
-    Ok(groups)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,18 @@
 //! cipher: one algorithm's cost on one core of this host, in this process
 //! (no agent, no network): TLS records sealed, or signatures made or
-//! checked (`crate::measure::cipherbench` measures, the controller folds).
+//! checked (`crate::measure::cipherbench` measures; `run` folds it into a
+//! result like any other, so a study's landscape and tables read it; the
+//! result's two ends are this host).
 
 use super::kind::{Kind, Needs};
-use crate::model::result::Iteration;
 use crate::model::spec::{self, TestSpec};
 use crate::units::{fmt_bytes, fmt_rate, fmt_us};
+use std::time::Duration;
+
+use crate::error::{usage, Error, Result};
+use crate::measure::cipherbench;
+use crate::model::result::{AgentInfo, Iteration, Pair, Status, Summary, TestResult};
+use crate::model::sample::Confidence;
 
 pub struct Cipher;
 
@@ -33,6 +40,14 @@ impl Kind for Cipher {
     }
     fn describes_all(&self) -> bool {
         true
+    }
+    fn run_here(
+        &self,
+        spec: &TestSpec,
+        confidence: Confidence,
+        command: &[String],
+    ) -> Option<Result<TestResult>> {
+        Some(run(spec, confidence, command.to_vec()))
     }
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
         let Some(c) = &it.cipher else {
@@ -63,4 +78,91 @@ impl Kind for Cipher {
             ("cpu cipher", cpu),
         ]
     }
+}
+
+/// Runs `spec`'s algorithm for its warm-up and window, `confidence.min`
+/// times (at least once).
+pub fn run(spec: &TestSpec, confidence: Confidence, command: Vec<String>) -> Result<TestResult> {
+    let Some(c) = &spec.cipher else {
+        return Err(usage("cipher needs its algorithm (--cipher)"));
+    };
+    if spec.crypto_hw == crate::measure::crypto::hw_masked() {
+        return Err(Error::Failed(format!(
+            "cipher {}: this process runs with the crypto extensions {}, but the point asks for them {}",
+            c.algorithm,
+            if spec.crypto_hw { "masked" } else { "on" },
+            if spec.crypto_hw { "on" } else { "masked (crypto_hw = false)" }
+        )));
+    }
+    let host = crate::measure::host::collect();
+    let n = confidence.min.max(1);
+    let mut iterations = Vec::new();
+    for index in 0..n {
+        if crate::engine::signals::test_interrupted() {
+            break;
+        }
+        let f = cipherbench::measure(
+            &c.algorithm,
+            spec.message,
+            Duration::from_secs_f64(spec.warmup_s),
+            Duration::from_secs_f64(spec.duration_s),
+        )?;
+        let bytes = f.ops * f.record_bytes as u64;
+        let secs = f.seconds.max(1e-9);
+        iterations.push(Iteration {
+            index,
+            status: Status::Ok,
+            duration_s: f.seconds,
+            bytes,
+            // Plaintext through the algorithm, and its operations, per
+            // second: what the generic lines and the landscape read.
+            throughput_bps: bytes as f64 * 8.0 / secs,
+            transactions: f.ops,
+            transactions_per_s: f.ops as f64 / secs,
+            cipher: Some(f),
+            ..Default::default()
+        });
+    }
+    if iterations.is_empty() {
+        return Err(Error::Partial(
+            "interrupted before anything was measured".into(),
+        ));
+    }
+    let summary = Summary {
+        workload: spec.workload.name().into(),
+        duration_s: iterations.iter().map(|i| i.duration_s).sum(),
+        bytes: iterations.iter().map(|i| i.bytes).sum(),
+        transactions: iterations.iter().map(|i| i.transactions).sum(),
+        throughput_bps: mean(iterations.iter().map(|i| i.throughput_bps)),
+        transactions_per_s: mean(iterations.iter().map(|i| i.transactions_per_s)),
+        iterations: iterations.len(),
+        status: Status::Ok,
+        ..Default::default()
+    };
+    Ok(TestResult {
+        schema: crate::model::result::SCHEMA.into(),
+        schema_version: crate::model::result::SCHEMA_VERSION,
+        started_at: crate::units::rfc3339_now(),
+        command,
+        spec: spec.clone(),
+        confidence_target: confidence,
+        agent: AgentInfo {
+            address: "none (measured in the controller's process)".into(),
+            local: true,
+            pid: None,
+        },
+        environment: Pair {
+            client: host.clone(),
+            agent: host,
+        },
+        summary,
+        iterations,
+        ..Default::default()
+    })
+}
+
+/// The mean of the iterations' figures (there is at least one).
+fn mean(v: impl ExactSizeIterator<Item = f64>) -> f64 {
+    let n = v.len().max(1) as f64;
+    v.sum::<f64>() / n
 }

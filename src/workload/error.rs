@@ -209,3 +209,27 @@ mod tests {
         ));
     }
 }
+
+/// Why a spec cannot run: the checks every test passes (the agent runs
+/// the same ones: `control::check`).
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The spec's own rules (`TestSpec::validate`, whose text it is).
+    #[error("{0}")]
+    Spec(String),
+    /// Its workload refuses an option, or lacks its own settings.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// The TLS library does not offer what the spec asks.
+    #[error(transparent)]
+    Tls(#[from] EngineError),
+}
+
+impl SpecError {
+    /// A spec that fails the checks is input, whatever refused it.
+    pub fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+crate::error::classed_by_is_usage!(SpecError);

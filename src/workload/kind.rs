@@ -7,8 +7,11 @@
 //! Every flow plug-in is a kind through the blanket impl below; the other
 //! kinds implement this trait in their own file here.
 
+use super::group::{Group, GroupError, Mixed};
 use super::{Plugin, RateColumn};
-use crate::model::result::Iteration;
+use crate::model::options::TestOptions;
+use crate::model::result::{Iteration, TestResult};
+use crate::model::sample::Confidence;
 use crate::model::spec::{self, Figures, MainMetric, TestSpec};
 
 /// What a kind needs before it can run.
@@ -75,6 +78,57 @@ pub trait Kind: Sync {
     /// timeline does not).
     fn searches(&self) -> bool {
         true
+    }
+    /// Its groups, when it is a composite: flow groups the controller runs
+    /// on one window (`controller::mix`).
+    fn composite(&self) -> Option<&dyn Composite> {
+        None
+    }
+    /// Runs it here, in this process, when it is a measurement of this
+    /// host and not flows, a program or a composite (cipher); None: it runs
+    /// elsewhere.
+    fn run_here(
+        &self,
+        _spec: &TestSpec,
+        _confidence: Confidence,
+        _command: &[String],
+    ) -> Option<crate::error::Result<TestResult>> {
+        None
+    }
+}
+
+/// A test made of groups of flows on one window (mix, rrul): where its
+/// groups come from and what it adds to their result.
+pub trait Composite: Sync {
+    /// Whether a user writes its groups (`linerate run mix 'G1' 'G2'`, a
+    /// study's `groups = [...]`); else it builds its own from its options.
+    fn takes_groups(&self) -> bool;
+    /// Its groups from `opts`, each checked as a group (`group::check`).
+    /// A user's group is built by `build` (its options over the common
+    /// ones, with the caller's own checks); `local`: the agent is this
+    /// host's.
+    fn groups(
+        &self,
+        opts: &TestOptions,
+        local: bool,
+        build: &mut dyn FnMut(TestOptions) -> Result<TestSpec, String>,
+    ) -> Result<Vec<Group>, GroupError>;
+    /// The spec its result stores as its own.
+    fn spec(
+        &self,
+        opts: &TestOptions,
+        local: bool,
+        groups: &[Group],
+    ) -> Result<TestSpec, GroupError>;
+    /// Its result from its groups' on one window (`mixed`): the groups'
+    /// as they are, or with what it adds (rrul: latency per phase).
+    fn finish(
+        &self,
+        _spec: &TestSpec,
+        _groups: &[Group],
+        mixed: Mixed,
+    ) -> Result<TestResult, GroupError> {
+        Ok(mixed.result)
     }
 }
 

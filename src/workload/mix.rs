@@ -2,9 +2,13 @@
 //! window (`controller::mix` runs them; each group is described below it
 //! by its own kind).
 
+use super::group::{self, Group, GroupError};
+use super::kind::Composite;
 use super::kind::Kind;
 use super::RateColumn;
+use crate::model::options::TestOptions;
 use crate::model::spec::{self, TestSpec};
+use crate::model::Invalid;
 
 pub struct Mix;
 
@@ -18,5 +22,50 @@ impl Kind for Mix {
     fn rate_column(&self, _spec: &TestSpec) -> RateColumn {
         // The groups' transactions, summed.
         RateColumn::Transactions
+    }
+    fn composite(&self) -> Option<&dyn Composite> {
+        Some(self)
+    }
+}
+
+impl Composite for Mix {
+    fn takes_groups(&self) -> bool {
+        true
+    }
+    /// Each group's options over the common ones (`opts` without its
+    /// groups), built by `build`, then checked together.
+    fn groups(
+        &self,
+        opts: &TestOptions,
+        _local: bool,
+        build: &mut dyn FnMut(TestOptions) -> Result<TestSpec, String>,
+    ) -> Result<Vec<Group>, GroupError> {
+        let texts = opts.groups.as_ref().ok_or_else(|| {
+            Invalid::from(
+                "workload = \"mix\" needs groups = [\"stream --flows 4\", \"rr --rate 100\"]",
+            )
+        })?;
+        let mut common = opts.clone();
+        common.groups = None;
+        common.label = None;
+        let mut out = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            let name = format!("g{}", i + 1);
+            let (w, o) = group::parse_group(text)?;
+            let mut o = common.overlay(&o);
+            o.workload = Some(w);
+            let spec = build(o).map_err(|e| Invalid(format!("group {name} ({text}): {e}")))?;
+            out.push(Group::new(name, text.clone(), spec));
+        }
+        group::check(&out)?;
+        Ok(out)
+    }
+    fn spec(
+        &self,
+        _opts: &TestOptions,
+        _local: bool,
+        groups: &[Group],
+    ) -> Result<TestSpec, GroupError> {
+        Ok(group::spec_of(groups))
     }
 }

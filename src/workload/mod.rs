@@ -27,8 +27,8 @@ use crate::model::sample::PeerClock;
 use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
-pub use error::{PrefillError, WorkloadError};
-pub use kind::{Kind, Needs};
+pub use error::{PrefillError, SpecError, WorkloadError};
+pub use kind::{Composite, Kind, Needs};
 
 pub mod cipher;
 pub mod conn;
@@ -36,6 +36,7 @@ pub mod conns;
 pub mod crr;
 pub mod error;
 pub mod exec;
+pub mod group;
 pub mod kind;
 pub mod memcache;
 pub mod mix;
@@ -210,7 +211,7 @@ pub static KINDS: &[&dyn Kind] = &[
 
 /// The kind that `workload` names (every name has one: a unit test below
 /// holds the registry to the spec's names).
-pub fn kind(workload: spec::Workload) -> &'static dyn Kind {
+pub fn kind_of(workload: spec::Workload) -> &'static dyn Kind {
     KINDS
         .iter()
         .copied()
@@ -225,7 +226,7 @@ pub fn registry() -> impl Iterator<Item = &'static dyn Plugin> {
 
 /// The workload that runs `kind` (None: not flows).
 pub fn get(workload: spec::Workload) -> Option<&'static dyn Plugin> {
-    kind(workload).flows()
+    kind_of(workload).flows()
 }
 
 /// The workload of `spec`, or why it has none.
@@ -237,7 +238,7 @@ pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, WorkloadError> {
 
 /// What the rate column shows for `spec`.
 pub fn rate_column(spec: &TestSpec) -> RateColumn {
-    kind(spec.workload).rate_column(spec)
+    kind_of(spec.workload).rate_column(spec)
 }
 
 /// The open loop in words, for a workload's line: ", open loop at 20.0k/s
@@ -264,23 +265,23 @@ pub fn open_loop_text(spec: &TestSpec) -> String {
 
 /// What `spec` runs, in words: its kind's own description.
 pub fn describe(spec: &TestSpec) -> String {
-    kind(spec.workload).describe(spec)
+    kind_of(spec.workload).describe(spec)
 }
 
 /// The clear-text twin of a TLS test of `spec`: the same workload, or
 /// the one that measures the same without TLS (tls-handshake's is crr).
 pub fn clear_twin(spec: &TestSpec) -> spec::Workload {
-    kind(spec.workload).clear_twin()
+    kind_of(spec.workload).clear_twin()
 }
 
 /// What the results of `spec` carry (programs and mixes: bytes and CPU).
 pub fn figures(spec: &TestSpec) -> Figures {
-    kind(spec.workload).figures(spec)
+    kind_of(spec.workload).figures(spec)
 }
 
 /// The headline metric of `spec` (programs report transfer throughput).
 pub fn main_metric(spec: &TestSpec) -> MainMetric {
-    kind(spec.workload).main_metric(spec)
+    kind_of(spec.workload).main_metric(spec)
 }
 
 /// A persistent flow's shared state over an established connection: its
@@ -335,6 +336,18 @@ pub fn validate(spec: &TestSpec) -> Result<(), WorkloadError> {
     w.validate(spec)
 }
 
+/// The checks every test passes: the spec's rules, its kind's, and what
+/// the TLS library offers.
+pub fn check(spec: &TestSpec) -> Result<(), SpecError> {
+    spec.validate()
+        .map_err(|e| SpecError::Spec(e.to_string()))?;
+    validate(spec)?;
+    if let Some(t) = &spec.tls {
+        crate::engine::tls::check(t)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,9 +376,9 @@ mod tests {
         for k in Kind::value_variants() {
             let n = KINDS.iter().filter(|w| w.workload() == *k).count();
             assert_eq!(n, 1, "{}", k.name());
-            assert_eq!(kind(*k).workload(), *k);
+            assert_eq!(kind_of(*k).workload(), *k);
             assert_eq!(
-                kind(*k).flows().map(|p| p.kind()),
+                kind_of(*k).flows().map(|p| p.kind()),
                 get(*k).map(|p| p.kind()),
                 "{}",
                 k.name()

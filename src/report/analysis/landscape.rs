@@ -126,7 +126,7 @@ pub fn build(loaded: &Loaded) -> Landscape {
                 .collect();
             // A composite like rrul is one row: its figures are the whole
             // timeline's.
-            let one_row = crate::workload::kind(p.spec.workload).one_row();
+            let one_row = crate::workload::kind_of(p.spec.workload).one_row();
             if p.groups.is_empty() || one_row {
                 vec![row(p.clone(), results)]
             } else {

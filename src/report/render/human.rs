@@ -10,7 +10,7 @@ use crate::units::{fmt_bps, fmt_bytes, fmt_cpu_list, fmt_rate, fmt_secs, fmt_us}
 use crate::workload::RateColumn;
 
 pub fn describe(spec: &TestSpec) -> String {
-    let kind = crate::workload::kind(spec.workload);
+    let kind = crate::workload::kind_of(spec.workload);
     let what = kind.describe(spec);
     // A program's, a local measurement's and rrul's description is the
     // whole line; flows get their TLS, flows and window after it.
@@ -280,7 +280,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     }
     // A program's result: its record, no placement or kernel view.
     let exec = r.exec.is_some();
-    let kind = crate::workload::kind(spec.workload);
+    let kind = crate::workload::kind_of(spec.workload);
     let rate = rate_column(spec);
     let show_tx = rate == RateColumn::Transactions;
     for it in &r.iterations {
