@@ -504,3 +504,101 @@ fn a_mix_runs_across_client_hosts_on_one_window() {
     }
     assert!(f(&r["groups"][0]["summary"]["throughput_bps"]) > 1e8);
 }
+
+/// `--duration auto` on many hosts: the window the fleet's merged
+/// intervals settle in ends every member at once, without a flow error
+/// (a peer's close after its Stop is the end); the warm-up it finds is left
+/// out of the aggregate and of each host's figures; a load the test keeps
+/// raising runs to its bound.
+#[test]
+fn duration_auto_settles_on_a_fleet_and_never_a_ramp() {
+    let rig = Rig::start("auto", [0; 3]);
+    let mut tries = Vec::new();
+    let r = loop {
+        let r = run_json(
+            &format!("hosts-auto-{}.json", tries.len()),
+            &rig.args("rr", "--flows 2 -d auto --max-duration 15s -i 0.2"),
+            Duration::from_secs(90),
+        );
+        tries.push(r["summary"]["auto"]["stopped"].to_string());
+        // On a noisy 2-CPU host a run now and then ends at its bound:
+        // one of three must settle.
+        if r["summary"]["auto"]["stopped"] == "stationary" || tries.len() == 3 {
+            break r;
+        }
+    };
+    let a = &r["summary"]["auto"];
+    assert_eq!(a["stopped"], "stationary", "{tries:?} {a}");
+    let ran = a["ran_s"].as_f64().unwrap();
+    assert!(ran < 14.5, "settled at {ran} s of 15: {a}");
+    let it = &r["iterations"][0];
+    let ivs = it["intervals"].as_array().unwrap();
+    assert_eq!(ivs.len() as u64, u(&a["intervals"]), "{a}");
+    let k = u(&a["warmup_intervals"]);
+    assert!(
+        ivs.iter().all(|i| u(&i["index"]) >= k),
+        "warm-up intervals kept"
+    );
+    assert_eq!(u(&it["counters"]["client"]["errors"]), 0, "{it}");
+    assert_eq!(u(&it["counters"]["agent"]["errors"]), 0, "{it}");
+    let total = u(&it["transactions"]);
+    let per_host: u64 = ["d1", "d2"]
+        .iter()
+        .map(|n| u(&host(&r, n)["counters"]["transactions"]))
+        .sum();
+    assert_eq!(per_host, total, "hosts' kept intervals are the aggregate's");
+    // The ramp never settles: it runs to its bound.
+    let r = run_json(
+        "hosts-auto-ramp.json",
+        &rig.args(
+            "rr",
+            "--flows 2 --rate 2000 --rate-ramp 60s -d auto --max-duration 4s -i 0.2",
+        ),
+        Duration::from_secs(60),
+    );
+    let a = &r["summary"]["auto"];
+    assert_eq!(a["stopped"], "bound_trending", "{a}");
+}
+
+/// A capacity search runs its steps on many hosts as on one agent: every
+/// step on the whole fleet, the capacity bracketed by a met and a missed
+/// rate, and the hosts' figures those of the step at the capacity.
+#[test]
+fn a_capacity_search_runs_on_a_fleet() {
+    let rig = Rig::start("search", [0; 3]);
+    let r = run_json(
+        "hosts-search.json",
+        &rig.args("rr", "--flows 2 --search p99<=2ms -i 0.5"),
+        Duration::from_secs(180),
+    );
+    let s = &r["search"];
+    let steps = s["points"].as_array().expect("steps");
+    assert!(steps.len() >= 3 && steps[0]["phase"] == "peak", "{s}");
+    let cap = s["capacity_per_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no capacity: {s}"));
+    assert!(
+        steps
+            .iter()
+            .any(|x| x["met"] == true && x["rate_per_s"].as_f64() == Some(cap)),
+        "{s}"
+    );
+    assert!(
+        steps
+            .iter()
+            .any(|x| x["met"] == false && x["rate_per_s"].as_f64().is_some_and(|m| m > cap)),
+        "no missed rate above {cap}: {s}"
+    );
+    for n in ["sut", "d1", "d2"] {
+        assert!(
+            host(&r, n)["counters"]["transactions"].as_u64().is_some(),
+            "{n}"
+        );
+    }
+    let total = u(&r["iterations"][0]["transactions"]);
+    let per_host: u64 = ["d1", "d2"]
+        .iter()
+        .map(|n| u(&host(&r, n)["counters"]["transactions"]))
+        .sum();
+    assert_eq!(per_host, total);
+}

@@ -78,6 +78,11 @@ impl AutoWatch {
         self.hists[index] = Some((histogram::encode(latency), histogram::encode(corrected)));
     }
 
+    /// The leading intervals found to be warm-up, as things stand.
+    pub fn warmup(&self) -> usize {
+        self.verdict.map_or(0, |v| v.warmup)
+    }
+
     /// The window has settled: end it now.
     pub fn settled(&self) -> bool {
         self.done
@@ -107,7 +112,9 @@ impl AutoWatch {
             .iter()
             .filter(|s| s.index < k)
             .map(|s| s.end_s - s.start_s)
-            .sum::<f64>();
+            // An empty sum is -0.0: "-0" in the result.
+            .sum::<f64>()
+            + 0.0;
         if k > 0 && client.samples.iter().any(|s| s.index >= k) {
             client.samples.retain(|s| s.index >= k);
             agent_samples.retain(|s| s.index >= k);

@@ -149,10 +149,6 @@ pub enum ControllerError {
     #[error("--ports {0}: this server has one data address; ports are a lab's (lab up NAME --ports N) or a hosts file's (data = [...])")]
     OnePort(u32),
 
-    /// `--duration auto` with many hosts (the fleet has no auto window).
-    #[error("--duration auto runs on one agent: give many hosts' tests a time (-d 30s)")]
-    AutoOnFleet,
-
     // ------------------------------------------ a mix's groups (the input)
     #[error(transparent)]
     Groups(#[from] crate::workload::group::GroupError),
@@ -279,10 +275,7 @@ impl ControllerError {
     /// floors below included.
     pub fn is_usage(&self) -> bool {
         use ControllerError::*;
-        matches!(
-            self,
-            Resolve { .. } | ResolvesToNothing(_) | Groups(_) | AutoOnFleet
-        )
+        matches!(self, Resolve { .. } | ResolvesToNothing(_) | Groups(_))
     }
 }
 

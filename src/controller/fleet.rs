@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use super::auto::AutoWatch;
 use super::conn::{self, AgentConn, AgentSide, IterationRun, Live};
 use super::error::{ControllerError, Peer};
 use super::together::{self, Meet, Together};
@@ -24,7 +25,7 @@ use crate::control::protocol::{HistText, Msg, TargetGroup};
 use crate::engine::side::SideReport;
 use crate::measure::cpu;
 use crate::measure::fold::{self, combine};
-use crate::measure::histogram::{self, Hist, WaitHists};
+use crate::measure::histogram::{self, new_hist, Hist, WaitHists};
 use crate::model::flow::FlowReport;
 use crate::model::host::HostInfo;
 use crate::model::result::{AddressRun, FlowPlace, HostClock, HostRun, Pair};
@@ -589,6 +590,7 @@ impl Fleet {
         margin: Duration,
         live: &mut dyn Live,
         together: Option<&Together>,
+        auto: &mut Option<AutoWatch>,
     ) -> usize {
         // The window: gather every member's messages until each is done.
         let finite = spec.is_finite();
@@ -621,8 +623,9 @@ impl Fleet {
                     }
                 }
             }
-            next_live = self.flush_live(spec, reports, next_live, live);
+            next_live = self.flush_live(spec, reports, next_live, live, auto);
             let failed = reports.iter().any(|r| r.failure.is_some());
+            let settled = auto.as_ref().is_some_and(|w| w.settled());
             let clients_done = self
                 .members
                 .iter()
@@ -637,7 +640,11 @@ impl Fleet {
                 .all(|(_, r)| r.window_done);
             let interrupted =
                 crate::engine::signals::test_interrupted() || together.is_some_and(|t| t.stopped());
-            if !stop_sent && (failed || interrupted || (clients_done && (finite || servers_done))) {
+            // A settled auto window ends early, every member at once (a
+            // peer's close after its Stop is the end, not an error).
+            if !stop_sent
+                && (failed || interrupted || settled || (clients_done && (finite || servers_done)))
+            {
                 self.stop_all(reports);
                 stop_sent = true;
             }
@@ -726,16 +733,28 @@ impl Fleet {
                 .map_err(|e| m.failed(e))?;
         }
 
+        let mut auto = AutoWatch::new(spec);
         let next_live = self.gather(
             spec,
             &mut reports,
             margin,
             live,
             together.map(|m| m.together),
+            &mut auto,
         );
-        self.flush_live(spec, &reports, next_live, live);
+        self.flush_live(spec, &reports, next_live, live, &mut auto);
         let phases = together.map_or(&[][..], |m| &m.lane.phases);
-        let mut run = self.fold(&plan, reports, phases);
+        // `--duration auto`: the warm-up it found is left out of every
+        // host's figures as out of the aggregate's.
+        let warmup = auto.as_ref().map_or(0, |w| w.warmup());
+        let mut run = self.fold(&plan, reports, phases, warmup);
+        run.auto = auto.map(|w| {
+            w.finish(
+                &mut run.client,
+                &mut run.agent.samples,
+                &mut run.agent.window_cpu,
+            )
+        });
         run.prefill = prefills;
         if run.error.is_none() && crate::engine::signals::test_interrupted() {
             run.error = Some(conn::INTERRUPTED.into());
@@ -773,18 +792,39 @@ impl Fleet {
     }
 
     /// Shows every interval all members have reported, once.
+    /// With `--duration auto`, the watch reads each as it is shown.
     fn flush_live(
         &self,
         spec: &TestSpec,
         reports: &[Report],
         mut next: usize,
         live: &mut dyn Live,
+        auto: &mut Option<AutoWatch>,
     ) -> usize {
         let figures = crate::workload::figures(spec);
         while reports.iter().all(|r| r.samples.contains_key(&next)) {
             let c = self.merged_interval(reports, Role::Client, next);
             let a = self.merged_interval(reports, Role::Server, next);
-            live.interval(&combine(&c, Some(&a), figures));
+            let joined = combine(&c, Some(&a), figures);
+            if let Some(w) = auto {
+                // The clients' latency over this interval, merged: the
+                // kept intervals' latency once the warm-up is cut.
+                let (mut l, mut lc) = (new_hist(), new_hist());
+                for (_, r) in self
+                    .members
+                    .iter()
+                    .zip(reports)
+                    .filter(|(m, _)| m.role == Role::Client)
+                {
+                    if let Some((_, Some(h), Some(hc))) = r.samples.get(&next) {
+                        histogram::merge(&mut l, h);
+                        histogram::merge(&mut lc, hc);
+                    }
+                }
+                w.hists(next, &l, &lc);
+                w.interval(&joined);
+            }
+            live.interval(&joined);
             next += 1;
         }
         next
@@ -797,8 +837,12 @@ impl Fleet {
         plan: &[Place],
         reports: Vec<Report>,
         phases: &[std::ops::Range<usize>],
+        warmup: usize,
     ) -> IterationRun {
         let common = Self::overlap(&reports);
+        // Each host's own figures leave out the warm-up `--duration auto`
+        // found (the aggregate's are cut by `AutoWatch::finish`).
+        let kept: Vec<usize> = common.iter().copied().filter(|&k| k >= warmup).collect();
         let mut phase_hists = conn::PhaseHists::new(phases);
         for (_, r) in self
             .members
@@ -881,7 +925,7 @@ impl Fleet {
                 })
                 .collect();
             let addresses: BTreeSet<String> = mine.iter().map(|p| p.addr.to_string()).collect();
-            let own: Vec<&IntervalSample> = common
+            let own: Vec<&IntervalSample> = kept
                 .iter()
                 .filter_map(|k| r.samples.get(k).map(|(s, _, _)| s))
                 .collect();

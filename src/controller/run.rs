@@ -35,7 +35,6 @@ impl Driver {
                 Err(ControllerError::OnePort(spec.ports.unwrap_or(1)))
             }
             Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
-            Driver::Many(_) if spec.auto.is_some() => Err(ControllerError::AutoOnFleet),
             Driver::Many(f) => f.run_iteration(spec, live, together),
         }
     }

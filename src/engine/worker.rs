@@ -387,7 +387,10 @@ impl Worker {
             return;
         };
         if let Some(e) = &err {
-            if !stopping {
+            // Told to stop (the test ended early: auto settled, a Ctrl-C):
+            // the peer, told too, may close first; that is the end, not
+            // an error of the window.
+            if !stopping && !self.s.stop.load(Ordering::Relaxed) {
                 self.counters.errors += 1;
                 note_error(e, token as u32);
             }
