@@ -16,22 +16,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+mod report;
+
 use super::auto::AutoWatch;
 use super::conn::{self, AgentConn, AgentSide, IterationRun, Live};
 use super::error::{ControllerError, Peer};
 use super::together::{self, Meet, Together};
 use crate::control::clock::{self, ClockSync};
-use crate::control::protocol::{HistText, Msg, TargetGroup};
+use crate::control::protocol::{Msg, TargetGroup};
 use crate::engine::side::SideReport;
 use crate::measure::cpu;
 use crate::measure::fold::{self, combine};
-use crate::measure::histogram::{self, new_hist, Hist, WaitHists};
-use crate::model::flow::FlowReport;
+use crate::measure::histogram::{self, new_hist};
 use crate::model::host::HostInfo;
 use crate::model::result::{AddressRun, FlowPlace, HostClock, HostRun, Pair};
-use crate::model::sample::{CpuWindow, IntervalSample, KvPrefill, WorkerPlacement};
+use crate::model::sample::{CpuWindow, IntervalSample, KvPrefill};
 use crate::model::spec::TestSpec;
 use crate::workload::conns::{self, Routes};
+use report::Report;
 
 /// An agent to use, as the hosts file or a lab names it.
 #[derive(Clone, Debug)]
@@ -139,88 +141,6 @@ fn used<'a>(data: &'a [IpAddr], spec: &TestSpec) -> &'a [IpAddr] {
 /// A server agent's answer to setup: its data listeners, its test cookie,
 /// and with TLS its certificate and that certificate's label.
 type Listening = (Vec<SocketAddr>, u64, Option<Vec<u8>>, Option<String>);
-
-/// What one member reported during an iteration.
-#[derive(Default)]
-struct Report {
-    clock: ClockSync,
-    t0_ns: Option<u64>,
-    late_ns: u64,
-    samples: BTreeMap<usize, (IntervalSample, Option<Hist>, Option<Hist>)>,
-    window_done: bool,
-    window_cpu: Option<CpuWindow>,
-    kernel_udp: Option<crate::model::sample::KernelUdp>,
-    service: Option<crate::model::sample::ServiceWindow>,
-    finished: bool,
-    flows: Vec<FlowReport>,
-    placement: Vec<WorkerPlacement>,
-    errors: Vec<String>,
-    hist: Option<(Hist, Hist)>,
-    /// What this member's own scheduling added (open loops).
-    waits: Option<WaitHists>,
-    complete: bool,
-    /// Why this member ended the iteration early.
-    failure: Option<String>,
-}
-
-fn decode(h: &Option<HistText>) -> (Option<Hist>, Option<Hist>) {
-    match h {
-        Some(t) => (
-            histogram::decode(&t.latency).ok(),
-            histogram::decode(&t.corrected).ok(),
-        ),
-        None => (None, None),
-    }
-}
-
-impl Report {
-    fn take(&mut self, m: Msg) {
-        match m {
-            Msg::Started { t0_ns, late_ns } => {
-                self.t0_ns = Some(t0_ns);
-                self.late_ns = late_ns;
-            }
-            Msg::Interval { sample, hist } => {
-                let (l, c) = decode(&hist);
-                self.samples.insert(sample.index, (*sample, l, c));
-            }
-            Msg::WindowDone {
-                cpu,
-                kernel_udp,
-                service,
-                ..
-            } => {
-                self.window_done = true;
-                self.window_cpu = cpu;
-                self.kernel_udp = kernel_udp;
-                self.service = service;
-            }
-            Msg::Final {
-                flows,
-                placement,
-                errors,
-                hist,
-                complete,
-                waits,
-                ..
-            } => {
-                self.flows = flows;
-                self.placement = placement;
-                self.errors = errors;
-                if let (Some(l), Some(c)) = decode(&hist) {
-                    self.hist = Some((l, c));
-                }
-                self.waits = waits.as_ref().and_then(|w| WaitHists::decode(w).ok());
-                self.complete = complete;
-                self.finished = true;
-            }
-            Msg::Error { message, .. } => {
-                self.failure.get_or_insert(message);
-            }
-            _ => {}
-        }
-    }
-}
 
 impl Fleet {
     /// Connects to every client and server agent; the first that cannot be
@@ -830,8 +750,35 @@ impl Fleet {
         next
     }
 
+    /// The clients' latency over each phase of `phases`: their histogram
+    /// of every common interval, merged into the phases that hold it.
+    fn phase_hists(
+        &self,
+        reports: &[Report],
+        common: &[usize],
+        phases: &[std::ops::Range<usize>],
+    ) -> conn::PhaseHists {
+        let mut out = conn::PhaseHists::new(phases);
+        for (_, r) in self
+            .members
+            .iter()
+            .zip(reports)
+            .filter(|(m, _)| m.role == Role::Client)
+        {
+            for &k in common {
+                if let Some((_, Some(l), _)) = r.samples.get(&k) {
+                    out.add(k, l);
+                }
+            }
+        }
+        out
+    }
+
     /// The aggregate of every host over the common window, and each host's
     /// own; with `phases`, the clients' latency over each phase merged.
+    /// Each host's own figures leave out the `warmup` intervals
+    /// `--duration auto` found (the aggregate's are cut by
+    /// `AutoWatch::finish`).
     fn fold(
         &self,
         plan: &[Place],
@@ -840,22 +787,8 @@ impl Fleet {
         warmup: usize,
     ) -> IterationRun {
         let common = Self::overlap(&reports);
-        // Each host's own figures leave out the warm-up `--duration auto`
-        // found (the aggregate's are cut by `AutoWatch::finish`).
         let kept: Vec<usize> = common.iter().copied().filter(|&k| k >= warmup).collect();
-        let mut phase_hists = conn::PhaseHists::new(phases);
-        for (_, r) in self
-            .members
-            .iter()
-            .zip(&reports)
-            .filter(|(m, _)| m.role == Role::Client)
-        {
-            for &k in &common {
-                if let Some((_, Some(l), _)) = r.samples.get(&k) {
-                    phase_hists.add(k, l);
-                }
-            }
-        }
+        let phase_hists = self.phase_hists(&reports, &common, phases);
         let side = |role: Role| -> (Vec<IntervalSample>, Option<CpuWindow>) {
             let samples = common
                 .iter()
