@@ -9,16 +9,38 @@ use std::time::Duration;
 
 const TOKEN: &str = "many-hosts-token";
 
+/// Tests share two CPUs: a test whose verdict rests on timing (`-d auto`,
+/// a capacity search) runs alone; the others side by side.
+static TURNS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+enum Turn {
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
+}
+
 /// Agents named `sut` (server, data on 127.0.0.1 and 127.0.0.2), `d1`,
 /// `d2` (clients), each on its own loopback address, and their hosts file.
 struct Rig {
     agents: Vec<(String, Agent)>,
     file: PathBuf,
+    // Last: the agents stop before the turn passes.
+    _turn: Turn,
 }
 
 impl Rig {
     /// `shift[i]`: a CLOCK_MONOTONIC offset in seconds for agent i (root).
     fn start(tag: &str, shift: [i64; 3]) -> Rig {
+        let turn = Turn::Shared(TURNS.read().unwrap_or_else(|e| e.into_inner()));
+        Rig::start_in(tag, shift, turn)
+    }
+
+    /// `start`, with no other test of this file running beside it.
+    fn start_alone(tag: &str) -> Rig {
+        let turn = Turn::Alone(TURNS.write().unwrap_or_else(|e| e.into_inner()));
+        Rig::start_in(tag, [0; 3], turn)
+    }
+
+    fn start_in(tag: &str, shift: [i64; 3], turn: Turn) -> Rig {
         let tok = token_file(&format!("{tag}-token"), TOKEN);
         let plan = [
             (
@@ -56,7 +78,11 @@ impl Rig {
         }
         let file = tmp(&format!("{tag}-hosts.toml"));
         std::fs::write(&file, text).unwrap();
-        Rig { agents, file }
+        Rig {
+            agents,
+            file,
+            _turn: turn,
+        }
     }
 
     fn args(&self, workload: &str, extra: &str) -> String {
@@ -512,7 +538,7 @@ fn a_mix_runs_across_client_hosts_on_one_window() {
 /// raising runs to its bound.
 #[test]
 fn duration_auto_settles_on_a_fleet_and_never_a_ramp() {
-    let rig = Rig::start("auto", [0; 3]);
+    let rig = Rig::start_alone("auto");
     let mut tries = Vec::new();
     let r = loop {
         let r = run_json(
@@ -565,7 +591,7 @@ fn duration_auto_settles_on_a_fleet_and_never_a_ramp() {
 /// rate, and the hosts' figures those of the step at the capacity.
 #[test]
 fn a_capacity_search_runs_on_a_fleet() {
-    let rig = Rig::start("search", [0; 3]);
+    let rig = Rig::start_alone("search");
     let r = run_json(
         "hosts-search.json",
         &rig.args("rr", "--flows 2 --search p99<=2ms -i 0.5"),
