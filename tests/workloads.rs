@@ -621,3 +621,49 @@ fn an_agent_frees_every_crr_connection_while_the_test_runs() {
         );
     }
 }
+
+/// `--ports N` on one agent: the local agent listens on N loopback
+/// addresses and flow i goes to address i mod N, as on a fleet; an agent
+/// given by --agent has only its control address, and more ports than an
+/// agent has are refused with what it has.
+#[test]
+fn ports_spread_one_agents_flows_over_its_addresses() {
+    for w in ["stream", "rr", "udp-stream"] {
+        let r = run_json(
+            &format!("ports-{w}.json"),
+            &format!("{w} --ports 2 --flows 4 -d 1 --warmup 0.2"),
+        );
+        let flows = r["iterations"][0]["flows"]["client"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{w}: no client flows"));
+        let mut at = std::collections::BTreeMap::new();
+        for f in flows {
+            let peer = f["peer"].as_str().unwrap();
+            let ip = peer.rsplit_once(':').unwrap().0.to_string();
+            *at.entry(ip).or_insert(0) += 1;
+        }
+        let want: std::collections::BTreeMap<String, i32> =
+            [("127.0.0.1".to_string(), 2), ("127.0.0.2".to_string(), 2)].into();
+        assert_eq!(at, want, "{w}: flows per address");
+        assert!(f(&r["summary"]["throughput_bps"]) > 0.0, "{w}");
+    }
+    let o = run_str("run rr --ports 17 -d 1", LIMIT);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--ports 17: this agent has 16 data addresses"),
+        "{}",
+        stderr(&o)
+    );
+    let agent = Agent::start("ports-token", &[]);
+    let tf = token_file("ports-token-file", "ports-token");
+    let o = run(
+        &remote(&agent.addr, &tf, &["rr", "--ports", "2", "-d", "1"]),
+        LIMIT,
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--ports 2: this agent has 1 data address "),
+        "{}",
+        stderr(&o)
+    );
+}

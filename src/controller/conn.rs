@@ -3,7 +3,7 @@
 //! was measured if the agent dies mid-test.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,6 @@ use crate::control::clock;
 use crate::control::protocol::{
     self, mac, mac_eq, random_hex, read_msg, write_msg, ErrorCode, Msg, Opener, Wire,
 };
-use crate::engine::setup::targets;
 use crate::engine::side::{Observer, Side, SideReport, SideSetup};
 use crate::engine::signals;
 use crate::model::flow::FlowReport;
@@ -39,6 +38,22 @@ pub struct AgentConn {
     twin: Option<Box<AgentConn>>,
     /// Kept to authenticate to the companion (same token).
     token: String,
+    /// The agent's data addresses beyond its control address, for
+    /// `--ports N`: flows go round robin over the first N (empty: the
+    /// control address only; the local agent on loopback has
+    /// `LOOPBACK_PORTS`).
+    pub data: Vec<IpAddr>,
+}
+
+/// How many loopback addresses (127.0.0.1 up) the local agent listens on
+/// for `--ports`: every one is this host's without setup.
+pub const LOOPBACK_PORTS: u8 = 16;
+
+/// The local agent's data addresses on loopback: 127.0.0.1 up.
+pub fn loopback_data() -> Vec<IpAddr> {
+    (1..=LOOPBACK_PORTS)
+        .map(|i| IpAddr::from([127, 0, 0, i]))
+        .collect()
 }
 
 /// Resolves `host:port`, naming the input in the error.
@@ -144,6 +159,7 @@ pub fn connect(addr: SocketAddr, token: &str) -> Result<AgentConn, ControllerErr
         twin_port,
         twin: None,
         token: token.to_string(),
+        data: Vec::new(),
     })
 }
 
@@ -530,7 +546,9 @@ impl AgentConn {
     /// Another control connection to the same agent (a mixed test runs
     /// one group per connection: the agent runs one test per session).
     pub fn again(&self) -> Result<AgentConn, ControllerError> {
-        connect(self.addr, &self.token)
+        let mut c = connect(self.addr, &self.token)?;
+        c.data = self.data.clone();
+        Ok(c)
     }
 
     /// A setup step failed (say, connecting the flows): if the channel
@@ -566,23 +584,31 @@ impl AgentConn {
         spec: &TestSpec,
         clock: Option<&Probe>,
     ) -> Result<(SideSetup, Option<crate::model::sample::KvPrefill>), ControllerError> {
+        // --ports N: the agent listens on N of its data addresses (none:
+        // on its control address, which is the one this side knows).
+        let ports = spec.ports.map_or(1, |n| n as usize);
+        let listen = match ports {
+            1 => Vec::new(),
+            n if self.data.len() >= n => self.data[..n].to_vec(),
+            n => return Err(ControllerError::OnePort(n as u32, self.data.len().max(1))),
+        };
         self.send(&Msg::Setup {
             spec: Box::new(spec.clone()),
-            listen: vec![],
+            listen: listen.clone(),
             expect: vec![],
         })?;
-        let (port, cookie, tls_cert, tls_label) =
+        let (port, data, cookie, tls_cert, tls_label) =
             match self.expect("setting up the test", Duration::from_secs(30))? {
                 Msg::Ready {
                     data_port,
+                    data,
                     cookie,
                     host,
                     tls_cert,
                     tls_cert_label,
-                    ..
                 } => {
                     self.host = Some(*host);
-                    (data_port, cookie, tls_cert, tls_cert_label)
+                    (data_port, data, cookie, tls_cert, tls_cert_label)
                 }
                 other => return Err(self.unexpected("ready", &other)),
             };
@@ -590,9 +616,22 @@ impl AgentConn {
         let pattern = workload.pattern();
         let routes = Routes::new(spec, pattern)?;
         let ip = self.addr.ip();
+        let addrs = match listen.is_empty() {
+            true => vec![SocketAddr::new(ip, port)],
+            false => data,
+        };
+        if addrs.is_empty() {
+            return Err(ControllerError::OnePort(ports as u32, 0));
+        }
         let group = Group {
             cookie,
-            targets: targets(routes.to(&[SocketAddr::new(ip, port)], ip), spec.flows),
+            // Flow i to address i mod N, as a fleet places them.
+            targets: (0..spec.flows)
+                .map(|i| {
+                    let a = addrs[i as usize % addrs.len()];
+                    (i, routes.to(&[a], a.ip()))
+                })
+                .collect(),
             tls_cert,
             tls_cert_label: tls_label,
             prefill: routes.prefill(true, true),
@@ -859,8 +898,9 @@ impl AgentConn {
                 });
             };
             let addr = SocketAddr::new(self.addr.ip(), port);
-            let twin =
+            let mut twin =
                 connect(addr, &self.token).map_err(|e| ControllerError::Companion(Box::new(e)))?;
+            twin.data = self.data.clone();
             if twin.crypto_hw != spec.crypto_hw {
                 return Err(ControllerError::CompanionSame {
                     addr: self.addr,

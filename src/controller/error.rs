@@ -145,9 +145,9 @@ pub enum ControllerError {
         server: String,
         addrs: Vec<IpAddr>,
     },
-    /// `--ports` above 1 on an agent with one data address.
-    #[error("--ports {0}: this server has one data address; ports are a lab's (lab up NAME --ports N) or a hosts file's (data = [...])")]
-    OnePort(u32),
+    /// `--ports` above the data addresses one agent has (want, have).
+    #[error("--ports {0}: this agent has {1} data address{s} (an agent given by --agent: its control address); the local agent on loopback takes up to 16, a lab gets more with lab up NAME --ports N, a hosts file with data = [...]", s = if *.1 == 1 { "" } else { "es" })]
+    OnePort(u32, usize),
 
     // ------------------------------------------ a mix's groups (the input)
     #[error(transparent)]
@@ -399,8 +399,8 @@ mod tests {
             )
         );
         assert_eq!(
-            Error::from(ControllerError::OnePort(2)),
-            Error::Failed("--ports 2: this server has one data address; ports are a lab's (lab up NAME --ports N) or a hosts file's (data = [...])".into())
+            Error::from(ControllerError::OnePort(2, 1)),
+            Error::Failed("--ports 2: this agent has 1 data address (an agent given by --agent: its control address); the local agent on loopback takes up to 16, a lab gets more with lab up NAME --ports N, a hosts file with data = [...]".into())
         );
         // A lower floor's input error, met during a test, is a failure.
         assert!(matches!(

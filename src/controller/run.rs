@@ -31,9 +31,6 @@ impl Driver {
         together: Option<Meet>,
     ) -> Result<IterationRun, ControllerError> {
         match self {
-            Driver::One(_) if spec.ports.is_some_and(|n| n > 1) => {
-                Err(ControllerError::OnePort(spec.ports.unwrap_or(1)))
-            }
             Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
             Driver::Many(f) => f.run_iteration(spec, live, together),
         }

@@ -199,7 +199,11 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         None => "127.0.0.1:0".into(),
     };
     let local = LocalAgent::spawn(&listen, &extra)?;
-    let conn = conn::connect(local.addr, &local.token)?;
+    let mut conn = conn::connect(local.addr, &local.token)?;
+    // On loopback every 127.0.0.x is this host's: --ports N needs no setup.
+    if lab.is_none() && !c.ipv6 {
+        conn.data = conn::loopback_data();
+    }
     let info = AgentInfo {
         address: local.addr.to_string(),
         local: true,
