@@ -647,6 +647,20 @@ fn ports_spread_one_agents_flows_over_its_addresses() {
         assert_eq!(at, want, "{w}: flows per address");
         assert!(f(&r["summary"]["throughput_bps"]) > 0.0, "{w}");
     }
+    // crr's server listens on both addresses, an acceptor each: with one
+    // flow per end (--io threads by default) its worker polls them both.
+    let r = run_json(
+        "ports-crr.json",
+        "crr --ports 2 --flows 2 -d 1 --warmup 0.2",
+    );
+    let it = &r["iterations"][0];
+    assert!(u(&it["transactions"]) > 100, "crr: {}", it["transactions"]);
+    assert_eq!(
+        u(&it["counters"]["agent"]["errors"]),
+        0,
+        "crr: {}",
+        it["errors"]
+    );
     let o = run_str("run rr --ports 17 -d 1", LIMIT);
     assert!(!o.status.success());
     assert!(

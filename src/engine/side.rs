@@ -211,6 +211,10 @@ impl Side {
         let t0 = setup.t0.unwrap_or_else(Instant::now).min(Instant::now());
         let mut handles = Vec::new();
         for (i, flows) in per_worker.into_iter().enumerate() {
+            // --io threads runs one flow per thread: a worker that holds
+            // more (a crr server listening on several addresses, one
+            // acceptor each) polls them instead.
+            let blocking = spec.io == crate::model::spec::IoMode::Threads && flows.len() <= 1;
             let ws = WorkerSetup {
                 index: i,
                 flows,
@@ -224,7 +228,7 @@ impl Side {
                 finite,
                 spin: spec.spin,
                 hybrid: spec.pacing == crate::model::spec::Pacing::Hybrid,
-                blocking: spec.io == crate::model::spec::IoMode::Threads,
+                blocking,
             };
             let h = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
