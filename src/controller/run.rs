@@ -267,10 +267,12 @@ impl Folder {
     /// Transactions (or datagrams) per second over the iterations so far.
     fn values_mean_tx(&self) -> f64 {
         let n = self.iterations.len().max(1) as f64;
+        // A kind whose headline is packets (udp-stream): packets sent.
+        let packets = crate::workload::main_metric(&self.spec) == MainMetric::PacketRate;
         self.iterations
             .iter()
-            .map(|i| match (&i.udp, self.spec.workload) {
-                (Some(u), crate::model::spec::Workload::UdpStream) => u.packets_sent_per_s,
+            .map(|i| match (&i.udp, packets) {
+                (Some(u), true) => u.packets_sent_per_s,
                 _ => i.transactions_per_s,
             })
             .sum::<f64>()

@@ -13,7 +13,7 @@ use crate::measure::search::{kept_up, Search, Step};
 use crate::model::result::{Summary, TestResult};
 use crate::model::sample::Confidence;
 use crate::model::search::{SearchPhase, SearchPoint, SearchResult, SearchSpec};
-use crate::model::spec::{TestSpec, Workload};
+use crate::model::spec::{MainMetric, TestSpec};
 use crate::units;
 
 /// A step whose verdict is within noise runs at most this many times.
@@ -211,8 +211,10 @@ fn judge(
     summary: &Summary,
     result: &TestResult,
 ) -> SearchPoint {
-    let achieved = match (spec.workload, &summary.udp) {
-        (Workload::UdpStream, Some(u)) => u.packets_sent_per_s,
+    // A kind whose headline is packets (udp-stream) achieves packets sent.
+    let packets = crate::workload::main_metric(spec) == MainMetric::PacketRate;
+    let achieved = match (packets, &summary.udp) {
+        (true, Some(u)) => u.packets_sent_per_s,
         _ => summary.transactions_per_s,
     };
     let waits = summary.waits.as_ref();

@@ -16,7 +16,7 @@ use crate::lab::{calibrate, netns, sshd::Sshd, topology};
 use crate::measure::{cpu, sockdiag};
 use crate::model::exec::ExecRecord;
 use crate::model::result::{AgentInfo, CpuFields, Iteration, Pair, Status, Summary, TestResult};
-use crate::model::spec::{TestSpec, Workload};
+use crate::model::spec::TestSpec;
 
 use super::ProgramError;
 
@@ -265,9 +265,11 @@ pub fn run(
     // restarted"); started first, sshd gave 82 KB windows for 48K and 64K.
     let mut _rmem_guard = None;
     let mut server_tcp_rmem = None;
-    if let (Workload::Scp, Some(w)) = (spec.workload, spec.rcvbuf) {
+    let program = crate::workload::kind_of(spec.workload).program();
+    let window_target = program.and_then(|p| p.server_window(spec));
+    if let Some(w) = window_target {
         _rmem_guard = Some(RmemGuard(lab));
-        let (max, seen) = calibrate::rmem_for_window(lab, w as u64)?;
+        let (max, seen) = calibrate::rmem_for_window(lab, w)?;
         server_tcp_rmem = Some(format!(
             "4096 {} {max} (probe saw a {seen} B window)",
             max.min(131_072)
@@ -287,26 +289,16 @@ pub fn run(
         None => None,
     };
     let cfg = sshd.as_ref().map(|s| s.config.clone());
-    let command = match spec.workload {
-        Workload::Scp => vec![
-            "scp".to_string(),
-            "-q".into(),
-            "-F".into(),
-            cfg.as_ref()
-                .map(|c| c.display().to_string())
-                .unwrap_or_default(),
-            file.as_ref()
-                .map(|f| f.display().to_string())
-                .unwrap_or_default(),
-            "server:/dev/null".into(),
-        ],
-        _ => substitute(
-            &es.command,
-            &lab.server_addr,
-            cfg.as_deref(),
-            file.as_deref(),
-        ),
-    };
+    let command = program
+        .and_then(|p| p.command(spec, cfg.as_deref(), file.as_deref()))
+        .unwrap_or_else(|| {
+            substitute(
+                &es.command,
+                &lab.server_addr,
+                cfg.as_deref(),
+                file.as_deref(),
+            )
+        });
     let login_s = match &cfg {
         Some(c) => {
             let probe = vec![
@@ -383,10 +375,7 @@ pub fn run(
         client_cpu_s: client_cpu,
         server_cpu_s: server_cpu,
         observed_window: window,
-        window_target: spec
-            .rcvbuf
-            .map(|w| w as u64)
-            .filter(|_| spec.workload == Workload::Scp),
+        window_target,
         server_tcp_rmem,
         stderr_tail: tail.clone(),
         ssh_version: sshd.as_ref().map(|s| s.version.clone()),

@@ -1,7 +1,7 @@
 //! exec: a real command timed in a lab's client namespace
 //! (`crate::program` runs it).
 
-use super::kind::{Kind, Needs};
+use super::kind::{Kind, Needs, Program};
 use crate::model::spec::{self, TestSpec};
 
 pub struct Exec;
@@ -27,4 +27,11 @@ impl Kind for Exec {
     fn describes_all(&self) -> bool {
         true
     }
+    fn program(&self) -> Option<&dyn Program> {
+        Some(self)
+    }
 }
+
+/// The spec's own command, as written (`crate::program` fills its
+/// placeholders).
+impl Program for Exec {}

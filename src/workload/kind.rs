@@ -84,6 +84,10 @@ pub trait Kind: Sync {
     fn composite(&self) -> Option<&dyn Composite> {
         None
     }
+    /// What it runs when it is a program timed in a lab (exec, scp).
+    fn program(&self) -> Option<&dyn Program> {
+        None
+    }
     /// Runs it here, in this process, when it is a measurement of this
     /// host and not flows, a program or a composite (cipher); None: it runs
     /// elsewhere.
@@ -93,6 +97,27 @@ pub trait Kind: Sync {
         _confidence: Confidence,
         _command: &[String],
     ) -> Option<crate::error::Result<TestResult>> {
+        None
+    }
+}
+
+/// A program timed in a lab (`crate::program` runs it): what it asks of
+/// the lab beyond the spec's command.
+pub trait Program: Sync {
+    /// The receive window the server is to offer, set through the server
+    /// namespace's tcp_rmem before its sshd starts (scp's `--rcvbuf`: an
+    /// unmodified server's window); None: tcp_rmem stays as it is.
+    fn server_window(&self, _spec: &TestSpec) -> Option<u64> {
+        None
+    }
+    /// Its own command line, given the lab sshd's config and the payload
+    /// file; None: the spec's command (`--exec`, its placeholders filled).
+    fn command(
+        &self,
+        _spec: &TestSpec,
+        _sshd_config: Option<&std::path::Path>,
+        _file: Option<&std::path::Path>,
+    ) -> Option<Vec<String>> {
         None
     }
 }

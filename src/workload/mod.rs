@@ -28,7 +28,7 @@ use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 pub use error::{PrefillError, SpecError, WorkloadError};
-pub use kind::{Composite, Kind, Needs};
+pub use kind::{Composite, Kind, Needs, Program};
 
 pub mod cipher;
 pub mod conn;

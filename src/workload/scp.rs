@@ -2,7 +2,7 @@
 //! server namespace (`crate::program` runs it as exec with the command
 //! built for it).
 
-use super::kind::{Kind, Needs};
+use super::kind::{Kind, Needs, Program};
 use crate::model::spec::{self, TestSpec};
 use crate::units::fmt_bytes;
 
@@ -30,5 +30,33 @@ impl Kind for Scp {
     }
     fn describes_all(&self) -> bool {
         true
+    }
+    fn program(&self) -> Option<&dyn Program> {
+        Some(self)
+    }
+}
+
+impl Program for Scp {
+    /// `--rcvbuf` is the window the seed's unmodified server offers.
+    fn server_window(&self, spec: &TestSpec) -> Option<u64> {
+        spec.rcvbuf.map(|w| w as u64)
+    }
+    /// `scp -q -F CONFIG FILE server:/dev/null`: the payload to the lab's
+    /// sshd, through the client namespace's ssh.
+    fn command(
+        &self,
+        _spec: &TestSpec,
+        sshd_config: Option<&std::path::Path>,
+        file: Option<&std::path::Path>,
+    ) -> Option<Vec<String>> {
+        let shown = |p: Option<&std::path::Path>| p.map(|p| p.display().to_string());
+        Some(vec![
+            "scp".to_string(),
+            "-q".into(),
+            "-F".into(),
+            shown(sshd_config).unwrap_or_default(),
+            shown(file).unwrap_or_default(),
+            "server:/dev/null".into(),
+        ])
     }
 }
