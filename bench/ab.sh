@@ -33,6 +33,7 @@ echo "rounds=$ROUNDS seconds=$SECS, unpinned"
 tests=(
   "stream 1 flow 128K|stream -m 128K|throughput_bps"
   "stream 4 flows|stream -F 4|throughput_bps"
+  "stream rx|stream -m 128K --direction rx|throughput_bps"
   "rr 1/1|rr|transactions_per_s"
   "rr 200/1000 x10|rr --request 200 --response 1000 -F 10|transactions_per_s"
   "crr 64/8192|crr --request 64 --response 8192|transactions_per_s"
