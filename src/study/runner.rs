@@ -325,8 +325,9 @@ fn prepare(study: &Study, opts: &RunOptions, connect: &ConnectArgs) -> Result<(P
     Ok((dir, m))
 }
 
-/// Runs what is left of the study; the folder is complete or partial after.
-pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
+/// Where the study runs: the command line's agent or hosts, else the
+/// study's `[network]`.
+fn network(study: &Study, opts: &RunOptions) -> ConnectArgs {
     let mut connect = opts.connect.clone();
     if connect.agent.is_none() && connect.hosts.is_none() {
         let n = &study.network;
@@ -340,8 +341,12 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             connect.token_file = n.token_file.clone();
         }
     }
+    connect
+}
 
-    let (dir, mut m) = prepare(study, opts, &connect)?;
+/// What no point may ask of where the study runs: many hosts' options
+/// without hosts, a lab's without a lab, a program without a lab.
+fn check_points(study: &Study, m: &Manifest, connect: &ConnectArgs) -> Result<()> {
     if connect.hosts.is_none() {
         if let Some(p) = m.points.iter().find(|p| p.spec.clients.is_some()) {
             return Err(Error::Usage(format!(
@@ -383,6 +388,60 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Stores run `rec`'s result (or why it has none) in the folder and the
+/// manifest's record; the study stops at a run that ended early.
+fn record(
+    rec: &mut RunRecord,
+    r: Result<crate::model::result::TestResult>,
+    dir: &std::path::Path,
+    label: &str,
+    opts: &RunOptions,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    match r {
+        Ok(result) => {
+            // A full disk (or a folder gone read-only): what is stored
+            // stays, and the study can go on later from it.
+            if let Err(e) = folder::write_json(&dir.join(&rec.file), &result) {
+                return Err(stopped_failure(dir, &format!("{label}: {e}")));
+            }
+            rec.status = result.summary.status;
+            rec.error = result.iterations.iter().find_map(|it| it.error.clone());
+            if let Some(why) = result.nothing_measured() {
+                // Kept for its errors, but not a point of the landscape.
+                rec.status = Status::Failed;
+                rec.error = Some(why);
+            }
+            outcome.ran += 1;
+            if !opts.quiet && !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                // The live line is hidden when stderr is not a terminal
+                // (CI, a log): a long study was minutes of silence.
+                eprintln!("{label}: {}", finished_line(&result));
+            }
+            if !rec.status.is_ok() {
+                outcome.stopped = Some(format!(
+                    "{label}: {}",
+                    rec.error.clone().unwrap_or_else(|| "ended early".into())
+                ));
+            }
+        }
+        Err(e) => {
+            rec.status = Status::Failed;
+            rec.error = Some(e.to_string());
+            outcome.stopped = Some(format!("{label}: {e}"));
+        }
+    }
+    Ok(())
+}
+
+/// Runs what is left of the study; the folder is complete or partial after.
+pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
+    let mut connect = network(study, opts);
+    let (dir, mut m) = prepare(study, opts, &connect)?;
+    check_points(study, &m, &connect)?;
     let in_pass = |i: usize| {
         let Some(pass) = opts.crypto_pass else {
             return true;
@@ -553,40 +612,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 l.end_firewall(&point.spec, r)
             }
         };
-        let rec = &mut m.runs[i];
-        match r {
-            Ok(result) => {
-                // A full disk (or a folder gone read-only): what is stored
-                // stays, and the study can go on later from it.
-                if let Err(e) = folder::write_json(&dir.join(&rec.file), &result) {
-                    return Err(stopped_failure(&dir, &format!("{label}: {e}")));
-                }
-                rec.status = result.summary.status;
-                rec.error = result.iterations.iter().find_map(|it| it.error.clone());
-                if let Some(why) = result.nothing_measured() {
-                    // Kept for its errors, but not a point of the landscape.
-                    rec.status = Status::Failed;
-                    rec.error = Some(why);
-                }
-                outcome.ran += 1;
-                if !opts.quiet && !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                    // The live line is hidden when stderr is not a terminal
-                    // (CI, a log): a long study was minutes of silence.
-                    eprintln!("{label}: {}", finished_line(&result));
-                }
-                if !rec.status.is_ok() {
-                    outcome.stopped = Some(format!(
-                        "{label}: {}",
-                        rec.error.clone().unwrap_or_else(|| "ended early".into())
-                    ));
-                }
-            }
-            Err(e) => {
-                rec.status = Status::Failed;
-                rec.error = Some(e.to_string());
-                outcome.stopped = Some(format!("{label}: {e}"));
-            }
-        }
+        record(&mut m.runs[i], r, &dir, &label, opts, &mut outcome)?;
         m.updated_at = crate::units::rfc3339_now();
         folder::write_json(&folder::manifest_path(&dir), &m)
             .map_err(|e| stopped_failure(&dir, &e.to_string()))?;
