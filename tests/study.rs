@@ -9,6 +9,18 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Studies share two CPUs: one whose verdict rests on timing (a capacity
+/// search's 200 µs target) runs alone; the others side by side.
+static TURNS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    TURNS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    TURNS.write().unwrap_or_else(|e| e.into_inner())
+}
+
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// A fresh folder for one test's results.
@@ -116,6 +128,7 @@ columns = ["throughput_bps", "client_us_per_kb"]
 
 #[test]
 fn a_study_writes_results_manifest_and_reports() {
+    let _turn = shared();
     let out = out_dir("s1");
     let file = write_study("streams", STREAMS);
     let o = run_study(file.to_str().unwrap(), &out, "--repeat 2", LIMIT);
@@ -180,6 +193,7 @@ fn a_study_writes_results_manifest_and_reports() {
 
 #[test]
 fn an_interrupted_study_keeps_its_points_and_resumes() {
+    let _turn = shared();
     let out = out_dir("s2");
     let (child, file) = start_slow_study(&out, "resume");
     // Stop the controller (by its PID) once the first point is stored.
@@ -250,6 +264,7 @@ fn an_interrupted_study_keeps_its_points_and_resumes() {
 
 #[test]
 fn ctrl_c_ends_a_study_after_the_running_test_with_its_report() {
+    let _turn = shared();
     let out = out_dir("sigint");
     let text = STREAMS.replace("duration = \"0.3s\"", "duration = \"1.5s\"");
     let file = write_study("sigint", &text);
@@ -280,6 +295,7 @@ fn ctrl_c_ends_a_study_after_the_running_test_with_its_report() {
 
 #[test]
 fn report_is_regenerated_from_the_folder_alone() {
+    let _turn = shared();
     let out = out_dir("s3");
     let file = write_study("regen", STREAMS);
     ok(&run_study(
@@ -349,6 +365,7 @@ fn ratio_cell(row: &str, col: usize) -> f64 {
 
 #[test]
 fn compare_finds_a_known_difference_and_gates_on_it() {
+    let _turn = shared();
     let mut dirs = Vec::new();
     for rate in ["1000", "2000", "3000"] {
         let out = out_dir(&format!("cmp{rate}"));
@@ -532,6 +549,7 @@ fn compare_finds_a_known_difference_and_gates_on_it() {
 
 #[test]
 fn bad_study_input_exits_with_one_line() {
+    let _turn = shared();
     let o = run_str("study run no-such-study", LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert_no_panic(&o);
@@ -648,6 +666,7 @@ fn runs_to_the_end_text(
 /// and says the capacity in words.
 #[test]
 fn capacity_studies_run_to_the_end() {
+    let _turn = alone();
     // A 200 µs target can go unmet on a CI host whose two cores run other
     // tests beside: the search then says so within four steps, not a bug.
     let tight = |req: &str, resp: &str| {
@@ -717,6 +736,7 @@ fn capacity_studies_run_to_the_end() {
 
 #[test]
 fn udp_small_packets_runs_to_its_last_point() {
+    let _turn = shared();
     // It once stopped at its eighth point: the 1,000-flow points in a row.
     let dir = runs_to_the_end("seed002-udp-small-packets", None);
     let last = json(&dir.join("points/flows-1000_batch-32.r1.json"));
@@ -729,6 +749,7 @@ fn udp_small_packets_runs_to_its_last_point() {
 
 #[test]
 fn loopback_builtin_studies_run_to_the_end() {
+    let _turn = shared();
     for name in [
         "quick",
         "seed004-memcached",
@@ -747,6 +768,7 @@ fn loopback_builtin_studies_run_to_the_end() {
 /// take minutes at small windows and long RTTs).
 #[test]
 fn lab_builtin_studies_run_to_the_end() {
+    let _turn = shared();
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: lab studies need root (CI runs as root)");
         return;
@@ -837,6 +859,7 @@ fn cut_and_run_text(
 /// the study promises.
 #[test]
 fn seed_lab_studies_run_to_the_end() {
+    let _turn = shared();
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: lab studies need root (CI runs as root)");
         return;
@@ -945,6 +968,7 @@ fn seed_lab_studies_run_to_the_end() {
 
 #[test]
 fn builtin_studies_are_listed_and_run() {
+    let _turn = shared();
     let o = run_str("study list", LIMIT);
     ok(&o);
     let list = stdout(&o);
@@ -999,6 +1023,7 @@ fn builtin_studies_are_listed_and_run() {
 
 #[test]
 fn quick_writes_its_table_and_report() {
+    let _turn = shared();
     let out = out_dir("quick");
     let o = run(
         &["quick", "-d", "0.3", "--out", out.to_str().unwrap(), "-q"],
@@ -1027,6 +1052,7 @@ fn quick_writes_its_table_and_report() {
 
 #[test]
 fn a_study_whose_output_is_not_a_terminal_prints_a_line_per_point() {
+    let _turn = shared();
     let out = out_dir("lines");
     let file = write_study("lines", STREAMS);
     let o = run(
