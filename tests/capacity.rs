@@ -15,6 +15,24 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A steady closed-loop rr under `-d auto`, its ends pinned apart
+/// (unpinned on 2 CPUs it switches between two levels).
+const PINNED_AUTO_RR: &[&str] = &[
+    "rr",
+    "--cpus",
+    "0",
+    "--agent-cpus",
+    "1",
+    "-d",
+    "auto",
+    "--max-duration",
+    "20s",
+    "-i",
+    "0.2",
+    "--warmup",
+    "0.2",
+];
+
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -174,21 +192,7 @@ fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
     let steady = loop {
         let r = run_json_args(
             &format!("auto-steady-{}", tries.len()),
-            &[
-                "rr",
-                "--cpus",
-                "0",
-                "--agent-cpus",
-                "1",
-                "-d",
-                "auto",
-                "--max-duration",
-                "20s",
-                "-i",
-                "0.2",
-                "--warmup",
-                "0.2",
-            ],
+            PINNED_AUTO_RR,
             Duration::from_secs(60),
         );
         let stopped = r["summary"]["auto"]["stopped"].clone();
@@ -275,21 +279,7 @@ fn duration_auto_settles_a_steady_rr_on_a_stalling_host_and_never_a_slow_ramp() 
         // Pinned apart, as above: a steady rr, on a host that stalls.
         let r = run_json_args(
             &format!("auto-noisy-{i}"),
-            &[
-                "rr",
-                "--cpus",
-                "0",
-                "--agent-cpus",
-                "1",
-                "-d",
-                "auto",
-                "--max-duration",
-                "20s",
-                "-i",
-                "0.2",
-                "--warmup",
-                "0.2",
-            ],
+            PINNED_AUTO_RR,
             Duration::from_secs(60),
         );
         let a = &r["summary"]["auto"];

@@ -21,10 +21,7 @@ impl Kind for Cipher {
         spec::Workload::Cipher
     }
     fn needs(&self) -> Needs {
-        Needs {
-            agent: false,
-            lab: false,
-        }
+        Needs::NOTHING
     }
     fn describe(&self, spec: &TestSpec) -> String {
         let alg = spec

@@ -11,10 +11,7 @@ impl Kind for Exec {
         spec::Workload::Exec
     }
     fn needs(&self) -> Needs {
-        Needs {
-            agent: false,
-            lab: true,
-        }
+        Needs::LAB
     }
     fn describe(&self, spec: &TestSpec) -> String {
         let command = spec

@@ -29,6 +29,16 @@ impl Needs {
         agent: true,
         lab: false,
     };
+    /// A program: a lab, no agent.
+    pub const LAB: Needs = Needs {
+        agent: false,
+        lab: true,
+    };
+    /// A measurement of this host: nothing.
+    pub const NOTHING: Needs = Needs {
+        agent: false,
+        lab: false,
+    };
 }
 
 pub trait Kind: Sync {

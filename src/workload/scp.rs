@@ -13,10 +13,7 @@ impl Kind for Scp {
         spec::Workload::Scp
     }
     fn needs(&self) -> Needs {
-        Needs {
-            agent: false,
-            lab: true,
-        }
+        Needs::LAB
     }
     fn describe(&self, spec: &TestSpec) -> String {
         format!(
