@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::conn::{IterationRun, Live};
+use super::driver::{IterationRun, Live};
 use super::error::ControllerError;
 use super::run::{mean_hosts, Driver, Folder};
 use super::together::{Lane, Meet, Together};

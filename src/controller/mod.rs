@@ -6,8 +6,8 @@
 //! (`mix`, `together`) and rrul, a mix built in (`rrul`).
 pub mod auto;
 pub mod conn;
+pub mod driver;
 pub mod error;
-pub mod fleet;
 pub mod local;
 pub mod mix;
 pub mod point;

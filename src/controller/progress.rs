@@ -4,7 +4,7 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 
-use crate::controller::conn::Live;
+use crate::controller::driver::Live;
 use crate::model::result::TestInterval;
 use crate::units::{fmt_bps, fmt_rate};
 

@@ -2,80 +2,17 @@
 //! full setup/start/window/stop cycle on the agent, folded into one result.
 
 use super::error::ControllerError;
-use super::together::Meet;
-use crate::controller::conn::{AgentConn, IterationRun, Live};
-use crate::controller::fleet::Fleet;
+use crate::controller::driver::{IterationRun, Live};
 use crate::measure::fold::{KvHists, OwdHists};
 use crate::measure::histogram::{self, new_hist, Hist, WaitHists};
-use crate::model::host::HostInfo;
-use crate::model::result::{FlowPlace, HostRun};
+use crate::model::result::HostRun;
 
 use crate::measure::fold::SideData;
 use crate::model::result::{self, AgentInfo, Iteration, Pair, Summary, TestResult};
 use crate::model::sample::Confidence;
 use crate::model::spec::{Figures, MainMetric, TestSpec};
 
-/// Who runs a test's flows: the controller as the client of one agent, or
-/// a fleet of agents as clients and servers (many hosts).
-pub enum Driver {
-    One(Box<AgentConn>),
-    Many(Fleet),
-}
-
-impl Driver {
-    /// One iteration of `spec`; with `together`, as a group of a mixed test.
-    pub fn run_iteration(
-        &mut self,
-        spec: &TestSpec,
-        live: &mut dyn Live,
-        together: Option<Meet>,
-    ) -> Result<IterationRun, ControllerError> {
-        match self {
-            Driver::One(c) => c.for_spec(spec)?.run_iteration(spec, live, together),
-            Driver::Many(f) => f.run_iteration(spec, live, together),
-        }
-    }
-
-    /// The same agents over new control connections, for another group of
-    /// a mixed test.
-    pub fn again(&self) -> Result<Driver, ControllerError> {
-        Ok(match self {
-            Driver::One(c) => Driver::One(Box::new(c.again()?)),
-            Driver::Many(f) => Driver::Many(f.again()?),
-        })
-    }
-
-    /// What the client and the agent (server) hosts are, as `spec` ran on
-    /// them (the agent's companion reports its own crypto setting).
-    pub fn environment(&mut self, spec: &TestSpec) -> Pair<HostInfo> {
-        match self {
-            Driver::One(c) => Pair {
-                client: crate::measure::host::collect(),
-                agent: c
-                    .for_spec(spec)
-                    .ok()
-                    .and_then(|c| c.host.clone())
-                    .unwrap_or_default(),
-            },
-            Driver::Many(f) => f.environment(),
-        }
-    }
-
-    pub fn flow_map(&self, spec: &TestSpec) -> Vec<FlowPlace> {
-        match self {
-            Driver::One(_) => Vec::new(),
-            Driver::Many(f) => f.flow_map(spec),
-        }
-    }
-
-    /// Ends the control connections politely (agents free the test).
-    pub fn close(self) {
-        match self {
-            Driver::One(c) => c.bye(),
-            Driver::Many(f) => f.close(),
-        }
-    }
-}
+pub use super::driver::Driver;
 
 /// Each host's figures over all iterations: the last iteration's record,
 /// with throughput and transactions/s as means over iterations.

@@ -7,7 +7,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 
 use super::conn;
-use super::fleet::{Endpoint, Fleet};
+use super::driver::Endpoint;
 use super::local::LocalAgent;
 use super::run::Driver;
 use crate::control::protocol;
@@ -139,7 +139,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         let addr = conn::resolve(a)?;
         let conn = conn::connect(addr, &token)?;
         return Ok(Target {
-            conn: Some(Driver::One(Box::new(conn))),
+            conn: Some(Driver::one(conn)),
             info: AgentInfo {
                 address: addr.to_string(),
                 local: false,
@@ -210,7 +210,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         pid: Some(local.pid()),
     };
     Ok(Target {
-        conn: Some(Driver::One(Box::new(conn))),
+        conn: Some(Driver::one(conn)),
         info,
         lab,
         _local: vec![local],
@@ -379,14 +379,14 @@ fn open_hosts(c: &ConnectArgs, file: &Path) -> Result<Target> {
     }
     let all = load_hosts(file)?;
     let (clients, servers) = pick_endpoints(c, file, &all)?;
-    let fleet = Fleet::connect(&clients, &servers)?;
+    let fleet = Driver::fleet(&clients, &servers)?;
     let info = AgentInfo {
         address: fleet.describe(),
         local: false,
         pid: None,
     };
     Ok(Target {
-        conn: Some(Driver::Many(fleet)),
+        conn: Some(fleet),
         info,
         lab: None,
         _local: Vec::new(),
@@ -435,14 +435,14 @@ fn open_rack(st: LabState) -> Result<Target> {
     for (k, h) in st.client_hosts().iter().enumerate() {
         clients.push(endpoint(format!("c{}", k + 1), &h.ns, Vec::new())?);
     }
-    let fleet = Fleet::connect(&clients, &servers)?;
+    let fleet = Driver::fleet(&clients, &servers)?;
     let info = AgentInfo {
         address: format!("lab {}: {}", st.name, fleet.describe()),
         local: true,
         pid: None,
     };
     Ok(Target {
-        conn: Some(Driver::Many(fleet)),
+        conn: Some(fleet),
         info,
         lab: Some(st),
         _local: locals,

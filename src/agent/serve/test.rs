@@ -124,6 +124,11 @@ pub(super) fn await_start(
     }
 }
 
+/// How long a client keeps its sockets open after the controller said
+/// stop, before closing them (the controller stops a fleet's servers 50 ms
+/// after its clients).
+pub const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
 pub(super) fn run_test(
     spec: TestSpec,
     role: Role,
@@ -281,7 +286,24 @@ pub(super) fn run_test(
             Err(RecvTimeoutError::Timeout) => {}
         }
     }
-    let report = side.finish(&mut obs);
+    final_report(side, &mut obs, client, complete)
+}
+
+/// The window is over: this side's flows stopped and closed, and its final
+/// report (flows, placement, errors, latency, waits) sent.
+fn final_report(
+    side: Side,
+    obs: &mut AgentObserver,
+    client: bool,
+    complete: bool,
+) -> Result<(), TestEnd> {
+    if client && obs.stop {
+        // The servers hear their stop a moment after the clients: a close
+        // from here before then would reach a server flow still in an
+        // exchange, and count as an error of its window.
+        std::thread::sleep(CLOSE_GRACE);
+    }
+    let report = side.finish(obs);
     if obs.gone {
         return Err(match obs.told.take() {
             Some(why) => AgentError::EndedMidTest(why),
@@ -293,7 +315,7 @@ pub(super) fn run_test(
         latency: histogram::encode(&report.hist),
         corrected: histogram::encode(&report.hist_corrected),
     });
-    stream
+    obs.stream
         .send(&Msg::Final {
             flows: report.flows,
             placement: report.placement,

@@ -1,10 +1,10 @@
 //! What one member of a fleet reports over an iteration, as its
-//! messages arrive (`Fleet::gather` feeds it; `Fleet::fold` reads it).
+//! messages arrive (`window` feeds it; `fold` reads it).
 
 use std::collections::BTreeMap;
 
 use crate::control::clock::ClockSync;
-use crate::control::protocol::{HistText, Msg};
+use crate::control::protocol::{ErrorCode, HistText, Msg};
 use crate::measure::histogram::{self, Hist, WaitHists};
 use crate::model::flow::FlowReport;
 use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
@@ -30,6 +30,14 @@ pub(super) struct Report {
     pub(super) complete: bool,
     /// Why this member ended the iteration early.
     pub(super) failure: Option<String>,
+    /// What the agent said went wrong (its last error message).
+    pub(super) said: Option<String>,
+    /// Its control connection is gone.
+    pub(super) dead: bool,
+    /// Its reader found the channel broken (the reason, told back).
+    pub(super) broken: Option<String>,
+    /// It was told to stop.
+    pub(super) told: bool,
 }
 
 fn decode(h: &Option<HistText>) -> (Option<Hist>, Option<Hist>) {
@@ -83,7 +91,11 @@ impl Report {
                 self.complete = complete;
                 self.finished = true;
             }
-            Msg::Error { message, .. } => {
+            Msg::Error { code, message } => {
+                if code == ErrorCode::ChannelBroken {
+                    self.broken = Some(message.clone());
+                }
+                self.said = Some(message.clone());
                 self.failure.get_or_insert(message);
             }
             _ => {}

@@ -1,4 +1,8 @@
-use super::*;
+use super::fold::overlap;
+use super::place::plan;
+use super::report::Report;
+use crate::model::sample::IntervalSample;
+use std::net::IpAddr;
 
 #[test]
 fn flows_go_round_robin_over_clients_and_addresses() {
@@ -65,6 +69,6 @@ fn the_common_window_is_the_overlap() {
             ),
         );
     }
-    assert_eq!(Fleet::overlap(&[a, b]), vec![1, 2]);
-    assert!(Fleet::overlap(&[]).is_empty());
+    assert_eq!(overlap(&[a, b]), vec![1, 2]);
+    assert!(overlap(&[]).is_empty());
 }
