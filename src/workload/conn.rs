@@ -14,7 +14,7 @@
 //! its side) and the client closes on EOF; `reset`, the client resets
 //! (SO_LINGER 0) once established, and the agent waits for it.
 
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use std::io;
 use std::net::SocketAddr;
@@ -22,6 +22,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::per_conn::{self, Acceptor, OnAccept};
 use super::{crr, Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{
     decode_header, encode_header, read_some, Ctx, Flow, Io, Status, HEADER_LEN,
@@ -93,12 +94,14 @@ impl Plugin for Conn {
             .listeners
             .into_iter()
             .map(|l| {
-                Box::new(Acceptor {
-                    listener: l,
-                    cookie: conns.cookie,
-                    tls: conns.tls.clone(),
-                    reset,
-                }) as Box<dyn Flow>
+                Box::new(Acceptor::new(
+                    l,
+                    CloseOrShake {
+                        cookie: conns.cookie,
+                        tls: conns.tls.clone(),
+                        reset,
+                    },
+                )) as Box<dyn Flow>
             })
             .collect())
     }
@@ -155,25 +158,8 @@ impl Dialer {
     }
 
     fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        let sock = sockopt::tcp_socket(&self.addr, &self.spec, false)?;
         self.began = Instant::now();
-        match sock.connect(&self.addr.into()) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    "out of ephemeral ports (EADDRNOTAVAIL)",
-                ))
-            }
-            Err(e) => return Err(e),
-        }
-        let mut stream = TcpStream::from_std(sock.into());
-        cx.registry.register(
-            &mut stream,
-            cx.token,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        let stream = per_conn::dial(cx, &self.addr, &self.spec, None)?;
         self.stream = Some(stream);
         self.state = State::Connecting;
         Ok(())
@@ -275,7 +261,7 @@ impl Dialer {
         if let Some(l) = self.latency {
             record_ns(cx.hist, l.as_nanos() as u64);
         }
-        crr::count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
+        per_conn::count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
         self.close();
     }
 }
@@ -291,7 +277,7 @@ impl Flow for Dialer {
             Ok(false) => return Status::Open,
             Err(e) => {
                 self.close();
-                crr::connection_failed(cx, self.id, &e);
+                per_conn::connection_failed(cx, self.id, &e);
             }
         }
         Status::Open
@@ -314,56 +300,28 @@ impl Flow for Dialer {
     }
 }
 
-/// The agent's listener: accepts every pending connection; closes it at
-/// once in clear text, or hands it to a `Handshake` with TLS.
-pub struct Acceptor {
-    listener: TcpListener,
+/// The agent's conn server: in clear text each connection is closed as
+/// soon as it is accepted; with TLS it goes to a `Handshake`.
+struct CloseOrShake {
     cookie: u64,
     tls: Option<Arc<Role>>,
     reset: bool,
 }
 
-impl Flow for Acceptor {
-    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        registry.register(&mut self.listener, token, Interest::READABLE)
-    }
-
-    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
-        loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    cx.counters.connections += 1;
-                    if let Some(role) = &self.tls {
-                        cx.spawned.push(Box::new(Handshake {
-                            stream,
-                            cookie: self.cookie,
-                            header: [0; HEADER_LEN],
-                            got: 0,
-                            role: role.clone(),
-                            session: None,
-                            done: false,
-                            reset: self.reset,
-                        }));
-                    }
-                    // Clear text: dropped here, so closed (FIN) at once.
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Open,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // EMFILE and friends: count, and retry soon (edge-triggered:
-                // no new event comes for connections already pending).
-                Err(e) => {
-                    cx.counters.errors += 1;
-                    crate::engine::worker::note_error(&e, 0);
-                    let at = cx.now + Duration::from_millis(10);
-                    cx.schedule(at);
-                    return Status::Open;
-                }
-            }
-        }
-    }
-
-    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
-        self.ready(cx, true, false)
+impl OnAccept for CloseOrShake {
+    fn serve(&mut self, stream: TcpStream) -> Option<Box<dyn Flow>> {
+        // Clear text: dropped here, so closed (FIN) at once.
+        let role = self.tls.as_ref()?;
+        Some(Box::new(Handshake {
+            stream,
+            cookie: self.cookie,
+            header: [0; HEADER_LEN],
+            got: 0,
+            role: role.clone(),
+            session: None,
+            done: false,
+            reset: self.reset,
+        }))
     }
 }
 

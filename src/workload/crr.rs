@@ -10,8 +10,8 @@
 //! TIME_WAIT exists at all. Either way a long run does not exhaust the
 //! client's ports; the counters record how each connection ended.
 
-use mio::net::{TcpListener, TcpStream};
-use mio::{Interest, Registry, Token};
+use mio::net::TcpStream;
+use mio::{Registry, Token};
 use std::io::{self, IoSlice, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -27,6 +27,7 @@ use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
 
+use super::per_conn::{self, Acceptor, OnAccept};
 use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::model::result::Iteration;
 use crate::units::{fmt_bytes, fmt_rate};
@@ -116,7 +117,18 @@ pub fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, 
     Ok(conns
         .listeners
         .into_iter()
-        .map(|l| Box::new(Acceptor::new(l, spec, conns.cookie, conns.tls.clone())) as Box<dyn Flow>)
+        .map(|l| {
+            Box::new(Acceptor::new(
+                l,
+                OneShot {
+                    request: spec.request,
+                    response: spec.response,
+                    cookie: conns.cookie,
+                    close_first: spec.close == CloseMode::Graceful,
+                    tls: conns.tls.clone(),
+                },
+            )) as Box<dyn Flow>
+        })
         .collect())
 }
 
@@ -176,31 +188,7 @@ impl Connector {
     }
 
     fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        let sock = match self.blocking {
-            // connect(2) then returns once the handshake is done (or after
-            // the tick, EINPROGRESS: the write waits for the rest).
-            Some(tick) => sockopt::tcp_socket_blocking(&self.addr, &self.spec, tick)?,
-            None => sockopt::tcp_socket(&self.addr, &self.spec, false)?,
-        };
-        match sock.connect(&self.addr.into()) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    "out of ephemeral ports (EADDRNOTAVAIL)",
-                ))
-            }
-            Err(e) => return Err(e),
-        }
-        let mut stream = TcpStream::from_std(sock.into());
-        if self.blocking.is_none() {
-            cx.registry.register(
-                &mut stream,
-                cx.token,
-                Interest::READABLE | Interest::WRITABLE,
-            )?;
-        }
+        let stream = per_conn::dial(cx, &self.addr, &self.spec, self.blocking)?;
         self.stream = Some(stream);
         // The loop's clock predates the previous connection's close.
         self.began = Instant::now();
@@ -359,49 +347,8 @@ impl Connector {
     fn finish(&mut self, cx: &mut Ctx<'_>, graceful: bool) {
         let took = Instant::now().saturating_duration_since(self.began);
         record_ns(cx.hist, took.as_nanos() as u64);
-        count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
+        per_conn::count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
         self.close();
-    }
-}
-
-/// A connection of a per-transaction flow (crr, conn) failed (and was
-/// closed): counted unless the test is ending, the next one tried after a
-/// short back-off so a dead peer is not a busy loop, the cause noted
-/// (a refusal is the peer's usual answer while it stops: not noted).
-pub fn connection_failed(cx: &mut Ctx<'_>, id: u32, e: &io::Error) {
-    if !cx.stopping {
-        cx.counters.errors += 1;
-    }
-    let at = cx.now + Duration::from_millis(10);
-    cx.schedule(at);
-    if !cx.stopping && e.kind() != io::ErrorKind::ConnectionRefused {
-        crate::engine::worker::note_error(e, id);
-    }
-}
-
-/// A connection of a per-transaction flow (crr, conn) ended: one
-/// transaction and one connection, its TLS session (the first one's facts
-/// kept for the report), and how it closed.
-pub fn count_connection(
-    cx: &mut Ctx<'_>,
-    session: Option<&mut TlsConn>,
-    tls_info: &mut Option<crate::model::flow::TlsInfo>,
-    graceful: bool,
-) {
-    cx.counters.transactions += 1;
-    cx.counters.connections += 1;
-    if let Some(t) = session {
-        cx.counters.tls_handshakes += 1;
-        cx.counters.tls_resumed += u64::from(t.resumed());
-        t.done();
-        if tls_info.is_none() {
-            *tls_info = Some(t.info());
-        }
-    }
-    if graceful {
-        cx.counters.graceful_closes += 1;
-    } else {
-        cx.counters.resets += 1;
     }
 }
 
@@ -413,7 +360,7 @@ impl Flow for Connector {
     fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
         if let Err(e) = self.step(cx) {
             self.close();
-            connection_failed(cx, self.id, &e);
+            per_conn::connection_failed(cx, self.id, &e);
         }
         Status::Open
     }
@@ -445,110 +392,25 @@ impl Flow for Connector {
     }
 }
 
-/// The agent's crr listener: accepts every pending connection and hands each
-/// to a one-shot `Responder`.
-pub struct Acceptor {
-    listener: TcpListener,
+/// The agent's crr server: each connection it accepts is answered once
+/// by a one-shot `Responder`.
+pub struct OneShot {
     request: u64,
     response: u64,
     cookie: u64,
     close_first: bool,
     tls: Option<Arc<Role>>,
-    /// `--io threads`: the listener blocks, and the connections it accepts
-    /// are blocking sockets with its timeouts (the kernel copies them to
-    /// every accepted socket: no system call per connection).
-    blocking: bool,
 }
 
-impl Acceptor {
-    pub fn new(
-        listener: TcpListener,
-        spec: &TestSpec,
-        cookie: u64,
-        tls: Option<Arc<Role>>,
-    ) -> Self {
-        Acceptor {
-            listener,
-            request: spec.request,
-            response: spec.response,
-            cookie,
-            close_first: spec.close == CloseMode::Graceful,
-            tls,
-            blocking: false,
-        }
-    }
-
-    /// One accepted connection: a blocking one in `--io threads`.
-    fn accept(&mut self) -> io::Result<TcpStream> {
-        if !self.blocking {
-            return self.listener.accept().map(|(s, _)| s);
-        }
-        // SAFETY: a listening socket we own; no address asked for.
-        let fd = unsafe {
-            libc::accept4(
-                self.listener.as_raw_fd(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: accept4 returned a new descriptor that nothing else owns.
-        Ok(unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) })
-    }
-}
-
-impl Flow for Acceptor {
-    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        registry.register(&mut self.listener, token, Interest::READABLE)
-    }
-
-    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
-        loop {
-            match self.accept() {
-                Ok(stream) => {
-                    cx.counters.connections += 1;
-                    let base = FlowBase::new(0, stream);
-                    cx.spawned.push(Box::new(Responder::one_shot(
-                        base,
-                        self.request,
-                        self.response,
-                        self.cookie,
-                        self.close_first,
-                        self.tls.clone(),
-                    )));
-                    if self.blocking {
-                        // The thread serves it before it accepts again.
-                        return Status::Open;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Open,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // EMFILE and friends: count, and retry soon (edge-triggered:
-                // no new event comes for connections already pending).
-                Err(e) => {
-                    cx.counters.errors += 1;
-                    crate::engine::worker::note_error(&e, 0);
-                    let at = cx.now + Duration::from_millis(10);
-                    cx.schedule(at);
-                    return Status::Open;
-                }
-            }
-        }
-    }
-
-    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
-        self.ready(cx, true, false)
-    }
-
-    fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
-        let s = socket2::SockRef::from(&self.listener);
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(Some(tick))?;
-        s.set_write_timeout(Some(tick))?;
-        self.blocking = true;
-        Ok(())
+impl OnAccept for OneShot {
+    fn serve(&mut self, stream: TcpStream) -> Option<Box<dyn Flow>> {
+        Some(Box::new(Responder::one_shot(
+            FlowBase::new(0, stream),
+            self.request,
+            self.response,
+            self.cookie,
+            self.close_first,
+            self.tls.clone(),
+        )))
     }
 }

@@ -40,6 +40,7 @@ pub mod group;
 pub mod kind;
 pub mod memcache;
 pub mod mix;
+pub mod per_conn;
 pub mod rr;
 pub mod rrul;
 pub mod scp;
