@@ -78,7 +78,8 @@ impl RunArgs {
         if let Some(flag) = o.tls_keys_without_tls() {
             return Err(usage(format!("{flag} needs --tls")));
         }
-        if let Some(flag) = o.not_for(workload) {
+        if let Some(flag) = crate::workload::kind::not_taken(&o, crate::workload::kind_of(workload))
+        {
             return Err(usage(format!(
                 "{flag} does not apply to {}: it would be ignored",
                 workload.name()

@@ -786,31 +786,6 @@ impl TestOptions {
         }))
     }
 
-    /// The first option set that workload `w` does not use, if any: on a
-    /// command line it would be silently ignored (`rr --direction rx`,
-    /// `stream --request 200`). Not checked for a study's `[test]`, whose
-    /// keys are shared by cases of several workloads.
-    pub fn not_for(&self, w: Workload) -> Option<&'static str> {
-        use Workload::*;
-        if w.is_program() {
-            return None;
-        }
-        let bulk = matches!(w, Stream | UdpStream);
-        let exchange = matches!(w, Rr | Crr | TlsHandshake | UdpRr);
-        [
-            (self.direction.is_some() && !bulk, "--direction"),
-            (self.message.is_some() && !bulk, "--message"),
-            (self.request.is_some() && !exchange, "--request"),
-            (self.response.is_some() && !exchange, "--response"),
-            (self.bytes.is_some() && w != Stream, "--bytes"),
-            (self.per.is_some() && w != Stream, "--per"),
-            (self.reply.is_some() && w != Stream, "--reply"),
-            (self.timeout.is_some() && w != UdpRr, "--timeout"),
-        ]
-        .into_iter()
-        .find_map(|(set, name)| set.then_some(name))
-    }
-
     /// The first TLS option set without TLS being on, if any: on a command
     /// line that is a mistake worth naming.
     pub fn tls_keys_without_tls(&self) -> Option<&'static str> {

@@ -27,6 +27,7 @@ use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
 
+use super::kind::Takes;
 use super::per_conn::{self, Acceptor, OnAccept};
 use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::model::result::Iteration;
@@ -36,6 +37,10 @@ use crate::units::{fmt_bytes, fmt_rate};
 pub struct Crr;
 
 impl Plugin for Crr {
+    fn takes(&self) -> Takes {
+        Takes::EXCHANGE
+    }
+
     fn kind(&self) -> spec::Workload {
         spec::Workload::Crr
     }

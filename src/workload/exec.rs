@@ -1,12 +1,16 @@
 //! exec: a real command timed in a lab's client namespace
 //! (`crate::program` runs it).
 
-use super::kind::{Kind, Needs, Program};
+use super::kind::{Kind, Needs, Program, Takes};
 use crate::model::spec::{self, TestSpec};
 
 pub struct Exec;
 
 impl Kind for Exec {
+    fn takes(&self) -> Takes {
+        Takes::ALL
+    }
+
     fn workload(&self) -> spec::Workload {
         spec::Workload::Exec
     }

@@ -41,9 +41,71 @@ impl Needs {
     };
 }
 
+/// Which of the options that only some kinds use a kind takes. On a
+/// command line the others are refused: they would be ignored
+/// (`rr --direction rx`, `stream --request 200`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Takes {
+    /// `--direction`, `--message`: bulk transfer.
+    pub bulk: bool,
+    /// `--request`, `--response`: an exchange.
+    pub exchange: bool,
+    /// `--bytes`, `--per`, `--reply`: a finite transfer and its answer.
+    pub transfer: bool,
+    /// `--timeout`: a datagram exchange's wait for its answer.
+    pub timeout: bool,
+    /// Every option: a program checks its own.
+    pub all: bool,
+}
+
+impl Takes {
+    /// A program's: every option reaches it.
+    pub const ALL: Takes = Takes {
+        bulk: true,
+        exchange: true,
+        transfer: true,
+        timeout: true,
+        all: true,
+    };
+    /// An exchange's (rr, crr, tls-handshake).
+    pub const EXCHANGE: Takes = Takes {
+        bulk: false,
+        exchange: true,
+        transfer: false,
+        timeout: false,
+        all: false,
+    };
+}
+
+/// The first option `o` sets that `kind` does not take, if any (its flag).
+/// Not checked for a study's `[test]`, whose keys are shared by cases of
+/// several kinds.
+pub fn not_taken(o: &TestOptions, kind: &dyn Kind) -> Option<&'static str> {
+    let t = kind.takes();
+    if t.all {
+        return None;
+    }
+    [
+        (o.direction.is_some() && !t.bulk, "--direction"),
+        (o.message.is_some() && !t.bulk, "--message"),
+        (o.request.is_some() && !t.exchange, "--request"),
+        (o.response.is_some() && !t.exchange, "--response"),
+        (o.bytes.is_some() && !t.transfer, "--bytes"),
+        (o.per.is_some() && !t.transfer, "--per"),
+        (o.reply.is_some() && !t.transfer, "--reply"),
+        (o.timeout.is_some() && !t.timeout, "--timeout"),
+    ]
+    .into_iter()
+    .find_map(|(set, name)| set.then_some(name))
+}
+
 pub trait Kind: Sync {
     /// The spec's name for it.
     fn workload(&self) -> spec::Workload;
+    /// Which kind-specific options it takes (`not_taken` refuses the rest).
+    fn takes(&self) -> Takes {
+        Takes::default()
+    }
     /// What it needs to run.
     fn needs(&self) -> Needs {
         Needs::AGENT
@@ -170,6 +232,9 @@ pub trait Composite: Sync {
 impl<T: Plugin> Kind for T {
     fn workload(&self) -> spec::Workload {
         Plugin::kind(self)
+    }
+    fn takes(&self) -> Takes {
+        Plugin::takes(self)
     }
     fn describe(&self, spec: &TestSpec) -> String {
         Plugin::describe(self, spec)

@@ -107,6 +107,10 @@ pub trait Plugin: Sync {
     fn supports(&self) -> Supports {
         Supports::default()
     }
+    /// Which kind-specific options it takes (`kind::not_taken`).
+    fn takes(&self) -> kind::Takes {
+        kind::Takes::default()
+    }
     /// The headline figure: what confidence intervals and progress follow.
     fn main_metric(&self, spec: &TestSpec) -> MainMetric;
     /// Checks of its own, beyond `TestSpec::validate` and `supports`.
@@ -400,6 +404,36 @@ mod tests {
                 k.name()
             );
         }
+    }
+
+    /// Each kind refuses the kind-specific options it does not take and
+    /// only those; a program takes every one.
+    #[test]
+    fn a_kind_names_the_options_it_does_not_take() {
+        use crate::model::options::TestOptions;
+        let o = |f: fn(&mut TestOptions)| {
+            let mut o = TestOptions::default();
+            f(&mut o);
+            o
+        };
+        let direction = o(|o| o.direction = Some(spec::Direction::Rx));
+        let request = o(|o| o.request = Some(crate::model::options::Size(200)));
+        let timeout = o(|o| o.timeout = Some(crate::model::options::Secs(1.0)));
+        let taken = |o: &TestOptions, k: Kind| kind::not_taken(o, kind_of(k)).is_none();
+        assert!(taken(&direction, Kind::Stream) && taken(&direction, Kind::UdpStream));
+        assert!(!taken(&direction, Kind::Rr) && !taken(&direction, Kind::Memcache));
+        for k in [Kind::Rr, Kind::Crr, Kind::TlsHandshake, Kind::UdpRr] {
+            assert!(taken(&request, k), "{k:?}");
+        }
+        assert!(!taken(&request, Kind::Stream) && !taken(&request, Kind::Conn));
+        assert!(taken(&timeout, Kind::UdpRr) && !taken(&timeout, Kind::Rr));
+        for k in [Kind::Exec, Kind::Scp] {
+            assert!(taken(&direction, k) && taken(&request, k) && taken(&timeout, k));
+        }
+        assert_eq!(
+            kind::not_taken(&request, kind_of(Kind::Stream)),
+            Some("--request")
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
+use super::kind::Takes;
 use super::{base, Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::units::fmt_bytes;
 use std::fmt::Write as _;
@@ -32,6 +33,10 @@ use std::fmt::Write as _;
 pub struct Rr;
 
 impl Plugin for Rr {
+    fn takes(&self) -> Takes {
+        Takes::EXCHANGE
+    }
+
     fn kind(&self) -> spec::Workload {
         spec::Workload::Rr
     }

@@ -2,13 +2,17 @@
 //! server namespace (`crate::program` runs it as exec with the command
 //! built for it).
 
-use super::kind::{Kind, Needs, Program};
+use super::kind::{Kind, Needs, Program, Takes};
 use crate::model::spec::{self, TestSpec};
 use crate::units::fmt_bytes;
 
 pub struct Scp;
 
 impl Kind for Scp {
+    fn takes(&self) -> Takes {
+        Takes::ALL
+    }
+
     fn workload(&self) -> spec::Workload {
         spec::Workload::Scp
     }

@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
+use super::kind::Takes;
 use super::RateColumn;
 use super::{base, rr, Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
@@ -24,6 +25,14 @@ use crate::units::fmt_bytes;
 pub struct Stream;
 
 impl Plugin for Stream {
+    fn takes(&self) -> Takes {
+        Takes {
+            bulk: true,
+            transfer: true,
+            ..Takes::default()
+        }
+    }
+
     fn kind(&self) -> spec::Workload {
         spec::Workload::Stream
     }

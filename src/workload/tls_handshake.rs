@@ -2,6 +2,7 @@
 //! handshake, one small request/response, close. crr's flows with TLS
 //! required: handshakes/s and CPU per handshake on each end.
 
+use super::kind::Takes;
 use super::{crr, Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::Flow;
 use crate::model::result::Iteration;
@@ -11,6 +12,10 @@ use crate::units::fmt_bytes;
 pub struct TlsHandshake;
 
 impl Plugin for TlsHandshake {
+    fn takes(&self) -> Takes {
+        Takes::EXCHANGE
+    }
+
     fn kind(&self) -> spec::Workload {
         spec::Workload::TlsHandshake
     }

@@ -38,6 +38,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::kind::Takes;
 use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status};
 use crate::engine::pace::{self, Schedule};
@@ -60,6 +61,13 @@ pub const STAMPED_RESPONSE: usize = STAMPS + 16;
 pub struct UdpRr;
 
 impl Plugin for UdpRr {
+    fn takes(&self) -> Takes {
+        Takes {
+            timeout: true,
+            ..Takes::EXCHANGE
+        }
+    }
+
     fn kind(&self) -> spec::Workload {
         spec::Workload::UdpRr
     }

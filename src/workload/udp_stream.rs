@@ -15,6 +15,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use super::kind::Takes;
 use super::RateColumn;
 use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status, BUDGET};
@@ -39,6 +40,13 @@ const OLD_MAX_SEGMENTS: usize = 64;
 const CALLS_PER_TURN: usize = 256;
 
 impl Plugin for UdpStream {
+    fn takes(&self) -> Takes {
+        Takes {
+            bulk: true,
+            ..Takes::default()
+        }
+    }
+
     fn kind(&self) -> spec::Workload {
         spec::Workload::UdpStream
     }
