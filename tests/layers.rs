@@ -694,7 +694,7 @@ fn names_a_kind(l: &str) -> bool {
 }
 
 /// Today's counts: the redesign lowers them to 0.
-const KIND_LINES_OUTSIDE_WORKLOAD: usize = 63;
+const KIND_LINES_OUTSIDE_WORKLOAD: usize = 46;
 
 #[test]
 fn fewer_places_outside_the_registry_name_a_test_kind() {
@@ -739,7 +739,6 @@ const LONG_FNS: &[(&str, usize)] = &[
     ("lab/emulator.rs::run", 158),
     ("model/options/command_line.rs::to_command_line", 272),
     ("model/options.rs::build_spec", 174),
-    ("model/spec/rules.rs::validate", 161),
     ("program/exec.rs::run", 243),
     ("report/render/document.rs::build", 202),
     ("report/render/human.rs::render", 278),

@@ -20,6 +20,20 @@ impl Kind for Cipher {
     fn workload(&self) -> spec::Workload {
         spec::Workload::Cipher
     }
+    fn takes(&self) -> super::kind::Takes {
+        super::kind::Takes {
+            section: super::kind::Section::Cipher,
+            crypto_alone: true,
+            no_auto: Some("it runs in linerate's own process"),
+            ..super::kind::Takes::NONE
+        }
+    }
+    fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {
+        match &spec.cipher {
+            Some(c) => c.validate(),
+            None => Err("cipher needs its algorithm".into()),
+        }
+    }
     fn needs(&self) -> Needs {
         Needs::NOTHING
     }

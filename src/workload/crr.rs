@@ -38,7 +38,10 @@ pub struct Crr;
 
 impl Plugin for Crr {
     fn takes(&self) -> Takes {
-        Takes::EXCHANGE
+        Takes {
+            threads: true,
+            ..Takes::EXCHANGE
+        }
     }
 
     fn kind(&self) -> spec::Workload {

@@ -11,6 +11,15 @@ impl Kind for Exec {
         Takes::ALL
     }
 
+    fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
+        if spec.exec.as_ref().is_none_or(|e| e.command.is_empty()) {
+            return Err(
+                "exec needs a command: linerate run exec [--lab NAME] -- COMMAND ARGS".into(),
+            );
+        }
+        super::rules::program(spec)
+    }
+
     fn workload(&self) -> spec::Workload {
         spec::Workload::Exec
     }

@@ -44,6 +44,28 @@ impl Plugin for Memcache {
         spec::Workload::Memcache
     }
 
+    fn takes(&self) -> super::kind::Takes {
+        super::kind::Takes {
+            section: super::kind::Section::Kv,
+            search_latency: true,
+            paced: true,
+            ..super::kind::Takes::NONE
+        }
+    }
+
+    fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
+        match &spec.kv {
+            Some(kv) => kv.validate()?,
+            None => return Err("memcache needs its key-value mix".into()),
+        }
+        if spec.tls.is_some() {
+            return Err(
+                "--tls: memcached's TLS is not supported by linerate's memcache load".into(),
+            );
+        }
+        Ok(())
+    }
+
     fn pattern(&self) -> Pattern {
         Pattern::Service
     }

@@ -16,6 +16,9 @@ impl Kind for Mix {
     fn workload(&self) -> spec::Workload {
         spec::Workload::Mix
     }
+    fn takes(&self) -> super::kind::Takes {
+        super::kind::Takes::GROUPS
+    }
     fn describe(&self, _spec: &TestSpec) -> String {
         "several workloads on one window (each group below)".to_string()
     }

@@ -43,6 +43,7 @@ pub mod mix;
 pub mod per_conn;
 pub mod rr;
 pub mod rrul;
+pub mod rules;
 pub mod scp;
 pub mod stream;
 pub mod tls_handshake;
@@ -110,6 +111,10 @@ pub trait Plugin: Sync {
     /// Which kind-specific options it takes (`kind::not_taken`).
     fn takes(&self) -> kind::Takes {
         kind::Takes::default()
+    }
+    /// Its own rules on a spec (see `Kind::rules`).
+    fn rules(&self, _spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
+        Ok(())
     }
     /// The headline figure: what confidence intervals and progress follow.
     fn main_metric(&self, spec: &TestSpec) -> MainMetric;
@@ -346,6 +351,7 @@ pub fn validate(spec: &TestSpec) -> Result<(), WorkloadError> {
 pub fn check(spec: &TestSpec) -> Result<(), SpecError> {
     spec.validate()
         .map_err(|e| SpecError::Spec(e.to_string()))?;
+    rules::of_kind(spec, kind_of(spec.workload)).map_err(|e| SpecError::Spec(e.to_string()))?;
     validate(spec)?;
     if let Some(t) = &spec.tls {
         crate::engine::tls::check(t)?;

@@ -34,7 +34,12 @@ pub struct Rr;
 
 impl Plugin for Rr {
     fn takes(&self) -> Takes {
-        Takes::EXCHANGE
+        Takes {
+            threads: true,
+            search_latency: true,
+            paced: true,
+            ..Takes::EXCHANGE
+        }
     }
 
     fn kind(&self) -> spec::Workload {

@@ -47,7 +47,9 @@ const DOWN: usize = 3;
 pub fn spec_of(opts: &TestOptions, local: bool) -> Result<TestSpec, Invalid> {
     let mut o = opts.clone();
     o.workload = Some(Workload::Rrul);
-    o.build_for(local)
+    let spec = o.build_for(local)?;
+    Rrul.rules(&spec)?;
+    Ok(spec)
 }
 
 /// The groups of an rrul with these options: the probes over the whole
@@ -385,6 +387,18 @@ pub struct Rrul;
 impl Kind for Rrul {
     fn workload(&self) -> spec::Workload {
         spec::Workload::Rrul
+    }
+    fn takes(&self) -> super::kind::Takes {
+        super::kind::Takes {
+            section: super::kind::Section::Rrul,
+            ..super::kind::Takes::GROUPS
+        }
+    }
+    fn rules(&self, spec: &TestSpec) -> Result<(), Invalid> {
+        match &spec.rrul {
+            Some(r) => r.validate(spec.warmup_s, spec.interval_s),
+            None => Err("rrul needs its phases and probes".into()),
+        }
     }
     fn describe(&self, spec: &TestSpec) -> String {
         let r = spec.rrul.clone().unwrap_or_default();

@@ -13,6 +13,13 @@ impl Kind for Scp {
         Takes::ALL
     }
 
+    fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
+        if spec.bytes.is_none() {
+            return Err("scp needs --bytes (the size of the file copied)".into());
+        }
+        super::rules::program(spec)
+    }
+
     fn workload(&self) -> spec::Workload {
         spec::Workload::Scp
     }

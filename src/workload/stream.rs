@@ -29,8 +29,16 @@ impl Plugin for Stream {
         Takes {
             bulk: true,
             transfer: true,
-            ..Takes::default()
+            threads: true,
+            ..Takes::NONE
         }
+    }
+
+    fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
+        if spec.io == spec::IoMode::Threads && spec.direction == Direction::Bidir {
+            return Err("--io threads runs stream (tx or rx), closed-loop rr and crr, not a bidir stream (one thread cannot block on its reads and its writes at once): use --io epoll".into());
+        }
+        Ok(())
     }
 
     fn kind(&self) -> spec::Workload {

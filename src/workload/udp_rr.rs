@@ -64,8 +64,16 @@ impl Plugin for UdpRr {
     fn takes(&self) -> Takes {
         Takes {
             timeout: true,
+            udp: true,
+            search_latency: true,
+            search_loss: true,
+            paced: true,
             ..Takes::EXCHANGE
         }
+    }
+
+    fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
+        super::rules::udp(spec, false)
     }
 
     fn kind(&self) -> spec::Workload {

@@ -43,8 +43,14 @@ impl Plugin for UdpStream {
     fn takes(&self) -> Takes {
         Takes {
             bulk: true,
-            ..Takes::default()
+            udp: true,
+            search_loss: true,
+            ..Takes::NONE
         }
+    }
+
+    fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
+        super::rules::udp(spec, true)
     }
 
     fn kind(&self) -> spec::Workload {

@@ -46,58 +46,10 @@ impl TestSpec {
         }
     }
 
-    fn validate_exec(&self) -> Result<(), Invalid> {
-        let e = self.exec.as_ref();
-        if self.workload == Workload::Exec && e.is_none_or(|e| e.command.is_empty()) {
-            return Err(
-                "exec needs a command: linerate run exec [--lab NAME] -- COMMAND ARGS".into(),
-            );
-        }
-        if self.workload == Workload::Scp && self.bytes.is_none() {
-            return Err("scp needs --bytes (the size of the file copied)".into());
-        }
-        if self.flows != 1 {
-            return Err("exec and scp run one command (no --flows)".into());
-        }
-        if let Some(e) = e {
-            let uses = |p: &str| e.command.iter().any(|a| a.contains(p));
-            if uses("{ssh_config}") && !e.sshd {
-                return Err("{ssh_config} names linerate's own sshd: add --sshd".into());
-            }
-            if uses("{file}") && self.bytes.is_none() {
-                return Err("{file} is a file of --bytes: add --bytes SIZE".into());
-            }
-        }
-        if self.window == WindowMode::Exact {
-            return Err(
-                "--window exact needs linerate's own sockets; an unmodified program (exec, scp) gets --rcvbuf through the server's tcp_rmem"
-                    .into(),
-            );
-        }
-        if self.tls.is_some() {
-            return Err("--tls applies to linerate's own flows, not to exec or scp".into());
-        }
-        if self.read_size != 0 {
-            return Err("--read-size applies to linerate's own flows, not to exec or scp".into());
-        }
-        Ok(())
-    }
-
     /// `--io threads`: a blocking thread per flow on each end, for the
     /// flows that wait on one socket in one direction at a time.
+    /// Which kinds take it is the kind's rule (`workload::rules`).
     fn validate_threads(&self) -> Result<(), Invalid> {
-        let what = match self.workload {
-            Workload::Stream if self.direction == Direction::Bidir => {
-                Some("a bidir stream (one thread cannot block on its reads and its writes at once)")
-            }
-            Workload::Stream | Workload::Rr | Workload::Crr => None,
-            w => Some(w.name()),
-        };
-        if let Some(w) = what {
-            return Err(format!(
-                "--io threads runs stream (tx or rx), closed-loop rr and crr, not {w}: use --io epoll"
-            ).into());
-        }
         if self.rate.is_some() {
             return Err(
                 "--io threads runs closed loops; an open loop (--rate) needs the event loop's timers: use --io epoll"
@@ -185,82 +137,16 @@ impl TestSpec {
         }
     }
 
-    fn validate_udp(&self) -> Result<(), Invalid> {
-        let size = |name: &str, v: u64| {
-            if (v as usize) < UDP_HEADER || v as usize > UDP_MAX {
-                Err(format!(
-                    "{name} {v}: a UDP message is {UDP_HEADER} to {UDP_MAX} bytes (linerate's header takes {UDP_HEADER})"
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        match self.workload {
-            Workload::UdpStream => size("--message", self.message as u64)?,
-            _ => {
-                size("--request", self.request)?;
-                size("--response", self.response)?;
-            }
-        }
-        if self.batch > 1024 {
-            return Err("--batch is 1 to 1024 datagrams".into());
-        }
-        if (self.gso || self.gro) && self.workload != Workload::UdpStream {
-            return Err("--gso and --gro apply to udp-stream".into());
-        }
-        if self.gso && self.batch > UDP_MAX_SEGMENTS {
-            return Err(format!(
-                "--gso carries at most {UDP_MAX_SEGMENTS} datagrams per send (the kernel's UDP_MAX_SEGMENTS): lower --batch"
-            ).into());
-        }
-        if self.read_size != 0 {
-            return Err("--read-size applies to TCP workloads (UDP reads whole datagrams)".into());
-        }
-        if self.gso && self.message * self.udp_batch() as usize > UDP_MAX {
-            return Err(format!(
-                "--gso sends --batch x --message in one datagram of at most {UDP_MAX} bytes: lower --batch"
-            ).into());
-        }
-        if self.rate.is_some() && self.rate_bps.is_some() {
-            return Err("--rate is packets/s or a bit rate, not both".into());
-        }
-        if self.rate_bps.is_some() && self.workload != Workload::UdpStream {
-            return Err("a bit rate applies to udp-stream (udp-rr takes transactions/s)".into());
-        }
-        if !(0.001..=60.0).contains(&self.timeout_s) {
-            return Err("--timeout is 1ms to 60s".into());
-        }
-        if self.tls.is_some() {
-            return Err("--tls applies to TCP workloads".into());
-        }
-        if self.bytes.is_some() || self.zerocopy || self.window == WindowMode::Exact {
-            return Err("--bytes, --zerocopy and --window exact apply to TCP workloads".into());
-        }
-        Ok(())
-    }
-
     /// A finite test ends when every flow is done, not after `duration_s`.
     pub fn is_finite(&self) -> bool {
         self.workload == Workload::Stream && self.bytes.is_some() && self.per == Per::Flow
     }
 
-    /// `--search`, `--duration auto` and `--rate-ramp`: where they apply.
+    /// `--search`, `--duration auto` and `--rate-ramp`: what they need
+    /// whatever the kind (which kinds take them is the kind's rule,
+    /// `workload::rules`).
     fn validate_sizing(&self) -> Result<(), Invalid> {
-        use crate::model::search::SearchMetric;
-        use Workload::*;
-        if let Some(s) = &self.search {
-            let fits = match s.target.metric {
-                SearchMetric::LossPct => matches!(self.workload, UdpRr | UdpStream),
-                _ => matches!(self.workload, Rr | UdpRr | Memcache),
-            };
-            if !fits {
-                return Err(format!(
-                    "--search {} does not apply to {}: a latency percentile is searched on rr, udp-rr and memcache, loss_pct on udp-rr and udp-stream (open loops)",
-                    s.target,
-                    self.workload.name()
-                )
-                .into());
-            }
+        if self.search.is_some() {
             if self.bytes.is_some() {
                 return Err("--search runs open loops of transactions: drop --bytes".into());
             }
@@ -268,33 +154,21 @@ impl TestSpec {
                 return Err("--search sizes each step itself: drop --duration auto".into());
             }
         }
-        if self.auto.is_some() {
-            let refused = match self.workload {
-                Exec | Scp => Some("a program runs until it ends"),
-                Mix | Rrul => Some("a mixed test's groups share one window"),
-                Cipher => Some("it runs in linerate's own process"),
-                _ if self.bytes.is_some() => Some("a finite transfer ends when it is done"),
-                _ => None,
-            };
-            if let Some(why) = refused {
-                return Err(format!(
-                    "--duration auto does not apply to {}: {why}; give -d a time",
-                    self.workload.name()
-                )
-                .into());
-            }
+        if self.auto.is_some() && self.bytes.is_some() {
+            return Err(format!(
+                "--duration auto does not apply to {}: a finite transfer ends when it is done; give -d a time",
+                self.workload.name()
+            )
+            .into());
         }
-        if self.arrivals == Arrivals::Poisson
-            && (!matches!(self.workload, Rr | UdpRr | Memcache) || self.rate.is_none())
-            && self.search.is_none()
-        {
+        if self.arrivals == Arrivals::Poisson && self.rate.is_none() && self.search.is_none() {
             return Err(
                 "--arrivals poisson spaces an open loop's requests: rr, udp-rr or memcache with --rate (or --search)"
                     .into(),
             );
         }
         if let Some(r) = self.rate_ramp_s {
-            if !matches!(self.workload, Rr | UdpRr | Memcache) || self.rate.is_none() {
+            if self.rate.is_none() {
                 return Err(
                     "--rate-ramp raises an open loop's rate: rr, udp-rr or memcache with --rate"
                         .into(),
@@ -373,53 +247,8 @@ impl TestSpec {
         if self.outstanding == 0 || self.outstanding > 1024 {
             return Err("--outstanding must be between 1 and 1024".into());
         }
-        if self.workload.is_program() {
-            return self.validate_exec();
-        }
-        if self.workload.is_udp() {
-            self.validate_udp()?;
-        } else if self.batch != 0 || self.gso || self.gro || self.rate_bps.is_some() {
-            return Err(
-                "--batch, --gso, --gro and a bit rate apply to udp-stream and udp-rr".into(),
-            );
-        }
-        if self.exec.is_some() {
-            return Err("a command applies to the exec workload".into());
-        }
-        match (&self.rrul, self.workload) {
-            (Some(r), Workload::Rrul) => r.validate(self.warmup_s, self.interval_s)?,
-            (None, Workload::Rrul) => return Err("rrul needs its phases and probes".into()),
-            (Some(_), _) => {
-                return Err("--idle, --probe-rate and --streams apply to rrul".into());
-            }
-            (None, _) => {}
-        }
-        match (&self.kv, self.workload) {
-            (Some(kv), Workload::Memcache) => kv.validate()?,
-            (None, Workload::Memcache) => return Err("memcache needs its key-value mix".into()),
-            (Some(_), _) => {
-                return Err(
-                    "--service, --target, --keys, --values, --get-set apply to memcache".into(),
-                )
-            }
-            (None, _) => {}
-        }
-        if !self.crypto_hw && self.tls.is_none() && self.workload != Workload::Cipher {
-            return Err("--crypto-hw off applies to TLS tests (--tls, tls-handshake)".into());
-        }
         if let (false, Some(why)) = (self.crypto_hw, crate::model::cryptohw::mask_refused_here()) {
             return Err(why.into());
-        }
-        match (&self.cipher, self.workload) {
-            (Some(c), Workload::Cipher) => c.validate()?,
-            (None, Workload::Cipher) => return Err("cipher needs its algorithm".into()),
-            (Some(_), _) => return Err("the cipher spec belongs to the cipher workload".into()),
-            (None, _) => {}
-        }
-        if self.workload == Workload::Memcache && self.tls.is_some() {
-            return Err(
-                "--tls: memcached's TLS is not supported by linerate's memcache load".into(),
-            );
         }
         if self.window == WindowMode::Exact && self.rcvbuf.is_none() {
             return Err("--window exact needs --rcvbuf (the window)".into());
