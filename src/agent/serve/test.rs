@@ -137,10 +137,6 @@ pub(super) fn run_test(
     gone: &Arc<AtomicBool>,
     sh: &Shared,
 ) -> Result<(), TestEnd> {
-    let refuse = |stream: &mut Wire, code: ErrorCode, msg: String| {
-        let _ = send_error(stream, code, &msg);
-        Err(TestEnd::Told(msg))
-    };
     let workload = match crate::control::check(&spec).and_then(|_| Ok(crate::workload::of(&spec)?))
     {
         Ok(w) => w,
@@ -163,49 +159,27 @@ pub(super) fn run_test(
             ),
         );
     }
-    // The test's sysctls on this host, journaled and put back when this
-    // function returns (or, if the agent dies, at its next start).
-    let _sysctls = if spec.sysctl.is_empty() {
-        None
-    } else if !sh.cfg.allow_sysctl {
-        return refuse(
-            stream,
-            ErrorCode::BadRequest,
-            "this agent does not change sysctls: start one with `sudo linerate serve --allow-sysctl` and give it with --agent".into(),
-        );
-    } else {
-        match crate::hostops::sysctl::apply(&spec.sysctl).map_err(|e| e.to_string()) {
-            Ok(a) => Some(a),
-            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
-        }
-    };
-    // The test's NIC settings on this end's data interfaces, journaled
-    // and put back when this function returns (or at the next start).
-    let (_nic, nic_record) = if spec.nic.is_empty() {
-        (None, Vec::new())
-    } else if !sh.cfg.allow_nic {
-        return refuse(
-            stream,
-            ErrorCode::BadRequest,
-            "this agent does not change NIC settings (nic.*): start one with `sudo linerate serve --allow-nic` and give it with --agent".into(),
-        );
-    } else {
-        match apply_nic(&spec, &role, stream) {
-            Ok((a, r)) => (Some(a), r),
-            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),
-        }
-    };
+    // Put back when this function returns, however it returns.
+    let host = change_host(&spec, &role, stream, sh)?;
     // A service (memcached) this agent starts and watches (stopped when
     // this function returns, however it returns).
     let mut service: Option<Service> = None;
     let pattern = workload.pattern();
     let conns = match role {
         Role::Server { listen, expect } => {
-            let (c, svc) = server_conns(&spec, pattern, listen, expect, stream, gone, &nic_record)?;
+            let (c, svc) = server_conns(
+                &spec,
+                pattern,
+                listen,
+                expect,
+                stream,
+                gone,
+                &host.nic_record,
+            )?;
             service = svc;
             vec![c]
         }
-        Role::Client { groups } => client_conns(&spec, pattern, groups, stream, &nic_record)?,
+        Role::Client { groups } => client_conns(&spec, pattern, groups, stream, &host.nic_record)?,
     };
     let Some(at) = await_start(rx, stream)? else {
         return Ok(());
@@ -287,6 +261,71 @@ pub(super) fn run_test(
         }
     }
     final_report(side, &mut obs, client, complete)
+}
+
+/// A refusal: the controller is sent `msg` with `code`, and the test ends
+/// told.
+fn refuse<T>(stream: &mut Wire, code: ErrorCode, msg: String) -> Result<T, TestEnd> {
+    let _ = send_error(stream, code, &msg);
+    Err(TestEnd::Told(msg))
+}
+
+/// The host changes a test makes on this end, held for as long as it runs:
+/// dropping them puts the host back (NIC settings first, then sysctls, the
+/// reverse of their making).
+struct HostChanges {
+    _nic: Option<crate::hostops::nic::Applied>,
+    _sysctls: Option<crate::hostops::sysctl::Applied>,
+    /// The NIC settings as applied, for the host record sent with `Ready`
+    /// or `Connected`.
+    nic_record: Vec<crate::model::nic::NicInterface>,
+}
+
+/// Makes the test's host changes (sysctls, then NIC settings), or refuses
+/// the test when this agent may not make them or they fail.
+fn change_host(
+    spec: &TestSpec,
+    role: &Role,
+    stream: &mut Wire,
+    sh: &Shared,
+) -> Result<HostChanges, TestEnd> {
+    // The test's sysctls on this host, journaled and put back when the
+    // test ends (or, if the agent dies, at its next start).
+    let sysctls = if spec.sysctl.is_empty() {
+        None
+    } else if !sh.cfg.allow_sysctl {
+        return refuse(
+            stream,
+            ErrorCode::BadRequest,
+            "this agent does not change sysctls: start one with `sudo linerate serve --allow-sysctl` and give it with --agent".into(),
+        );
+    } else {
+        match crate::hostops::sysctl::apply(&spec.sysctl).map_err(|e| e.to_string()) {
+            Ok(a) => Some(a),
+            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
+        }
+    };
+    // The test's NIC settings on this end's data interfaces, journaled
+    // and put back when the test ends (or at the next start).
+    let (nic, nic_record) = if spec.nic.is_empty() {
+        (None, Vec::new())
+    } else if !sh.cfg.allow_nic {
+        return refuse(
+            stream,
+            ErrorCode::BadRequest,
+            "this agent does not change NIC settings (nic.*): start one with `sudo linerate serve --allow-nic` and give it with --agent".into(),
+        );
+    } else {
+        match apply_nic(spec, role, stream) {
+            Ok((a, r)) => (Some(a), r),
+            Err(e) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),
+        }
+    };
+    Ok(HostChanges {
+        _nic: nic,
+        _sysctls: sysctls,
+        nic_record,
+    })
 }
 
 /// The window is over: this side's flows stopped and closed, and its final
@@ -395,10 +434,6 @@ pub(super) fn server_conns(
     gone: &Arc<AtomicBool>,
     nic: &[crate::model::nic::NicInterface],
 ) -> Result<(Conns, Option<Service>), TestEnd> {
-    let refuse = |stream: &mut Wire, code: ErrorCode, msg: String| {
-        let _ = send_error(stream, code, &msg);
-        Err(TestEnd::Told(msg))
-    };
     let addrs = if listen.is_empty() {
         vec![stream
             .stream
