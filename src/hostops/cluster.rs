@@ -378,51 +378,7 @@ pub fn up(
     let started = each(
         &logins.iter().zip(&prepared).collect::<Vec<_>>(),
         |((h, login, bin), (binary, answers))| {
-            let replaced = matches!(binary, Binary::Copied { .. });
-            if *answers && !replaced {
-                let a = &state.agents[&h.name];
-                say(&format!(
-                    "{}: agent already running (pid {}, from an earlier cluster up): left as it is",
-                    h.name, a.pid
-                ));
-                return Ok((None, "running"));
-            }
-            // An earlier agent that does not answer (or runs the old binary):
-            // stopped first, if it is still our process, so the port is free.
-            let mut what = "started";
-            if let Some(old) = state.agents.get(&h.name) {
-                match stop_agent(&h.name, old)? {
-                    Stopped::Stopped => {
-                        say(&format!(
-                            "{}: stopped the earlier agent (pid {})",
-                            h.name, old.pid
-                        ));
-                        what = "restarted";
-                    }
-                    Stopped::NotRunning => {}
-                }
-            }
-            let token = random_hex(32);
-            let pid = start_agent(login, bin, h.control(), &token)?;
-            say(&format!(
-                "{}: agent {what} on {} (pid {pid})",
-                h.name,
-                h.control()
-            ));
-            Ok::<_, OpsError>((
-                Some(Started {
-                    address: h.address,
-                    port: h.port,
-                    ssh: login.dest.clone(),
-                    ssh_options: login.options.clone(),
-                    remote_binary: bin.clone(),
-                    pid,
-                    token,
-                    software: software(),
-                    started_at: crate::units::rfc3339_now(),
-                }),
-                what,
-            ))
+            start_one(h, login, bin, binary, *answers, &state, say)
         },
     );
     // Record every agent now running before anything else can fail.
@@ -510,6 +466,66 @@ pub fn up(
         return undo(&mut state, errors);
     }
     Ok(out)
+}
+
+/// Step 2 of `up` for one host: an earlier agent that answers stays,
+/// unless its binary was just replaced; otherwise it is stopped (if still
+/// ours) and a new one started. The new agent (None: the earlier one
+/// stays) and how it runs now: "running", "started" or "restarted".
+fn start_one(
+    h: &Host,
+    login: &Login,
+    bin: &str,
+    binary: &Binary,
+    answers: bool,
+    state: &State,
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<(Option<Started>, &'static str), OpsError> {
+    let replaced = matches!(binary, Binary::Copied { .. });
+    if answers && !replaced {
+        let a = &state.agents[&h.name];
+        say(&format!(
+            "{}: agent already running (pid {}, from an earlier cluster up): left as it is",
+            h.name, a.pid
+        ));
+        return Ok((None, "running"));
+    }
+    // An earlier agent that does not answer (or runs the old binary):
+    // stopped first, if it is still our process, so the port is free.
+    let mut what = "started";
+    if let Some(old) = state.agents.get(&h.name) {
+        match stop_agent(&h.name, old)? {
+            Stopped::Stopped => {
+                say(&format!(
+                    "{}: stopped the earlier agent (pid {})",
+                    h.name, old.pid
+                ));
+                what = "restarted";
+            }
+            Stopped::NotRunning => {}
+        }
+    }
+    let token = random_hex(32);
+    let pid = start_agent(login, bin, h.control(), &token)?;
+    say(&format!(
+        "{}: agent {what} on {} (pid {pid})",
+        h.name,
+        h.control()
+    ));
+    Ok((
+        Some(Started {
+            address: h.address,
+            port: h.port,
+            ssh: login.dest.clone(),
+            ssh_options: login.options.clone(),
+            remote_binary: bin.to_string(),
+            pid,
+            token,
+            software: software(),
+            started_at: crate::units::rfc3339_now(),
+        }),
+        what,
+    ))
 }
 
 // ---------------------------------------------------------------- status
