@@ -734,7 +734,6 @@ const MAX_FILE_LINES: usize = 1000;
 const MAX_FN_LINES: usize = 150;
 const LONG_FILES: &[(&str, usize)] = &[];
 const LONG_FNS: &[(&str, usize)] = &[
-    ("lab/emulator.rs::run", 158),
     ("model/options/command_line.rs::to_command_line", 272),
     ("model/options.rs::build_spec", 174),
     ("program/exec.rs::run", 243),

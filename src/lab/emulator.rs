@@ -712,6 +712,35 @@ fn snapshot(dirs: &[HalfLink; 2], clock: &Clock, realtime: bool) -> Stats {
     }
 }
 
+/// How long the loop may sleep (an arrival on a watched queue wakes it
+/// sooner): until the earliest of the next release, the next counters
+/// write (which also bounds how late a stop is noticed), and, while a queue
+/// is not watched, its next read (so that its backlog stays small).
+fn next_wake(dirs: &[HalfLink; 2], now: u64, next_stats: Instant) -> Duration {
+    let mut wake = next_stats
+        .saturating_duration_since(Instant::now())
+        .min(TICK);
+    for dir in dirs {
+        if let Some(at) = wire::next_release(&dir.held, &dir.wire, dir.window_ns) {
+            wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
+        }
+        // The discipline runs on the arrival timeline whenever the loop
+        // wakes, so a dequeue need not wake it: only its packet's
+        // release must be on time, and that lies at least the one-way
+        // delay after the dequeue. Waking then batches the dequeues of
+        // a whole delay (at 1 Gbit/s and 5 ms, hundreds) into one wake-up.
+        if let Some(at) = dir.next_dequeue() {
+            let at = at.saturating_add(dir.link.delay_ns().max(dir.window_ns));
+            wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
+        }
+        if !dir.watched {
+            let next = dir.last_read.saturating_add(UNWATCHED_READ_NS);
+            wake = wake.min(Duration::from_nanos(next.saturating_sub(now)));
+        }
+    }
+    wake
+}
+
 /// Runs until `stop` is set (or a fatal error).
 ///
 /// Binds both queues, then writes the first counters (so a reader that sees
@@ -835,32 +864,9 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
                 w.offer(snapshot(&dirs, &clock, priority.realtime));
             }
         }
-        // Sleep until the earliest of: the next release, the next counters
-        // write (which also bounds how late a stop is noticed), an arrival
-        // on a watched queue, and, while a queue is not watched, its next
-        // read (so that its backlog stays small).
-        let now = clock.now();
-        let mut wake = next_stats
-            .saturating_duration_since(Instant::now())
-            .min(TICK);
-        for dir in &dirs {
-            if let Some(at) = wire::next_release(&dir.held, &dir.wire, dir.window_ns) {
-                wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
-            }
-            // The discipline runs on the arrival timeline whenever the loop
-            // wakes, so a dequeue need not wake it: only its packet's
-            // release must be on time, and that lies at least the one-way
-            // delay after the dequeue. Waking then batches the dequeues of
-            // a whole delay (at 1 Gbit/s and 5 ms, hundreds) into one wake-up.
-            if let Some(at) = dir.next_dequeue() {
-                let at = at.saturating_add(dir.link.delay_ns().max(dir.window_ns));
-                wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
-            }
-            if !dir.watched {
-                let next = dir.last_read.saturating_add(UNWATCHED_READ_NS);
-                wake = wake.min(Duration::from_nanos(next.saturating_sub(now)));
-            }
-        }
+        // Sleep until the next moment something is due, or an arrival on a
+        // watched queue.
+        let wake = next_wake(&dirs, clock.now(), next_stats);
         ready = epoll.wait(wake)?;
     }
 
