@@ -368,7 +368,7 @@ pub fn run(
         _ => None,
     };
     let rec = ExecRecord {
-        command: command.clone(),
+        command,
         exit_code,
         elapsed_s: elapsed,
         login_s,
@@ -377,12 +377,34 @@ pub fn run(
         observed_window: window,
         window_target,
         server_tcp_rmem,
-        stderr_tail: tail.clone(),
+        stderr_tail: tail,
         ssh_version: sshd.as_ref().map(|s| s.version.clone()),
     };
+    let host = cpu::window(&host0, &host1);
+    Ok(test_result(
+        spec,
+        lab,
+        command_line,
+        sshd.as_ref(),
+        rec,
+        host,
+    ))
+}
+
+/// The result of an exec or scp test from its record and the host's CPU
+/// over the run: one iteration, its summary, and where it ran.
+fn test_result(
+    spec: &TestSpec,
+    lab: &LabState,
+    command_line: Vec<String>,
+    sshd: Option<&Sshd>,
+    rec: ExecRecord,
+    host: crate::model::sample::CpuWindow,
+) -> TestResult {
+    let (exit_code, elapsed) = (rec.exit_code, rec.elapsed_s);
+    let (client_cpu, server_cpu) = (rec.client_cpu_s, rec.server_cpu_s);
     let ok = exit_code == Some(0);
     let bytes = if ok { spec.bytes.unwrap_or(0) } else { 0 };
-    let host = cpu::window(&host0, &host1);
     let side = |cpu_s: f64| {
         let mut w = host.clone();
         w.process_cpu_s = cpu_s;
@@ -399,9 +421,9 @@ pub fn run(
     let error = (!ok).then(|| {
         format!(
             "{} exited with {}: {}",
-            command[0],
+            rec.command[0],
             exit_code.map_or("a signal".to_string(), |c| c.to_string()),
-            tail.lines().last().unwrap_or("")
+            rec.stderr_tail.lines().last().unwrap_or("")
         )
     });
     let it = Iteration {
@@ -448,7 +470,7 @@ pub fn run(
         ..Default::default()
     };
     let host_info = crate::measure::host::collect();
-    Ok(TestResult {
+    TestResult {
         schema: crate::model::result::SCHEMA.into(),
         schema_version: crate::model::result::SCHEMA_VERSION,
         started_at: crate::units::rfc3339_now(),
@@ -459,12 +481,10 @@ pub fn run(
             address: format!(
                 "{}{}",
                 lab.server_addr,
-                sshd.as_ref()
-                    .map(|s| format!(":{}", s.port))
-                    .unwrap_or_default()
+                sshd.map(|s| format!(":{}", s.port)).unwrap_or_default()
             ),
             local: true,
-            pid: sshd.as_ref().map(|s| s.pid()),
+            pid: sshd.map(|s| s.pid()),
         },
         environment: Pair {
             client: host_info.clone(),
@@ -480,5 +500,5 @@ pub fn run(
         groups: Vec::new(),
         firewall: None,
         search: None,
-    })
+    }
 }
