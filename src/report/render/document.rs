@@ -207,21 +207,11 @@ fn draw(
     }
 }
 
-pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
-    let study = &loaded.study;
-    let m = &loaded.manifest;
-    let mut figures = Vec::new();
-    let mut missing_figures = Vec::new();
-    let charts = study.plots.iter().map(|p| land.chart(p));
-    draw(charts, "plot", &mut figures, &mut missing_figures);
-    // rrul points: flent's latency over time and its distribution.
-    let charts = crate::report::analysis::rrul::charts(land);
-    draw(charts, "rrul", &mut figures, &mut missing_figures);
-    // Capacity searches: the figure against offered load, target and knee.
-    let charts = crate::report::analysis::search::charts(land);
-    draw(charts, "capacity", &mut figures, &mut missing_figures);
-    let first = loaded.results.first().map(|(_, r)| r);
-    let config = match first {
+/// The hosts' settings as linerate collected them on each end (one column
+/// when client and agent are one host), from the first result, with the
+/// lab's tunnel and links and a note when later results differ.
+fn config_table(loaded: &Loaded, first: Option<&crate::model::result::TestResult>) -> Table {
+    match first {
         Some(r) => {
             let (c, a) = (&r.environment.client, &r.environment.agent);
             let same = c == a || (r.agent.local && c.hostname == a.hostname);
@@ -295,8 +285,19 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
             headers: vec!["setting".into(), "value".into()],
             rows: vec![vec!["hosts".into(), "no result stored yet".into()]],
         },
-    };
+    }
+}
+
+/// Facts about the run: the study, network, agent, runs, order, times,
+/// command, and the overrides and notes there are.
+fn run_details(
+    loaded: &Loaded,
+    land: &Landscape,
+    first: Option<&crate::model::result::TestResult>,
+) -> Vec<(String, String)> {
     let done = loaded.results.len();
+    let study = &loaded.study;
+    let m = &loaded.manifest;
     let mut details = vec![
         (
             "study".to_string(),
@@ -362,6 +363,25 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     if let Some(n) = &land.model_note {
         details.push(("window/RTT model".into(), n.clone()));
     }
+    details
+}
+
+pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
+    let study = &loaded.study;
+    let m = &loaded.manifest;
+    let mut figures = Vec::new();
+    let mut missing_figures = Vec::new();
+    let charts = study.plots.iter().map(|p| land.chart(p));
+    draw(charts, "plot", &mut figures, &mut missing_figures);
+    // rrul points: flent's latency over time and its distribution.
+    let charts = crate::report::analysis::rrul::charts(land);
+    draw(charts, "rrul", &mut figures, &mut missing_figures);
+    // Capacity searches: the figure against offered load, target and knee.
+    let charts = crate::report::analysis::search::charts(land);
+    draw(charts, "capacity", &mut figures, &mut missing_figures);
+    let first = loaded.results.first().map(|(_, r)| r);
+    let config = config_table(loaded, first);
+    let details = run_details(loaded, land, first);
     let commands = m
         .points
         .iter()

@@ -282,164 +282,194 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     let exec = r.exec.is_some();
     let kind = crate::workload::kind_of(spec.workload);
     let rate = rate_column(spec);
-    let show_tx = rate == RateColumn::Transactions;
     for it in &r.iterations {
         if r.iterations.len() > 1 {
             let _ = writeln!(o, "\niteration {}", it.index + 1);
         }
-        // rrul: its timeline and its probes idle and loaded, the CPU.
-        if let Some(l) = &it.latency_under_load {
-            if intervals {
-                super::rrul::table(&mut o, l);
-            }
-            super::rrul::lines(&mut o, l);
-            let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
-            let _ = writeln!(o, "  {:<12} {}", "cpu agent", cpu_line(it, true));
-            if let Some(e) = &it.error {
-                let _ = writeln!(o, "  {:<12} {e}", "PARTIAL");
-            }
-            continue;
+        iteration(&mut o, spec, it, intervals, exec, kind, rate);
+    }
+    overall(&mut o, r);
+    super::groups::lines(&mut o, r);
+    super::search::lines(&mut o, r);
+    o
+}
+
+/// One iteration's lines: rrul's timeline and probes, or the intervals,
+/// throughput, rates, the workload's own lines, latency and CPU; then,
+/// unless a program ran, placement, the kernel's view, errors and hosts.
+fn iteration(
+    o: &mut String,
+    spec: &TestSpec,
+    it: &Iteration,
+    intervals: bool,
+    exec: bool,
+    kind: &dyn crate::workload::Kind,
+    rate: RateColumn,
+) {
+    let show_tx = rate == RateColumn::Transactions;
+    // rrul: its timeline and its probes idle and loaded, the CPU.
+    if let Some(l) = &it.latency_under_load {
+        if intervals {
+            super::rrul::table(o, l);
         }
-        if intervals && !it.intervals.is_empty() {
-            let _ = writeln!(o, "{}", interval_header(rate == RateColumn::Packets));
-            for i in &it.intervals {
-                let _ = writeln!(o, "{}", interval_line(i, show_tx));
-            }
-        }
-        let _ = writeln!(
-            o,
-            "  {:<12} {} ({} in {})",
-            "throughput",
-            fmt_bps(it.throughput_bps),
-            fmt_bytes(it.bytes),
-            fmt_secs(it.duration_s)
-        );
-        if let (Some(_), Some(l)) = (spec.bytes, &it.latency_us) {
-            // A finite transfer's time is its own figure, not a percentile.
-            let _ = writeln!(
-                o,
-                "  {:<12} {} {}, {} each (p50), {} the slowest",
-                "transfer",
-                it.transactions,
-                if it.transactions == 1 {
-                    "transfer"
-                } else {
-                    "transfers"
-                },
-                fmt_secs(l.p50 / 1e6),
-                fmt_secs(l.max / 1e6)
-            );
-        }
-        if show_tx {
-            let _ = writeln!(
-                o,
-                "  {:<12} {} ({} transactions)",
-                "trans/s",
-                fmt_rate(it.transactions_per_s),
-                it.transactions
-            );
-        }
-        // The workload's own lines (UDP packets and loss, memcache
-        // operations, connections).
-        for (label, text) in kind.report_lines(spec, it) {
-            let _ = writeln!(o, "  {label:<12} {text}");
-        }
-        if let Some(l) = &it.latency_us {
-            let _ = writeln!(
-                o,
-                "  {:<12} p50 {} p90 {} p99 {} p99.9 {} max {}",
-                "latency",
-                fmt_us(l.p50),
-                fmt_us(l.p90),
-                fmt_us(l.p99),
-                fmt_us(l.p999),
-                fmt_us(l.max)
-            );
-        }
-        if let Some(l) = &it.latency_corrected_us {
-            let _ = writeln!(
-                o,
-                "  {:<12} p50 {} p99 {} max {} (from intended send time)",
-                "corrected",
-                fmt_us(l.p50),
-                fmt_us(l.p99),
-                fmt_us(l.max)
-            );
-        }
-        if let Some(w) = &it.waits {
-            for (label, text) in waits_lines(spec, it, w) {
-                let _ = writeln!(o, "  {label:<12} {text}");
-            }
-        }
+        super::rrul::lines(o, l);
         let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
-        let agent = if exec { "cpu server" } else { "cpu agent" };
-        let _ = writeln!(o, "  {:<12} {}", agent, cpu_line(it, true));
-        if exec {
-            continue;
-        }
-        let _ = writeln!(
-            o,
-            "  {:<12} client {} | agent {}",
-            "placement",
-            placement_line(&it.placement.client),
-            placement_line(&it.placement.agent)
-        );
-        let flows: Vec<_> = it
-            .flows
-            .client
-            .iter()
-            .chain(it.flows.agent.iter())
-            .collect();
-        if let Some(f) = it.flows.client.first().filter(|f| f.tcp_info.is_some()) {
-            let ti = f.tcp_info.as_ref();
-            let _ = writeln!(
-                o,
-                "  {:<12} {}, first: rtt {} µs cwnd {} mss {} retrans {} sndbuf {} rcvbuf {} cc {}",
-                "kernel",
-                crate::units::plural(it.flows.client.len() as u64, "client flow", "client flows"),
-                ti.map(|t| t.rtt_us).unwrap_or(0),
-                ti.map(|t| t.snd_cwnd).unwrap_or(0),
-                ti.map(|t| t.snd_mss).unwrap_or(0),
-                flows
-                    .iter()
-                    .filter_map(|f| f.tcp_info.as_ref())
-                    .map(|t| t.total_retrans as u64)
-                    .sum::<u64>(),
-                f.sndbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
-                f.rcvbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
-                f.congestion_control.clone().unwrap_or_default()
-            );
-        }
-        let errs: Vec<&String> = it
-            .errors
-            .client
-            .iter()
-            .chain(it.errors.agent.iter())
-            .collect();
-        if it.counters.client.errors + it.counters.agent.errors > 0 || !errs.is_empty() {
-            let _ = writeln!(
-                o,
-                "  {:<12} {}: {}",
-                "errors",
-                crate::units::plural(
-                    it.counters.client.errors + it.counters.agent.errors,
-                    "flow error",
-                    "flow errors"
-                ),
-                errs.iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-        }
-        hosts_table(&mut o, it, spec, show_tx);
+        let _ = writeln!(o, "  {:<12} {}", "cpu agent", cpu_line(it, true));
         if let Some(e) = &it.error {
             let _ = writeln!(o, "  {:<12} {e}", "PARTIAL");
         }
+        return;
     }
+    if intervals && !it.intervals.is_empty() {
+        let _ = writeln!(o, "{}", interval_header(rate == RateColumn::Packets));
+        for i in &it.intervals {
+            let _ = writeln!(o, "{}", interval_line(i, show_tx));
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  {:<12} {} ({} in {})",
+        "throughput",
+        fmt_bps(it.throughput_bps),
+        fmt_bytes(it.bytes),
+        fmt_secs(it.duration_s)
+    );
+    if let (Some(_), Some(l)) = (spec.bytes, &it.latency_us) {
+        // A finite transfer's time is its own figure, not a percentile.
+        let _ = writeln!(
+            o,
+            "  {:<12} {} {}, {} each (p50), {} the slowest",
+            "transfer",
+            it.transactions,
+            if it.transactions == 1 {
+                "transfer"
+            } else {
+                "transfers"
+            },
+            fmt_secs(l.p50 / 1e6),
+            fmt_secs(l.max / 1e6)
+        );
+    }
+    if show_tx {
+        let _ = writeln!(
+            o,
+            "  {:<12} {} ({} transactions)",
+            "trans/s",
+            fmt_rate(it.transactions_per_s),
+            it.transactions
+        );
+    }
+    // The workload's own lines (UDP packets and loss, memcache
+    // operations, connections).
+    for (label, text) in kind.report_lines(spec, it) {
+        let _ = writeln!(o, "  {label:<12} {text}");
+    }
+    if let Some(l) = &it.latency_us {
+        let _ = writeln!(
+            o,
+            "  {:<12} p50 {} p90 {} p99 {} p99.9 {} max {}",
+            "latency",
+            fmt_us(l.p50),
+            fmt_us(l.p90),
+            fmt_us(l.p99),
+            fmt_us(l.p999),
+            fmt_us(l.max)
+        );
+    }
+    if let Some(l) = &it.latency_corrected_us {
+        let _ = writeln!(
+            o,
+            "  {:<12} p50 {} p99 {} max {} (from intended send time)",
+            "corrected",
+            fmt_us(l.p50),
+            fmt_us(l.p99),
+            fmt_us(l.max)
+        );
+    }
+    if let Some(w) = &it.waits {
+        for (label, text) in waits_lines(spec, it, w) {
+            let _ = writeln!(o, "  {label:<12} {text}");
+        }
+    }
+    let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
+    let agent = if exec { "cpu server" } else { "cpu agent" };
+    let _ = writeln!(o, "  {:<12} {}", agent, cpu_line(it, true));
+    if exec {
+        return;
+    }
+    placement_and_kernel(o, it);
+    hosts_table(o, it, spec, show_tx);
+    if let Some(e) = &it.error {
+        let _ = writeln!(o, "  {:<12} {e}", "PARTIAL");
+    }
+}
+
+/// Where the iteration's workers ran, the kernel's view of its first
+/// client flow (with the retransmissions of all), and its flow errors.
+fn placement_and_kernel(o: &mut String, it: &Iteration) {
+    let _ = writeln!(
+        o,
+        "  {:<12} client {} | agent {}",
+        "placement",
+        placement_line(&it.placement.client),
+        placement_line(&it.placement.agent)
+    );
+    let flows: Vec<_> = it
+        .flows
+        .client
+        .iter()
+        .chain(it.flows.agent.iter())
+        .collect();
+    if let Some(f) = it.flows.client.first().filter(|f| f.tcp_info.is_some()) {
+        let ti = f.tcp_info.as_ref();
+        let _ = writeln!(
+            o,
+            "  {:<12} {}, first: rtt {} µs cwnd {} mss {} retrans {} sndbuf {} rcvbuf {} cc {}",
+            "kernel",
+            crate::units::plural(it.flows.client.len() as u64, "client flow", "client flows"),
+            ti.map(|t| t.rtt_us).unwrap_or(0),
+            ti.map(|t| t.snd_cwnd).unwrap_or(0),
+            ti.map(|t| t.snd_mss).unwrap_or(0),
+            flows
+                .iter()
+                .filter_map(|f| f.tcp_info.as_ref())
+                .map(|t| t.total_retrans as u64)
+                .sum::<u64>(),
+            f.sndbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
+            f.rcvbuf.map(|b| fmt_bytes(b as u64)).unwrap_or_default(),
+            f.congestion_control.clone().unwrap_or_default()
+        );
+    }
+    let errs: Vec<&String> = it
+        .errors
+        .client
+        .iter()
+        .chain(it.errors.agent.iter())
+        .collect();
+    if it.counters.client.errors + it.counters.agent.errors > 0 || !errs.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<12} {}: {}",
+            "errors",
+            crate::units::plural(
+                it.counters.client.errors + it.counters.agent.errors,
+                "flow error",
+                "flow errors"
+            ),
+            errs.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+}
+
+/// The lines over all iterations: rrul's merged latency, the confidence
+/// interval (and whether its target was met), and TLS with its cost.
+fn overall(o: &mut String, r: &TestResult) {
     if let (Some(l), true) = (&r.summary.latency_under_load, r.iterations.len() > 1) {
         let _ = writeln!(o, "\nall iterations (latency merged, throughput means)");
-        super::rrul::lines(&mut o, l);
+        super::rrul::lines(o, l);
     }
     if let Some(c) = &r.summary.confidence {
         let target = r.confidence_target.width_pct / 2.0;
@@ -505,9 +535,6 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     if let Some(line) = tls_cost_line(r) {
         let _ = writeln!(o, "  {:<12} {line}", "tls cost");
     }
-    super::groups::lines(&mut o, r);
-    super::search::lines(&mut o, r);
-    o
 }
 
 /// Many hosts: one row per host over the common window, its clock offset,
