@@ -327,89 +327,20 @@ impl Plan {
             })
             .filter(|c| !c.points.is_empty())
             .collect();
-        // Axes span the curves too, so a model is never cut off.
-        let all = || {
-            series
-                .iter()
-                .chain(curves.iter())
-                .flat_map(|s| s.points.iter().copied())
-        };
+        let (x, y) = axes(
+            &series,
+            &curves,
+            &hlines,
+            categories.as_deref(),
+            log_x,
+            log_y,
+        )?;
 
-        let x = match &categories {
-            Some(c) => Axis {
-                lo: -0.5,
-                hi: c.len() as f64 - 0.5,
-                log: false,
-            },
-            None => {
-                let lo = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
-                let hi = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-                if log_x {
-                    log_range(lo, hi, 0.05)
-                } else {
-                    linear_range(lo, hi)
-                }
-            }
-        }
-        .checked("x")?;
-
-        let y = if log_y {
-            let values = all()
-                .flat_map(|(_, y, hw)| {
-                    let hw = hw.unwrap_or(0.0);
-                    [y, y + hw, y - hw]
-                })
-                .chain(hlines.iter().map(|h| h.1))
-                .filter(|v| v.is_finite() && *v > 0.0);
-            let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                (lo.min(v), hi.max(v))
-            });
-            log_range(lo, hi, 0.0)
-        } else {
-            let values = all()
-                .flat_map(|(_, y, hw)| {
-                    let hw = hw.unwrap_or(0.0);
-                    [y, y + hw, y - hw]
-                })
-                .chain(hlines.iter().map(|h| h.1));
-            // Linear y starts at zero: rates and costs are compared by ratio.
-            let (lo, hi) = values.fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-            let hi = if hi > 0.0 { hi * HEADROOM } else { hi };
-            let lo = if lo < 0.0 { lo * HEADROOM } else { lo };
-            if lo == 0.0 && hi == 0.0 {
-                Axis {
-                    lo: 0.0,
-                    hi: 1.0,
-                    log: false,
-                }
-            } else {
-                let (lo, hi) = widen_degenerate(lo, hi);
-                Axis { lo, hi, log: false }
-            }
-        }
-        .checked("y")?;
-
-        // Bars: series i of n takes the i-th of n equal slices of each
-        // category's group; its points (and its model's) move to the
-        // slice's centre.
         let mut series = series;
         let mut curves = curves;
-        let bar_half_width = categories.as_ref().map(|_| {
-            let n = series.len().max(1) as f64;
-            let slice = BAR_GROUP / n;
-            let centre = |i: usize, x: f64| x - BAR_GROUP / 2.0 + slice * (i as f64 + 0.5);
-            for (i, s) in series.iter_mut().enumerate() {
-                for p in &mut s.points {
-                    p.0 = centre(i, p.0);
-                }
-            }
-            for c in &mut curves {
-                for p in &mut c.points {
-                    p.0 = centre(c.slot, p.0);
-                }
-            }
-            slice * 0.45
-        });
+        let bar_half_width = categories
+            .as_ref()
+            .map(|_| place_bars(&mut series, &mut curves));
         let legend = legend_position(&series, &hlines, &curves, x, y, bar_half_width.is_some());
         Ok(Plan {
             series,
@@ -422,6 +353,101 @@ impl Plan {
             legend,
         })
     }
+}
+
+/// The chart's axes, x then y (each checked), over every point of the
+/// series and curves (a model is never cut off) and, for y, the error bars
+/// and horizontal lines.
+fn axes(
+    series: &[Prepared],
+    curves: &[Prepared],
+    hlines: &[(String, f64, RGBColor)],
+    categories: Option<&[String]>,
+    log_x: bool,
+    log_y: bool,
+) -> Result<(Axis, Axis)> {
+    // Axes span the curves too, so a model is never cut off.
+    let all = || {
+        series
+            .iter()
+            .chain(curves.iter())
+            .flat_map(|s| s.points.iter().copied())
+    };
+
+    let x = match categories {
+        Some(c) => Axis {
+            lo: -0.5,
+            hi: c.len() as f64 - 0.5,
+            log: false,
+        },
+        None => {
+            let lo = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
+            let hi = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+            if log_x {
+                log_range(lo, hi, 0.05)
+            } else {
+                linear_range(lo, hi)
+            }
+        }
+    }
+    .checked("x")?;
+
+    let y = if log_y {
+        let values = all()
+            .flat_map(|(_, y, hw)| {
+                let hw = hw.unwrap_or(0.0);
+                [y, y + hw, y - hw]
+            })
+            .chain(hlines.iter().map(|h| h.1))
+            .filter(|v| v.is_finite() && *v > 0.0);
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+        log_range(lo, hi, 0.0)
+    } else {
+        let values = all()
+            .flat_map(|(_, y, hw)| {
+                let hw = hw.unwrap_or(0.0);
+                [y, y + hw, y - hw]
+            })
+            .chain(hlines.iter().map(|h| h.1));
+        // Linear y starts at zero: rates and costs are compared by ratio.
+        let (lo, hi) = values.fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let hi = if hi > 0.0 { hi * HEADROOM } else { hi };
+        let lo = if lo < 0.0 { lo * HEADROOM } else { lo };
+        if lo == 0.0 && hi == 0.0 {
+            Axis {
+                lo: 0.0,
+                hi: 1.0,
+                log: false,
+            }
+        } else {
+            let (lo, hi) = widen_degenerate(lo, hi);
+            Axis { lo, hi, log: false }
+        }
+    }
+    .checked("y")?;
+    Ok((x, y))
+}
+
+/// Bars: series i of n takes the i-th of n equal slices of each
+/// category's group; its points (and its model's) move to the slice's
+/// centre. Returns the half-width of one bar, in x units.
+fn place_bars(series: &mut [Prepared], curves: &mut [Prepared]) -> f64 {
+    let n = series.len().max(1) as f64;
+    let slice = BAR_GROUP / n;
+    let centre = |i: usize, x: f64| x - BAR_GROUP / 2.0 + slice * (i as f64 + 0.5);
+    for (i, s) in series.iter_mut().enumerate() {
+        for p in &mut s.points {
+            p.0 = centre(i, p.0);
+        }
+    }
+    for c in curves.iter_mut() {
+        for p in &mut c.points {
+            p.0 = centre(c.slot, p.0);
+        }
+    }
+    slice * 0.45
 }
 
 /// A linear range with 5% padding on each side, so end points and their
@@ -804,6 +830,37 @@ where
         }
     }
 
+    draw_curves(chart, plan)?;
+
+    let named = |name: &String| !name.trim().is_empty();
+    if plan.series.iter().any(|s| named(&s.name))
+        || plan.hlines.iter().any(|h| named(&h.0))
+        || plan.curves.iter().any(|c| named(&c.name))
+    {
+        chart
+            .configure_series_labels()
+            .position(plan.legend.position())
+            .margin(8)
+            .label_font(("sans-serif", LEGEND_FONT))
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(160, 160, 160))
+            .draw()
+            .map_err(plot_err)?;
+    }
+    Ok(())
+}
+
+/// The models (curves): a dashed line each, or on bars a dashed mark per
+/// bar at the model's value (a line between bars of different tests would
+/// be a line through nothing).
+fn draw_curves<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    plan: &Plan,
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     for c in &plan.curves {
         let color = c.color;
         let anno = match plan.bar_half_width {
@@ -849,22 +906,6 @@ where
                 DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, color.stroke_width(2))
             });
         }
-    }
-
-    let named = |name: &String| !name.trim().is_empty();
-    if plan.series.iter().any(|s| named(&s.name))
-        || plan.hlines.iter().any(|h| named(&h.0))
-        || plan.curves.iter().any(|c| named(&c.name))
-    {
-        chart
-            .configure_series_labels()
-            .position(plan.legend.position())
-            .margin(8)
-            .label_font(("sans-serif", LEGEND_FONT))
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(160, 160, 160))
-            .draw()
-            .map_err(plot_err)?;
     }
     Ok(())
 }
