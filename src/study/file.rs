@@ -207,106 +207,15 @@ fn line_of(text: &str, offset: usize) -> usize {
 impl Study {
     /// Parses and checks a study; `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str, default_name: &str) -> Result<Study, StudyError> {
-        let at_line = |line: usize, message: String| StudyError::At {
-            origin: origin.into(),
-            line,
-            message,
-        };
-        let at = |offset: usize, msg: &str| at_line(line_of(text, offset), msg.into());
-        let whole = |message: String| StudyError::In {
-            origin: origin.into(),
-            message,
-        };
+        let place = Place { text, origin };
+        let at_line = |line: usize, message: String| place.at_line(line, message);
+        let at = |offset: usize, msg: &str| place.at(offset, msg);
+        let whole = |message: String| place.whole(message);
         let raw: Raw = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(1);
             at_line(line, e.message().trim().into())
         })?;
-        let mut mode = Mode::Cross;
-        let mut axes = Vec::new();
-        // Spans of the sweep table's values: toml::Table keeps none, so
-        // re-read the sweep with spans for error lines.
-        let spans: SweepSpans = toml::from_str(text).unwrap_or_default();
-        // `lab.mtu = [...]` and `sysctl."net.x" = [...]` arrive as tables:
-        // their members are the axes.
-        let mut flat: Vec<(String, toml::Value, String)> = Vec::new();
-        for (key, value) in &raw.sweep {
-            match (key.as_str(), value) {
-                ("lab" | "sysctl" | "nic" | "firewall", toml::Value::Table(t)) => {
-                    for (k, v) in t {
-                        flat.push((format!("{key}.{k}"), v.clone(), key.clone()));
-                    }
-                }
-                _ => flat.push((key.clone(), value.clone(), key.clone())),
-            }
-        }
-        for (key, value, outer) in &flat {
-            let (key, value) = (key, value);
-            let offset = spans.sweep.get(outer).map(|s| s.span().start).unwrap_or(0);
-            if key == "mode" {
-                mode = value
-                    .clone()
-                    .try_into()
-                    .map_err(|_| at(offset, "sweep mode must be \"cross\" or \"zip\""))?;
-                continue;
-            }
-            let keys = axis_keys();
-            // The old names of `workers` still read (serde aliases).
-            let alias = matches!(key.as_str(), "threads" | "agent_threads");
-            if !alias && !is_axis(key) {
-                return Err(at(
-                    offset,
-                    &format!(
-                        "unknown sweep axis `{key}`; axes are test keys: {}, and sysctl.NAME",
-                        keys.join(", ")
-                    ),
-                ));
-            }
-            let values =
-                axis_values(value).map_err(|m| at(offset, &format!("sweep.{key}: {m}")))?;
-            for v in &values {
-                let one = [(key.clone(), v.clone())].into_iter().collect();
-                TestOptions::from_pairs(&one).map_err(|m| {
-                    at(
-                        offset,
-                        &format!("sweep.{key}: value {}: {m}", display_value(v)),
-                    )
-                })?;
-            }
-            axes.push(Axis {
-                key: key.clone(),
-                values,
-                line: line_of(text, offset),
-            });
-        }
-        if mode == Mode::Cross {
-            for a in &axes {
-                let mut seen = Vec::new();
-                for v in &a.values {
-                    let d = display_value(v);
-                    if seen.contains(&d) {
-                        return Err(at_line(
-                            a.line,
-                            format!("sweep.{}: value {d} appears twice", a.key),
-                        ));
-                    }
-                    seen.push(d);
-                }
-            }
-        }
-        if mode == Mode::Zip {
-            if let Some(a) = axes.iter().find(|a| a.values.len() != axes[0].values.len()) {
-                return Err(at_line(
-                    a.line,
-                    format!(
-                        "sweep mode \"zip\" needs axes of equal length: {} has {}, {} has {}",
-                        axes[0].key,
-                        axes[0].values.len(),
-                        a.key,
-                        a.values.len()
-                    ),
-                ));
-            }
-        }
+        let (mode, axes) = sweep_axes(&raw.sweep, &place)?;
         for c in &raw.case {
             if c.get_ref().label.is_none() {
                 return Err(at(c.span().start, "every [[case]] needs a label"));
@@ -329,51 +238,7 @@ impl Study {
             .map(|a| a.key.as_str())
             .chain((!raw.case.is_empty()).then_some("case"))
             .collect();
-        for p in &raw.plot {
-            let s = p.get_ref();
-            let check = |what: &str, v: &str| {
-                if dims.contains(&v) {
-                    Ok(())
-                } else {
-                    Err(at(
-                        p.span().start,
-                        &format!(
-                            "plot {what} `{v}` is not a sweep axis of this study (axes: {})",
-                            if dims.is_empty() {
-                                "none".into()
-                            } else {
-                                dims.join(", ")
-                            }
-                        ),
-                    ))
-                }
-            };
-            check("x", &s.x)?;
-            if let Some(series) = &s.series {
-                check("series", series)?;
-            }
-            if let Some(m) = s.models.iter().find(|m| !MODEL_LINES.contains(&m.as_str())) {
-                return Err(at(
-                    p.span().start,
-                    &format!(
-                        "plot model `{m}` is unknown; models: {}",
-                        MODEL_LINES.join(", ")
-                    ),
-                ));
-            }
-            if s.models.iter().any(|m| m == "window_rtt") && !raw.model.window_rtt {
-                return Err(at(
-                    p.span().start,
-                    "plot model window_rtt needs [model] window_rtt = true",
-                ));
-            }
-            if s.models.iter().any(|m| m != "window_rtt") && raw.model.line_rate.is_none() {
-                return Err(at(
-                    p.span().start,
-                    "plot models need [model] line_rate (a bit rate, or \"best\")",
-                ));
-            }
-        }
+        check_plots(&raw, &dims, &place)?;
         if let Some(l) = &raw.model.line_rate {
             if l != "best" {
                 units::parse_rate(l).map_err(|e| whole(format!("[model] line_rate: {e}")))?;
@@ -487,6 +352,184 @@ impl Study {
             .unwrap_or_else(|| "study".into());
         Study::parse(&text, &path.display().to_string(), &stem)
     }
+}
+/// Where a study's errors point: the file's text (for line numbers) and
+/// its name.
+struct Place<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Place<'_> {
+    /// An error at a line of the file.
+    fn at_line(&self, line: usize, message: String) -> StudyError {
+        StudyError::At {
+            origin: self.origin.into(),
+            line,
+            message,
+        }
+    }
+
+    /// An error at the line holding byte `offset` of the file.
+    fn at(&self, offset: usize, msg: &str) -> StudyError {
+        self.at_line(line_of(self.text, offset), msg.into())
+    }
+
+    /// An error about the file as a whole.
+    fn whole(&self, message: String) -> StudyError {
+        StudyError::In {
+            origin: self.origin.into(),
+            message,
+        }
+    }
+}
+
+/// The `[sweep]` table's mode and axes, each axis a known test key whose
+/// every value is a valid test option; crossed axes repeat no value, and
+/// zipped axes are of equal length.
+fn sweep_axes(sweep: &toml::Table, place: &Place) -> Result<(Mode, Vec<Axis>), StudyError> {
+    let text = place.text;
+    let at = |offset: usize, msg: &str| place.at(offset, msg);
+    let at_line = |line: usize, message: String| place.at_line(line, message);
+    let mut mode = Mode::Cross;
+    let mut axes = Vec::new();
+    // Spans of the sweep table's values: toml::Table keeps none, so
+    // re-read the sweep with spans for error lines.
+    let spans: SweepSpans = toml::from_str(text).unwrap_or_default();
+    // `lab.mtu = [...]` and `sysctl."net.x" = [...]` arrive as tables:
+    // their members are the axes.
+    let mut flat: Vec<(String, toml::Value, String)> = Vec::new();
+    for (key, value) in sweep {
+        match (key.as_str(), value) {
+            ("lab" | "sysctl" | "nic" | "firewall", toml::Value::Table(t)) => {
+                for (k, v) in t {
+                    flat.push((format!("{key}.{k}"), v.clone(), key.clone()));
+                }
+            }
+            _ => flat.push((key.clone(), value.clone(), key.clone())),
+        }
+    }
+    for (key, value, outer) in &flat {
+        let (key, value) = (key, value);
+        let offset = spans.sweep.get(outer).map(|s| s.span().start).unwrap_or(0);
+        if key == "mode" {
+            mode = value
+                .clone()
+                .try_into()
+                .map_err(|_| at(offset, "sweep mode must be \"cross\" or \"zip\""))?;
+            continue;
+        }
+        let keys = axis_keys();
+        // The old names of `workers` still read (serde aliases).
+        let alias = matches!(key.as_str(), "threads" | "agent_threads");
+        if !alias && !is_axis(key) {
+            return Err(at(
+                offset,
+                &format!(
+                    "unknown sweep axis `{key}`; axes are test keys: {}, and sysctl.NAME",
+                    keys.join(", ")
+                ),
+            ));
+        }
+        let values = axis_values(value).map_err(|m| at(offset, &format!("sweep.{key}: {m}")))?;
+        for v in &values {
+            let one = [(key.clone(), v.clone())].into_iter().collect();
+            TestOptions::from_pairs(&one).map_err(|m| {
+                at(
+                    offset,
+                    &format!("sweep.{key}: value {}: {m}", display_value(v)),
+                )
+            })?;
+        }
+        axes.push(Axis {
+            key: key.clone(),
+            values,
+            line: line_of(text, offset),
+        });
+    }
+    if mode == Mode::Cross {
+        for a in &axes {
+            let mut seen = Vec::new();
+            for v in &a.values {
+                let d = display_value(v);
+                if seen.contains(&d) {
+                    return Err(at_line(
+                        a.line,
+                        format!("sweep.{}: value {d} appears twice", a.key),
+                    ));
+                }
+                seen.push(d);
+            }
+        }
+    }
+    if mode == Mode::Zip {
+        if let Some(a) = axes.iter().find(|a| a.values.len() != axes[0].values.len()) {
+            return Err(at_line(
+                a.line,
+                format!(
+                    "sweep mode \"zip\" needs axes of equal length: {} has {}, {} has {}",
+                    axes[0].key,
+                    axes[0].values.len(),
+                    a.key,
+                    a.values.len()
+                ),
+            ));
+        }
+    }
+    Ok((mode, axes))
+}
+
+/// Each `[[plot]]` draws against the study's dimensions (its sweep axes,
+/// and `case` when it has cases), with known models whose `[model]`
+/// settings are given.
+fn check_plots(raw: &Raw, dims: &[&str], place: &Place) -> Result<(), StudyError> {
+    let at = |offset: usize, msg: &str| place.at(offset, msg);
+    for p in &raw.plot {
+        let s = p.get_ref();
+        let check = |what: &str, v: &str| {
+            if dims.contains(&v) {
+                Ok(())
+            } else {
+                Err(at(
+                    p.span().start,
+                    &format!(
+                        "plot {what} `{v}` is not a sweep axis of this study (axes: {})",
+                        if dims.is_empty() {
+                            "none".into()
+                        } else {
+                            dims.join(", ")
+                        }
+                    ),
+                ))
+            }
+        };
+        check("x", &s.x)?;
+        if let Some(series) = &s.series {
+            check("series", series)?;
+        }
+        if let Some(m) = s.models.iter().find(|m| !MODEL_LINES.contains(&m.as_str())) {
+            return Err(at(
+                p.span().start,
+                &format!(
+                    "plot model `{m}` is unknown; models: {}",
+                    MODEL_LINES.join(", ")
+                ),
+            ));
+        }
+        if s.models.iter().any(|m| m == "window_rtt") && !raw.model.window_rtt {
+            return Err(at(
+                p.span().start,
+                "plot model window_rtt needs [model] window_rtt = true",
+            ));
+        }
+        if s.models.iter().any(|m| m != "window_rtt") && raw.model.line_rate.is_none() {
+            return Err(at(
+                p.span().start,
+                "plot models need [model] line_rate (a bit rate, or \"best\")",
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Deserialize, Default)]
