@@ -437,6 +437,67 @@ fn record(
     Ok(())
 }
 
+/// Runs one point where it belongs: in the study's own lab (which first
+/// follows the point's lab settings, then loads its firewall and sets its
+/// NIC settings), in a lab given with --lab (its NIC settings), or on the
+/// target alone.
+fn run_point(
+    lab: &mut Option<StudyLab>,
+    target: &mut target::Target,
+    connect: &ConnectArgs,
+    flows: bool,
+    p: Point,
+    on_step: &mut dyn FnMut(&crate::model::search::SearchPoint),
+) -> Result<crate::model::result::TestResult> {
+    match lab {
+        // A lab given with --lab NAME: its namespaces take the point's
+        // NIC settings as a study's own lab does.
+        None if !p.spec.nic.is_empty() && target.lab.is_some() => {
+            let st = target.lab.clone().expect("checked above");
+            crate::study::labnic::run_with_nic(&st, p.spec, p.groups, |spec, groups| {
+                let p = Point {
+                    spec,
+                    groups,
+                    command: p.command.clone(),
+                    label: p.label.clone(),
+                    ..p
+                };
+                crate::controller::search::run_or_search(target, None, &p, on_step)
+            })
+        }
+        None => crate::controller::search::run_or_search(target, None, &p, on_step),
+        Some(l) => {
+            let addr = l.lab.state.server_addr.clone();
+            let r = match l.follow(p.spec).map_err(Error::from) {
+                // A tunnel came or went (lab.tunnel): the data addresses
+                // changed, so the agent listens on the new one.
+                Ok(()) if l.lab.state.server_addr != addr => {
+                    target::open(connect, flows).map(|t| *target = t)
+                }
+                other => other,
+            }
+            .and_then(|_| l.load_firewall(p.spec).map_err(Error::from))
+            .and_then(|_| {
+                // The lab sets the point's NIC settings itself (labnic).
+                let st = &l.lab.state;
+                crate::study::labnic::run_with_nic(st, p.spec, p.groups, |spec, groups| {
+                    let p = Point {
+                        spec,
+                        groups,
+                        command: p.command.clone(),
+                        label: p.label.clone(),
+                        ..p
+                    };
+                    crate::controller::search::run_or_search(target, Some(st), &p, on_step)
+                })
+            });
+            // The point's firewall goes, whatever happened; the result
+            // keeps what was loaded and what was left.
+            l.end_firewall(p.spec, r)
+        }
+    }
+}
+
 /// Runs what is left of the study; the folder is complete or partial after.
 pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let mut connect = network(study, opts);
@@ -560,58 +621,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 eprintln!("{label}: {}", st.line());
             }
         };
-        let r = match &mut lab {
-            // A lab given with --lab NAME: its namespaces take the point's
-            // NIC settings as a study's own lab does.
-            None if !p.spec.nic.is_empty() && target.lab.is_some() => {
-                let st = target.lab.clone().expect("checked above");
-                crate::study::labnic::run_with_nic(&st, p.spec, p.groups, |spec, groups| {
-                    let p = Point {
-                        spec,
-                        groups,
-                        command: p.command.clone(),
-                        label: p.label.clone(),
-                        ..p
-                    };
-                    crate::controller::search::run_or_search(&mut target, None, &p, &mut on_step)
-                })
-            }
-            None => crate::controller::search::run_or_search(&mut target, None, &p, &mut on_step),
-            Some(l) => {
-                let addr = l.lab.state.server_addr.clone();
-                let r = match l.follow(&point.spec).map_err(Error::from) {
-                    // A tunnel came or went (lab.tunnel): the data addresses
-                    // changed, so the agent listens on the new one.
-                    Ok(()) if l.lab.state.server_addr != addr => {
-                        target::open(&connect, flows).map(|t| target = t)
-                    }
-                    other => other,
-                }
-                .and_then(|_| l.load_firewall(&point.spec).map_err(Error::from))
-                .and_then(|_| {
-                    // The lab sets the point's NIC settings itself (labnic).
-                    let st = &l.lab.state;
-                    crate::study::labnic::run_with_nic(st, p.spec, p.groups, |spec, groups| {
-                        let p = Point {
-                            spec,
-                            groups,
-                            command: p.command.clone(),
-                            label: p.label.clone(),
-                            ..p
-                        };
-                        crate::controller::search::run_or_search(
-                            &mut target,
-                            Some(st),
-                            &p,
-                            &mut on_step,
-                        )
-                    })
-                });
-                // The point's firewall goes, whatever happened; the result
-                // keeps what was loaded and what was left.
-                l.end_firewall(&point.spec, r)
-            }
-        };
+        let r = run_point(&mut lab, &mut target, &connect, flows, p, &mut on_step);
         record(&mut m.runs[i], r, &dir, &label, opts, &mut outcome)?;
         m.updated_at = crate::units::rfc3339_now();
         folder::write_json(&folder::manifest_path(&dir), &m)
