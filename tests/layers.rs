@@ -694,7 +694,7 @@ fn names_a_kind(l: &str) -> bool {
 }
 
 /// Today's counts: the redesign lowers them to 0.
-const KIND_LINES_OUTSIDE_WORKLOAD: usize = 46;
+const KIND_LINES_OUTSIDE_WORKLOAD: usize = 44;
 
 #[test]
 fn fewer_places_outside_the_registry_name_a_test_kind() {
@@ -733,10 +733,7 @@ fn fewer_places_outside_the_registry_name_a_test_kind() {
 const MAX_FILE_LINES: usize = 1000;
 const MAX_FN_LINES: usize = 150;
 const LONG_FILES: &[(&str, usize)] = &[];
-const LONG_FNS: &[(&str, usize)] = &[
-    ("model/options/command_line.rs::to_command_line", 272),
-    ("model/options.rs::build_spec", 174),
-];
+const LONG_FNS: &[(&str, usize)] = &[];
 
 /// Each function of a rustfmt-formatted file: (name, first line, lines
 /// from its `fn` line to the `}` at the same indentation).

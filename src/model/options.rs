@@ -449,18 +449,8 @@ impl TestOptions {
     fn build_spec(&self) -> Result<TestSpec, Invalid> {
         let d = TestSpec::default();
         let workload = self.workload.unwrap_or(d.workload);
-        if self.pacing.is_some()
-            && ((self.rate.is_none() && self.search.is_none())
-                || !matches!(
-                    workload,
-                    Workload::Rr | Workload::UdpRr | Workload::Memcache
-                ))
-        {
-            return Err(
-                "--pacing says how an open loop waits for its sends: rr, udp-rr or memcache with --rate (or --search)"
-                    .into(),
-            );
-        }
+        let (program, udp) = (workload.is_program(), workload.is_udp());
+        self.refuse_out_of_place(workload, program)?;
         let rrul = self.rrul_spec(workload)?;
         // rrul's flows are its probes' and its streams'.
         let flows = match &rrul {
@@ -471,7 +461,6 @@ impl TestOptions {
             .workers
             .unwrap_or_else(|| TestSpec::default_workers_for(workload, flows));
         let per = self.per.unwrap_or(d.per);
-        let program = workload.is_program();
         let finite = (self.bytes.is_some() && per == Per::Flow) || program;
         let to_usize = |v: Option<Size>, name: &str| -> Result<Option<usize>, Invalid> {
             match v {
@@ -482,26 +471,13 @@ impl TestOptions {
                 None => Ok(None),
             }
         };
-        if !program
-            && (self.sshd == Some(true)
-                || self.server_command.is_some()
-                || self.command.as_ref().is_some_and(|c| !c.is_empty()))
-        {
-            return Err(
-                "--sshd, --server-cmd and a command after -- apply to the exec workload".into(),
-            );
-        }
         let mut spec = TestSpec {
             workload,
             direction: self.direction.unwrap_or(d.direction),
             message: self
                 .message
                 .map(|s| s.0.min(u32::MAX as u64) as usize)
-                .unwrap_or(if workload.is_udp() {
-                    UDP_MESSAGE
-                } else {
-                    d.message
-                }),
+                .unwrap_or(if udp { UDP_MESSAGE } else { d.message }),
             request: self
                 .request
                 .map(|s| s.0)
@@ -600,11 +576,47 @@ impl TestOptions {
             arrivals: self.arrivals.unwrap_or_default(),
             pacing: self.pacing.unwrap_or(crate::model::spec::Pacing::Auto),
         };
+        self.resolve_defaults(&mut spec, program, udp);
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Options that a test of `workload` cannot take whatever else is set:
+    /// pacing outside an open loop, a program's options on flows.
+    fn refuse_out_of_place(&self, workload: Workload, program: bool) -> Result<(), Invalid> {
+        if self.pacing.is_some()
+            && ((self.rate.is_none() && self.search.is_none())
+                || !matches!(
+                    workload,
+                    Workload::Rr | Workload::UdpRr | Workload::Memcache
+                ))
+        {
+            return Err(
+                "--pacing says how an open loop waits for its sends: rr, udp-rr or memcache with --rate (or --search)"
+                    .into(),
+            );
+        }
+        if !program
+            && (self.sshd == Some(true)
+                || self.server_command.is_some()
+                || self.command.as_ref().is_some_and(|c| !c.is_empty()))
+        {
+            return Err(
+                "--sshd, --server-cmd and a command after -- apply to the exec workload".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// What the spec's other fields decide: cipher's record size, the read
+    /// size, the I/O mode and its workers.
+    fn resolve_defaults(&self, spec: &mut TestSpec, program: bool, udp: bool) {
+        let workload = spec.workload;
         if workload == Workload::Cipher && self.message.is_none() {
             spec.message = crate::model::cipher::DEFAULT_RECORD;
         }
         // Resolved here so the result records the size that was used.
-        if spec.read_size == 0 && !workload.is_udp() && !program {
+        if spec.read_size == 0 && !udp && !program {
             spec.read_size = spec.default_read_size();
         }
         spec.io = match self.io {
@@ -617,8 +629,6 @@ impl TestOptions {
             spec.workers = spec.flows;
             spec.agent_workers = spec.flows;
         }
-        spec.validate()?;
-        Ok(spec)
     }
 
     /// `--search`'s spec: the target, its resolution, and the samples a

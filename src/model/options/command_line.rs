@@ -21,12 +21,8 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     {
         a.push("--lab LAB".into());
     }
-    let mut flag = |cond: bool, s: String| {
-        if cond {
-            a.push(s);
-        }
-    };
     flag(
+        &mut a,
         spec.direction != d.direction,
         format!("--direction {}", spec.direction.name()),
     );
@@ -36,204 +32,119 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     let message = if w.is_udp() { UDP_MESSAGE } else { d.message };
     let rr = default_exchange(w);
     flag(
+        &mut a,
         (streams || rrul) && spec.bytes.is_none() && spec.message != message,
         format!("--message {}", size(spec.message as u64)),
     );
     flag(
+        &mut a,
         !streams && spec.request != rr,
         format!("--request {}", size(spec.request)),
     );
     flag(
+        &mut a,
         !streams && spec.response != rr,
         format!("--response {}", size(spec.response)),
     );
     if let Some(r) = &spec.rrul {
         let dr = RrulSpec::default();
-        flag(r.idle_s != dr.idle_s, format!("--idle {}", r.idle_s));
         flag(
+            &mut a,
+            r.idle_s != dr.idle_s,
+            format!("--idle {}", r.idle_s),
+        );
+        flag(
+            &mut a,
             r.probe_rate != dr.probe_rate,
             format!("--probe-rate {}", r.probe_rate),
         );
-        flag(r.streams != dr.streams, format!("--streams {}", r.streams));
+        flag(
+            &mut a,
+            r.streams != dr.streams,
+            format!("--streams {}", r.streams),
+        );
     }
     if let Some(b) = spec.bytes {
-        flag(true, format!("--bytes {}", size(b)));
-        flag(spec.per != d.per, "--per transaction".into());
+        flag(&mut a, true, format!("--bytes {}", size(b)));
+        flag(&mut a, spec.per != d.per, "--per transaction".into());
         flag(
+            &mut a,
             spec.reply != d.reply,
             format!("--reply {}", size(spec.reply)),
         );
     }
+    open_loop_flags(spec, &mut a);
     flag(
-        spec.outstanding != default_outstanding(w),
-        format!("--outstanding {}", spec.outstanding),
-    );
-    if let Some(r) = spec.rate {
-        flag(true, format!("--rate {r}"));
-    }
-    if let Some(b) = spec.rate_bps {
-        flag(true, format!("--rate {b}bit"));
-    }
-    if let Some(r) = spec.rate_ramp_s {
-        flag(true, format!("--rate-ramp {r}"));
-    }
-    flag(
-        spec.arrivals == crate::model::spec::Arrivals::Poisson,
-        "--arrivals poisson".into(),
-    );
-    if spec.rate.is_some() || spec.search.is_some() {
-        let how = match spec.pacing {
-            crate::model::spec::Pacing::Hybrid => "hybrid",
-            _ => "sleep",
-        };
-        flag(true, format!("--pacing {how}"));
-    }
-    if let Some(s) = &spec.search {
-        flag(true, format!("--search '{}'", s.target));
-        flag(
-            s.resolution_pct != crate::model::search::DEFAULT_RESOLUTION_PCT,
-            format!("--search-resolution {}", s.resolution_pct),
-        );
-    }
-    flag(
+        &mut a,
         spec.read_size != 0 && spec.read_size != spec.default_read_size(),
         format!("--read-size {}", size(spec.read_size as u64)),
     );
     flag(
+        &mut a,
         spec.io != spec.default_io(),
         format!("--io {}", spec.io.name()),
     );
-    flag(spec.batch != 0, format!("--batch {}", spec.batch));
-    flag(spec.gso, "--gso".into());
-    flag(spec.gro, "--gro".into());
+    flag(&mut a, spec.batch != 0, format!("--batch {}", spec.batch));
+    flag(&mut a, spec.gso, "--gso".into());
+    flag(&mut a, spec.gro, "--gro".into());
     flag(
+        &mut a,
         spec.workload == Workload::UdpRr && spec.timeout_s != d.timeout_s,
         format!("--timeout {}", spec.timeout_s),
     );
     flag(
+        &mut a,
         spec.flows != d.flows && !rrul,
         format!("--flows {}", spec.flows),
     );
     flag(
+        &mut a,
         spec.workers != TestSpec::default_workers_for(spec.workload, spec.flows),
         format!("--workers {}", spec.workers),
     );
     flag(
+        &mut a,
         spec.agent_workers != spec.workers,
         format!("--agent-workers {}", spec.agent_workers),
     );
     match &spec.auto {
-        Some(a) => {
-            flag(true, "--duration auto".into());
+        Some(auto) => {
+            flag(&mut a, true, "--duration auto".into());
             flag(
-                a.bound_s != crate::model::auto::DEFAULT_BOUND_S,
-                format!("--max-duration {}", a.bound_s),
+                &mut a,
+                auto.bound_s != crate::model::auto::DEFAULT_BOUND_S,
+                format!("--max-duration {}", auto.bound_s),
             );
         }
         None => flag(
+            &mut a,
             spec.duration_s != TestSpec::default_duration_s(spec.is_finite() || program),
             format!("--duration {}", spec.duration_s),
         ),
     }
     flag(
+        &mut a,
         spec.warmup_s != default_warmup_s(w),
         format!("--warmup {}", spec.warmup_s),
     );
     flag(
+        &mut a,
         spec.interval_s != d.interval_s,
         format!("--interval {}", spec.interval_s),
     );
-    if let Some(b) = spec.sndbuf {
-        flag(true, format!("--sndbuf {}", size(b as u64)));
-    }
-    if let Some(b) = spec.rcvbuf {
-        flag(true, format!("--rcvbuf {}", size(b as u64)));
-    }
-    flag(spec.window == WindowMode::Exact, "--window exact".into());
-    flag(spec.nodelay, "--nodelay".into());
-    if let Some(cc) = &spec.cc {
-        flag(true, format!("--cc {cc}"));
-    }
-    if let Some(m) = spec.mss {
-        flag(true, format!("--mss {m}"));
-    }
-    if let Some(n) = spec.ports {
-        flag(true, format!("--ports {n}"));
-    }
-    if let Some(c) = &spec.cpus {
-        flag(true, format!("--cpus {}", units::fmt_cpu_list(c)));
-    }
-    if let Some(c) = &spec.agent_cpus {
-        flag(true, format!("--agent-cpus {}", units::fmt_cpu_list(c)));
-    }
-    flag(spec.zerocopy, "--zerocopy".into());
-    flag(spec.spin, "--spin".into());
-    flag(spec.ipv6, "-6".into());
-    flag(spec.close != d.close, "--close reset".into());
+    socket_flags(spec, &mut a);
     if let Some(t) = &spec.tls {
-        let dt = TlsSpec::default();
-        flag(spec.workload != Workload::TlsHandshake, "--tls".into());
-        flag(
-            t.backend != dt.backend,
-            format!("--backend {}", t.backend.name()),
-        );
-        if let Some(c) = &t.cipher {
-            flag(true, format!("--cipher {c}"));
-        }
-        if let Some(v) = &t.version {
-            flag(true, format!("--tls-version {v}"));
-        }
-        flag(t.kx != dt.kx, format!("--kx {}", t.kx));
-        flag(t.cert != dt.cert, format!("--cert {}", t.cert.name()));
-        flag(t.resume, "--resume on".into());
-        if let Some(e) = t.etm {
-            flag(true, format!("--etm {}", if e { "on" } else { "off" }));
-        }
-        flag(
-            t.server_name != dt.server_name,
-            format!("--tls-name {}", t.server_name),
-        );
-        if let Some(c) = &t.ca_file {
-            flag(true, format!("--tls-ca {c}"));
-        }
+        tls_flags(t, spec.workload, &mut a);
     }
     if let Some(kv) = &spec.kv {
-        let dk = KvSpec::default();
-        if let Some(sv) = kv
-            .service
-            .as_ref()
-            .filter(|s| Some(*s) != dk.service.as_ref())
-        {
-            let q = if sv.contains(' ') { "'" } else { "" };
-            flag(true, format!("--service {q}{sv}{q}"));
-        }
-        if let Some(t) = &kv.target {
-            flag(true, format!("--target {t}"));
-        }
-        flag(kv.keys != dk.keys, format!("--keys {}", kv.keys));
-        flag(
-            kv.key_size != dk.key_size,
-            format!("--key-size {}", kv.key_size),
-        );
-        if let Some(z) = kv.zipf {
-            flag(true, format!("--zipf {z}"));
-        }
-        flag(kv.values != dk.values, format!("--values {}", kv.values));
-        flag(
-            (kv.gets, kv.sets) != (dk.gets, dk.sets),
-            format!("--get-set {}:{}", kv.gets, kv.sets),
-        );
-        flag(
-            kv.multiget != dk.multiget,
-            format!("--multiget {}", kv.multiget),
-        );
-        flag(kv.dialect == KvDialect::Meta, "--protocol meta".into());
+        kv_flags(kv, &mut a);
     }
-    flag(!spec.crypto_hw, "--crypto-hw off".into());
+    flag(&mut a, !spec.crypto_hw, "--crypto-hw off".into());
     if let (Some(e), Workload::Exec) = (&spec.exec, spec.workload) {
-        flag(e.sshd, "--sshd".into());
+        flag(&mut a, e.sshd, "--sshd".into());
         if let Some(c) = &e.server_command {
             flag(
+                &mut a,
                 true,
                 format!("--server-cmd '{}'", c.last().cloned().unwrap_or_default()),
             );
@@ -242,6 +153,82 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         a.extend(e.command.iter().cloned());
     }
     let mut line = a.join(" ");
+    line.push_str(&notes(spec));
+    line
+}
+
+/// The TLS flags of a spec with TLS (tls-handshake implies `--tls`).
+fn tls_flags(t: &TlsSpec, workload: Workload, a: &mut Vec<String>) {
+    let dt = TlsSpec::default();
+    flag(a, workload != Workload::TlsHandshake, "--tls".into());
+    flag(
+        a,
+        t.backend != dt.backend,
+        format!("--backend {}", t.backend.name()),
+    );
+    if let Some(c) = &t.cipher {
+        flag(a, true, format!("--cipher {c}"));
+    }
+    if let Some(v) = &t.version {
+        flag(a, true, format!("--tls-version {v}"));
+    }
+    flag(a, t.kx != dt.kx, format!("--kx {}", t.kx));
+    flag(a, t.cert != dt.cert, format!("--cert {}", t.cert.name()));
+    flag(a, t.resume, "--resume on".into());
+    if let Some(e) = t.etm {
+        flag(a, true, format!("--etm {}", if e { "on" } else { "off" }));
+    }
+    flag(
+        a,
+        t.server_name != dt.server_name,
+        format!("--tls-name {}", t.server_name),
+    );
+    if let Some(c) = &t.ca_file {
+        flag(a, true, format!("--tls-ca {c}"));
+    }
+}
+
+/// memcache's key-value flags that differ from their defaults.
+fn kv_flags(kv: &KvSpec, a: &mut Vec<String>) {
+    let dk = KvSpec::default();
+    if let Some(sv) = kv
+        .service
+        .as_ref()
+        .filter(|s| Some(*s) != dk.service.as_ref())
+    {
+        let q = if sv.contains(' ') { "'" } else { "" };
+        flag(a, true, format!("--service {q}{sv}{q}"));
+    }
+    if let Some(t) = &kv.target {
+        flag(a, true, format!("--target {t}"));
+    }
+    flag(a, kv.keys != dk.keys, format!("--keys {}", kv.keys));
+    flag(
+        a,
+        kv.key_size != dk.key_size,
+        format!("--key-size {}", kv.key_size),
+    );
+    if let Some(z) = kv.zipf {
+        flag(a, true, format!("--zipf {z}"));
+    }
+    flag(a, kv.values != dk.values, format!("--values {}", kv.values));
+    flag(
+        a,
+        (kv.gets, kv.sets) != (dk.gets, dk.sets),
+        format!("--get-set {}:{}", kv.gets, kv.sets),
+    );
+    flag(
+        a,
+        kv.multiget != dk.multiget,
+        format!("--multiget {}", kv.multiget),
+    );
+    flag(a, kv.dialect == KvDialect::Meta, "--protocol meta".into());
+}
+
+/// What the line needs around it: the lab to bring up, its sysctls, NIC
+/// settings and firewall.
+fn notes(spec: &TestSpec) -> String {
+    let mut line = String::new();
     let lab = spec.lab.as_ref().map(|l| l.describe()).unwrap_or_default();
     if spec.rtt_s.is_some() || !lab.is_empty() {
         let mut up = String::new();
@@ -279,4 +266,87 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         ));
     }
     line
+}
+
+/// Adds `s` to the line when `cond` holds.
+fn flag(a: &mut Vec<String>, cond: bool, s: String) {
+    if cond {
+        a.push(s);
+    }
+}
+
+/// An open loop's flags: outstanding requests, the rate and how it rises,
+/// arrivals, pacing, a capacity search.
+fn open_loop_flags(spec: &TestSpec, a: &mut Vec<String>) {
+    flag(
+        a,
+        spec.outstanding != default_outstanding(spec.workload),
+        format!("--outstanding {}", spec.outstanding),
+    );
+    if let Some(r) = spec.rate {
+        flag(a, true, format!("--rate {r}"));
+    }
+    if let Some(b) = spec.rate_bps {
+        flag(a, true, format!("--rate {b}bit"));
+    }
+    if let Some(r) = spec.rate_ramp_s {
+        flag(a, true, format!("--rate-ramp {r}"));
+    }
+    flag(
+        a,
+        spec.arrivals == crate::model::spec::Arrivals::Poisson,
+        "--arrivals poisson".into(),
+    );
+    if spec.rate.is_some() || spec.search.is_some() {
+        let how = match spec.pacing {
+            crate::model::spec::Pacing::Hybrid => "hybrid",
+            _ => "sleep",
+        };
+        flag(a, true, format!("--pacing {how}"));
+    }
+    if let Some(s) = &spec.search {
+        flag(a, true, format!("--search '{}'", s.target));
+        flag(
+            a,
+            s.resolution_pct != crate::model::search::DEFAULT_RESOLUTION_PCT,
+            format!("--search-resolution {}", s.resolution_pct),
+        );
+    }
+}
+
+/// The sockets' and the CPUs' flags: buffers, window, congestion
+/// control, MSS, ports, pinning, zero-copy, spinning, IPv6, close.
+fn socket_flags(spec: &TestSpec, a: &mut Vec<String>) {
+    let size = |b: u64| units::fmt_size_arg(b);
+    if let Some(b) = spec.sndbuf {
+        flag(a, true, format!("--sndbuf {}", size(b as u64)));
+    }
+    if let Some(b) = spec.rcvbuf {
+        flag(a, true, format!("--rcvbuf {}", size(b as u64)));
+    }
+    flag(a, spec.window == WindowMode::Exact, "--window exact".into());
+    flag(a, spec.nodelay, "--nodelay".into());
+    if let Some(cc) = &spec.cc {
+        flag(a, true, format!("--cc {cc}"));
+    }
+    if let Some(m) = spec.mss {
+        flag(a, true, format!("--mss {m}"));
+    }
+    if let Some(n) = spec.ports {
+        flag(a, true, format!("--ports {n}"));
+    }
+    if let Some(c) = &spec.cpus {
+        flag(a, true, format!("--cpus {}", units::fmt_cpu_list(c)));
+    }
+    if let Some(c) = &spec.agent_cpus {
+        flag(a, true, format!("--agent-cpus {}", units::fmt_cpu_list(c)));
+    }
+    flag(a, spec.zerocopy, "--zerocopy".into());
+    flag(a, spec.spin, "--spin".into());
+    flag(a, spec.ipv6, "-6".into());
+    flag(
+        a,
+        spec.close != TestSpec::default().close,
+        "--close reset".into(),
+    );
 }
