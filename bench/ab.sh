@@ -4,7 +4,8 @@
 # odd rounds and B first in even ones, so drift on a shared VM and any
 # first/second bias hit both alike. Prints the median of each side and B/A.
 # Usage: bench/ab.sh [REF] [ROUNDS] [SECONDS]   (default HEAD~1 6 4; run alone)
-# ONLY=regex runs the tests whose name matches.
+# ONLY=regex runs the tests whose name matches; EXTRA="--cc cubic" adds
+# options to every run of both sides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF=${1:-HEAD~1}
@@ -51,7 +52,7 @@ for r in $(seq 1 "$ROUNDS"); do
     for side in $order; do
       bin=$A; [ "$side" = B ] && bin=$B
       # shellcheck disable=SC2086
-      $bin run $args -d "$SECS" --warmup 1 -q --json "$out/r.json" >/dev/null
+      $bin run $args ${EXTRA:-} -d "$SECS" --warmup 1 -q --json "$out/r.json" >/dev/null
       python3 -c "
 import json, functools
 print(functools.reduce(lambda d, k: d[k], '$field'.split('.'), json.load(open('$out/r.json'))['summary']))" \

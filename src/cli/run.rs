@@ -60,7 +60,7 @@ impl RunArgs {
         o.ipv6 = Some(self.connect.ipv6);
         if takes {
             o.groups = Some(self.groups.clone());
-        } else if let Some(flag) = o.tls_keys_without_tls() {
+        } else if let Some(flag) = o.tls_keys_without_tls(&crate::workload::facts(self.workload)) {
             // A composite that builds its groups takes the options as its own.
             return Err(usage(format!("{flag} needs --tls")));
         }
@@ -75,7 +75,7 @@ impl RunArgs {
     fn spec_of(&self, mut o: TestOptions, workload: Workload) -> Result<TestSpec> {
         o.workload = Some(workload);
         o.ipv6 = Some(self.connect.ipv6);
-        if let Some(flag) = o.tls_keys_without_tls() {
+        if let Some(flag) = o.tls_keys_without_tls(&crate::workload::facts(workload)) {
             return Err(usage(format!("{flag} needs --tls")));
         }
         if let Some(flag) = crate::workload::kind::not_taken(&o, crate::workload::kind_of(workload))
@@ -86,7 +86,7 @@ impl RunArgs {
             )));
         }
         let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
-        let spec = o.build_for(local)?;
+        let spec = crate::workload::build(&o, local)?;
         crate::control::check(&spec)?;
         let allowed = crate::measure::placement::allowed_cpus();
         if let Some(c) = spec.cpus.iter().flatten().find(|c| !allowed.contains(c)) {

@@ -494,7 +494,11 @@ mod tests {
         let g = |text: &str, offset_s: f64, d: &str| {
             let (w, mut o) = parse_group(&format!("{text} --duration {d} --warmup 0")).unwrap();
             o.workload = Some(w);
-            let mut g = Group::new("g".into(), text.into(), o.build().unwrap());
+            let mut g = Group::new(
+                "g".into(),
+                text.into(),
+                crate::workload::build(&o, false).unwrap(),
+            );
             g.offset_s = offset_s;
             g
         };

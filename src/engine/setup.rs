@@ -20,20 +20,16 @@ use crate::model::spec::TestSpec;
 /// At most this many connects in progress at once (keeps SYN queues sane).
 const MAX_IN_PROGRESS: usize = 256;
 
-/// Flows 0..n, all to `addr` (one client, one server address).
-pub fn targets(addr: SocketAddr, n: u32) -> Vec<(u32, SocketAddr)> {
-    (0..n).map(|id| (id, addr)).collect()
-}
-
 /// Opens the flows of `targets` (flow id, address), each announced by the
-/// data header.
+/// data header; `receives`: this end takes payload.
 pub fn connect_flows(
     targets: &[(u32, SocketAddr)],
     spec: &TestSpec,
     cookie: u64,
     timeout: Duration,
+    receives: bool,
 ) -> Result<Vec<(u32, TcpStream)>, EngineError> {
-    connect(targets, spec, Some(cookie), timeout)
+    connect(targets, spec, Some(cookie), timeout, receives)
 }
 
 /// Opens the flows of `targets` to a server that is not a linerate agent
@@ -43,7 +39,7 @@ pub fn connect_plain(
     spec: &TestSpec,
     timeout: Duration,
 ) -> Result<Vec<(u32, TcpStream)>, EngineError> {
-    connect(targets, spec, None, timeout)
+    connect(targets, spec, None, timeout, true)
 }
 
 fn connect(
@@ -51,6 +47,7 @@ fn connect(
     spec: &TestSpec,
     cookie: Option<u64>,
     timeout: Duration,
+    receives: bool,
 ) -> Result<Vec<(u32, TcpStream)>, EngineError> {
     let mut poll = Poll::new().map_err(EngineError::Epoll)?;
     let mut events = Events::with_capacity(1024);
@@ -64,7 +61,7 @@ fn connect(
     while done.len() < n {
         while next < n && pending.len() < MAX_IN_PROGRESS {
             let (id, addr) = targets[next];
-            let sock = sockopt::tcp_socket(&addr, spec, false).map_err(|e| fail(id, addr, e))?;
+            let sock = sockopt::tcp_socket(&addr, spec, receives).map_err(|e| fail(id, addr, e))?;
             match sock.connect(&addr.into()) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -109,7 +106,7 @@ fn connect(
             }
             let (mut s, _) = pending.remove(&id).unwrap();
             let _ = poll.registry().deregister(&mut s);
-            sockopt::clamp_window(s.as_raw_fd(), spec, false).map_err(|e| fail(id, addr, e))?;
+            sockopt::clamp_window(s.as_raw_fd(), spec, receives).map_err(|e| fail(id, addr, e))?;
             // A fresh socket's send buffer always holds 16 bytes.
             if let Some(cookie) = cookie {
                 match s.write(&encode_header(cookie, id)) {
@@ -141,6 +138,7 @@ pub fn accept_flows(
     expect: &std::collections::BTreeSet<u32>,
     timeout: Duration,
     cancel: &AtomicBool,
+    receives: bool,
 ) -> Result<(Vec<(u32, TcpStream)>, u32), EngineError> {
     // Listener k has token FIRST_LISTENER - k; connections count up from 0.
     const FIRST_LISTENER: usize = usize::MAX - 1;
@@ -188,7 +186,7 @@ pub fn accept_flows(
                 loop {
                     match listener.accept() {
                         Ok((mut s, _)) => {
-                            sockopt::clamp_window(s.as_raw_fd(), spec, true)
+                            sockopt::clamp_window(s.as_raw_fd(), spec, receives)
                                 .map_err(EngineError::WindowClamp)?;
                             let t = next_token;
                             next_token += 1;

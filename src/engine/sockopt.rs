@@ -8,9 +8,9 @@ use std::os::fd::AsRawFd;
 use crate::model::spec::TestSpec;
 
 /// Options that must be set before connect/listen (buffers decide the window
-/// scale, TCP_MAXSEG the SYN's MSS), and those that can follow. `agent`
-/// says which end this socket is.
-pub fn apply(sock: &SockRef<'_>, spec: &TestSpec, agent: bool) -> io::Result<()> {
+/// scale, TCP_MAXSEG the SYN's MSS), and those that can follow. `receives`:
+/// this end takes payload (its workload says which ends do).
+pub fn apply(sock: &SockRef<'_>, spec: &TestSpec, receives: bool) -> io::Result<()> {
     if let Some(b) = spec.sndbuf {
         sock.set_send_buffer_size(b)?;
     }
@@ -18,7 +18,7 @@ pub fn apply(sock: &SockRef<'_>, spec: &TestSpec, agent: bool) -> io::Result<()>
     // (hence a small window scale) makes this kernel raise the receiver's
     // clamp back to 1.5x (measured: 60 instead of 40 Mbit/s at 256 KB, 50 ms).
     let exact = spec.window == crate::model::spec::WindowMode::Exact;
-    if let Some(b) = spec.rcvbuf.filter(|_| !exact || spec.receives(agent)) {
+    if let Some(b) = spec.rcvbuf.filter(|_| !exact || receives) {
         sock.set_recv_buffer_size(b)?;
     }
     if spec.nodelay {
@@ -87,17 +87,17 @@ pub fn set_congestion(fd: i32, cc: &str) -> io::Result<()> {
 /// With `--window exact`, clamps the window of a connected data socket to
 /// `rcvbuf`: SO_RCVBUF alone lets Linux advertise about 1.5x the value, and
 /// a clamp on the listener alone is undone by autotuning.
-pub fn clamp_window(fd: i32, spec: &TestSpec, agent: bool) -> io::Result<()> {
-    match exact_window(spec, agent) {
+pub fn clamp_window(fd: i32, spec: &TestSpec, receives: bool) -> io::Result<()> {
+    match exact_window(spec, receives) {
         Some(w) => set_window_clamp(fd, w),
         None => Ok(()),
     }
 }
 
 /// The window this end must hold with `--window exact` (None: not asked,
-/// or this end only sends).
-pub fn exact_window(spec: &TestSpec, agent: bool) -> Option<u32> {
-    match (spec.window, spec.rcvbuf, spec.receives(agent)) {
+/// or this end only sends: `receives` false).
+pub fn exact_window(spec: &TestSpec, receives: bool) -> Option<u32> {
+    match (spec.window, spec.rcvbuf, receives) {
         (crate::model::spec::WindowMode::Exact, Some(w), true) => {
             Some(w.min(i32::MAX as usize) as u32)
         }
@@ -118,13 +118,13 @@ pub fn set_window_clamp(fd: i32, w: u32) -> io::Result<()> {
 /// A non-blocking TCP socket for `addr`'s family with the spec's options.
 /// Non-blocking and close-on-exec are flags of socket(2) itself, not three
 /// more syscalls: crr opens one socket per transaction.
-pub fn tcp_socket(addr: &SocketAddr, spec: &TestSpec, agent: bool) -> io::Result<Socket> {
+pub fn tcp_socket(addr: &SocketAddr, spec: &TestSpec, receives: bool) -> io::Result<Socket> {
     let s = Socket::new(
         Domain::for_address(*addr),
         Type::STREAM.nonblocking().cloexec(),
         Some(Protocol::TCP),
     )?;
-    apply(&SockRef::from(&s), spec, agent)?;
+    apply(&SockRef::from(&s), spec, receives)?;
     Ok(s)
 }
 
@@ -133,6 +133,7 @@ pub fn tcp_socket(addr: &SocketAddr, spec: &TestSpec, agent: bool) -> io::Result
 pub fn tcp_socket_blocking(
     addr: &SocketAddr,
     spec: &TestSpec,
+    receives: bool,
     tick: std::time::Duration,
 ) -> io::Result<Socket> {
     let s = Socket::new(
@@ -140,7 +141,7 @@ pub fn tcp_socket_blocking(
         Type::STREAM.cloexec(),
         Some(Protocol::TCP),
     )?;
-    apply(&SockRef::from(&s), spec, false)?;
+    apply(&SockRef::from(&s), spec, receives)?;
     s.set_read_timeout(Some(tick))?;
     s.set_write_timeout(Some(tick))?;
     Ok(s)
@@ -148,8 +149,13 @@ pub fn tcp_socket_blocking(
 
 /// A listening data socket. With `reuse_port`, several workers may each bind
 /// one on the same port and the kernel spreads connections among them.
-pub fn listener(addr: &SocketAddr, spec: &TestSpec, reuse_port: bool) -> io::Result<Socket> {
-    let s = tcp_socket(addr, spec, true)?;
+pub fn listener(
+    addr: &SocketAddr,
+    spec: &TestSpec,
+    reuse_port: bool,
+    receives: bool,
+) -> io::Result<Socket> {
+    let s = tcp_socket(addr, spec, receives)?;
     s.set_reuse_address(true)?;
     if reuse_port {
         s.set_reuse_port(true)?;

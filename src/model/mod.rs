@@ -13,6 +13,7 @@ pub mod firewall;
 pub mod flow;
 pub mod host;
 pub mod hosts;
+pub mod kind;
 pub mod lab;
 pub mod nic;
 pub mod options;

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 
 use super::error::{Invalid, ModelError};
 use super::exec::ExecSpec;
-use super::rrul::{RrulSpec, PROBE_OUTSTANDING};
+use super::kind::{KindFacts, Section};
+use super::rrul::RrulSpec;
 use super::sample::Confidence;
 use super::search::SearchTarget;
 use super::spec::{
@@ -403,8 +404,8 @@ impl TestOptions {
     /// The spec these options run, with the defaults applied and the
     /// combinations checked (`TestSpec::validate`). The TLS library's own
     /// checks (is this suite offered?) are the caller's: they need the engine.
-    pub fn build(&self) -> Result<TestSpec, Invalid> {
-        self.build_for(false)
+    pub fn build(&self, facts: &KindFacts) -> Result<TestSpec, Invalid> {
+        self.build_for(facts, false)
     }
 
     /// `build`, knowing whether the agent is local (loopback, or a lab on
@@ -416,11 +417,10 @@ impl TestOptions {
     /// with a third dropped, 1+1 received 346k; bench/RESULTS.md). There,
     /// unless asked, each end gets half the CPUs. TCP and paced or
     /// request/response UDP wait for their peer and keep a worker per flow.
-    pub fn build_for(&self, local_agent: bool) -> Result<TestSpec, Invalid> {
+    pub fn build_for(&self, facts: &KindFacts, local_agent: bool) -> Result<TestSpec, Invalid> {
         let mut o = self.clone();
-        let workload = o.workload.unwrap_or(Workload::Stream);
         if local_agent
-            && workload == Workload::UdpStream
+            && facts.unpaced_sender
             && o.rate.is_none()
             && o.workers.is_none()
             && o.agent_workers.is_none()
@@ -431,7 +431,7 @@ impl TestOptions {
             o.workers = Some(w);
             o.agent_workers = Some(w);
         }
-        let mut spec = o.build_spec()?;
+        let mut spec = o.build_spec(facts)?;
         if spec.pacing == crate::model::spec::Pacing::Auto {
             let cpus = TestSpec::default_workers(u32::MAX);
             let busy = spec.workers + if local_agent { spec.agent_workers } else { 0 };
@@ -446,12 +446,12 @@ impl TestOptions {
         Ok(spec)
     }
 
-    fn build_spec(&self) -> Result<TestSpec, Invalid> {
+    fn build_spec(&self, facts: &KindFacts) -> Result<TestSpec, Invalid> {
         let d = TestSpec::default();
         let workload = self.workload.unwrap_or(d.workload);
-        let (program, udp) = (workload.is_program(), workload.is_udp());
-        self.refuse_out_of_place(workload, program)?;
-        let rrul = self.rrul_spec(workload)?;
+        let program = facts.program;
+        self.refuse_out_of_place(facts)?;
+        let rrul = self.rrul_spec(facts)?;
         // rrul's flows are its probes' and its streams'.
         let flows = match &rrul {
             Some(r) => 2 * r.streams + 2,
@@ -459,7 +459,7 @@ impl TestOptions {
         };
         let workers = self
             .workers
-            .unwrap_or_else(|| TestSpec::default_workers_for(workload, flows));
+            .unwrap_or_else(|| TestSpec::default_workers_for(facts.worker_per_flow, flows));
         let per = self.per.unwrap_or(d.per);
         let finite = (self.bytes.is_some() && per == Per::Flow) || program;
         let to_usize = |v: Option<Size>, name: &str| -> Result<Option<usize>, Invalid> {
@@ -477,19 +477,21 @@ impl TestOptions {
             message: self
                 .message
                 .map(|s| s.0.min(u32::MAX as u64) as usize)
-                .unwrap_or(if udp { UDP_MESSAGE } else { d.message }),
+                .unwrap_or(facts.default_message.unwrap_or(d.message)),
             request: self
                 .request
                 .map(|s| s.0)
-                .unwrap_or(default_exchange(workload)),
+                .unwrap_or(facts.default_exchange.unwrap_or(d.request)),
             response: self
                 .response
                 .map(|s| s.0)
-                .unwrap_or(default_exchange(workload)),
+                .unwrap_or(facts.default_exchange.unwrap_or(d.request)),
             bytes: self.bytes.map(|s| s.0),
             per,
             reply: self.reply.map(|s| s.0).unwrap_or(d.reply),
-            outstanding: self.outstanding.unwrap_or(default_outstanding(workload)),
+            outstanding: self
+                .outstanding
+                .unwrap_or(facts.default_outstanding.unwrap_or(d.outstanding)),
             rate: match self.rate {
                 Some(Rate::PerSecond(r)) => Some(r),
                 _ => None,
@@ -531,7 +533,7 @@ impl TestOptions {
             warmup_s: self
                 .warmup
                 .map(|s| s.0)
-                .unwrap_or(default_warmup_s(workload)),
+                .unwrap_or(facts.default_warmup_s.unwrap_or(d.warmup_s)),
             interval_s: self.interval.map(|s| s.0).unwrap_or(d.interval_s),
             sndbuf: to_usize(self.sndbuf, "sndbuf")?,
             rcvbuf: to_usize(self.rcvbuf, "rcvbuf")?,
@@ -544,7 +546,7 @@ impl TestOptions {
             spin: self.spin.unwrap_or(d.spin),
             ipv6: self.ipv6.unwrap_or(d.ipv6),
             close: self.close.unwrap_or(d.close),
-            tls: self.tls_spec(workload)?,
+            tls: self.tls_spec(facts)?,
             window: self.window.unwrap_or_default(),
             rtt_s: self.rtt.map(|s| s.0),
             clients: self.clients,
@@ -554,9 +556,9 @@ impl TestOptions {
                     .server_command
                     .as_ref()
                     .map(|c| vec!["sh".into(), "-c".into(), c.clone()]),
-                sshd: self.sshd.unwrap_or(false) || workload == Workload::Scp,
+                sshd: self.sshd.unwrap_or(false) || facts.sshd,
             }),
-            kv: self.kv_spec(workload)?,
+            kv: self.kv_spec(facts)?,
             lab: self.lab.clone().filter(|l| !l.is_empty()),
             sysctl: self.sysctl.clone().unwrap_or_default(),
             nic: crate::model::nic::normalize_all(&self.nic.clone().unwrap_or_default())?,
@@ -567,7 +569,7 @@ impl TestOptions {
                 Some(f) if !f.is_empty() => Some(f.resolve()?),
                 _ => None,
             },
-            cipher: (workload == Workload::Cipher).then(|| crate::model::cipher::CipherSpec {
+            cipher: (facts.section == Section::Cipher).then(|| crate::model::cipher::CipherSpec {
                 algorithm: self.cipher.clone().unwrap_or_else(|| "aes256-gcm".into()),
             }),
             search: self.search_spec()?,
@@ -576,20 +578,16 @@ impl TestOptions {
             arrivals: self.arrivals.unwrap_or_default(),
             pacing: self.pacing.unwrap_or(crate::model::spec::Pacing::Auto),
         };
-        self.resolve_defaults(&mut spec, program, udp);
+        self.resolve_defaults(&mut spec, facts);
         spec.validate()?;
         Ok(spec)
     }
 
     /// Options that a test of `workload` cannot take whatever else is set:
     /// pacing outside an open loop, a program's options on flows.
-    fn refuse_out_of_place(&self, workload: Workload, program: bool) -> Result<(), Invalid> {
-        if self.pacing.is_some()
-            && ((self.rate.is_none() && self.search.is_none())
-                || !matches!(
-                    workload,
-                    Workload::Rr | Workload::UdpRr | Workload::Memcache
-                ))
+    fn refuse_out_of_place(&self, facts: &KindFacts) -> Result<(), Invalid> {
+        let program = facts.program;
+        if self.pacing.is_some() && ((self.rate.is_none() && self.search.is_none()) || !facts.paced)
         {
             return Err(
                 "--pacing says how an open loop waits for its sends: rr, udp-rr or memcache with --rate (or --search)"
@@ -610,20 +608,16 @@ impl TestOptions {
 
     /// What the spec's other fields decide: cipher's record size, the read
     /// size, the I/O mode and its workers.
-    fn resolve_defaults(&self, spec: &mut TestSpec, program: bool, udp: bool) {
-        let workload = spec.workload;
-        if workload == Workload::Cipher && self.message.is_none() {
-            spec.message = crate::model::cipher::DEFAULT_RECORD;
-        }
+    fn resolve_defaults(&self, spec: &mut TestSpec, facts: &KindFacts) {
         // Resolved here so the result records the size that was used.
-        if spec.read_size == 0 && !udp && !program {
+        if spec.read_size == 0 && !facts.datagrams && !facts.program {
             spec.read_size = spec.default_read_size();
         }
         spec.io = match self.io {
             Some(io) => io,
             // A search's steps are open loops: the event loop's timers.
             None if spec.search.is_some() => IoMode::Epoll,
-            None => spec.default_io(),
+            None => spec.default_io(facts.threads_when_closed),
         };
         if spec.io == IoMode::Threads && self.workers.is_none() && self.agent_workers.is_none() {
             spec.workers = spec.flows;
@@ -688,8 +682,8 @@ impl TestOptions {
 
     /// rrul's own options (and the options its groups set themselves,
     /// refused with what to write instead); for another workload, none.
-    fn rrul_spec(&self, workload: Workload) -> Result<Option<RrulSpec>, Invalid> {
-        if workload != Workload::Rrul {
+    fn rrul_spec(&self, facts: &KindFacts) -> Result<Option<RrulSpec>, Invalid> {
+        if facts.section != Section::Rrul {
             if self.idle.is_some() || self.probe_rate.is_some() || self.streams.is_some() {
                 return Err("--idle, --probe-rate and --streams apply to rrul".into());
             }
@@ -730,8 +724,8 @@ impl TestOptions {
         Ok(Some(r))
     }
 
-    fn kv_spec(&self, workload: Workload) -> Result<Option<KvSpec>, Invalid> {
-        if workload != Workload::Memcache {
+    fn kv_spec(&self, facts: &KindFacts) -> Result<Option<KvSpec>, Invalid> {
+        if facts.section != Section::Kv {
             let set = [
                 (self.service.is_some(), "--service"),
                 (self.target.is_some(), "--target"),
@@ -774,8 +768,8 @@ impl TestOptions {
         }))
     }
 
-    fn tls_spec(&self, workload: Workload) -> Result<Option<TlsSpec>, Invalid> {
-        let on = self.tls.unwrap_or(false) || workload == Workload::TlsHandshake;
+    fn tls_spec(&self, facts: &KindFacts) -> Result<Option<TlsSpec>, Invalid> {
+        let on = self.tls.unwrap_or(false) || facts.tls_always;
         if !on {
             // TLS keys apply to the points where tls = true, so one base test
             // can serve a clear/TLS sweep; only the command line, where they
@@ -798,11 +792,9 @@ impl TestOptions {
 
     /// The first TLS option set without TLS being on, if any: on a command
     /// line that is a mistake worth naming.
-    pub fn tls_keys_without_tls(&self) -> Option<&'static str> {
-        if self.tls == Some(true)
-            || self.workload == Some(Workload::TlsHandshake)
-            || self.workload == Some(Workload::Cipher)
-        {
+    pub fn tls_keys_without_tls(&self, facts: &KindFacts) -> Option<&'static str> {
+        // tls-handshake is TLS; cipher's --cipher is its algorithm.
+        if self.tls == Some(true) || facts.tls_always || facts.section == Section::Cipher {
             return None;
         }
         [
@@ -833,36 +825,3 @@ impl TestOptions {
         c
     }
 }
-
-/// A request's and a response's size when none is given: UDP's smallest
-/// round number, rrul's probes' (64 B, as flent's), else 1 byte.
-fn default_exchange(w: Workload) -> u64 {
-    if w.is_udp() || w == Workload::Rrul {
-        UDP_RR
-    } else {
-        TestSpec::default().request
-    }
-}
-
-/// Requests in flight per flow when none is given: rrul's probes may
-/// have many (an open loop that never waits for an earlier probe).
-fn default_outstanding(w: Workload) -> u32 {
-    if w == Workload::Rrul {
-        PROBE_OUTSTANDING
-    } else {
-        TestSpec::default().outstanding
-    }
-}
-
-/// The warm-up when none is given; rrul's is its streams' ramp (their
-/// slow start), which counts for neither phase.
-fn default_warmup_s(w: Workload) -> f64 {
-    if w == Workload::Rrul {
-        1.0
-    } else {
-        TestSpec::default().warmup_s
-    }
-}
-
-#[cfg(test)]
-mod tests;

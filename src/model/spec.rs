@@ -70,25 +70,6 @@ impl Workload {
             Workload::Cipher => "cipher",
         }
     }
-
-    /// Datagrams instead of a byte stream.
-    pub fn is_udp(self) -> bool {
-        matches!(self, Workload::UdpStream | Workload::UdpRr)
-    }
-
-    /// A program run in the lab (exec, scp), not flows on the engine.
-    pub fn is_program(self) -> bool {
-        matches!(self, Workload::Exec | Workload::Scp)
-    }
-
-    /// One connection per transaction (crr, tls-handshake, conn): the
-    /// agent listens on one SO_REUSEPORT socket per worker.
-    pub fn per_connection(self) -> bool {
-        matches!(
-            self,
-            Workload::Crr | Workload::TlsHandshake | Workload::Conn
-        )
-    }
 }
 
 /// What a test's results carry beyond bytes and CPU. The workload decides

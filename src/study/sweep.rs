@@ -204,7 +204,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
                 let as_invalid = |e: crate::workload::group::GroupError| Invalid(e.to_string());
                 let groups = c
                     .groups(&config, local, &mut |o: TestOptions| {
-                        o.build_for(local).map_err(|e| e.to_string())
+                        crate::workload::build(&o, local).map_err(|e| e.to_string())
                     })
                     .map_err(as_invalid)
                     .map_err(named)?;
@@ -218,7 +218,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
                     "groups are the groups of a mix: add workload = \"mix\"".into(),
                 ));
             } else {
-                let spec = config.build_for(local).map_err(named)?;
+                let spec = crate::workload::build(&config, local).map_err(named)?;
                 crate::control::check(&spec).map_err(|e| StudyError::PointCheck {
                     origin: study.origin.clone(),
                     label: label.clone(),

@@ -20,12 +20,13 @@ impl Kind for Cipher {
     fn workload(&self) -> spec::Workload {
         spec::Workload::Cipher
     }
-    fn takes(&self) -> super::kind::Takes {
-        super::kind::Takes {
+    fn facts(&self) -> super::kind::KindFacts {
+        super::kind::KindFacts {
             section: super::kind::Section::Cipher,
             crypto_alone: true,
             no_auto: Some("it runs in linerate's own process"),
-            ..super::kind::Takes::NONE
+            default_message: Some(crate::model::cipher::DEFAULT_RECORD),
+            ..super::kind::KindFacts::NONE
         }
     }
     fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {

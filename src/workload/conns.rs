@@ -154,7 +154,7 @@ pub fn listen(
             let reuse_port = pattern == Pattern::PerTransaction;
             for &ip in addrs {
                 let bind = SocketAddr::new(ip, 0);
-                let first = sockopt::listener(&bind, spec, reuse_port)
+                let first = sockopt::listener(&bind, spec, reuse_port, super::receives(spec, true))
                     .map_err(|source| Failed(WorkloadError::DataListener { bind, source }))?;
                 let addr = first
                     .local_addr()
@@ -170,7 +170,7 @@ pub fn listen(
                 s.conns.listeners.push(first);
                 // One listener per worker (SO_REUSEPORT) and address.
                 for _ in 1..spec.agent_workers {
-                    let more = sockopt::listener(&addr, spec, true)
+                    let more = sockopt::listener(&addr, spec, true, super::receives(spec, true))
                         .map_err(|e| Failed(WorkloadError::MoreListeners(e)))?;
                     s.conns.listeners.push(TcpListener::from_std(more.into()));
                 }
@@ -223,8 +223,15 @@ impl Server {
         let timeout = setup_timeout(expect.len());
         let rejected = match pattern {
             Pattern::Persistent => {
-                let (flows, rejected) =
-                    accept_flows(&mut tcp, spec, conns.cookie, &expect, timeout, cancel)?;
+                let (flows, rejected) = accept_flows(
+                    &mut tcp,
+                    spec,
+                    conns.cookie,
+                    &expect,
+                    timeout,
+                    cancel,
+                    super::receives(spec, true),
+                )?;
                 conns.established = tls::handshake_all(flows, conns.tls.as_deref(), timeout)?;
                 Some(rejected)
             }
@@ -293,7 +300,13 @@ pub fn connect(
     let timeout = setup_timeout(group.targets.len());
     match pattern {
         Pattern::Persistent => {
-            let flows = connect_flows(&group.targets, spec, group.cookie, timeout)?;
+            let flows = connect_flows(
+                &group.targets,
+                spec,
+                group.cookie,
+                timeout,
+                super::receives(spec, false),
+            )?;
             conns.established = tls::handshake_all(flows, conns.tls.as_deref(), timeout)?;
         }
         Pattern::PerTransaction => conns.connect_to = group.targets,

@@ -27,7 +27,7 @@ use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
 
-use super::kind::Takes;
+use super::kind::KindFacts;
 use super::per_conn::{self, Acceptor, OnAccept};
 use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::model::result::Iteration;
@@ -37,10 +37,11 @@ use crate::units::{fmt_bytes, fmt_rate};
 pub struct Crr;
 
 impl Plugin for Crr {
-    fn takes(&self) -> Takes {
-        Takes {
+    fn facts(&self) -> KindFacts {
+        KindFacts {
             threads: true,
-            ..Takes::EXCHANGE
+            threads_when_closed: true,
+            ..KindFacts::EXCHANGE
         }
     }
 

@@ -1,14 +1,17 @@
 //! exec: a real command timed in a lab's client namespace
 //! (`crate::program` runs it).
 
-use super::kind::{Kind, Needs, Program, Takes};
+use super::kind::{Kind, KindFacts, Needs, Program};
 use crate::model::spec::{self, TestSpec};
 
 pub struct Exec;
 
 impl Kind for Exec {
-    fn takes(&self) -> Takes {
-        Takes::ALL
+    fn facts(&self) -> KindFacts {
+        KindFacts {
+            user_command: true,
+            ..KindFacts::ALL
+        }
     }
 
     fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {

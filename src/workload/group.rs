@@ -276,13 +276,14 @@ mod tests {
     fn a_group_parses_as_run_takes_it() {
         let (w, o) = parse_group("rr --rate 100 --request 64 --response '64'").unwrap();
         assert_eq!(w, Workload::Rr);
-        let spec = o
-            .overlay(&crate::model::options::TestOptions {
+        let spec = crate::workload::build(
+            &o.overlay(&crate::model::options::TestOptions {
                 workload: Some(w),
                 ..Default::default()
-            })
-            .build()
-            .unwrap();
+            }),
+            false,
+        )
+        .unwrap();
         assert_eq!((spec.request, spec.response), (64, 64));
         assert_eq!(spec.rate, Some(100.0));
     }
@@ -311,7 +312,11 @@ mod tests {
             let (w, o) = parse_group(text).unwrap();
             let mut o = o;
             o.workload = Some(w);
-            Group::new(name.into(), text.into(), o.build().unwrap())
+            Group::new(
+                name.into(),
+                text.into(),
+                crate::workload::build(&o, false).unwrap(),
+            )
         };
         assert!(check(&[g("g1", "stream"), g("g2", "rr --rate 10")]).is_ok());
         let e = check(&[g("g1", "stream --bytes 1M")])

@@ -42,99 +42,14 @@ impl Needs {
     };
 }
 
-/// A spec section that belongs to one kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Section {
-    #[default]
-    None,
-    /// rrul's phases and probes.
-    Rrul,
-    /// memcache's key-value mix.
-    Kv,
-    /// cipher's algorithm.
-    Cipher,
-}
-
-/// Which of the options that only some kinds use a kind takes. On a
-/// command line the others are refused: they would be ignored
-/// (`rr --direction rx`, `stream --request 200`); in any spec, the rules
-/// of `workload::rules` refuse what a kind cannot run.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Takes {
-    /// `--direction`, `--message`: bulk transfer.
-    pub bulk: bool,
-    /// `--request`, `--response`: an exchange.
-    pub exchange: bool,
-    /// `--bytes`, `--per`, `--reply`: a finite transfer and its answer.
-    pub transfer: bool,
-    /// `--timeout`: a datagram exchange's wait for its answer.
-    pub timeout: bool,
-    /// Every option on a command line: a program checks its own (and
-    /// carries a command).
-    pub all: bool,
-    /// `--io threads`: a blocking thread per flow.
-    pub threads: bool,
-    /// `--search` of a latency percentile (an open loop's).
-    pub search_latency: bool,
-    /// `--search loss_pct` (datagrams).
-    pub search_loss: bool,
-    /// `--arrivals poisson` and `--rate-ramp`: a paced open loop.
-    pub paced: bool,
-    /// `--batch`, `--gso`, `--gro` and a bit rate: datagrams.
-    pub udp: bool,
-    /// `--crypto-hw off` without TLS: it measures crypto itself.
-    pub crypto_alone: bool,
-    /// The spec section it owns.
-    pub section: Section,
-    /// Why `--duration auto` cannot size it (None: it can).
-    pub no_auto: Option<&'static str>,
-}
-
-impl Takes {
-    /// None of them (the default).
-    pub const NONE: Takes = Takes {
-        bulk: false,
-        exchange: false,
-        transfer: false,
-        timeout: false,
-        all: false,
-        threads: false,
-        search_latency: false,
-        search_loss: false,
-        paced: false,
-        udp: false,
-        crypto_alone: false,
-        section: Section::None,
-        no_auto: None,
-    };
-    /// A program's: every option reaches it; it runs until it ends.
-    pub const ALL: Takes = Takes {
-        bulk: true,
-        exchange: true,
-        transfer: true,
-        timeout: true,
-        all: true,
-        no_auto: Some("a program runs until it ends"),
-        ..Takes::NONE
-    };
-    /// An exchange's (rr, crr, tls-handshake, udp-rr): its sizes.
-    pub const EXCHANGE: Takes = Takes {
-        exchange: true,
-        ..Takes::NONE
-    };
-    /// A composite's (mix, rrul): its groups share one window.
-    pub const GROUPS: Takes = Takes {
-        no_auto: Some("a mixed test's groups share one window"),
-        ..Takes::NONE
-    };
-}
+pub use crate::model::kind::{KindFacts, Section};
 
 /// The first option `o` sets that `kind` does not take, if any (its flag).
 /// Not checked for a study's `[test]`, whose keys are shared by cases of
 /// several kinds.
 pub fn not_taken(o: &TestOptions, kind: &dyn Kind) -> Option<&'static str> {
-    let t = kind.takes();
-    if t.all {
+    let t = kind.facts();
+    if t.program {
         return None;
     }
     [
@@ -155,8 +70,8 @@ pub trait Kind: Sync {
     /// The spec's name for it.
     fn workload(&self) -> spec::Workload;
     /// Which kind-specific options it takes (`not_taken` refuses the rest).
-    fn takes(&self) -> Takes {
-        Takes::default()
+    fn facts(&self) -> KindFacts {
+        KindFacts::default()
     }
     /// Its own rules on a spec, beyond what it takes (`workload::rules`)
     /// and the spec's own (`TestSpec::validate`).
@@ -290,8 +205,8 @@ impl<T: Plugin> Kind for T {
     fn workload(&self) -> spec::Workload {
         Plugin::kind(self)
     }
-    fn takes(&self) -> Takes {
-        Plugin::takes(self)
+    fn facts(&self) -> KindFacts {
+        Plugin::facts(self)
     }
     fn rules(&self, spec: &TestSpec) -> Result<(), Invalid> {
         Plugin::rules(self, spec)

@@ -44,12 +44,12 @@ impl Plugin for Memcache {
         spec::Workload::Memcache
     }
 
-    fn takes(&self) -> super::kind::Takes {
-        super::kind::Takes {
+    fn facts(&self) -> super::kind::KindFacts {
+        super::kind::KindFacts {
             section: super::kind::Section::Kv,
             search_latency: true,
             paced: true,
-            ..super::kind::Takes::NONE
+            ..super::kind::KindFacts::NONE
         }
     }
 

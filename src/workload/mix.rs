@@ -16,8 +16,8 @@ impl Kind for Mix {
     fn workload(&self) -> spec::Workload {
         spec::Workload::Mix
     }
-    fn takes(&self) -> super::kind::Takes {
-        super::kind::Takes::GROUPS
+    fn facts(&self) -> super::kind::KindFacts {
+        super::kind::KindFacts::GROUPS
     }
     fn describe(&self, _spec: &TestSpec) -> String {
         "several workloads on one window (each group below)".to_string()

@@ -109,8 +109,8 @@ pub trait Plugin: Sync {
         Supports::default()
     }
     /// Which kind-specific options it takes (`kind::not_taken`).
-    fn takes(&self) -> kind::Takes {
-        kind::Takes::default()
+    fn facts(&self) -> kind::KindFacts {
+        kind::KindFacts::default()
     }
     /// Its own rules on a spec (see `Kind::rules`).
     fn rules(&self, _spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
@@ -239,6 +239,27 @@ pub fn get(workload: spec::Workload) -> Option<&'static dyn Plugin> {
     kind_of(workload).flows()
 }
 
+/// What the code that names no kind needs to know of `workload`.
+pub fn facts(workload: spec::Workload) -> kind::KindFacts {
+    kind_of(workload).facts()
+}
+
+/// The spec `o` builds for its kind (stream without one); `local`: the
+/// agent shares this host (see `TestOptions::build_for`).
+pub fn build(
+    o: &crate::model::options::TestOptions,
+    local: bool,
+) -> Result<TestSpec, crate::model::error::Invalid> {
+    let w = o.workload.unwrap_or(TestSpec::default().workload);
+    o.build_for(&facts(w), local)
+}
+
+/// Whether this end (`agent`: the server's) of a test of `spec` takes
+/// payload: in a stream only the direction's receiver does.
+pub fn receives(spec: &TestSpec, agent: bool) -> bool {
+    spec.receives(agent, facts(spec.workload).one_way_payload)
+}
+
 /// The workload of `spec`, or why it has none.
 pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, WorkloadError> {
     get(spec.workload).ok_or(WorkloadError::NotFlows {
@@ -300,7 +321,10 @@ pub fn base(spec: &TestSpec, agent: bool, conn: (u32, TcpStream, Option<TlsConn>
     let (id, stream, tls) = conn;
     FlowBase::new(id, stream)
         .with_tls(tls)
-        .with_clamp(crate::engine::sockopt::exact_window(spec, agent))
+        .with_clamp(crate::engine::sockopt::exact_window(
+            spec,
+            receives(spec, agent),
+        ))
         // An open loop's ends take the kernel's receive stamps.
         .with_stamps(spec.rate.is_some())
 }
@@ -359,6 +383,10 @@ pub fn check(spec: &TestSpec) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// `TestOptions` built for each kind and written back as a command line.
+#[cfg(test)]
+mod options_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,17 +426,29 @@ mod tests {
         assert_eq!(KINDS.len(), Kind::value_variants().len());
     }
 
+    /// A kind's facts agree with how it runs: datagrams are the datagram
+    /// pattern's, programs have no flows, a section is one kind's.
     #[test]
-    fn patterns_agree_with_the_spec() {
+    fn facts_agree_with_the_plug_in() {
         for w in registry() {
-            let k = w.kind();
-            assert_eq!(w.pattern() == Pattern::Datagram, k.is_udp(), "{}", k.name());
+            let f = Plugin::facts(w);
+            let k = Plugin::kind(w);
             assert_eq!(
-                w.pattern() == Pattern::PerTransaction,
-                k.per_connection(),
+                w.pattern() == Pattern::Datagram,
+                f.datagrams,
                 "{}",
                 k.name()
             );
+            assert!(!f.program, "{}", k.name());
+        }
+        for k in KINDS {
+            let f = k.facts();
+            assert_eq!(f.program, k.flows().is_none() && k.program().is_some());
+            let owners = KINDS
+                .iter()
+                .filter(|o| f.section != kind::Section::None && o.facts().section == f.section)
+                .count();
+            assert!(owners <= 1);
         }
     }
 

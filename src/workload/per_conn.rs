@@ -126,8 +126,8 @@ pub fn dial(
     blocking: Option<Duration>,
 ) -> io::Result<TcpStream> {
     let sock = match blocking {
-        Some(tick) => sockopt::tcp_socket_blocking(addr, spec, tick)?,
-        None => sockopt::tcp_socket(addr, spec, false)?,
+        Some(tick) => sockopt::tcp_socket_blocking(addr, spec, super::receives(spec, false), tick)?,
+        None => sockopt::tcp_socket(addr, spec, super::receives(spec, false))?,
     };
     match sock.connect(&(*addr).into()) {
         Ok(()) => {}

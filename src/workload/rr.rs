@@ -23,7 +23,7 @@ use crate::measure::histogram::record_ns;
 use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
-use super::kind::Takes;
+use super::kind::KindFacts;
 use super::{base, Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::units::fmt_bytes;
 use std::fmt::Write as _;
@@ -33,12 +33,13 @@ use std::fmt::Write as _;
 pub struct Rr;
 
 impl Plugin for Rr {
-    fn takes(&self) -> Takes {
-        Takes {
+    fn facts(&self) -> KindFacts {
+        KindFacts {
             threads: true,
             search_latency: true,
             paced: true,
-            ..Takes::EXCHANGE
+            threads_when_closed: true,
+            ..KindFacts::EXCHANGE
         }
     }
 

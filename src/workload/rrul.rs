@@ -47,7 +47,7 @@ const DOWN: usize = 3;
 pub fn spec_of(opts: &TestOptions, local: bool) -> Result<TestSpec, Invalid> {
     let mut o = opts.clone();
     o.workload = Some(Workload::Rrul);
-    let spec = o.build_for(local)?;
+    let spec = super::build(&o, local)?;
     Rrul.rules(&spec)?;
     Ok(spec)
 }
@@ -85,7 +85,7 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, GroupError>
         // What a probe does not take (the streams' options).
         o.message = None;
         o.zerocopy = None;
-        if w.is_udp() {
+        if super::facts(w).datagrams {
             o.window = None;
             o.read_size = None;
         } else {
@@ -134,9 +134,8 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, GroupError>
 
 /// One group, named in its errors.
 fn group(name: &str, command: String, o: &TestOptions, local: bool) -> Result<Group, Invalid> {
-    let spec = o
-        .build_for(local)
-        .map_err(|e| Invalid(format!("rrul's {name} ({command}): {e}")))?;
+    let spec =
+        super::build(o, local).map_err(|e| Invalid(format!("rrul's {name} ({command}): {e}")))?;
     Ok(Group::new(name.into(), command, spec))
 }
 
@@ -388,10 +387,14 @@ impl Kind for Rrul {
     fn workload(&self) -> spec::Workload {
         spec::Workload::Rrul
     }
-    fn takes(&self) -> super::kind::Takes {
-        super::kind::Takes {
+    fn facts(&self) -> super::kind::KindFacts {
+        super::kind::KindFacts {
             section: super::kind::Section::Rrul,
-            ..super::kind::Takes::GROUPS
+            derived_flows: true,
+            default_exchange: Some(crate::model::options::UDP_RR),
+            default_outstanding: Some(crate::model::rrul::PROBE_OUTSTANDING),
+            default_warmup_s: Some(1.0),
+            ..super::kind::KindFacts::GROUPS
         }
     }
     fn rules(&self, spec: &TestSpec) -> Result<(), Invalid> {
@@ -510,7 +513,7 @@ mod tests {
         let spec = spec_of(&opts("--idle 2 -d 5 --streams 3"), true).unwrap();
         assert_eq!(spec.flows, 8);
         assert_eq!(
-            crate::model::options::to_command_line(&spec),
+            crate::model::options::to_command_line(&spec, &super::super::facts(spec.workload)),
             "linerate run rrul --idle 2 --streams 3 --duration 5"
         );
     }
@@ -533,7 +536,10 @@ mod tests {
         assert_eq!(g[1].spec.cc.as_deref(), Some("reno"));
         let mut o = opts("--streams 2");
         o.workload = Some(Workload::Stream);
-        assert!(o.build().unwrap_err().to_string().contains("apply to rrul"));
+        assert!(super::super::build(&o, false)
+            .unwrap_err()
+            .to_string()
+            .contains("apply to rrul"));
     }
 
     fn interval(k: usize, bytes: u64, p50: f64) -> TestInterval {

@@ -1,6 +1,6 @@
 //! The rules of a spec that depend on its kind, checked by `check` right
 //! after the spec's own (`TestSpec::validate`, which names no kind): the
-//! options a kind declares it takes (`Takes`), then its own
+//! options a kind declares it takes (`KindFacts`), then its own
 //! `Kind::rules`. The messages are the ones a user has always read.
 
 use super::kind::{Kind, Section};
@@ -9,7 +9,7 @@ use crate::model::spec::{Arrivals, IoMode, TestSpec};
 
 /// Every kind-dependent rule `spec` must meet, for `kind`.
 pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
-    let t = kind.takes();
+    let t = kind.facts();
     let name = spec.workload.name();
     if spec.io == IoMode::Threads && !t.threads {
         return Err(format!(
@@ -21,7 +21,7 @@ pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
     if !t.udp && (spec.batch != 0 || spec.gso || spec.gro || spec.rate_bps.is_some()) {
         return Err("--batch, --gso, --gro and a bit rate apply to udp-stream and udp-rr".into());
     }
-    if spec.exec.is_some() && !t.all {
+    if spec.exec.is_some() && !t.program {
         return Err("a command applies to the exec workload".into());
     }
     if spec.rrul.is_some() && t.section != Section::Rrul {
@@ -43,7 +43,7 @@ pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
 /// they apply.
 fn sizing(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
     use crate::model::search::SearchMetric;
-    let t = kind.takes();
+    let t = kind.facts();
     if let Some(s) = &spec.search {
         let fits = match s.target.metric {
             SearchMetric::LossPct => t.search_loss,
@@ -259,7 +259,7 @@ mod tests {
         let r = Run::try_parse_from(l.split_whitespace()).map_err(|e| e.to_string())?;
         let mut o = r.opts;
         o.workload = Some(r.workload);
-        let s = o.build().map_err(|e| e.to_string())?;
+        let s = crate::workload::build(&o, false).map_err(|e| e.to_string())?;
         check(&s).map_err(|e| e.to_string())?;
         Ok(s)
     }

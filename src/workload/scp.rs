@@ -2,15 +2,18 @@
 //! server namespace (`crate::program` runs it as exec with the command
 //! built for it).
 
-use super::kind::{Kind, Needs, Program, Takes};
+use super::kind::{Kind, KindFacts, Needs, Program};
 use crate::model::spec::{self, TestSpec};
 use crate::units::fmt_bytes;
 
 pub struct Scp;
 
 impl Kind for Scp {
-    fn takes(&self) -> Takes {
-        Takes::ALL
+    fn facts(&self) -> KindFacts {
+        KindFacts {
+            sshd: true,
+            ..KindFacts::ALL
+        }
     }
 
     fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
-use super::kind::Takes;
+use super::kind::KindFacts;
 use super::RateColumn;
 use super::{base, rr, Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
@@ -25,12 +25,14 @@ use crate::units::fmt_bytes;
 pub struct Stream;
 
 impl Plugin for Stream {
-    fn takes(&self) -> Takes {
-        Takes {
+    fn facts(&self) -> KindFacts {
+        KindFacts {
             bulk: true,
             transfer: true,
             threads: true,
-            ..Takes::NONE
+            worker_per_flow: true,
+            one_way_payload: true,
+            ..KindFacts::NONE
         }
     }
 

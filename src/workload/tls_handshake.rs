@@ -2,7 +2,7 @@
 //! handshake, one small request/response, close. crr's flows with TLS
 //! required: handshakes/s and CPU per handshake on each end.
 
-use super::kind::Takes;
+use super::kind::KindFacts;
 use super::{crr, Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::Flow;
 use crate::model::result::Iteration;
@@ -12,8 +12,11 @@ use crate::units::fmt_bytes;
 pub struct TlsHandshake;
 
 impl Plugin for TlsHandshake {
-    fn takes(&self) -> Takes {
-        Takes::EXCHANGE
+    fn facts(&self) -> KindFacts {
+        KindFacts {
+            tls_always: true,
+            ..KindFacts::EXCHANGE
+        }
     }
 
     fn kind(&self) -> spec::Workload {

@@ -38,7 +38,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::kind::Takes;
+use super::kind::KindFacts;
 use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status};
 use crate::engine::pace::{self, Schedule};
@@ -61,14 +61,17 @@ pub const STAMPED_RESPONSE: usize = STAMPS + 16;
 pub struct UdpRr;
 
 impl Plugin for UdpRr {
-    fn takes(&self) -> Takes {
-        Takes {
+    fn facts(&self) -> KindFacts {
+        KindFacts {
             timeout: true,
             udp: true,
             search_latency: true,
             search_loss: true,
             paced: true,
-            ..Takes::EXCHANGE
+            datagrams: true,
+            default_message: Some(crate::model::options::UDP_MESSAGE),
+            default_exchange: Some(crate::model::options::UDP_RR),
+            ..KindFacts::EXCHANGE
         }
     }
 

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::kind::Takes;
+use super::kind::KindFacts;
 use super::RateColumn;
 use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status, BUDGET};
@@ -40,12 +40,16 @@ const OLD_MAX_SEGMENTS: usize = 64;
 const CALLS_PER_TURN: usize = 256;
 
 impl Plugin for UdpStream {
-    fn takes(&self) -> Takes {
-        Takes {
+    fn facts(&self) -> KindFacts {
+        KindFacts {
             bulk: true,
             udp: true,
             search_loss: true,
-            ..Takes::NONE
+            datagrams: true,
+            unpaced_sender: true,
+            default_message: Some(crate::model::options::UDP_MESSAGE),
+            default_exchange: Some(crate::model::options::UDP_RR),
+            ..KindFacts::NONE
         }
     }
 
@@ -455,7 +459,7 @@ impl UdpStreamFlow {
         }
     }
 
-    /// Takes what arrived, up to the budget.
+    /// KindFacts what arrived, up to the budget.
     fn receive(&mut self, cx: &mut Ctx<'_>) -> Status {
         // The batch is set aside while its datagrams are counted (an empty
         // one takes its place: no allocation).

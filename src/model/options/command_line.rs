@@ -1,18 +1,19 @@
 //! A spec back to the `linerate run` command line that runs it.
 
+use super::super::kind::KindFacts;
 use super::super::rrul::RrulSpec;
-use super::super::spec::{KvDialect, KvSpec, TestSpec, TlsSpec, WindowMode, Workload};
-use super::{default_exchange, default_outstanding, default_warmup_s, UDP_MESSAGE};
+use super::super::spec::{KvDialect, KvSpec, TestSpec, TlsSpec, WindowMode};
 use crate::units;
 
 /// The `linerate run` command line that runs `spec`: the flags that differ
 /// from their defaults, so a report tells exactly what ran. The inverse of
 /// `TestOptions::build` (a test parses it back into the same spec).
-pub fn to_command_line(spec: &TestSpec) -> String {
+/// `facts`: its kind's (`workload::facts`).
+pub fn to_command_line(spec: &TestSpec, facts: &KindFacts) -> String {
     let d = TestSpec::default();
     let size = |b: u64| units::fmt_size_arg(b);
     let mut a = vec!["linerate run".to_string(), spec.workload.name().to_string()];
-    let program = spec.workload.is_program();
+    let program = facts.program;
     if spec.rtt_s.is_some()
         || spec.lab.is_some()
         || !spec.sysctl.is_empty()
@@ -26,11 +27,11 @@ pub fn to_command_line(spec: &TestSpec) -> String {
         spec.direction != d.direction,
         format!("--direction {}", spec.direction.name()),
     );
-    let w = spec.workload;
-    let streams = matches!(w, Workload::Stream | Workload::UdpStream);
-    let rrul = w == Workload::Rrul;
-    let message = if w.is_udp() { UDP_MESSAGE } else { d.message };
-    let rr = default_exchange(w);
+    let streams = facts.bulk;
+    // rrul's flows follow from --streams; its streams take --message.
+    let rrul = facts.derived_flows;
+    let message = facts.default_message.unwrap_or(d.message);
+    let rr = facts.default_exchange.unwrap_or(d.request);
     flag(
         &mut a,
         (streams || rrul) && spec.bytes.is_none() && spec.message != message,
@@ -73,7 +74,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
             format!("--reply {}", size(spec.reply)),
         );
     }
-    open_loop_flags(spec, &mut a);
+    open_loop_flags(spec, facts, &mut a);
     flag(
         &mut a,
         spec.read_size != 0 && spec.read_size != spec.default_read_size(),
@@ -81,7 +82,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     );
     flag(
         &mut a,
-        spec.io != spec.default_io(),
+        spec.io != spec.default_io(facts.threads_when_closed),
         format!("--io {}", spec.io.name()),
     );
     flag(&mut a, spec.batch != 0, format!("--batch {}", spec.batch));
@@ -89,7 +90,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     flag(&mut a, spec.gro, "--gro".into());
     flag(
         &mut a,
-        spec.workload == Workload::UdpRr && spec.timeout_s != d.timeout_s,
+        facts.timeout && spec.timeout_s != d.timeout_s,
         format!("--timeout {}", spec.timeout_s),
     );
     flag(
@@ -99,7 +100,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     );
     flag(
         &mut a,
-        spec.workers != TestSpec::default_workers_for(spec.workload, spec.flows),
+        spec.workers != TestSpec::default_workers_for(facts.worker_per_flow, spec.flows),
         format!("--workers {}", spec.workers),
     );
     flag(
@@ -124,7 +125,7 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     }
     flag(
         &mut a,
-        spec.warmup_s != default_warmup_s(w),
+        spec.warmup_s != facts.default_warmup_s.unwrap_or(d.warmup_s),
         format!("--warmup {}", spec.warmup_s),
     );
     flag(
@@ -134,13 +135,13 @@ pub fn to_command_line(spec: &TestSpec) -> String {
     );
     socket_flags(spec, &mut a);
     if let Some(t) = &spec.tls {
-        tls_flags(t, spec.workload, &mut a);
+        tls_flags(t, facts.tls_always, &mut a);
     }
     if let Some(kv) = &spec.kv {
         kv_flags(kv, &mut a);
     }
     flag(&mut a, !spec.crypto_hw, "--crypto-hw off".into());
-    if let (Some(e), Workload::Exec) = (&spec.exec, spec.workload) {
+    if let (Some(e), true) = (&spec.exec, facts.user_command) {
         flag(&mut a, e.sshd, "--sshd".into());
         if let Some(c) = &e.server_command {
             flag(
@@ -158,9 +159,9 @@ pub fn to_command_line(spec: &TestSpec) -> String {
 }
 
 /// The TLS flags of a spec with TLS (tls-handshake implies `--tls`).
-fn tls_flags(t: &TlsSpec, workload: Workload, a: &mut Vec<String>) {
+fn tls_flags(t: &TlsSpec, tls_always: bool, a: &mut Vec<String>) {
     let dt = TlsSpec::default();
-    flag(a, workload != Workload::TlsHandshake, "--tls".into());
+    flag(a, !tls_always, "--tls".into());
     flag(
         a,
         t.backend != dt.backend,
@@ -277,10 +278,13 @@ fn flag(a: &mut Vec<String>, cond: bool, s: String) {
 
 /// An open loop's flags: outstanding requests, the rate and how it rises,
 /// arrivals, pacing, a capacity search.
-fn open_loop_flags(spec: &TestSpec, a: &mut Vec<String>) {
+fn open_loop_flags(spec: &TestSpec, facts: &KindFacts, a: &mut Vec<String>) {
     flag(
         a,
-        spec.outstanding != default_outstanding(spec.workload),
+        spec.outstanding
+            != facts
+                .default_outstanding
+                .unwrap_or(TestSpec::default().outstanding),
         format!("--outstanding {}", spec.outstanding),
     );
     if let Some(r) = spec.rate {

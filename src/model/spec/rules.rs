@@ -18,9 +18,9 @@ impl TestSpec {
     /// against 43-49 (bench/RESULTS.md). Beyond 4 flows per CPU the threads
     /// only contend (16 flows: 41 on 2+2, 38 on 16+16), and the other
     /// workloads wait on their peers, so one worker per CPU multiplexes.
-    pub fn default_workers_for(workload: Workload, flows: u32) -> u32 {
+    pub fn default_workers_for(worker_per_flow: bool, flows: u32) -> u32 {
         let ncpu = cpus();
-        if workload == Workload::Stream && flows <= STREAM_FLOWS_PER_CPU * ncpu {
+        if worker_per_flow && flows <= STREAM_FLOWS_PER_CPU * ncpu {
             flows.max(1)
         } else {
             Self::default_workers(flows)
@@ -36,12 +36,13 @@ impl TestSpec {
         }
     }
 
-    /// Whether the agent's (or the client's) end receives payload: in a
-    /// stream only the direction's receiver does; rr and crr both do.
-    pub fn receives(&self, agent: bool) -> bool {
-        match (self.workload, self.direction) {
-            (Workload::Stream, Direction::Tx) => agent,
-            (Workload::Stream, Direction::Rx) => !agent,
+    /// Whether the agent's (or the client's) end receives payload: where
+    /// only the direction's receiver takes payload (`one_way_payload`, a
+    /// TCP stream), that end; otherwise both (rr, crr).
+    pub fn receives(&self, agent: bool, one_way_payload: bool) -> bool {
+        match (one_way_payload, self.direction) {
+            (true, Direction::Tx) => agent,
+            (true, Direction::Rx) => !agent,
             _ => true,
         }
     }
@@ -79,9 +80,9 @@ impl TestSpec {
     /// epoll, netperf 48.4k; crr 64/8192 1.04-1.10x epoll; bench/RESULTS.md);
     /// epoll elsewhere, where it was as fast or faster (a 128K stream: 32.7
     /// Gbit/s against 28.6).
-    pub fn default_io(&self) -> IoMode {
+    pub fn default_io(&self, threads_when_closed: bool) -> IoMode {
         let one_flow_per_worker = self.workers == self.flows && self.agent_workers == self.flows;
-        if matches!(self.workload, Workload::Rr | Workload::Crr)
+        if threads_when_closed
             && self.rate.is_none()
             && !self.spin
             && one_flow_per_worker
@@ -139,7 +140,9 @@ impl TestSpec {
 
     /// A finite test ends when every flow is done, not after `duration_s`.
     pub fn is_finite(&self) -> bool {
-        self.workload == Workload::Stream && self.bytes.is_some() && self.per == Per::Flow
+        // Only a stream takes --bytes among flows (workload::validate); a
+        // program's --bytes is its file.
+        self.exec.is_none() && self.bytes.is_some() && self.per == Per::Flow
     }
 
     /// `--search`, `--duration auto` and `--rate-ramp`: what they need

@@ -385,7 +385,15 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     let commands = m
         .points
         .iter()
-        .map(|p| (p.label(), crate::model::options::to_command_line(&p.spec)))
+        .map(|p| {
+            (
+                p.label(),
+                crate::model::options::to_command_line(
+                    &p.spec,
+                    &crate::workload::facts(p.spec.workload),
+                ),
+            )
+        })
         .collect();
     Report {
         title: study.title.clone(),

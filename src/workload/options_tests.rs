@@ -1,5 +1,9 @@
-use super::*;
+use crate::model::error::ModelError;
+use crate::model::exec::ExecSpec;
+use crate::model::options::*;
+use crate::model::spec::*;
 use clap::Parser;
+use std::collections::BTreeMap;
 
 /// `linerate run WORKLOAD [options]` as the roof parses it.
 #[derive(Parser)]
@@ -21,7 +25,7 @@ fn parse(line: &str) -> TestSpec {
     let mut o = r.opts;
     o.workload = Some(r.workload);
     o.ipv6 = Some(r.ipv6);
-    o.build().unwrap_or_else(|e| panic!("{line}: {e}"))
+    crate::workload::build(&o, false).unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
 #[test]
@@ -37,7 +41,7 @@ fn search_auto_and_ramp_command_lines_build_the_same_spec_back() {
         ] {
             let s = parse(line);
             // The shell needs the target quoted; the parser here splits on spaces.
-            let back = to_command_line(&s).replace('\'', "");
+            let back = to_command_line(&s, &crate::workload::facts(s.workload)).replace('\'', "");
             assert_eq!(parse(&back), s, "{line} -> {back}");
         }
 }
@@ -51,11 +55,14 @@ fn an_rrul_command_line_builds_the_same_spec_back() {
     ] {
         let s = parse(line);
         assert_eq!(s.flows, 2 * s.rrul.as_ref().unwrap().streams + 2);
-        let back = to_command_line(&s);
+        let back = to_command_line(&s, &crate::workload::facts(s.workload));
         assert_eq!(parse(&back), s, "{line} -> {back}");
     }
     assert_eq!(
-        to_command_line(&parse("linerate run rrul")),
+        {
+            let s = parse("linerate run rrul");
+            to_command_line(&s, &crate::workload::facts(s.workload))
+        },
         "linerate run rrul"
     );
 }
@@ -167,13 +174,17 @@ fn the_command_line_builds_the_same_spec_back() {
     for s in specs {
         let mut s = s;
         if s.workers == 1 && s.agent_workers == 1 {
-            s.workers = TestSpec::default_workers_for(s.workload, s.flows);
+            s.workers = TestSpec::default_workers_for(
+                crate::workload::facts(s.workload).worker_per_flow,
+                s.flows,
+            );
             s.agent_workers = s.workers;
         }
-        if s.read_size == 0 && !s.workload.is_udp() && !s.workload.is_program() {
+        let f = crate::workload::facts(s.workload);
+        if s.read_size == 0 && !f.datagrams && !f.program {
             s.read_size = s.default_read_size();
         }
-        let line = to_command_line(&s);
+        let line = to_command_line(&s, &crate::workload::facts(s.workload));
         assert_eq!(parse(&line), s, "{line}");
     }
 }
@@ -188,18 +199,23 @@ fn a_local_agent_shares_the_cpus_for_unpaced_udp_only() {
         t
     };
     let udp = opts("run udp-stream --flows 8");
-    let local = udp.build_for(true).unwrap();
+    let local = crate::workload::build(&udp, true).unwrap();
     assert_eq!((local.workers, local.agent_workers), (half, half));
-    let remote = udp.build_for(false).unwrap();
+    let remote = crate::workload::build(&udp, false).unwrap();
     assert_eq!(remote.workers, TestSpec::default_workers(8));
     // A few bulk TCP flows get a worker each; many share one per CPU.
     let ncpu = TestSpec::default_workers(u32::MAX);
     let few = opts(&format!("run stream --flows {}", 4 * ncpu));
-    assert_eq!(few.build().unwrap().workers, 4 * ncpu);
-    let many = opts(&format!("run stream --flows {}", 4 * ncpu + 1));
-    assert_eq!(many.build().unwrap().workers, ncpu);
     assert_eq!(
-        opts("run rr --flows 8").build().unwrap().workers,
+        crate::workload::build(&few, false).unwrap().workers,
+        4 * ncpu
+    );
+    let many = opts(&format!("run stream --flows {}", 4 * ncpu + 1));
+    assert_eq!(crate::workload::build(&many, false).unwrap().workers, ncpu);
+    assert_eq!(
+        crate::workload::build(&opts("run rr --flows 8"), false)
+            .unwrap()
+            .workers,
         ncpu.min(8)
     );
     // Asked for, paced, or TCP: unchanged.
@@ -211,8 +227,8 @@ fn a_local_agent_shares_the_cpus_for_unpaced_udp_only() {
     ] {
         let o = opts(line);
         assert_eq!(
-            o.build_for(true).unwrap(),
-            o.build().unwrap(),
+            crate::workload::build(&o, true).unwrap(),
+            crate::workload::build(&o, false).unwrap(),
             "{line}: the local agent changes nothing"
         );
     }
@@ -224,7 +240,7 @@ fn io_threads_where_a_worker_holds_one_closed_loop_flow() {
         let o = Run::try_parse_from(line.split_whitespace()).unwrap();
         let mut t = o.opts;
         t.workload = Some(o.workload);
-        t.build()
+        crate::workload::build(&t, false)
     };
     let io = |line: &str| build(line).unwrap().io;
     assert_eq!(io("run rr"), IoMode::Threads);
@@ -256,7 +272,7 @@ fn read_size_is_checked_and_recorded() {
         let o = Run::try_parse_from(line.split_whitespace()).unwrap();
         let mut t = o.opts;
         t.workload = Some(o.workload);
-        t.build()
+        crate::workload::build(&t, false)
     };
     assert_eq!(opts("run stream").unwrap().read_size, 128 << 10);
     assert_eq!(
@@ -277,7 +293,13 @@ fn read_size_is_checked_and_recorded() {
 
 #[test]
 fn command_line_names_what_differs_from_the_defaults() {
-    assert_eq!(to_command_line(&TestSpec::default()), "linerate run stream");
+    assert_eq!(
+        to_command_line(
+            &TestSpec::default(),
+            &crate::workload::facts(TestSpec::default().workload)
+        ),
+        "linerate run stream"
+    );
     let s = TestSpec {
         workload: Workload::Rr,
         request: 200,
@@ -290,7 +312,7 @@ fn command_line_names_what_differs_from_the_defaults() {
         ..Default::default()
     };
     assert_eq!(
-            to_command_line(&s),
+            to_command_line(&s, &crate::workload::facts(s.workload)),
             "linerate run rr --request 200 --response 32K --flows 10 --workers 11 --duration 5 --nodelay"
         );
     let lab = TestSpec {
@@ -301,7 +323,7 @@ fn command_line_names_what_differs_from_the_defaults() {
         duration_s: 300.0,
         ..Default::default()
     };
-    let c = to_command_line(&lab);
+    let c = to_command_line(&lab, &crate::workload::facts(lab.workload));
     assert!(
         c.starts_with("linerate run stream --lab LAB --bytes 48M"),
         "{c}"
@@ -318,7 +340,7 @@ fn study_keys_take_the_flags_units_and_defaults() {
             "workload = \"rr\"\nrequest = 200\nresponse = \"32K\"\nflows = 10\nduration = \"500ms\"\nrate = \"10k\"\nresume = true",
         )
         .unwrap();
-    let s = o.build().unwrap();
+    let s = crate::workload::build(&o, false).unwrap();
     assert_eq!(s.workload, Workload::Rr);
     assert_eq!(s.response, 32 * 1024);
     assert_eq!(s.duration_s, 0.5);
@@ -326,7 +348,10 @@ fn study_keys_take_the_flags_units_and_defaults() {
     assert_eq!(s.workers, TestSpec::default_workers(10));
     assert_eq!(s.agent_workers, s.workers);
     let finite: TestOptions = toml::from_str("bytes = \"20M\"").unwrap();
-    assert_eq!(finite.build().unwrap().duration_s, 300.0);
+    assert_eq!(
+        crate::workload::build(&finite, false).unwrap().duration_s,
+        300.0
+    );
     let old: TestOptions = toml::from_str("threads = 2\nagent_threads = 1").unwrap();
     assert_eq!((old.workers, old.agent_workers), (Some(2), Some(1)));
     let it: TestOptions = toml::from_str("iterations = 3\nconfidence = \"95,2\"").unwrap();
@@ -378,7 +403,7 @@ fn threads_is_an_alias_of_workers() {
     let r = Run::try_parse_from(["run", "rr", "-T", "4", "--agent-workers", "1"]).unwrap();
     let mut o = r.opts;
     o.workload = Some(r.workload);
-    let s = o.build().unwrap();
+    let s = crate::workload::build(&o, false).unwrap();
     assert_eq!((s.workers, s.agent_workers), (4, 1));
 }
 
@@ -398,7 +423,10 @@ fn bad_values_say_what_is_wrong() {
     let e = toml::from_str::<TestOptions>("flowz = 3").unwrap_err();
     assert!(e.to_string().contains("flowz"), "{e}");
     let c: TestOptions = toml::from_str("flows = 0").unwrap();
-    assert!(c.build().unwrap_err().0.contains("--flows"));
+    assert!(crate::workload::build(&c, false)
+        .unwrap_err()
+        .0
+        .contains("--flows"));
 }
 
 #[test]
@@ -429,7 +457,7 @@ fn sweep_values_and_study_tables_become_the_spec_s_nic_table() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let o = TestOptions::from_pairs(&pairs).unwrap();
-    let spec = o.build().unwrap();
+    let spec = crate::workload::build(&o, false).unwrap();
     let want: BTreeMap<String, String> = [("gro", "off"), ("rx-ring", "512"), ("rps", "3")]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -437,17 +465,19 @@ fn sweep_values_and_study_tables_become_the_spec_s_nic_table() {
     assert_eq!(spec.nic, want);
     // A case's table and a point's axis merge key by key.
     let case: TestOptions = toml::from_str("nic.tso = false\nnic.gro = true").unwrap();
-    let merged = case.overlay(&o).build().unwrap();
+    let merged = crate::workload::build(&case.overlay(&o), false).unwrap();
     assert_eq!(merged.nic["tso"], "off");
     assert_eq!(merged.nic["gro"], "off");
     assert!(is_axis("nic.tx-checksum"));
     assert!(!is_axis("nic.ring"));
     let bad: TestOptions = toml::from_str("nic.ring = 1").unwrap();
-    assert!(bad
-        .build()
+    assert!(crate::workload::build(&bad, false)
         .unwrap_err()
         .to_string()
         .contains("not a NIC setting"));
     let bad: TestOptions = toml::from_str("nic.gro = 3").unwrap();
-    assert!(bad.build().unwrap_err().to_string().contains("nic.gro"));
+    assert!(crate::workload::build(&bad, false)
+        .unwrap_err()
+        .to_string()
+        .contains("nic.gro"));
 }
