@@ -25,7 +25,7 @@ use crate::engine::EngineError;
 use crate::kv::service::Service;
 use crate::measure::histogram::{self, Hist};
 use crate::measure::host as env;
-use crate::workload::conns::{self, Group, SetupError};
+use crate::workload::conns::{self, SetupError};
 use crate::workload::{Conns, Pattern, WorkloadError};
 
 use crate::model::sample::IntervalSample;

@@ -238,6 +238,21 @@ pub struct TargetGroup {
     pub clock: Option<PeerClock>,
 }
 
+/// What a client opens (the controller itself or a client agent): the
+/// group as `workload::conns` connects it.
+impl From<TargetGroup> for crate::workload::conns::Group {
+    fn from(g: TargetGroup) -> Self {
+        crate::workload::conns::Group {
+            cookie: g.cookie,
+            targets: g.targets,
+            tls_cert: g.tls_cert,
+            tls_cert_label: g.tls_cert_label,
+            prefill: g.prefill,
+            clock: g.clock,
+        }
+    }
+}
+
 impl Msg {
     /// The message's type as the wire names it (`ready`, `stop`), for
     /// errors about a message that came out of turn: a name, never the

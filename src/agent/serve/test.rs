@@ -483,15 +483,7 @@ pub(super) fn client_conns(
     let mut all = Vec::new();
     let mut prefill = None;
     for g in groups {
-        let group = Group {
-            cookie: g.cookie,
-            targets: g.targets,
-            tls_cert: g.tls_cert,
-            tls_cert_label: g.tls_cert_label,
-            prefill: g.prefill,
-            clock: g.clock,
-        };
-        let c = conns::connect(spec, pattern, group)?;
+        let c = conns::connect(spec, pattern, g.into())?;
         prefill = prefill.or(c.prefill);
         all.push(c.conns);
     }

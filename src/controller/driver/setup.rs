@@ -17,7 +17,7 @@ use crate::controller::together::{self, Meet, NotStarted};
 use crate::engine::side::{Side, SideSetup};
 use crate::model::sample::KvPrefill;
 use crate::model::spec::TestSpec;
-use crate::workload::conns::{self, Group, Routes};
+use crate::workload::conns::{self, Routes};
 use crate::workload::Pattern;
 
 /// A server agent's answer to setup: its data listeners, its test cookie,
@@ -230,19 +230,7 @@ fn open_here(
             .next()
             .or(addr)
             .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
-        let c = conns::connect(
-            spec,
-            pattern,
-            Group {
-                cookie: g.cookie,
-                targets: g.targets,
-                tls_cert: g.tls_cert,
-                tls_cert_label: g.tls_cert_label,
-                prefill: g.prefill,
-                clock: g.clock,
-            },
-        )
-        .map_err(|e| ControllerError::Flows {
+        let c = conns::connect(spec, pattern, g.into()).map_err(|e| ControllerError::Flows {
             addr: server,
             source: Box::new(e),
         })?;
