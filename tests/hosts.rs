@@ -444,7 +444,11 @@ y = "throughput_bps"
 
 #[test]
 fn udp_runs_across_client_hosts_too() {
-    let rig = Rig::start("udp", [0; 3]);
+    // Alone: beside the other rigs' busy loops the server's receiving
+    // thread now and then stalls long enough for its socket to drop
+    // datagrams (kernel_rcvbuf_errors, seen 1 run in 3), which this test
+    // would read as the fleet losing count.
+    let rig = Rig::start_alone("udp");
     let r = run_json(
         "hosts-udp.json",
         &rig.args("udp-stream", "--message 200 --rate 20k --flows 4 -d 1.5"),
