@@ -131,6 +131,8 @@ pub struct Dialer {
     session: Option<TlsConn>,
     /// What the first TLS connection negotiated, for the result.
     tls_info: Option<TlsInfo>,
+    /// The client takes payload (a socket option), looked up once.
+    receives: bool,
 }
 
 impl Dialer {
@@ -154,12 +156,13 @@ impl Dialer {
             tls,
             session: None,
             tls_info: None,
+            receives: super::receives(spec, false),
         }
     }
 
     fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
         self.began = Instant::now();
-        let stream = per_conn::dial(cx, &self.addr, &self.spec, None)?;
+        let stream = per_conn::dial(cx, &self.addr, &self.spec, self.receives, None)?;
         self.stream = Some(stream);
         self.state = State::Connecting;
         Ok(())

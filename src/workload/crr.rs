@@ -168,6 +168,8 @@ pub struct Connector {
     /// `--io threads`: connections are blocking sockets with this timeout,
     /// never registered with an event loop.
     blocking: Option<Duration>,
+    /// The client takes payload (a socket option), looked up once.
+    receives: bool,
 }
 
 impl Connector {
@@ -193,11 +195,12 @@ impl Connector {
             session: None,
             tls_info: None,
             blocking: None,
+            receives: super::receives(spec, false),
         }
     }
 
     fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        let stream = per_conn::dial(cx, &self.addr, &self.spec, self.blocking)?;
+        let stream = per_conn::dial(cx, &self.addr, &self.spec, self.receives, self.blocking)?;
         self.stream = Some(stream);
         // The loop's clock predates the previous connection's close.
         self.began = Instant::now();

@@ -118,16 +118,18 @@ impl<A: OnAccept> Flow for Acceptor<A> {
 /// non-blocking and registered with the worker's loop, or (`--io threads`,
 /// `blocking`) a blocking socket whose connect(2) returns once the
 /// handshake is done (or after the tick, EINPROGRESS: the first write
-/// waits for the rest).
+/// waits for the rest). `receives`: whether the client takes payload
+/// (`workload::receives`), looked up once per flow, not per connection.
 pub fn dial(
     cx: &mut Ctx<'_>,
     addr: &SocketAddr,
     spec: &TestSpec,
+    receives: bool,
     blocking: Option<Duration>,
 ) -> io::Result<TcpStream> {
     let sock = match blocking {
-        Some(tick) => sockopt::tcp_socket_blocking(addr, spec, super::receives(spec, false), tick)?,
-        None => sockopt::tcp_socket(addr, spec, super::receives(spec, false))?,
+        Some(tick) => sockopt::tcp_socket_blocking(addr, spec, receives, tick)?,
+        None => sockopt::tcp_socket(addr, spec, receives)?,
     };
     match sock.connect(&(*addr).into()) {
         Ok(()) => {}
