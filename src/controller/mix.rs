@@ -306,7 +306,7 @@ pub fn run_groups(
         command,
         confidence_target: conf,
         agent,
-        environment: driver.environment(&groups[0].spec),
+        environment: driver.environment(),
         summary,
         baseline: None,
         lab: None,

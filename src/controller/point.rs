@@ -35,6 +35,23 @@ pub struct Point<'a> {
     pub groups: &'a [Group],
 }
 
+impl Point<'_> {
+    /// The same point over another spec and groups (the ones a lab set the
+    /// point's NIC settings for).
+    pub fn with<'b>(&self, spec: &'b TestSpec, groups: &'b [Group]) -> Point<'b> {
+        Point {
+            spec,
+            confidence: self.confidence,
+            command: self.command.clone(),
+            label: self.label.clone(),
+            quiet: self.quiet,
+            json_stream: self.json_stream,
+            tls_baseline: self.tls_baseline,
+            groups,
+        }
+    }
+}
+
 /// The progress line shows transactions/s for everything but a continuous stream.
 fn shows_transactions(spec: &TestSpec) -> bool {
     crate::workload::rate_column(spec) != crate::workload::RateColumn::None

@@ -322,7 +322,7 @@ pub fn run_test(
         spec: spec.clone(),
         confidence_target: conf,
         agent,
-        environment: conn.environment(spec),
+        environment: conn.environment(),
         summary,
         baseline: None,
         lab: None,

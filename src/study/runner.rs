@@ -455,14 +455,12 @@ fn run_point(
         None if !p.spec.nic.is_empty() && target.lab.is_some() => {
             let st = target.lab.clone().expect("checked above");
             crate::study::labnic::run_with_nic(&st, p.spec, p.groups, |spec, groups| {
-                let p = Point {
-                    spec,
-                    groups,
-                    command: p.command.clone(),
-                    label: p.label.clone(),
-                    ..p
-                };
-                crate::controller::search::run_or_search(target, None, &p, on_step)
+                crate::controller::search::run_or_search(
+                    target,
+                    None,
+                    &p.with(spec, groups),
+                    on_step,
+                )
             })
         }
         None => crate::controller::search::run_or_search(target, None, &p, on_step),
@@ -481,13 +479,7 @@ fn run_point(
                 // The lab sets the point's NIC settings itself (labnic).
                 let st = &l.lab.state;
                 crate::study::labnic::run_with_nic(st, p.spec, p.groups, |spec, groups| {
-                    let p = Point {
-                        spec,
-                        groups,
-                        command: p.command.clone(),
-                        label: p.label.clone(),
-                        ..p
-                    };
+                    let p = p.with(spec, groups);
                     crate::controller::search::run_or_search(target, Some(st), &p, on_step)
                 })
             });

@@ -341,7 +341,7 @@ impl Driver {
 
     /// What the client and the server hosts are, as `spec` ran on them:
     /// the first of each (this host where this process is the client).
-    pub fn environment(&mut self, spec: &TestSpec) -> Pair<HostInfo> {
+    pub fn environment(&self) -> Pair<HostInfo> {
         let first = |r| {
             self.members
                 .iter()
@@ -352,7 +352,6 @@ impl Driver {
                 })
                 .unwrap_or_default()
         };
-        let _ = spec;
         Pair {
             client: first(Role::Client),
             agent: first(Role::Server),

@@ -220,16 +220,14 @@ fn open_here(
     let workload = crate::workload::of(spec)?;
     let mut flows = Vec::new();
     let mut prefill = None;
+    // This process is the client of one agent: its errors name that agent.
+    let server = d
+        .members
+        .iter()
+        .filter(|m| m.role == Role::Server)
+        .find_map(|m| m.control())
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
     for g in groups {
-        // Named by the server it connects to (this side knows only that).
-        let addr = g.targets.first().map(|t| t.1);
-        let server = d
-            .indices(Role::Server)
-            .into_iter()
-            .filter_map(|s| d.members[s].control())
-            .next()
-            .or(addr)
-            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
         let c = conns::connect(spec, pattern, g.into()).map_err(|e| ControllerError::Flows {
             addr: server,
             source: Box::new(e),
