@@ -134,7 +134,7 @@ fn diff(a: &str, b: &str) -> String {
 /// options' own parser: the same `TestOptions` the roof flattens).
 #[derive(clap::Parser)]
 struct Run {
-    #[arg(value_enum)]
+    #[arg(value_parser = linerate::workload::parser())]
     workload: linerate::model::spec::Workload,
     #[command(flatten)]
     opts: linerate::model::options::TestOptions,

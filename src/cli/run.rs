@@ -17,8 +17,8 @@ use crate::workload::group::Group;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// What the flows do: stream (bulk), rr (request/response), crr (connect/request/response/close), tls-handshake, udp-stream, udp-rr, memcache (get/set against memcached), a program in a lab (exec, scp), mix (several groups on one window), or rrul (latency probes idle, then beside TCP streams each way: flent's RRUL).
-    #[arg(value_enum)]
+    /// What to run: a test kind, by its name (the list below).
+    #[arg(value_parser = crate::workload::parser())]
     pub workload: Workload,
     /// mix: the groups, each quoted as `linerate run` takes it ('stream --flows 4' 'rr --rate 100 --request 64 --response 64'); the options after them apply to every group.
     #[arg(value_name = "GROUP")]

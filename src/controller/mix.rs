@@ -32,7 +32,7 @@ use crate::model::result::{
 };
 use crate::model::sample::Confidence;
 use crate::model::spec::{Figures, MainMetric};
-use crate::workload::group::{check, spec_of};
+use crate::workload::group::check;
 pub use crate::workload::group::{Group, Mixed};
 
 /// A group's place on the timeline, as the controller runs it.
@@ -288,7 +288,7 @@ pub fn run_groups(
             }
         })
         .collect();
-    let spec = spec_of(groups);
+    let spec = crate::workload::mixed_spec(groups);
     let iterations = total_iterations(&folders, &shifts(groups));
     let summary = crate::measure::fold::summarize_with(
         &spec,

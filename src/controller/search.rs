@@ -78,7 +78,7 @@ fn run(
             groups[i].spec = spec.clone();
         }
         let point_spec = match searched {
-            Some(_) => crate::workload::group::spec_of(&groups),
+            Some(_) => crate::workload::mixed_spec(&groups),
             None => spec.clone(),
         };
         let label = format!(

@@ -763,7 +763,7 @@ mod tests {
         assert!((it.throughput_bps - 2200.0 * 8.0 / 2.0).abs() < 1e-9);
         assert_eq!(it.transactions, 10);
         let spec = TestSpec {
-            workload: Workload::Rr,
+            workload: Workload::named("rr"),
             ..Default::default()
         };
         let s = summarize(
@@ -837,7 +837,7 @@ mod tests {
         one_way(&mut it2, &mut totals);
         let its = [it, it2];
         let spec = TestSpec {
-            workload: crate::model::spec::Workload::UdpRr,
+            workload: crate::model::spec::Workload::named("udp-rr"),
             ..Default::default()
         };
         let figures = Figures {

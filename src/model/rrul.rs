@@ -186,11 +186,6 @@ pub struct LatencyUnderLoad {
 }
 
 impl LatencyUnderLoad {
-    /// The probe of workload `name` (`rr`, `udp-rr`).
-    pub fn probe(&self, name: &str) -> Option<&ProbeLatency> {
-        self.probes.iter().find(|p| p.probe == name)
-    }
-
     /// The phase an instant (seconds since the common start) falls in.
     pub fn phase_at(&self, t_s: f64) -> Option<&Phase> {
         self.phases

@@ -6,71 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::Invalid;
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Workload {
-    /// Bulk transfer (netperf TCP_STREAM / TCP_MAERTS).
-    Stream,
-    /// Request/response on persistent connections (TCP_RR).
-    Rr,
-    /// Connect, request, response, close per transaction (TCP_CRR).
-    Crr,
-    /// Connect, full (or resumed) TLS handshake, one small exchange, close.
-    #[serde(rename = "tls-handshake")]
-    TlsHandshake,
-    /// A real command in the client namespace, timed (no agent flows).
-    Exec,
-    /// Real OpenSSH scp of `bytes` to linerate's own sshd in the server namespace.
-    Scp,
-    /// UDP datagrams of `message` bytes, as fast as possible or paced
-    /// (`rate`): packets/s, loss, reordering, jitter (iperf3 -u, neper udp_stream).
-    #[serde(rename = "udp-stream")]
-    #[value(name = "udp-stream")]
-    UdpStream,
-    /// UDP request/response: transactions/s and latency, lost requests
-    /// counted after `timeout_s` (neper udp_rr, netperf UDP_RR).
-    #[serde(rename = "udp-rr")]
-    #[value(name = "udp-rr")]
-    UdpRr,
-    /// A get/set mix against a real memcached the agent starts (`--service`)
-    /// or one that runs already (`--target`): operations/s, hit ratio,
-    /// latency per operation type (memtier_benchmark, memaslap).
-    Memcache,
-    /// Connect (with TLS, handshake), close, again: connections/s and
-    /// connect latency (ethr's connections/s).
-    Conn,
-    /// Several workloads (groups) on one window: `linerate run mix 'G1'
-    /// 'G2'`. Only a mixed result's own spec says mix; each group's spec
-    /// names its workload.
-    Mix,
-    /// flent's Realtime Response Under Load: two latency probes (rr and
-    /// udp-rr, open loop at a modest rate) alone, then beside N TCP
-    /// streams each way, on one timeline.
-    Rrul,
-    /// One core's cost of a cipher or a signature (`cipher`), in
-    /// linerate's own process: no network, no agent.
-    Cipher,
-}
-
-impl Workload {
-    pub fn name(self) -> &'static str {
-        match self {
-            Workload::Stream => "stream",
-            Workload::Rr => "rr",
-            Workload::Crr => "crr",
-            Workload::TlsHandshake => "tls-handshake",
-            Workload::Exec => "exec",
-            Workload::Scp => "scp",
-            Workload::UdpStream => "udp-stream",
-            Workload::UdpRr => "udp-rr",
-            Workload::Memcache => "memcache",
-            Workload::Conn => "conn",
-            Workload::Mix => "mix",
-            Workload::Rrul => "rrul",
-            Workload::Cipher => "cipher",
-        }
-    }
-}
+mod workload;
+pub use workload::Workload;
 
 /// What a test's results carry beyond bytes and CPU. The workload decides
 /// (its plug-in's `figures`); the fold, a floor below the workloads, reads
@@ -537,7 +474,7 @@ impl KvSpec {
 impl Default for TestSpec {
     fn default() -> Self {
         TestSpec {
-            workload: Workload::Stream,
+            workload: Workload::DEFAULT,
             direction: Direction::Tx,
             message: 128 * 1024,
             request: 1,

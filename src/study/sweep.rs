@@ -348,7 +348,7 @@ mod tests {
         let p = expand(&s, &over).unwrap();
         assert_eq!(p.len(), 4);
         assert_eq!(p[0].label(), "RR 200/1000 flows=1");
-        assert_eq!(p[0].spec.workload, Workload::Rr);
+        assert_eq!(p[0].spec.workload, Workload::named("rr"));
         assert_eq!(p[3].spec.bytes, Some(20 << 20));
         assert_eq!(p[3].id, "stream-put-20M-20_flows-10");
         assert!(p.iter().all(|p| p.spec.duration_s == 0.25));
@@ -418,7 +418,10 @@ mod tests {
         let p = expand(&s, &TestOptions::default()).unwrap();
         assert_eq!(p.len(), 4);
         let last = &p[3];
-        assert_eq!(last.spec.workload, crate::model::spec::Workload::Rrul);
+        assert_eq!(
+            last.spec.workload,
+            crate::model::spec::Workload::named("rrul")
+        );
         assert_eq!(last.spec.rrul.as_ref().unwrap().streams, 8);
         assert_eq!(last.groups.len(), 4);
         assert_eq!(last.groups[2].spec.flows, 8);

@@ -16,9 +16,16 @@ use crate::model::sample::Confidence;
 
 pub struct Cipher;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("cipher");
+
 impl Kind for Cipher {
     fn workload(&self) -> spec::Workload {
-        spec::Workload::Cipher
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "One core's cost of a cipher or a signature, in linerate's own process: no network, no agent"
     }
     fn facts(&self) -> super::kind::KindFacts {
         super::kind::KindFacts {

@@ -37,9 +37,16 @@ use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 /// Connect (and TLS handshake), close, again.
 pub struct Conn;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("conn");
+
 impl Plugin for Conn {
     fn kind(&self) -> spec::Workload {
-        spec::Workload::Conn
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Connect (with TLS, handshake), close, again: connections/s and connect latency (ethr's connections/s)"
     }
 
     fn pattern(&self) -> Pattern {

@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn persistent_flows_arrive_before_the_window() {
-        let s = spec(Workload::Rr);
+        let s = spec(crate::model::spec::Workload::named("rr"));
         let (l, a, c) = both_halves(&s, Pattern::Persistent);
         assert_eq!(l.data.len(), 1);
         assert_eq!(a.rejected, Some(0));
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn a_connection_per_transaction_gets_a_listener_per_worker() {
-        let s = spec(Workload::Crr);
+        let s = spec(crate::model::spec::Workload::named("crr"));
         let (l, a, c) = both_halves(&s, Pattern::PerTransaction);
         assert_eq!(a.rejected, None, "no FlowsReady");
         assert_eq!(a.conns.listeners.len(), 2);
@@ -436,7 +436,7 @@ mod tests {
         let s = TestSpec {
             request: 64,
             response: 64,
-            ..spec(Workload::UdpRr)
+            ..spec(crate::model::spec::Workload::named("udp-rr"))
         };
         let (_, a, c) = both_halves(&s, Pattern::Datagram);
         assert_eq!(a.rejected, Some(0));
@@ -452,7 +452,11 @@ mod tests {
             "127.0.0.1:1000".parse().unwrap(),
             "127.0.0.2:2000".parse().unwrap(),
         ];
-        let tcp = Routes::new(&spec(Workload::Stream), Pattern::Persistent).unwrap();
+        let tcp = Routes::new(
+            &spec(crate::model::spec::Workload::named("stream")),
+            Pattern::Persistent,
+        )
+        .unwrap();
         assert_eq!(tcp.to(&data, other), data[1]);
         assert_eq!(tcp.to(&[], other), SocketAddr::new(other, 0));
         assert!(!tcp.prefill(true, true));
@@ -463,7 +467,7 @@ mod tests {
                 target: target.map(String::from),
                 ..Default::default()
             }),
-            ..spec(Workload::Memcache)
+            ..spec(crate::model::spec::Workload::named("memcache"))
         };
         let own = Routes::new(&kv(None), Pattern::Service).unwrap();
         assert_eq!(own.to(&data, other), data[0], "a server's one memcached");

@@ -36,6 +36,9 @@ use crate::units::{fmt_bytes, fmt_rate};
 /// Connect, request, response, close per transaction.
 pub struct Crr;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("crr");
+
 impl Plugin for Crr {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -46,7 +49,11 @@ impl Plugin for Crr {
     }
 
     fn kind(&self) -> spec::Workload {
-        spec::Workload::Crr
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Connect, request, response, close per transaction (TCP_CRR)"
     }
 
     fn pattern(&self) -> Pattern {

@@ -16,6 +16,9 @@ pub enum WorkloadError {
     Engine(#[from] EngineError),
 
     // --- the spec (validate, of): input ---
+    /// A name no kind of this build has (a study file's, a peer's).
+    #[error("unknown workload '{name}' (this build has: {known})")]
+    Unknown { name: &'static str, known: String },
     #[error("{workload} is a program run in a lab, not flows on an agent")]
     NotFlows { workload: &'static str },
     /// An option only some workloads take: `takers` names them.
@@ -106,7 +109,8 @@ impl WorkloadError {
         use WorkloadError::*;
         match self {
             Engine(e) => e.is_usage(),
-            NotFlows { .. }
+            Unknown { .. }
+            | NotFlows { .. }
             | NotTaken { .. }
             | BytesNotTaken { .. }
             | ExactWindowNotTaken { .. }

@@ -6,6 +6,9 @@ use crate::model::spec::{self, TestSpec};
 
 pub struct Exec;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("exec");
+
 impl Kind for Exec {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -24,7 +27,11 @@ impl Kind for Exec {
     }
 
     fn workload(&self) -> spec::Workload {
-        spec::Workload::Exec
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "A real command in the client namespace, timed (no agent flows)"
     }
     fn needs(&self) -> Needs {
         Needs::LAB

@@ -221,10 +221,10 @@ pub fn check(groups: &[Group]) -> Result<(), GroupError> {
 }
 
 /// The spec a mixed result stores as its own: the first group's, named
-/// mix, with the flows of every group.
-pub fn spec_of(groups: &[Group]) -> TestSpec {
+/// `name` (mix's: `workload::mixed_spec`), with the flows of every group.
+pub fn spec_of(groups: &[Group], name: Workload) -> TestSpec {
     let mut spec = groups[0].spec.clone();
-    spec.workload = Workload::Mix;
+    spec.workload = name;
     spec.flows = groups.iter().map(|g| g.spec.flows).sum();
     // A group's capacity search is the group's, not the mix's.
     spec.search = None;
@@ -235,7 +235,7 @@ pub fn spec_of(groups: &[Group]) -> TestSpec {
 #[derive(clap::Parser, Debug)]
 #[command(name = "group", no_binary_name = true, disable_help_flag = true)]
 struct GroupArgs {
-    #[arg(value_enum)]
+    #[arg(value_parser = super::parser())]
     workload: Workload,
     #[command(flatten)]
     test: TestOptions,
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn a_group_parses_as_run_takes_it() {
         let (w, o) = parse_group("rr --rate 100 --request 64 --response '64'").unwrap();
-        assert_eq!(w, Workload::Rr);
+        assert_eq!(w, crate::model::spec::Workload::named("rr"));
         let spec = crate::workload::build(
             &o.overlay(&crate::model::options::TestOptions {
                 workload: Some(w),
@@ -327,7 +327,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("g2") && e.contains("one window"), "{e}");
-        let s = spec_of(&[g("g1", "stream --flows 4"), g("g2", "rr")]);
-        assert_eq!((s.workload, s.flows), (Workload::Mix, 5));
+        let s = spec_of(
+            &[g("g1", "stream --flows 4"), g("g2", "rr")],
+            crate::model::spec::Workload::named("mix"),
+        );
+        assert_eq!(
+            (s.workload, s.flows),
+            (crate::model::spec::Workload::named("mix"), 5)
+        );
     }
 }

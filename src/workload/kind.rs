@@ -69,6 +69,8 @@ pub fn not_taken(o: &TestOptions, kind: &dyn Kind) -> Option<&'static str> {
 pub trait Kind: Sync {
     /// The spec's name for it.
     fn workload(&self) -> spec::Workload;
+    /// What it is, in one line: `linerate run --help` lists it by its name.
+    fn help(&self) -> &'static str;
     /// Which kind-specific options it takes (`not_taken` refuses the rest).
     fn facts(&self) -> KindFacts {
         KindFacts::default()
@@ -204,6 +206,9 @@ pub trait Composite: Sync {
 impl<T: Plugin> Kind for T {
     fn workload(&self) -> spec::Workload {
         Plugin::kind(self)
+    }
+    fn help(&self) -> &'static str {
+        Plugin::help(self)
     }
     fn facts(&self) -> KindFacts {
         Plugin::facts(self)

@@ -39,9 +39,16 @@ use std::fmt::Write as _;
 
 pub struct Memcache;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("memcache");
+
 impl Plugin for Memcache {
     fn kind(&self) -> spec::Workload {
-        spec::Workload::Memcache
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "A get/set mix against a real memcached the agent starts (`--service`) or one that runs already (`--target`): operations/s, hit ratio, latency per operation type (memtier_benchmark, memaslap)"
     }
 
     fn facts(&self) -> super::kind::KindFacts {

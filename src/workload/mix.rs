@@ -12,9 +12,16 @@ use crate::model::Invalid;
 
 pub struct Mix;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("mix");
+
 impl Kind for Mix {
     fn workload(&self) -> spec::Workload {
-        spec::Workload::Mix
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Several workloads (groups) on one window: `linerate run mix 'G1' 'G2'`"
     }
     fn facts(&self) -> super::kind::KindFacts {
         super::kind::KindFacts::GROUPS
@@ -69,6 +76,6 @@ impl Composite for Mix {
         _local: bool,
         groups: &[Group],
     ) -> Result<TestSpec, GroupError> {
-        Ok(group::spec_of(groups))
+        Ok(group::spec_of(groups, NAME))
     }
 }

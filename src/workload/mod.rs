@@ -49,6 +49,7 @@ pub mod stream;
 pub mod tls_handshake;
 pub mod udp_rr;
 pub mod udp_stream;
+pub mod unknown;
 
 /// The connections control made for one side before the window opens.
 pub struct Conns {
@@ -102,6 +103,8 @@ pub struct Supports {
 pub trait Plugin: Sync {
     /// The spec's name for it.
     fn kind(&self) -> spec::Workload;
+    /// What it is, in one line (`linerate run --help`).
+    fn help(&self) -> &'static str;
     /// How its connections are made (see `conns`).
     fn pattern(&self) -> Pattern;
     /// Which optional options apply.
@@ -219,14 +222,47 @@ pub static KINDS: &[&dyn Kind] = &[
     &rrul::Rrul,
 ];
 
-/// The kind that `workload` names (every name has one: a unit test below
-/// holds the registry to the spec's names).
+/// The kind that `workload` names, if this build has it.
+pub fn find(workload: spec::Workload) -> Option<&'static dyn Kind> {
+    KINDS.iter().copied().find(|k| k.workload() == workload)
+}
+
+/// The kind that `workload` names. A name this build does not know (a
+/// newer linerate's result, read back) is `unknown::Unknown`: it says what
+/// it is where it is described and runs nothing; `check` refuses it before
+/// a test starts.
 pub fn kind_of(workload: spec::Workload) -> &'static dyn Kind {
-    KINDS
-        .iter()
-        .copied()
-        .find(|k| k.workload() == workload)
-        .unwrap_or(&mix::Mix)
+    find(workload).unwrap_or(&unknown::Unknown)
+}
+
+/// Every kind's name, in `KINDS`' order, for messages.
+pub fn kind_names() -> String {
+    let v: Vec<&str> = KINDS.iter().map(|k| k.workload().name()).collect();
+    v.join(", ")
+}
+
+/// The command line's parser of a kind's name: the registry's names, each
+/// with its kind's `help` (`linerate run --help` lists them).
+pub fn parser() -> impl clap::builder::TypedValueParser<Value = spec::Workload> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        KINDS
+            .iter()
+            .map(|k| PossibleValue::new(k.workload().name()).help(k.help())),
+    )
+    .map(|name: String| {
+        // The parser above admits only the registry's names.
+        KINDS
+            .iter()
+            .map(|k| k.workload())
+            .find(|w| w.name() == name)
+            .unwrap_or(spec::Workload::DEFAULT)
+    })
+}
+
+/// The spec a result of groups on one window stores as its own: mix's.
+pub fn mixed_spec(groups: &[group::Group]) -> TestSpec {
+    group::spec_of(groups, mix::NAME)
 }
 
 /// Every flow workload, in `KINDS`' order.
@@ -262,9 +298,15 @@ pub fn receives(spec: &TestSpec, agent: bool) -> bool {
 
 /// The workload of `spec`, or why it has none.
 pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, WorkloadError> {
-    get(spec.workload).ok_or(WorkloadError::NotFlows {
-        workload: spec.workload.name(),
-    })
+    let name = spec.workload.name();
+    let Some(kind) = find(spec.workload) else {
+        return Err(WorkloadError::Unknown {
+            name,
+            known: kind_names(),
+        });
+    };
+    kind.flows()
+        .ok_or(WorkloadError::NotFlows { workload: name })
 }
 
 /// What the rate column shows for `spec`.
@@ -373,6 +415,13 @@ pub fn validate(spec: &TestSpec) -> Result<(), WorkloadError> {
 /// The checks every test passes: the spec's rules, its kind's, and what
 /// the TLS library offers.
 pub fn check(spec: &TestSpec) -> Result<(), SpecError> {
+    if find(spec.workload).is_none() {
+        return Err(WorkloadError::Unknown {
+            name: spec.workload.name(),
+            known: kind_names(),
+        }
+        .into());
+    }
     spec.validate()
         .map_err(|e| SpecError::Spec(e.to_string()))?;
     rules::of_kind(spec, kind_of(spec.workload)).map_err(|e| SpecError::Spec(e.to_string()))?;
@@ -392,38 +441,78 @@ mod tests {
     use super::*;
     use crate::model::spec::Workload as Kind;
 
+    fn k(name: &'static str) -> Kind {
+        Kind::named(name)
+    }
+
     #[test]
     fn every_flow_workload_is_registered_once() {
         for k in [
-            Kind::Stream,
-            Kind::Rr,
-            Kind::Crr,
-            Kind::TlsHandshake,
-            Kind::UdpStream,
-            Kind::UdpRr,
-            Kind::Memcache,
-            Kind::Conn,
+            k("stream"),
+            k("rr"),
+            k("crr"),
+            k("tls-handshake"),
+            k("udp-stream"),
+            k("udp-rr"),
+            k("memcache"),
+            k("conn"),
         ] {
             assert_eq!(registry().filter(|w| w.kind() == k).count(), 1);
         }
-        assert!(get(Kind::Exec).is_none() && get(Kind::Scp).is_none());
+        assert!(get(k("exec")).is_none() && get(k("scp")).is_none());
     }
 
     #[test]
     fn every_kind_is_registered_once_and_flows_are_the_plug_ins() {
-        use clap::ValueEnum;
-        for k in Kind::value_variants() {
-            let n = KINDS.iter().filter(|w| w.workload() == *k).count();
-            assert_eq!(n, 1, "{}", k.name());
-            assert_eq!(kind_of(*k).workload(), *k);
+        for kind in KINDS {
+            let w = kind.workload();
+            let n = KINDS.iter().filter(|o| o.workload() == w).count();
+            assert_eq!(n, 1, "{w}");
+            assert_eq!(kind_of(w).workload(), w);
+            assert_eq!(Kind::parse(w.name()), Ok(w), "a name a spec can carry");
+            assert!(!kind.help().is_empty(), "{w}: --help lists it");
             assert_eq!(
-                kind_of(*k).flows().map(|p| p.kind()),
-                get(*k).map(|p| p.kind()),
-                "{}",
-                k.name()
+                kind_of(w).flows().map(|p| p.kind()),
+                get(w).map(|p| p.kind()),
+                "{w}"
             );
         }
-        assert_eq!(KINDS.len(), Kind::value_variants().len());
+        assert_eq!(
+            KINDS[0].workload(),
+            Kind::DEFAULT,
+            "the default kind is the first"
+        );
+    }
+
+    /// A name no kind has reads (a newer result) but does not run.
+    #[test]
+    fn an_unknown_kind_is_described_and_refused() {
+        let s = TestSpec {
+            workload: Kind::parse("quick").unwrap(),
+            ..Default::default()
+        };
+        assert!(describe(&s).contains("quick"), "{}", describe(&s));
+        let e = check(&s).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown workload 'quick'") && e.contains("stream, rr"),
+            "{e}"
+        );
+        assert!(of(&s).is_err() && get(s.workload).is_none());
+    }
+
+    #[test]
+    fn the_command_line_takes_each_kind_by_name() {
+        use clap::builder::TypedValueParser;
+        let cmd = clap::Command::new("t");
+        let p = parser();
+        for kind in KINDS {
+            let w = kind.workload();
+            let got = p.parse_ref(&cmd, None, std::ffi::OsStr::new(w.name()));
+            assert_eq!(got.unwrap(), w);
+        }
+        assert!(p
+            .parse_ref(&cmd, None, std::ffi::OsStr::new("quick"))
+            .is_err());
     }
 
     /// A kind's facts agree with how it runs: datagrams are the datagram
@@ -466,18 +555,18 @@ mod tests {
         let request = o(|o| o.request = Some(crate::model::options::Size(200)));
         let timeout = o(|o| o.timeout = Some(crate::model::options::Secs(1.0)));
         let taken = |o: &TestOptions, k: Kind| kind::not_taken(o, kind_of(k)).is_none();
-        assert!(taken(&direction, Kind::Stream) && taken(&direction, Kind::UdpStream));
-        assert!(!taken(&direction, Kind::Rr) && !taken(&direction, Kind::Memcache));
-        for k in [Kind::Rr, Kind::Crr, Kind::TlsHandshake, Kind::UdpRr] {
+        assert!(taken(&direction, k("stream")) && taken(&direction, k("udp-stream")));
+        assert!(!taken(&direction, k("rr")) && !taken(&direction, k("memcache")));
+        for k in [k("rr"), k("crr"), k("tls-handshake"), k("udp-rr")] {
             assert!(taken(&request, k), "{k:?}");
         }
-        assert!(!taken(&request, Kind::Stream) && !taken(&request, Kind::Conn));
-        assert!(taken(&timeout, Kind::UdpRr) && !taken(&timeout, Kind::Rr));
-        for k in [Kind::Exec, Kind::Scp] {
+        assert!(!taken(&request, k("stream")) && !taken(&request, k("conn")));
+        assert!(taken(&timeout, k("udp-rr")) && !taken(&timeout, k("rr")));
+        for k in [k("exec"), k("scp")] {
             assert!(taken(&direction, k) && taken(&request, k) && taken(&timeout, k));
         }
         assert_eq!(
-            kind::not_taken(&request, kind_of(Kind::Stream)),
+            kind::not_taken(&request, kind_of(k("stream"))),
             Some("--request")
         );
     }
@@ -485,7 +574,7 @@ mod tests {
     #[test]
     fn options_name_the_workloads_that_take_them() {
         let s = TestSpec {
-            workload: Kind::Crr,
+            workload: k("crr"),
             rate: Some(10.0),
             ..Default::default()
         };
@@ -494,7 +583,7 @@ mod tests {
             "--rate (open loop) applies to rr, udp-stream, udp-rr, memcache"
         );
         let z = TestSpec {
-            workload: Kind::Rr,
+            workload: k("rr"),
             zerocopy: true,
             ..Default::default()
         };
@@ -503,14 +592,14 @@ mod tests {
             "--zerocopy applies to stream"
         );
         let w = TestSpec {
-            workload: Kind::Crr,
+            workload: k("crr"),
             window: spec::WindowMode::Exact,
             rcvbuf: Some(65536),
             ..Default::default()
         };
         assert!(validate(&w).unwrap_err().to_string().contains("stream, rr"));
         let h = TestSpec {
-            workload: Kind::TlsHandshake,
+            workload: k("tls-handshake"),
             ..Default::default()
         };
         assert!(validate(&h).unwrap_err().to_string().contains("TLS"));

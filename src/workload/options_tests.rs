@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// `linerate run WORKLOAD [options]` as the roof parses it.
 #[derive(Parser)]
 struct Run {
-    #[arg(value_enum)]
+    #[arg(value_parser = crate::workload::parser())]
     workload: Workload,
     #[arg(short = '6')]
     ipv6: bool,
@@ -72,7 +72,7 @@ fn the_command_line_builds_the_same_spec_back() {
     let specs = [
         TestSpec::default(),
         TestSpec {
-            workload: Workload::Memcache,
+            workload: crate::model::spec::Workload::named("memcache"),
             flows: 8,
             outstanding: 4,
             rate: Some(5000.0),
@@ -90,7 +90,7 @@ fn the_command_line_builds_the_same_spec_back() {
             ..Default::default()
         },
         TestSpec {
-            workload: Workload::Memcache,
+            workload: crate::model::spec::Workload::named("memcache"),
             kv: Some(KvSpec {
                 service: None,
                 target: Some("127.0.0.1:11211".into()),
@@ -99,7 +99,7 @@ fn the_command_line_builds_the_same_spec_back() {
             ..Default::default()
         },
         TestSpec {
-            workload: Workload::Rr,
+            workload: crate::model::spec::Workload::named("rr"),
             request: 200,
             response: 32768,
             flows: 10,
@@ -122,7 +122,7 @@ fn the_command_line_builds_the_same_spec_back() {
             ..Default::default()
         },
         TestSpec {
-            workload: Workload::Crr,
+            workload: crate::model::spec::Workload::named("crr"),
             close: CloseMode::Reset,
             tls: Some(TlsSpec {
                 cipher: Some("aes256-gcm".into()),
@@ -148,12 +148,12 @@ fn the_command_line_builds_the_same_spec_back() {
             ..Default::default()
         },
         TestSpec {
-            workload: Workload::Rr,
+            workload: crate::model::spec::Workload::named("rr"),
             io: IoMode::Epoll,
             ..Default::default()
         },
         TestSpec {
-            workload: Workload::TlsHandshake,
+            workload: crate::model::spec::Workload::named("tls-handshake"),
             tls: Some(TlsSpec::default()),
             flows: 32,
             workers: TestSpec::default_workers(32),
@@ -161,7 +161,7 @@ fn the_command_line_builds_the_same_spec_back() {
             ..Default::default()
         },
         TestSpec {
-            workload: Workload::Exec,
+            workload: crate::model::spec::Workload::named("exec"),
             duration_s: 300.0,
             exec: Some(ExecSpec {
                 command: vec!["ssh".into(), "-F".into(), "{ssh_config}".into()],
@@ -301,7 +301,7 @@ fn command_line_names_what_differs_from_the_defaults() {
         "linerate run stream"
     );
     let s = TestSpec {
-        workload: Workload::Rr,
+        workload: crate::model::spec::Workload::named("rr"),
         request: 200,
         response: 32768,
         flows: 10,
@@ -341,7 +341,7 @@ fn study_keys_take_the_flags_units_and_defaults() {
         )
         .unwrap();
     let s = crate::workload::build(&o, false).unwrap();
-    assert_eq!(s.workload, Workload::Rr);
+    assert_eq!(s.workload, crate::model::spec::Workload::named("rr"));
     assert_eq!(s.response, 32 * 1024);
     assert_eq!(s.duration_s, 0.5);
     assert_eq!(s.rate, Some(10_000.0));

@@ -32,6 +32,9 @@ use std::fmt::Write as _;
 /// `outstanding` in flight, or open loop at `--rate` over all flows.
 pub struct Rr;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("rr");
+
 impl Plugin for Rr {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -44,7 +47,11 @@ impl Plugin for Rr {
     }
 
     fn kind(&self) -> spec::Workload {
-        spec::Workload::Rr
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Request/response on persistent connections (TCP_RR)"
     }
 
     fn pattern(&self) -> Pattern {

@@ -39,14 +39,14 @@ use crate::model::Invalid;
 
 /// The groups in the order `groups` makes them: the probes (the TCP one
 /// first, the headline), then the streams up and down.
-pub const PROBES: [Workload; 2] = [Workload::Rr, Workload::UdpRr];
+pub const PROBES: [Workload; 2] = [super::rr::NAME, super::udp_rr::NAME];
 const UP: usize = 2;
 const DOWN: usize = 3;
 
 /// rrul's own spec from its options (what the result stores).
 pub fn spec_of(opts: &TestOptions, local: bool) -> Result<TestSpec, Invalid> {
     let mut o = opts.clone();
-    o.workload = Some(Workload::Rrul);
+    o.workload = Some(NAME);
     let spec = super::build(&o, local)?;
     Rrul.rules(&spec)?;
     Ok(spec)
@@ -111,7 +111,7 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, GroupError>
     }
     for (name, direction) in [("up", Direction::Tx), ("down", Direction::Rx)] {
         let mut o = common.clone();
-        o.workload = Some(Workload::Stream);
+        o.workload = Some(super::stream::NAME);
         o.flows = Some(r.streams);
         o.direction = Some(direction);
         o.duration = Some(crate::model::options::Length::Secs(ramp + loaded));
@@ -383,9 +383,16 @@ pub fn phases(spec: &TestSpec) -> Vec<Phase> {
 
 pub struct Rrul;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("rrul");
+
 impl Kind for Rrul {
     fn workload(&self) -> spec::Workload {
-        spec::Workload::Rrul
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "flent's Realtime Response Under Load: two latency probes (rr and udp-rr, open loop at a modest rate) alone, then beside N TCP streams each way, on one timeline"
     }
     fn facts(&self) -> super::kind::KindFacts {
         super::kind::KindFacts {
@@ -503,8 +510,14 @@ mod tests {
                 vec![0..2, 2..3, 3..8]
             );
         }
-        assert_eq!(g[0].spec.workload, Workload::Rr);
-        assert_eq!(g[1].spec.workload, Workload::UdpRr);
+        assert_eq!(
+            g[0].spec.workload,
+            crate::model::spec::Workload::named("rr")
+        );
+        assert_eq!(
+            g[1].spec.workload,
+            crate::model::spec::Workload::named("udp-rr")
+        );
         for (s, d) in [(&g[2], Direction::Tx), (&g[3], Direction::Rx)] {
             assert_eq!((s.spec.duration_s, s.offset_s, s.spec.flows), (6.0, 2.0, 3));
             assert_eq!(s.spec.direction, d);
@@ -535,7 +548,7 @@ mod tests {
         assert_eq!(g[2].spec.message, 65536);
         assert_eq!(g[1].spec.cc.as_deref(), Some("reno"));
         let mut o = opts("--streams 2");
-        o.workload = Some(Workload::Stream);
+        o.workload = Some(crate::model::spec::Workload::named("stream"));
         assert!(super::super::build(&o, false)
             .unwrap_err()
             .to_string()

@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn a_program_runs_one_command_as_it_is() {
         let exec = TestSpec {
-            workload: Workload::Exec,
+            workload: crate::model::spec::Workload::named("exec"),
             exec: Some(ExecSpec {
                 command: vec!["ssh".into(), "-F".into(), "{ssh_config}".into()],
                 server_command: None,
@@ -203,7 +203,7 @@ mod tests {
         };
         assert!(refusal(&none).contains("exec needs a command"));
         let scp = TestSpec {
-            workload: Workload::Scp,
+            workload: crate::model::spec::Workload::named("scp"),
             ..exec
         };
         assert!(refusal(&scp).contains("scp needs --bytes"));
@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn datagrams_keep_to_what_the_kernel_takes() {
         let udp = |message: usize, gso: bool, batch: u32| TestSpec {
-            workload: Workload::UdpStream,
+            workload: crate::model::spec::Workload::named("udp-stream"),
             message,
             gso,
             batch,
@@ -234,7 +234,7 @@ mod tests {
         assert!(refusal(&read).contains("--read-size"));
         // GSO is udp-stream's; batches are datagrams'.
         let rr = TestSpec {
-            workload: Workload::UdpRr,
+            workload: crate::model::spec::Workload::named("udp-rr"),
             gso: true,
             ..udp(64, false, 0)
         };
@@ -251,7 +251,7 @@ mod tests {
         use clap::Parser;
         #[derive(clap::Parser)]
         struct Run {
-            #[arg(value_enum)]
+            #[arg(value_parser = crate::workload::parser())]
             workload: Workload,
             #[command(flatten)]
             opts: crate::model::options::TestOptions,
@@ -287,22 +287,22 @@ mod tests {
         };
         assert!(refusal(&kv).contains("apply to memcache"));
         let memcache = TestSpec {
-            workload: Workload::Memcache,
+            workload: crate::model::spec::Workload::named("memcache"),
             ..rr.clone()
         };
         assert!(refusal(&memcache).contains("memcache needs its key-value mix"));
         let rrul = TestSpec {
-            workload: Workload::Rrul,
+            workload: crate::model::spec::Workload::named("rrul"),
             ..rr.clone()
         };
         assert!(refusal(&rrul).contains("rrul needs its phases and probes"));
         let cipher = TestSpec {
-            workload: Workload::Cipher,
+            workload: crate::model::spec::Workload::named("cipher"),
             ..rr.clone()
         };
         assert!(refusal(&cipher).contains("cipher needs its algorithm"));
         let threads = TestSpec {
-            workload: Workload::Conn,
+            workload: crate::model::spec::Workload::named("conn"),
             io: crate::model::spec::IoMode::Threads,
             ..rr
         };

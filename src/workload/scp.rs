@@ -8,6 +8,9 @@ use crate::units::fmt_bytes;
 
 pub struct Scp;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("scp");
+
 impl Kind for Scp {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -24,7 +27,11 @@ impl Kind for Scp {
     }
 
     fn workload(&self) -> spec::Workload {
-        spec::Workload::Scp
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Real OpenSSH scp of `--bytes` to linerate's own sshd in the server namespace"
     }
     fn needs(&self) -> Needs {
         Needs::LAB

@@ -24,6 +24,9 @@ use crate::units::fmt_bytes;
 /// repeated with `--per transaction`).
 pub struct Stream;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("stream");
+
 impl Plugin for Stream {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -44,7 +47,11 @@ impl Plugin for Stream {
     }
 
     fn kind(&self) -> spec::Workload {
-        spec::Workload::Stream
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Bulk transfer (netperf TCP_STREAM / TCP_MAERTS)"
     }
 
     fn pattern(&self) -> Pattern {

@@ -11,6 +11,9 @@ use crate::units::fmt_bytes;
 
 pub struct TlsHandshake;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("tls-handshake");
+
 impl Plugin for TlsHandshake {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -20,12 +23,16 @@ impl Plugin for TlsHandshake {
     }
 
     fn kind(&self) -> spec::Workload {
-        spec::Workload::TlsHandshake
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Connect, full (or resumed) TLS handshake, one small exchange, close"
     }
 
     /// Without TLS a handshake is a connection with one exchange: crr.
     fn clear_twin(&self) -> spec::Workload {
-        spec::Workload::Crr
+        crr::NAME
     }
 
     fn pattern(&self) -> Pattern {

@@ -60,6 +60,9 @@ pub const STAMPED_RESPONSE: usize = STAMPS + 16;
 
 pub struct UdpRr;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("udp-rr");
+
 impl Plugin for UdpRr {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -80,7 +83,11 @@ impl Plugin for UdpRr {
     }
 
     fn kind(&self) -> spec::Workload {
-        spec::Workload::UdpRr
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "UDP request/response: transactions/s and latency, lost requests counted after `--timeout` (neper udp_rr, netperf UDP_RR)"
     }
 
     fn pattern(&self) -> Pattern {
@@ -833,7 +840,7 @@ mod tests {
     #[test]
     fn one_way_needs_room_for_the_agents_stamps() {
         let spec = |response| TestSpec {
-            workload: spec::Workload::UdpRr,
+            workload: crate::model::spec::Workload::named("udp-rr"),
             response,
             ..Default::default()
         };

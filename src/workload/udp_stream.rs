@@ -39,6 +39,9 @@ const OLD_MAX_SEGMENTS: usize = 64;
 /// udp-small-packets study's 1,000-flow points). 256 calls is about 1 ms.
 const CALLS_PER_TURN: usize = 256;
 
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("udp-stream");
+
 impl Plugin for UdpStream {
     fn facts(&self) -> KindFacts {
         KindFacts {
@@ -58,7 +61,11 @@ impl Plugin for UdpStream {
     }
 
     fn kind(&self) -> spec::Workload {
-        spec::Workload::UdpStream
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "UDP datagrams of `--message` bytes, as fast as possible or paced (`--rate`): packets/s, loss, reordering, jitter (iperf3 -u, neper udp_stream)"
     }
 
     fn pattern(&self) -> Pattern {

@@ -51,7 +51,7 @@ fn the_default_read_size_follows_the_largest_message() {
     assert_eq!(with(4 << 20, None).default_read_size(), 1 << 20);
     assert_eq!(with(64 << 10, Some(20 << 20)).default_read_size(), 1 << 20);
     let rr = TestSpec {
-        workload: Workload::Rr,
+        workload: Workload::named("rr"),
         request: 200,
         response: 32 << 10,
         message: 1,
@@ -77,7 +77,7 @@ fn the_default_read_size_follows_the_largest_message() {
 #[test]
 fn gso_fills_a_send_with_what_the_kernel_takes() {
     let udp = |message: usize, gso: bool, batch: u32| TestSpec {
-        workload: Workload::UdpStream,
+        workload: Workload::named("udp-stream"),
         message,
         gso,
         batch,

@@ -735,7 +735,7 @@ mod tests {
         assert_eq!(get("transfer_s", &r), None);
         assert_eq!(get("model_ratio", &r), None);
         // scp: its wall time and login.
-        r.spec.workload = crate::model::spec::Workload::Scp;
+        r.spec.workload = crate::model::spec::Workload::named("scp");
         r.exec = Some(crate::model::exec::ExecRecord {
             elapsed_s: 2.9,
             login_s: Some(0.9),

@@ -14,8 +14,11 @@ use crate::model::sample::LatencySummary;
 use crate::report::analysis::figure::{Chart, Curve, Series};
 use crate::report::analysis::landscape::{Landscape, Row};
 
-/// The probe the figures draw: the TCP one, rrul's headline.
-const PROBE: &str = "rr";
+/// The probe the figures draw: the first, rrul's headline (the TCP one;
+/// the kind lists its probes in that order).
+fn headline(l: &LatencyUnderLoad) -> Option<&crate::model::rrul::ProbeLatency> {
+    l.probes.first()
+}
 
 /// The summaries of a row's results that have rrul's figures.
 fn under_load(r: &Row) -> Vec<&LatencyUnderLoad> {
@@ -38,7 +41,10 @@ fn over_time(ls: &[&LatencyUnderLoad]) -> Vec<(f64, f64, Option<f64>)> {
             let t = (p.start_s + p.end_s) / 2.0;
             let v: Vec<f64> = ls
                 .iter()
-                .filter_map(|l| l.series[k].latency_us.get(PROBE).map(|x| x.p50 / 1e3))
+                .filter_map(|l| {
+                    let probe = &headline(l)?.probe;
+                    l.series[k].latency_us.get(probe).map(|x| x.p50 / 1e3)
+                })
                 .collect();
             Some((t, mean(&v)?, None))
         })
@@ -69,11 +75,11 @@ fn cdf(
 }
 
 fn loaded(l: &LatencyUnderLoad) -> Option<&LatencySummary> {
-    l.probe(PROBE)?.loaded_us.as_ref()
+    headline(l)?.loaded_us.as_ref()
 }
 
 fn idle(l: &LatencyUnderLoad) -> Option<&LatencySummary> {
-    l.probe(PROBE)?.idle_us.as_ref()
+    headline(l)?.idle_us.as_ref()
 }
 
 /// rrul's charts for `land` (none without rrul points).

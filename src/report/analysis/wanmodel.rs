@@ -537,7 +537,7 @@ mod tests {
 
     #[test]
     fn inputs_come_from_the_result() {
-        let mut r = lab_result(Workload::Stream);
+        let mut r = lab_result(Workload::named("stream"));
         // "buffer" without an observed window: nothing to model with.
         assert!(for_result(&r).is_none());
         r.summary.observed_window_bytes = Some(98_304);
@@ -566,7 +566,7 @@ mod tests {
 
     #[test]
     fn scp_adds_its_login_and_uses_the_observed_window() {
-        let mut r = lab_result(Workload::Scp);
+        let mut r = lab_result(Workload::named("scp"));
         r.exec = Some(crate::model::exec::ExecRecord {
             ssh_version: Some("OpenSSH_9.2p1".into()),
             elapsed_s: 3.0,

@@ -10,12 +10,10 @@ use crate::model::rrul::{LatencyUnderLoad, ProbeLatency};
 use crate::model::sample::LatencySummary;
 use crate::units::{fmt_bps, fmt_us};
 
-/// The probes' names in the table's heading.
+/// The probes' names in the table's heading, short: a request/response
+/// probe over another transport by its transport ("udp").
 fn short(probe: &str) -> &str {
-    match probe {
-        "udp-rr" => "udp",
-        p => p,
-    }
+    probe.strip_suffix("-rr").unwrap_or(probe)
 }
 
 /// The timeline as a table, one line per interval.

@@ -111,7 +111,7 @@ fn udp_row(flows: &str, batch: &str, pps: f64, drops: f64, cost: f64) -> Row {
         ],
         2,
     );
-    r.point.spec.workload = Workload::UdpStream;
+    r.point.spec.workload = Workload::named("udp-stream");
     r
 }
 
@@ -165,7 +165,7 @@ fn kv_row(flows: &str, ops: f64, p99: f64, server: f64, hit: f64) -> Row {
         ],
         2,
     );
-    r.point.spec.workload = Workload::Memcache;
+    r.point.spec.workload = Workload::named("memcache");
     r
 }
 
@@ -679,7 +679,7 @@ fn mismatch_names_points_more_than_15_percent_off_and_why() {
 /// with the TCP window the sender saw.
 fn scp(rtt_ms: u32, window: u64, login: f64, elapsed: f64) -> Row {
     let mut res = wan_result(rtt_ms, "64K", (48 * MIB * 8) as f64 / elapsed);
-    res.spec.workload = Workload::Scp;
+    res.spec.workload = Workload::named("scp");
     res.spec.window = crate::model::spec::WindowMode::Buffer;
     res.spec.rcvbuf = None;
     res.exec = Some(crate::model::exec::ExecRecord {
@@ -868,7 +868,7 @@ fn latency_beside_load_compares_a_group_with_itself_alone() {
             m.push(("load_beside_bps", &l));
         }
         let mut r = row(params, &m, 1);
-        r.point.spec.workload = crate::model::spec::Workload::Rr;
+        r.point.spec.workload = crate::model::spec::Workload::named("rr");
         r.point.spec.rate = Some(200.0);
         r
     };
