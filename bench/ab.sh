@@ -38,6 +38,8 @@ tests=(
   "rr 1/1|rr|transactions_per_s"
   "rr 200/1000 x10|rr --request 200 --response 1000 -F 10|transactions_per_s"
   "crr 64/8192|crr --request 64 --response 8192|transactions_per_s"
+  "conn|conn|transactions_per_s"
+  "tls-handshake|tls-handshake --no-baseline|transactions_per_s"
   "stream TLS aes256-gcm|stream --tls --cipher aes256-gcm --no-baseline|throughput_bps"
   "stream 10000 flows|stream -F 10000 -T 2|throughput_bps"
   "udp 64B|udp-stream --message 64|udp.packets_per_s"

@@ -17,20 +17,12 @@
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use std::io;
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use super::per_conn::{self, Acceptor, OnAccept};
+use super::per_conn::{Acceptor, Carries, Connector, OnAccept};
 use super::{crr, Conns, Pattern, Plugin, WorkloadError};
-use crate::engine::flow::{
-    decode_header, encode_header, read_some, Ctx, Flow, Io, Status, HEADER_LEN,
-};
-use crate::engine::sockopt;
+use crate::engine::flow::{decode_header, read_some, Ctx, Flow, Io, Status, HEADER_LEN};
 use crate::engine::tls::{Role, TlsConn};
-use crate::measure::histogram::record_ns;
-use crate::model::flow::{FlowReport, TlsInfo};
 use crate::model::result::Iteration;
 use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 
@@ -85,8 +77,14 @@ impl Plugin for Conn {
             .connect_to
             .iter()
             .map(|&(id, to)| {
-                Box::new(Dialer::new(id, to, spec, conns.cookie, conns.tls.clone()))
-                    as Box<dyn Flow>
+                Box::new(Connector::new(
+                    id,
+                    to,
+                    spec,
+                    Carries::Nothing,
+                    conns.cookie,
+                    conns.tls.clone(),
+                )) as Box<dyn Flow>
             })
             .collect())
     }
@@ -111,202 +109,6 @@ impl Plugin for Conn {
                 )) as Box<dyn Flow>
             })
             .collect())
-    }
-}
-
-enum State {
-    Connecting,
-    Handshaking,
-    AwaitEof,
-}
-
-/// A client flow: one connection after another to its agent address.
-pub struct Dialer {
-    id: u32,
-    addr: SocketAddr,
-    spec: TestSpec,
-    header: [u8; HEADER_LEN],
-    reset: bool,
-    stream: Option<TcpStream>,
-    state: State,
-    /// When connect(2) was called (the SYN left).
-    began: Instant,
-    /// The current connection's latency, recorded when it is counted.
-    latency: Option<Duration>,
-    /// TLS client settings (shared by the side: resumption spans connections).
-    tls: Option<Arc<Role>>,
-    session: Option<TlsConn>,
-    /// What the first TLS connection negotiated, for the result.
-    tls_info: Option<TlsInfo>,
-    /// The client takes payload (a socket option), looked up once.
-    receives: bool,
-}
-
-impl Dialer {
-    fn new(
-        id: u32,
-        addr: SocketAddr,
-        spec: &TestSpec,
-        cookie: u64,
-        tls: Option<Arc<Role>>,
-    ) -> Self {
-        Dialer {
-            id,
-            addr,
-            spec: spec.clone(),
-            header: encode_header(cookie, id),
-            reset: spec.close == CloseMode::Reset,
-            stream: None,
-            state: State::Connecting,
-            began: Instant::now(),
-            latency: None,
-            tls,
-            session: None,
-            tls_info: None,
-            receives: super::receives(spec, false),
-        }
-    }
-
-    fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        self.began = Instant::now();
-        let stream = per_conn::dial(cx, &self.addr, &self.spec, self.receives, None)?;
-        self.stream = Some(stream);
-        self.state = State::Connecting;
-        Ok(())
-    }
-
-    /// Closing the only descriptor removes the socket from the epoll set.
-    fn close(&mut self) {
-        self.stream = None;
-        self.session = None;
-        self.latency = None;
-    }
-
-    /// Drives the current connection. Ok(true) when one ended: the next
-    /// is opened on the next call (Status::Busy), so a peer that connects
-    /// at once cannot keep the worker from its other flows and its clock.
-    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
-        loop {
-            let Some(stream) = self.stream.as_mut() else {
-                self.open(cx)?;
-                continue;
-            };
-            match self.state {
-                State::Connecting => {
-                    if let Some(e) = stream.take_error()? {
-                        return Err(e);
-                    }
-                    match stream.peer_addr() {
-                        Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(false),
-                        Err(e) => return Err(e),
-                    }
-                    if let Some(role) = &self.tls {
-                        // The header goes in clear ahead of the ClientHello:
-                        // the agent checks it before any handshake work.
-                        let mut session = role.session()?;
-                        session.set_prefix(&self.header);
-                        self.session = Some(session);
-                        self.state = State::Handshaking;
-                        continue;
-                    }
-                    if self.established(cx)? {
-                        return Ok(true);
-                    }
-                    if cx.peer_closed == Some(false) {
-                        // The agent's FIN is not here yet: its arrival
-                        // raises an edge, no read to say EAGAIN first.
-                        return Ok(false);
-                    }
-                }
-                State::Handshaking => {
-                    let session = self.session.as_mut().expect("set when handshaking");
-                    if !session.handshake(stream)? {
-                        return Ok(false);
-                    }
-                    if self.established(cx)? {
-                        return Ok(true);
-                    }
-                }
-                State::AwaitEof => {
-                    let got = match &mut self.session {
-                        Some(t) => t.read(stream, cx.buf)?,
-                        None => read_some(stream, cx.buf)?,
-                    };
-                    match got {
-                        Io::Eof => {
-                            self.finish(cx, true);
-                            return Ok(true);
-                        }
-                        Io::Blocked => return Ok(false),
-                        Io::Moved(_) => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                "data from the agent on a conn connection",
-                            ))
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Connected (and the handshake done): take the latency, then reset
-    /// at once (Ok(true): this connection ended) or wait for the agent's
-    /// close.
-    fn established(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
-        self.latency = Some(Instant::now().saturating_duration_since(self.began));
-        if !self.reset {
-            self.state = State::AwaitEof;
-            return Ok(false);
-        }
-        let stream = self.stream.as_ref().expect("connected");
-        sockopt::set_reset_on_close(stream.as_raw_fd())?;
-        self.finish(cx, false);
-        Ok(true)
-    }
-
-    /// One connection done: count it, close, and open the next.
-    fn finish(&mut self, cx: &mut Ctx<'_>, graceful: bool) {
-        if let Some(l) = self.latency {
-            record_ns(cx.hist, l.as_nanos() as u64);
-        }
-        per_conn::count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
-        self.close();
-    }
-}
-
-impl Flow for Dialer {
-    fn register(&mut self, _registry: &Registry, _token: Token) -> io::Result<()> {
-        Ok(()) // each connection registers itself when opened
-    }
-
-    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
-        match self.step(cx) {
-            Ok(true) => return Status::Busy,
-            Ok(false) => return Status::Open,
-            Err(e) => {
-                self.close();
-                per_conn::connection_failed(cx, self.id, &e);
-            }
-        }
-        Status::Open
-    }
-
-    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
-        if self.stream.is_none() {
-            return self.ready(cx, false, false);
-        }
-        Status::Open
-    }
-
-    /// With TLS: what the flow's first connection negotiated.
-    fn report(&self) -> Option<FlowReport> {
-        self.tls_info.as_ref().map(|i| FlowReport {
-            flow: self.id,
-            tls: Some(i.clone()),
-            ..Default::default()
-        })
     }
 }
 

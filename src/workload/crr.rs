@@ -11,24 +11,15 @@
 //! client's ports; the counters record how each connection ended.
 
 use mio::net::TcpStream;
-use mio::{Registry, Token};
-use std::io::{self, IoSlice, Write};
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
 
-use crate::engine::flow::{
-    encode_header, read_some, write_some, Ctx, Flow, FlowBase, Io, Status, HEADER_LEN,
-};
-use crate::engine::sockopt;
-use crate::engine::tls::{Role, TlsConn};
-use crate::measure::histogram::record_ns;
+use crate::engine::flow::{Flow, FlowBase};
+use crate::engine::tls::Role;
 use crate::model::spec::{self, CloseMode, MainMetric, TestSpec};
 use crate::workload::rr::Responder;
 use std::sync::Arc;
 
 use super::kind::KindFacts;
-use super::per_conn::{self, Acceptor, OnAccept};
+use super::per_conn::{Acceptor, Carries, Connector, OnAccept};
 use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::model::result::Iteration;
 use crate::units::{fmt_bytes, fmt_rate};
@@ -121,6 +112,10 @@ pub fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>,
                 id,
                 to,
                 spec,
+                Carries::Exchange {
+                    request: spec.request,
+                    response: spec.response,
+                },
                 conns.cookie,
                 conns.tls.clone(),
             )) as Box<dyn Flow>
@@ -146,269 +141,6 @@ pub fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, 
             )) as Box<dyn Flow>
         })
         .collect())
-}
-
-enum State {
-    Idle,
-    Connecting,
-    Sending { off: u64 },
-    Receiving { left: u64 },
-    AwaitEof,
-}
-
-pub struct Connector {
-    id: u32,
-    addr: SocketAddr,
-    spec: TestSpec,
-    request: u64,
-    response: u64,
-    stream: Option<TcpStream>,
-    state: State,
-    began: Instant,
-    header: [u8; HEADER_LEN],
-    /// TLS client settings (shared by the side: resumption spans connections).
-    tls: Option<Arc<Role>>,
-    /// The current connection's TLS session.
-    session: Option<TlsConn>,
-    /// What the first TLS connection negotiated, for the result.
-    tls_info: Option<crate::model::flow::TlsInfo>,
-    /// `--io threads`: connections are blocking sockets with this timeout,
-    /// never registered with an event loop.
-    blocking: Option<Duration>,
-    /// The client takes payload (a socket option), looked up once.
-    receives: bool,
-}
-
-impl Connector {
-    pub fn new(
-        id: u32,
-        addr: SocketAddr,
-        spec: &TestSpec,
-        cookie: u64,
-        tls: Option<Arc<Role>>,
-    ) -> Self {
-        Connector {
-            id,
-            addr,
-            spec: spec.clone(),
-
-            request: spec.request,
-            response: spec.response,
-            stream: None,
-            state: State::Idle,
-            began: Instant::now(),
-            header: encode_header(cookie, id),
-            tls,
-            session: None,
-            tls_info: None,
-            blocking: None,
-            receives: super::receives(spec, false),
-        }
-    }
-
-    fn open(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        let stream = per_conn::dial(cx, &self.addr, &self.spec, self.receives, self.blocking)?;
-        self.stream = Some(stream);
-        // The loop's clock predates the previous connection's close.
-        self.began = Instant::now();
-        self.state = State::Connecting;
-        Ok(())
-    }
-
-    fn close(&mut self) {
-        // Closing the only descriptor of a socket removes it from the epoll
-        // set: no epoll_ctl(DEL) per transaction.
-        self.stream = None;
-        self.session = None;
-        self.state = State::Idle;
-    }
-
-    fn step(&mut self, cx: &mut Ctx<'_>) -> io::Result<()> {
-        // On blocking sockets nothing says EAGAIN: one transaction per call,
-        // so the thread sees its clock between connections.
-        let mut had_stream = false;
-        loop {
-            let Some(stream) = self.stream.as_mut() else {
-                if had_stream && self.blocking.is_some() {
-                    return Ok(());
-                }
-                self.open(cx)?;
-                continue;
-            };
-            had_stream = true;
-            match self.state {
-                State::Idle => unreachable!("a stream exists only once opened"),
-                State::Connecting => {
-                    if let Some(role) = &self.tls {
-                        if let Some(e) = stream.take_error()? {
-                            return Err(e);
-                        }
-                        match stream.peer_addr() {
-                            Ok(_) => {}
-                            Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
-                            Err(e) => return Err(e),
-                        }
-                        // The header goes in clear (it routes the connection)
-                        // in the same segment as the ClientHello; the session
-                        // then carries the request.
-                        let mut session = role.session()?;
-                        session.set_prefix(&self.header);
-                        self.session = Some(session);
-                        self.state = State::Sending { off: 0 };
-                        continue;
-                    }
-                    // Header and request leave in one segment (writev), tried
-                    // at once: on a near peer the handshake is often done by
-                    // the time connect(2) returns. While it is not, the write
-                    // says EAGAIN (wait for writable); a failed connect shows
-                    // as the write's error. No SO_ERROR or getpeername probe.
-                    let n = (self.request as usize).min(cx.payload.len());
-                    let parts = [IoSlice::new(&self.header), IoSlice::new(&cx.payload[..n])];
-                    let written = loop {
-                        match stream.write_vectored(&parts) {
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                            other => break other,
-                        }
-                    };
-                    match written {
-                        Ok(w) if w >= HEADER_LEN => {
-                            let sent = (w - HEADER_LEN) as u64;
-                            cx.counters.bytes_tx += sent;
-                            self.state = State::Sending { off: sent };
-                        }
-                        Ok(_) => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::WriteZero,
-                                "could not send the data header",
-                            ))
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                        Err(e) => return Err(e),
-                    }
-                }
-                State::Sending { off } => {
-                    if off >= self.request {
-                        self.state = State::Receiving {
-                            left: self.response,
-                        };
-                        if self.session.is_none() {
-                            // The response cannot be here yet: reading now
-                            // is an EAGAIN per transaction. Its arrival,
-                            // after this write, raises a readable edge.
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                    let n = ((self.request - off) as usize).min(cx.payload.len());
-                    let w = match &mut self.session {
-                        Some(t) => t.write(stream, &cx.payload[..n])?,
-                        None => write_some(stream, &cx.payload[..n])?,
-                    };
-                    match w {
-                        Io::Moved(w) => {
-                            cx.counters.bytes_tx += w as u64;
-                            self.state = State::Sending {
-                                off: off + w as u64,
-                            };
-                        }
-                        Io::Blocked => return Ok(()),
-                        Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
-                    }
-                }
-                State::Receiving { left } => match match &mut self.session {
-                    Some(t) => t.read(stream, cx.buf)?,
-                    None => read_some(stream, cx.buf)?,
-                } {
-                    Io::Moved(n) => {
-                        let n = n as u64;
-                        if n > left {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                "more response bytes than asked for",
-                            ));
-                        }
-                        cx.counters.bytes_rx += n;
-                        if n < left {
-                            self.state = State::Receiving { left: left - n };
-                        } else if self.spec.close == CloseMode::Reset {
-                            sockopt::set_reset_on_close(stream.as_raw_fd())?;
-                            self.finish(cx, false);
-                        } else {
-                            self.state = State::AwaitEof;
-                            if self.session.is_none() && cx.peer_closed == Some(false) {
-                                // The agent's FIN is not here yet: sleep
-                                // until it raises an edge, not EAGAIN first.
-                                return Ok(());
-                            }
-                        }
-                    }
-                    Io::Blocked => return Ok(()),
-                    Io::Eof => return Err(io::ErrorKind::UnexpectedEof.into()),
-                },
-                State::AwaitEof => match match &mut self.session {
-                    Some(t) => t.read(stream, cx.buf)?,
-                    None => read_some(stream, cx.buf)?,
-                } {
-                    Io::Eof => self.finish(cx, true),
-                    Io::Blocked => return Ok(()),
-                    Io::Moved(_) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "data after the response",
-                        ))
-                    }
-                },
-            }
-        }
-    }
-
-    /// One transaction done: count it, close, and open the next connection.
-    fn finish(&mut self, cx: &mut Ctx<'_>, graceful: bool) {
-        let took = Instant::now().saturating_duration_since(self.began);
-        record_ns(cx.hist, took.as_nanos() as u64);
-        per_conn::count_connection(cx, self.session.as_mut(), &mut self.tls_info, graceful);
-        self.close();
-    }
-}
-
-impl Flow for Connector {
-    fn register(&mut self, _registry: &Registry, _token: Token) -> io::Result<()> {
-        Ok(()) // each connection registers itself when opened
-    }
-
-    fn ready(&mut self, cx: &mut Ctx<'_>, _readable: bool, _writable: bool) -> Status {
-        if let Err(e) = self.step(cx) {
-            self.close();
-            per_conn::connection_failed(cx, self.id, &e);
-        }
-        Status::Open
-    }
-
-    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
-        if self.stream.is_none() {
-            return self.ready(cx, false, false);
-        }
-        Status::Open
-    }
-
-    /// Each connection is then a blocking socket: connect, write, read the
-    /// response, read the FIN, close, with no event loop (netperf's loop).
-    fn set_blocking(&mut self, tick: Duration) -> io::Result<()> {
-        self.blocking = Some(tick);
-        Ok(())
-    }
-
-    /// With TLS: what the slot's first connection negotiated (a crr slot
-    /// has no lasting socket for a kernel view).
-    fn report(&self) -> Option<crate::model::flow::FlowReport> {
-        self.tls_info
-            .as_ref()
-            .map(|i| crate::model::flow::FlowReport {
-                flow: self.id,
-                tls: Some(i.clone()),
-                ..Default::default()
-            })
-    }
 }
 
 /// The agent's crr server: each connection it accepts is answered once

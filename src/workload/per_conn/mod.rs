@@ -1,9 +1,15 @@
 //! What every workload with a connection per transaction shares (crr,
 //! conn, and tls-handshake through them), as neper shares its flow code:
-//! one accept loop that hands each connection to the workload's server
-//! flow, one way to open a client connection, and one way to count a
-//! connection that ended or failed. A workload says only what it does
-//! with a connection (`OnAccept`) and drives its own exchange.
+//! one client state machine (`Connector`), told by a table what each
+//! connection carries; one accept loop that hands each connection to the
+//! workload's server flow; one way to open a client connection, and one
+//! way to count a connection that ended or failed. A workload says only
+//! what a connection carries (`Carries`) and what its server does with one
+//! (`OnAccept`).
+
+mod connector;
+
+pub use connector::{Carries, Connector};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
