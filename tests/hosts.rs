@@ -590,6 +590,61 @@ fn duration_auto_settles_on_a_fleet_and_never_a_ramp() {
     assert_eq!(a["stopped"], "bound_trending", "{a}");
 }
 
+/// A stop reaches every member before any closes: a client host that
+/// wakes 800 ms late (frozen with SIGSTOP across a Ctrl-C, as a starved VM
+/// is) finds its flows' peers still open when it resumes, so its window
+/// counts no close as an error, nor the server's. With a stop by timing
+/// alone (servers told 50 ms after the clients) the server closed with
+/// the late client's data unread, and the client's next write counted
+/// "flow 0: Broken pipe" in its window.
+#[test]
+fn a_client_host_that_wakes_late_sees_no_close_before_its_stop() {
+    let rig = Rig::start_alone("late");
+    let out = tmp("hosts-late.json");
+    let _ = std::fs::remove_file(&out);
+    let args = rig.args(
+        "stream",
+        &format!("--flows 4 -d 30 -i 0.5 --json {}", out.display()),
+    );
+    let mut all = vec!["run"];
+    all.extend(args.split_whitespace());
+    let child = spawn_group(&all);
+    std::thread::sleep(Duration::from_millis(3000));
+    let late = rig.agents.iter().find(|(n, _)| n == "d1").unwrap();
+    let pid = late.1.child.id() as i32;
+    // SAFETY: signals to an agent process this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    interrupt_group(&child);
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let o = wait(child, Duration::from_secs(60));
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r = json(&out);
+    assert_eq!(r["summary"]["status"], "partial", "{}", r["summary"]);
+    let it = &r["iterations"][0];
+    assert!(u(&it["bytes"]) > 0, "{it}");
+    assert_eq!(
+        u(&it["counters"]["client"]["errors"]),
+        0,
+        "{}",
+        it["counters"]
+    );
+    assert_eq!(
+        u(&it["counters"]["agent"]["errors"]),
+        0,
+        "{}",
+        it["counters"]
+    );
+    assert_eq!(
+        u(&host(&r, "d1")["counters"]["errors"]),
+        0,
+        "{}",
+        host(&r, "d1")
+    );
+}
+
 /// A capacity search runs its steps on many hosts as on one agent: every
 /// step on the whole fleet, the capacity bracketed by a met and a missed
 /// rate, and the hosts' figures those of the step at the capacity.

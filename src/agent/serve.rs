@@ -456,7 +456,10 @@ fn session(c: Spoken, ticket: Ticket, sh: &Shared) {
             // The stop of a test that ended here first (at the agent's own
             // bound, a minute past its window): nothing runs, so nothing
             // to stop; the controller has the final report already.
-            Ok(Some(Msg::Stop)) => log!(sh, "controller {peer}: stop after its test had ended"),
+            // Likewise its close (the agent stopped waiting for it).
+            Ok(Some(Msg::Stop)) | Ok(Some(Msg::Close)) => {
+                log!(sh, "controller {peer}: stop after its test had ended")
+            }
             Ok(Some(other)) => {
                 let _ = send_error(
                     &mut stream,

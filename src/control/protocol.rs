@@ -37,8 +37,10 @@ pub const PROTOCOL: &str = "linerate-control";
 /// probes, scheduled starts, agents as clients, several data addresses.
 /// v4: the memcache workload (agents start memcached, report its stats;
 /// clients prefill it). v5: every message after the challenge sealed with
-/// a sequence number and an HMAC tag.
-pub const VERSION: u32 = 5;
+/// a sequence number and an HMAC tag. v6: a stop in two steps (`Stop`,
+/// `Halted`, `Close`): no end closes its sockets before every end has
+/// stopped counting.
+pub const VERSION: u32 = 6;
 /// Frames larger than this are refused (a result with 10k flows is ~5 MB).
 pub const MAX_FRAME: usize = 64 << 20;
 /// Frames before authentication (hello, auth) are small: a peer that has
@@ -194,7 +196,15 @@ pub enum Msg {
         #[serde(default)]
         service: Option<ServiceWindow>,
     },
+    /// The window ends: stop the flows, count nothing more, keep the
+    /// sockets open and say `Halted`.
     Stop,
+    /// The agent's flows have stopped after a `Stop`; its sockets stay
+    /// open until `Close`.
+    Halted,
+    /// Every member has halted (or failed): close the sockets and send
+    /// `Final`. A close now reaches a peer that counts nothing more.
+    Close,
     Final {
         flows: Vec<FlowReport>,
         placement: Vec<WorkerPlacement>,

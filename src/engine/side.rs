@@ -494,8 +494,11 @@ impl Side {
         self.report.complete
     }
 
-    /// Stops the workers (ramp-down is over) and gathers flow reports.
-    pub fn finish(mut self, obs: &mut dyn Observer) -> SideReport {
+    /// Stops the workers (ramp-down is over) and waits for them: from
+    /// here this side counts nothing, and its flows' sockets stay open
+    /// until `finish`, so a peer that has not stopped yet sees no close.
+    /// Called again, it does nothing.
+    pub fn halt(&mut self, obs: &mut dyn Observer) {
         self.stop.store(true, Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.all_finished() && Instant::now() < deadline {
@@ -509,8 +512,14 @@ impl Side {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
-        // Closed now, after the peer was told to stop (Ctrl-C) or had
-        // ended its window.
+    }
+
+    /// Halts (if not yet), closes the flows' sockets and gathers their
+    /// reports.
+    pub fn finish(mut self, obs: &mut dyn Observer) -> SideReport {
+        self.halt(obs);
+        // Closed now, once every end has halted (the controller's `Close`)
+        // or the peer is gone.
         self.open.clear();
         let window_cpu = self.window_cpu();
         let kernel_udp = self.window_kernel_udp();

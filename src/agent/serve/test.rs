@@ -124,10 +124,11 @@ pub(super) fn await_start(
     }
 }
 
-/// How long a client keeps its sockets open after the controller said
-/// stop, before closing them (the controller stops a fleet's servers 50 ms
-/// after its clients).
-pub const CLOSE_GRACE: Duration = Duration::from_millis(200);
+/// How long a halted agent waits for the controller's `Close` (every end
+/// halted) before it closes its sockets anyway: the controller sends it
+/// once each member has said `Halted` or failed, so only a lost controller
+/// makes this wait whole.
+const CLOSE_WAIT: Duration = Duration::from_secs(20);
 
 pub(super) fn run_test(
     spec: TestSpec,
@@ -227,6 +228,7 @@ pub(super) fn run_test(
         stream: &mut *stream,
         rx,
         stop: false,
+        close: false,
         gone: false,
         limit,
         hists: client.then(BTreeMap::new),
@@ -331,16 +333,25 @@ fn change_host(
 /// The window is over: this side's flows stopped and closed, and its final
 /// report (flows, placement, errors, latency, waits) sent.
 fn final_report(
-    side: Side,
+    mut side: Side,
     obs: &mut AgentObserver,
     client: bool,
     complete: bool,
 ) -> Result<(), TestEnd> {
-    if client && obs.stop {
-        // The servers hear their stop a moment after the clients: a close
-        // from here before then would reach a server flow still in an
-        // exchange, and count as an error of its window.
-        std::thread::sleep(CLOSE_GRACE);
+    if obs.stop && !obs.gone {
+        // Stopped, not yet closed: a close from here before every end has
+        // stopped would reach a peer flow still in an exchange and count as
+        // an error of its window. Halt, say so, and close on `Close`.
+        side.halt(obs);
+        let _ = obs.stream.send(&Msg::Halted);
+        let until = Instant::now() + CLOSE_WAIT;
+        while !obs.close && !obs.gone && Instant::now() < until {
+            match obs.rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(m) => obs.take(m),
+                Err(RecvTimeoutError::Disconnected) => obs.gone = true,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
     }
     let report = side.finish(obs);
     if obs.gone {
@@ -507,6 +518,8 @@ pub(super) struct AgentObserver<'a> {
     pub(super) stream: &'a mut Wire,
     pub(super) rx: &'a Receiver<Option<Msg>>,
     pub(super) stop: bool,
+    /// Every end has halted: close (after `stop`).
+    pub(super) close: bool,
     pub(super) gone: bool,
     pub(super) limit: Instant,
     /// A client side: each interval's histograms, sent with it.
@@ -523,6 +536,7 @@ impl AgentObserver<'_> {
     pub(super) fn take(&mut self, m: Option<Msg>) {
         match m {
             Some(Msg::Stop) => self.stop = true,
+            Some(Msg::Close) => self.close = true,
             Some(Msg::Error { message, .. }) => {
                 self.told = Some(message);
                 self.gone = true;

@@ -38,6 +38,10 @@ pub(super) struct Report {
     pub(super) broken: Option<String>,
     /// It was told to stop.
     pub(super) told: bool,
+    /// It stopped counting and holds its sockets open (after `told`).
+    pub(super) halted: bool,
+    /// It was told to close.
+    pub(super) closed: bool,
 }
 
 fn decode(h: &Option<HistText>) -> (Option<Hist>, Option<Hist>) {
@@ -61,6 +65,7 @@ impl Report {
                 let (l, c) = decode(&hist);
                 self.samples.insert(sample.index, (*sample, l, c));
             }
+            Msg::Halted => self.halted = true,
             Msg::WindowDone {
                 cpu,
                 kernel_udp,

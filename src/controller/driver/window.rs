@@ -18,12 +18,6 @@ use crate::measure::histogram::{self, new_hist, Hist};
 use crate::model::sample::IntervalSample;
 use crate::model::spec::{Figures, TestSpec};
 
-/// How long after the clients the servers are told to stop: longer than
-/// an agent takes to see a stop (it polls every 20 ms), shorter than a
-/// client agent keeps its sockets open after its own
-/// (`agent::serve::test::CLOSE_GRACE`).
-const SERVERS_AFTER: Duration = Duration::from_millis(50);
-
 pub(super) struct Window<'a> {
     pub(super) d: &'a mut Driver,
     pub(super) spec: &'a TestSpec,
@@ -139,7 +133,9 @@ impl<'a> Window<'a> {
             .all(|(_, r)| r.window_done)
     }
 
-    /// Tells every agent not yet told to stop, clients first.
+    /// Tells every agent not yet told to stop. The stop has two steps
+    /// (`close_when_halted`): no end closes a socket before every end has
+    /// stopped counting, so no close is an error of anyone's window.
     fn stop_all(&mut self) {
         if !self.stop_sent {
             self.stop_role(Role::Client);
@@ -148,45 +144,77 @@ impl<'a> Window<'a> {
         }
     }
 
+    /// Every agent told to stop has halted, or will not (it finished,
+    /// failed or is gone).
+    fn all_halted(&self) -> bool {
+        self.d
+            .members
+            .iter()
+            .zip(&self.reports)
+            .filter(|(m, _)| matches!(m.seat, Seat::Agent(_)))
+            .all(|(_, r)| r.halted || r.finished || r.failure.is_some() || r.dead)
+    }
+
+    /// Tells every agent told to stop to close its sockets and send its
+    /// final report (once each).
+    fn close_all(&mut self) {
+        let spec = self.spec;
+        for (m, r) in self.d.members.iter_mut().zip(&mut self.reports) {
+            if r.told && !r.closed && !r.finished && !r.dead {
+                if let Some(c) = m.agent_mut(spec) {
+                    let _ = c.send(&crate::control::protocol::Msg::Close);
+                }
+                r.closed = true;
+            }
+        }
+    }
+
+    /// Once every agent has halted, tells them to close.
+    fn close_when_halted(&mut self) {
+        if self.stop_sent && self.all_halted() {
+            self.close_all();
+        }
+    }
+
+    /// Waits up to `limit` for every agent told to stop to halt, then
+    /// tells them to close (past the limit, one that has not halted too:
+    /// it would close on its own after its own wait).
+    fn await_halted(&mut self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while !self.all_halted() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+            self.poll();
+        }
+        self.close_all();
+    }
+
     /// The polling window (every client is an agent).
     fn gather(&mut self, margin: Duration) {
         let spec = self.spec;
         let deadline = Instant::now()
             + margin
             + Duration::from_secs_f64(spec.warmup_s + spec.duration_s + 30.0);
-        // When the clients were told to stop (the servers follow).
-        let mut clients_told: Option<Instant> = None;
         loop {
             let before = self.reports.iter().map(|r| r.samples.len()).sum::<usize>();
             self.poll();
             let idle = before == self.reports.iter().map(|r| r.samples.len()).sum::<usize>();
             let clients_done = self.done(Role::Client);
             let servers_done = self.done(Role::Server);
-            if self.failed() {
-                self.stop_all();
-            }
-            // The clients are told first, the servers a moment later (a
-            // client agent keeps its sockets open a while after its stop):
-            // either end's close then reaches a peer that has stopped too,
-            // not one still in an exchange, which would count it as an
-            // error of its window. A settled auto window ends early so.
-            if clients_told.is_none()
-                && (self.interrupted()
-                    || self.settled()
-                    || (clients_done && (spec.is_finite() || servers_done)))
+            if self.failed()
+                || self.interrupted()
+                || self.settled()
+                || (clients_done && (spec.is_finite() || servers_done))
             {
-                self.stop_role(Role::Client);
-                clients_told = Some(Instant::now());
-            }
-            if clients_told.is_some_and(|t| t.elapsed() >= SERVERS_AFTER) {
                 self.stop_all();
             }
+            self.close_when_halted();
             if self.stop_sent && self.all_final() {
                 break;
             }
             if Instant::now() >= deadline {
                 self.stop_all();
                 // A last grace period for the final reports.
+                self.await_halted(Duration::from_secs(5));
                 self.await_final(Duration::from_secs(15));
                 for (m, r) in self.d.members.iter().zip(self.reports.iter_mut()) {
                     if !r.finished && r.failure.is_none() {
@@ -256,24 +284,17 @@ impl<'a> Window<'a> {
             std::thread::sleep(Duration::from_millis(5));
             self.poll();
         }
-        if signals::test_interrupted() {
-            // Mid-window: the agents' flows stop before the client's
-            // sockets close, else they would see the close (a reset) as
-            // an error of their window.
-            self.await_final(Duration::from_secs(15));
-            side.finish(self)
-        } else {
-            // The client's flows stop (and report) before the agents are
-            // told to close their end: else a flow could see an agent's
-            // close first and end its last exchange mid-way, which its
-            // report would show.
-            let client = side.finish(self);
-            if !self.reports.iter().any(|r| r.dead) {
-                self.stop_all();
-            }
-            self.await_final(Duration::from_secs(15));
-            client
+        // This side stops counting and holds its sockets; so does every
+        // agent; then every end closes. A close now reaches no peer still
+        // in its window, whichever end closes first.
+        side.halt(self);
+        if !self.reports.iter().any(|r| r.dead) {
+            self.stop_all();
         }
+        self.await_halted(Duration::from_secs(15));
+        let client = side.finish(self);
+        self.await_final(Duration::from_secs(15));
+        client
     }
 
     /// Interval `k` of `role`'s members: one member's as it is where the
