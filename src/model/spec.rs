@@ -561,6 +561,10 @@ pub const UDP_MAX_SEGMENTS: u32 = 128;
 pub const MAX_READ_SIZE: usize = 16 << 20;
 /// Bounds of the default read size.
 const READ_SIZE_MIN: usize = 16 << 10;
+/// The largest read size chosen for a lone flow (`default_read_size`).
+const READ_SIZE_LONE_MAX: usize = 64 << 10;
+/// The largest read size chosen for several flows, and the largest of
+/// results from before `read_size` was recorded (`effective_read_size`).
 const READ_SIZE_MAX: usize = 1 << 20;
 
 // Its defaults that depend on the host and the workload, and its checks,

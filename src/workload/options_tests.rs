@@ -274,7 +274,7 @@ fn read_size_is_checked_and_recorded() {
         t.workload = Some(o.workload);
         crate::workload::build(&t, false)
     };
-    assert_eq!(opts("run stream").unwrap().read_size, 128 << 10);
+    assert_eq!(opts("run stream").unwrap().read_size, 64 << 10);
     assert_eq!(
         opts("run stream --read-size 16K").unwrap().read_size,
         16 << 10

@@ -120,13 +120,26 @@ impl TestSpec {
     }
 
     /// The read size when none is asked for: the largest message, within
-    /// 16 KiB..1 MiB, as iperf3 reads its block size. Measured on loopback
-    /// under bbr (bench/RESULTS.md, 2026-11-25): a receiver that asks for
-    /// more than the sender writes (the old fixed 256 KiB for 16 KiB and
-    /// 128 KiB writes) ACKs in larger, rarer steps, and BBR, which sizes
-    /// its window and pacing rate from the ACKs, sends 10-25% slower.
+    /// 16 KiB..1 MiB (as iperf3 reads its block size), and for a lone
+    /// flow within 16..64 KiB. Measured on loopback (bench/RESULTS.md):
+    /// under bbr a receiver that asks for more than the sender writes (the
+    /// old fixed 256 KiB for 16 KiB writes) ACKs in larger, rarer steps,
+    /// and bbr, which sizes its window and pacing rate from the ACKs, sends
+    /// 10-25% slower (2026-11-25). A lone receiver that reads 128 KiB at a
+    /// time opens the sender's window in bursts that the ACK's processing
+    /// sends from the receiver's CPU, out of order with the sender's own
+    /// segments: 5-35x the retransmissions and 1.36-1.40x less throughput
+    /// than 64 KiB reads under bbr, the same under cubic (2026-11-27).
+    /// Several flows' receivers share the CPUs with their senders, and
+    /// there each extra call costs: 4 flows lost 5-10% under cubic with
+    /// 64 KiB reads, so they read the message.
     pub fn default_read_size(&self) -> usize {
-        self.largest_message().clamp(READ_SIZE_MIN, READ_SIZE_MAX)
+        let most = if self.flows <= 1 {
+            READ_SIZE_LONE_MAX
+        } else {
+            READ_SIZE_MAX
+        };
+        self.largest_message().clamp(READ_SIZE_MIN, most)
     }
 
     /// The read size the engine uses (`read_size`, or for results before

@@ -44,12 +44,20 @@ fn the_default_read_size_follows_the_largest_message() {
         ..Default::default()
     };
     assert_eq!(with(16 << 10, None).default_read_size(), 16 << 10);
-    assert_eq!(with(128 << 10, None).default_read_size(), 128 << 10);
-    assert_eq!(with(1 << 20, None).default_read_size(), 1 << 20);
-    // Within 16 KiB..1 MiB.
+    assert_eq!(with(24 << 10, None).default_read_size(), 24 << 10);
+    // A lone flow within 16..64 KiB: larger reads cost bbr its rate.
+    assert_eq!(with(128 << 10, None).default_read_size(), 64 << 10);
+    assert_eq!(with(1 << 20, None).default_read_size(), 64 << 10);
     assert_eq!(with(1024, None).default_read_size(), 16 << 10);
-    assert_eq!(with(4 << 20, None).default_read_size(), 1 << 20);
-    assert_eq!(with(64 << 10, Some(20 << 20)).default_read_size(), 1 << 20);
+    assert_eq!(with(64 << 10, Some(20 << 20)).default_read_size(), 64 << 10);
+    // Several flows within 16 KiB..1 MiB: their receivers pay per call.
+    let flows = |message: usize| TestSpec {
+        flows: 4,
+        ..with(message, None)
+    };
+    assert_eq!(flows(128 << 10).default_read_size(), 128 << 10);
+    assert_eq!(flows(4 << 20).default_read_size(), 1 << 20);
+    assert_eq!(flows(1024).default_read_size(), 16 << 10);
     let rr = TestSpec {
         workload: Workload::named("rr"),
         request: 200,
