@@ -144,15 +144,21 @@ impl<'a> Window<'a> {
         }
     }
 
-    /// Every agent told to stop has halted, or will not (it finished,
-    /// failed or is gone).
-    fn all_halted(&self) -> bool {
+    /// Whether `pick` holds of every agent's report, or the agent failed
+    /// or is gone.
+    fn every_agent(&self, pick: fn(&Report) -> bool) -> bool {
         self.d
             .members
             .iter()
             .zip(&self.reports)
             .filter(|(m, _)| matches!(m.seat, Seat::Agent(_)))
-            .all(|(_, r)| r.halted || r.finished || r.failure.is_some() || r.dead)
+            .all(|(_, r)| pick(r) || r.failure.is_some() || r.dead)
+    }
+
+    /// Every agent told to stop has halted, or will not (it finished,
+    /// failed or is gone).
+    fn all_halted(&self) -> bool {
+        self.every_agent(|r| r.halted || r.finished)
     }
 
     /// Tells every agent told to stop to close its sockets and send its
@@ -245,12 +251,7 @@ impl<'a> Window<'a> {
 
     /// Every agent sent its final report (or failed).
     fn all_final(&self) -> bool {
-        self.d
-            .members
-            .iter()
-            .zip(&self.reports)
-            .filter(|(m, _)| matches!(m.seat, Seat::Agent(_)))
-            .all(|(_, r)| r.finished || r.failure.is_some() || r.dead)
+        self.every_agent(|r| r.finished)
     }
 
     /// Waits up to `limit` for the agents' final reports (their flows,
