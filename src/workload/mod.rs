@@ -227,6 +227,15 @@ pub fn find(workload: spec::Workload) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.workload() == workload)
 }
 
+/// The kind that `workload` names, or why there is none: every place that
+/// refuses a name this build lacks says it in these words.
+pub fn known(workload: spec::Workload) -> Result<&'static dyn Kind, WorkloadError> {
+    find(workload).ok_or_else(|| WorkloadError::Unknown {
+        name: workload.name(),
+        known: kind_names(),
+    })
+}
+
 /// The kind that `workload` names. A name this build does not know (a
 /// newer linerate's result, read back) is `unknown::Unknown`: it says what
 /// it is where it is described and runs nothing; `check` refuses it before
@@ -298,15 +307,11 @@ pub fn receives(spec: &TestSpec, agent: bool) -> bool {
 
 /// The workload of `spec`, or why it has none.
 pub fn of(spec: &TestSpec) -> Result<&'static dyn Plugin, WorkloadError> {
-    let name = spec.workload.name();
-    let Some(kind) = find(spec.workload) else {
-        return Err(WorkloadError::Unknown {
-            name,
-            known: kind_names(),
-        });
-    };
-    kind.flows()
-        .ok_or(WorkloadError::NotFlows { workload: name })
+    known(spec.workload)?
+        .flows()
+        .ok_or(WorkloadError::NotFlows {
+            workload: spec.workload.name(),
+        })
 }
 
 /// What the rate column shows for `spec`.
@@ -415,13 +420,7 @@ pub fn validate(spec: &TestSpec) -> Result<(), WorkloadError> {
 /// The checks every test passes: the spec's rules, its kind's, and what
 /// the TLS library offers.
 pub fn check(spec: &TestSpec) -> Result<(), SpecError> {
-    if find(spec.workload).is_none() {
-        return Err(WorkloadError::Unknown {
-            name: spec.workload.name(),
-            known: kind_names(),
-        }
-        .into());
-    }
+    known(spec.workload)?;
     spec.validate()
         .map_err(|e| SpecError::Spec(e.to_string()))?;
     rules::of_kind(spec, kind_of(spec.workload)).map_err(|e| SpecError::Spec(e.to_string()))?;

@@ -38,10 +38,7 @@ impl Kind for Unknown {
         _confidence: Confidence,
         _command: &[String],
     ) -> Option<crate::error::Result<TestResult>> {
-        Some(Err(crate::error::usage(format!(
-            "unknown workload '{}' (this build has: {})",
-            spec.workload,
-            super::kind_names()
-        ))))
+        let why = super::known(spec.workload).err()?;
+        Some(Err(crate::error::usage(why.to_string())))
     }
 }

@@ -255,13 +255,7 @@ pub(super) fn run_test(
         let _ = obs.stream.send(&done);
     }
     // Ramp-down: keep the flows going until the controller has its window too.
-    while !obs.stop && !obs.gone && Instant::now() < limit {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(m) => obs.take(m),
-            Err(RecvTimeoutError::Disconnected) => obs.gone = true,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-    }
+    obs.await_until(|o| o.stop, limit);
     final_report(side, &mut obs, client, complete)
 }
 
@@ -344,14 +338,7 @@ fn final_report(
         // an error of its window. Halt, say so, and close on `Close`.
         side.halt(obs);
         let _ = obs.stream.send(&Msg::Halted);
-        let until = Instant::now() + CLOSE_WAIT;
-        while !obs.close && !obs.gone && Instant::now() < until {
-            match obs.rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(m) => obs.take(m),
-                Err(RecvTimeoutError::Disconnected) => obs.gone = true,
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-        }
+        obs.await_until(|o| o.close, Instant::now() + CLOSE_WAIT);
     }
     let report = side.finish(obs);
     if obs.gone {
@@ -532,6 +519,18 @@ pub(super) struct AgentObserver<'a> {
 }
 
 impl AgentObserver<'_> {
+    /// Takes the controller's messages until `done` holds, the controller
+    /// is gone, or `until`.
+    fn await_until(&mut self, done: fn(&Self) -> bool, until: Instant) {
+        while !done(self) && !self.gone && Instant::now() < until {
+            match self.rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(m) => self.take(m),
+                Err(RecvTimeoutError::Disconnected) => self.gone = true,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
     /// A message from the controller during the window.
     pub(super) fn take(&mut self, m: Option<Msg>) {
         match m {

@@ -137,11 +137,19 @@ impl<'a> Window<'a> {
     /// (`close_when_halted`): no end closes a socket before every end has
     /// stopped counting, so no close is an error of anyone's window.
     fn stop_all(&mut self) {
-        if !self.stop_sent {
-            self.stop_role(Role::Client);
-            self.stop_role(Role::Server);
-            self.stop_sent = true;
+        if self.stop_sent {
+            return;
         }
+        let spec = self.spec;
+        for (m, r) in self.d.members.iter_mut().zip(&mut self.reports) {
+            if r.failure.is_none() && !r.told {
+                if let Some(c) = m.agent_mut(spec) {
+                    let _ = c.send(&crate::control::protocol::Msg::Stop);
+                }
+                r.told = true;
+            }
+        }
+        self.stop_sent = true;
     }
 
     /// Whether `pick` holds of every agent's report, or the agent failed
@@ -232,19 +240,6 @@ impl<'a> Window<'a> {
             }
             if idle {
                 std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
-
-    /// Tells `role`'s agents to stop (once each; best effort).
-    fn stop_role(&mut self, role: Role) {
-        let spec = self.spec;
-        for (m, r) in self.d.members.iter_mut().zip(&mut self.reports) {
-            if m.role == role && r.failure.is_none() && !r.told {
-                if let Some(c) = m.agent_mut(spec) {
-                    let _ = c.send(&crate::control::protocol::Msg::Stop);
-                }
-                r.told = true;
             }
         }
     }

@@ -160,7 +160,10 @@ impl Connector {
                     if !session.handshake(stream)? {
                         return Ok(false);
                     }
-                    self.established(cx)?
+                    let Some(ended) = self.established(cx)? else {
+                        return Ok(false);
+                    };
+                    ended
                 }
                 State::Sending { off } => {
                     let Carries::Exchange { request, response } = self.carries else {
@@ -283,13 +286,7 @@ impl Connector {
             return Ok(Some(false));
         }
         let Carries::Exchange { request, .. } = self.carries else {
-            let ended = self.established(cx)?;
-            if !ended && cx.peer_closed == Some(false) {
-                // The agent's FIN is not here yet: its arrival raises an
-                // edge, no read to say EAGAIN first.
-                return Ok(None);
-            }
-            return Ok(Some(ended));
+            return self.established(cx);
         };
         // Header and request leave in one segment (writev), tried at once:
         // on a near peer the handshake is often done by the time connect(2)
@@ -321,11 +318,10 @@ impl Connector {
     }
 
     /// Connected, and the handshake done, with nothing to carry: the
-    /// latency is taken; then reset at once (true: this connection ended)
-    /// or wait for the agent's close.
-    fn established(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
+    /// latency is taken, then as `done`.
+    fn established(&mut self, cx: &mut Ctx<'_>) -> io::Result<Option<bool>> {
         self.latency = Some(Instant::now().saturating_duration_since(self.began));
-        Ok(self.done(cx)?.unwrap_or(false))
+        self.done(cx)
     }
 
     /// The client's part is done: reset (Some(true), ended) or wait for
