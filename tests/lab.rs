@@ -1715,6 +1715,13 @@ fn stream_goodput_holds_the_framing_limit_and_the_link_its_rate() {
             Duration::from_secs(120),
         );
         let it = &r["iterations"][0];
+        // The emulator shares the host's CPUs: no receiver polls in a lab.
+        assert_eq!(
+            u(&r["spec"]["rx_poll_us"]),
+            0,
+            "--rx-poll auto is off in a lab"
+        );
+        assert!(it["counters"]["agent"].get("rx_polls").is_none());
         let ratio = f(&it["throughput_bps"]) / limit;
         let read = u(&it["counters"]["agent"]["bytes_rx"]) as f64 * 8.0 / f(&it["duration_s"]);
         seen.push(format!(

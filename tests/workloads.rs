@@ -681,3 +681,87 @@ fn ports_spread_one_agents_flows_over_its_addresses() {
         stderr(&o)
     );
 }
+
+/// `--rx-poll`: a lone stream's receiver polls an empty socket before it
+/// sleeps (auto, on a host with two CPUs or more), in an event loop and in
+/// a thread of its own, and counts the time; the CPU per KB leaves the
+/// poll out (waiting, not work) while the process CPU keeps it. Off, with
+/// several flows, in a mix group or under TLS, nothing polls.
+#[test]
+fn a_lone_stream_receiver_polls_before_it_sleeps_and_its_cost_leaves_the_poll_out() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Counters at zero are not written.
+    let polls = |r: &Value, side: &str| {
+        r["iterations"][0]["counters"][side]["rx_polls"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let r = run_json("poll-auto.json", "stream -d 1 --warmup 0.2");
+    assert!(r["spec"].get("rx_poll_us").is_none(), "auto is not written");
+    if cpus >= 2 {
+        let it = &r["iterations"][0];
+        let c = &it["counters"]["agent"];
+        assert!(u(&c["rx_polls"]) > 0, "auto polls a lone receiver: {c}");
+        assert!(u(&c["rx_poll_hits"]) <= u(&c["rx_polls"]));
+        assert_eq!(polls(&r, "client"), 0, "the sender never polls");
+        let polled_s = u(&c["rx_poll_ns"]) as f64 / 1e9;
+        let cpu_s = f(&it["cpu"]["agent"]["process_cpu_s"]);
+        let kb = u(&it["bytes"]) as f64 / 1024.0;
+        let want = (cpu_s - polled_s).max(0.0) * 1e6 / kb;
+        let got = f(&it["cost"]["agent"]["us_per_kb"]);
+        assert!(
+            (got - want).abs() <= want * 1e-6 + 1e-9,
+            "µs/KB {got} must be the process CPU less the poll ({want})"
+        );
+    }
+    // In a thread of its own, the client receiving: polls, then sleeps in
+    // poll(2) after a miss, and the stream still moves.
+    let r = run_json(
+        "poll-threads.json",
+        "stream --direction rx --io threads --rx-poll 50us -d 1 --warmup 0.2",
+    );
+    assert_eq!(u(&r["spec"]["rx_poll_us"]), 50);
+    assert!(polls(&r, "client") > 0);
+    assert!(f(&r["summary"]["throughput_bps"]) > 1e8);
+    for (name, args) in [
+        ("poll-off.json", "stream --rx-poll off -d 1 --warmup 0.2"),
+        ("poll-flows.json", "stream -F 2 -d 1 --warmup 0.2"),
+        ("poll-mix.json", "mix stream rr -d 1 --warmup 0.2"),
+        (
+            "poll-tls.json",
+            "stream --tls --no-baseline -d 1 --warmup 0.2",
+        ),
+    ] {
+        let r = run_json(name, args);
+        // A mix's stream is its first group.
+        let r = r["groups"].get(0).unwrap_or(&r);
+        assert!(u(&r["iterations"][0]["bytes"]) > 0, "{args}: nothing moved");
+        for side in ["client", "agent"] {
+            assert_eq!(polls(r, side), 0, "{args}: {side} polled");
+        }
+    }
+}
+
+/// `--rx-poll` is a stream's, with its unit, in its range, on a receiver
+/// that has its worker to itself.
+#[test]
+fn rx_poll_refuses_what_it_cannot_do() {
+    for (args, says) in [
+        ("run rr --rx-poll 20us -d 1", "applies to stream"),
+        ("run stream --rx-poll 20 -d 1", "with its unit"),
+        ("run stream --rx-poll 5ms -d 1", "1us to 1000us"),
+        (
+            "run stream -F 4 --workers 1 --rx-poll 20us -d 1",
+            "its worker to itself",
+        ),
+        (
+            "run stream --direction bidir --rx-poll 20us -d 1",
+            "only receives",
+        ),
+    ] {
+        let o = run_str(args, LIMIT);
+        assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args}: {}", stderr(&o));
+        assert_no_panic(&o);
+    }
+}

@@ -416,7 +416,7 @@ fn total_iterations(folders: &[Folder], shifts: &[Shift]) -> Vec<Iteration> {
             let cost = |w: &Option<crate::model::sample::CpuWindow>| {
                 w.as_ref()
                     .map(|w| {
-                        let mut c = cpu::cost(w, bytes, transactions);
+                        let mut c = cpu::cost(w, bytes, transactions, 0.0);
                         if !all_tx {
                             c.us_per_tx = None;
                         }

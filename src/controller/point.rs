@@ -61,8 +61,19 @@ fn shows_transactions(spec: &TestSpec) -> bool {
 /// measured; a test that ended early is a result with status partial. (A
 /// capacity search runs its steps through this: `search::run_or_search`.)
 pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
-    let spec = p.spec;
-    let kind = crate::workload::kind_of(spec.workload);
+    let kind = crate::workload::kind_of(p.spec.workload);
+    // A lab's emulator shares this host's CPUs: a receiver that polls
+    // (`--rx-poll auto`) would take its time, so in a lab auto is off.
+    let quiet;
+    let spec = if lab.is_some() && p.spec.rx_poll_us.is_none() && kind.facts().rx_poll {
+        quiet = TestSpec {
+            rx_poll_us: Some(0),
+            ..p.spec.clone()
+        };
+        &quiet
+    } else {
+        p.spec
+    };
     if let Some(r) = kind.run_here(spec, p.confidence, &p.command) {
         return r;
     }

@@ -350,6 +350,11 @@ pub fn clear_baseline(
     // Clear text uses no crypto: the mask is not its setting.
     clear.crypto_hw = true;
     clear.workload = crate::workload::clear_twin(spec);
+    // Its receivers wait as the TLS test's did: `--rx-poll auto` does not
+    // poll under TLS, so neither does its twin.
+    if clear.rx_poll_us.is_none() && crate::workload::facts(clear.workload).rx_poll {
+        clear.rx_poll_us = Some(0);
+    }
     let r = run_test(
         conn,
         &clear,

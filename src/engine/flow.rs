@@ -16,6 +16,7 @@ use crate::measure::tcpinfo;
 
 // Workloads name the I/O step through `flow`, where it was first.
 pub use super::io::{read_some, write_some, Io};
+use super::poll::{self, RxPoll, Wait};
 use super::sockopt;
 use super::tls::TlsConn;
 use crate::model::flow::{FlowReport, ObservedWindow};
@@ -194,6 +195,10 @@ pub struct FlowBase {
     /// The last read's stamp: when the last byte it returned reached this
     /// end's socket, CLOCK_REALTIME ns (None: no read yet, or no stamp).
     last_stamp_ns: Option<u64>,
+    /// `--rx-poll`: an empty read polls before it gives up (see
+    /// [`FlowBase::set_polling`]); with, for a thread of its own, the
+    /// longest sleep that follows.
+    poll: Option<(RxPoll, Option<Duration>)>,
 }
 
 /// Holds TCP_WINDOW_CLAMP at the asked window. Linux (>= 6.8) recomputes
@@ -289,6 +294,7 @@ impl FlowBase {
             clamp: None,
             stamps: false,
             last_stamp_ns: None,
+            poll: None,
         }
     }
 
@@ -336,9 +342,72 @@ impl FlowBase {
         self
     }
 
-    /// Reads payload (decrypted when TLS is on).
+    /// Reads payload (decrypted when TLS is on). A polling flow (see
+    /// [`FlowBase::set_polling`]) retries an empty read for up to its poll
+    /// limit; then, in an event loop, it returns `Blocked` (the loop sleeps
+    /// in epoll), and in a thread of its own it sleeps until the socket is
+    /// readable, at most its tick, as a blocking read would.
     #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<Io> {
+        if self.poll.is_none() {
+            return self.recv_once(buf);
+        }
+        let mut started = None;
+        loop {
+            // Inside a poll, the read that finds data ends it as it begins.
+            let attempt = started.map(|_| Instant::now());
+            let got = self.recv_once(buf)?;
+            let Some((p, tick)) = &mut self.poll else {
+                return Ok(got);
+            };
+            if !matches!(got, Io::Blocked) {
+                if let (Some(s), Some(a)) = (started, attempt) {
+                    p.done(s, a);
+                }
+                return Ok(got);
+            }
+            if p.empty(&mut started, Instant::now()) == Wait::Sleep {
+                let Some(tick) = *tick else {
+                    return Ok(Io::Blocked);
+                };
+                if !poll::wait_readable(self.stream.as_raw_fd(), tick)? {
+                    return Ok(Io::Blocked);
+                }
+            }
+        }
+    }
+
+    /// `--rx-poll`, for a flow that only receives and has its worker to
+    /// itself: an empty read polls for up to `limit` before it gives up.
+    pub fn set_polling(&mut self, limit: Duration) {
+        self.poll = Some((RxPoll::new(limit), None));
+    }
+
+    /// `--io threads` for a polling flow, in place of
+    /// [`FlowBase::set_blocking`]: the socket stays non-blocking, and a
+    /// poll that found nothing sleeps in poll(2), at most `tick` (so the
+    /// thread still sees interval edges and the stop flag). False when the
+    /// flow does not poll.
+    pub fn poll_then_sleep(&mut self, tick: Duration) -> bool {
+        match &mut self.poll {
+            Some((_, t)) => {
+                *t = Some(tick);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Hands the poll's counts to the worker's counters.
+    #[inline]
+    fn flush_poll(&mut self, c: &mut Counters) {
+        if let Some((p, _)) = &mut self.poll {
+            p.flush(c);
+        }
+    }
+
+    #[inline]
+    fn recv_once(&mut self, buf: &mut [u8]) -> io::Result<Io> {
         match &mut self.tls {
             None if self.stamps => {
                 super::io::read_stamped(self.stream.as_raw_fd(), buf, &mut self.last_stamp_ns)
@@ -385,7 +454,9 @@ impl FlowBase {
             c.check(self.stream.as_raw_fd(), cx.now);
         }
         let room = cx.buf.len();
-        Ok(match self.recv(cx.buf)? {
+        let got = self.recv(cx.buf);
+        self.flush_poll(cx.counters);
+        Ok(match got? {
             Io::Moved(n) => {
                 *moved += n;
                 self.reads += 1;

@@ -6,6 +6,7 @@ pub mod flow;
 pub mod io;
 pub mod limits;
 pub mod pace;
+pub mod poll;
 pub mod setup;
 pub mod side;
 pub mod signals;

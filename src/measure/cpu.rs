@@ -408,10 +408,14 @@ pub fn over_time(ws: &[&CpuWindow]) -> Option<CpuWindow> {
     })
 }
 
-pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64) -> CpuCost {
+/// CPU per KiB and per transaction over a window. `polled_s` is time a
+/// receiver spent polling an empty socket (`--rx-poll`): waiting, which a
+/// receiver that sleeps does not pay, so the cost leaves it out (the
+/// utilisation keeps it: it is what the host saw).
+pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64, polled_s: f64) -> CpuCost {
     let kb = bytes as f64 / 1024.0;
-    let proc_us = w.process_cpu_s * 1e6;
-    let host_us = w.host_util_pct / 100.0 * w.ncores as f64 * w.wall_s * 1e6;
+    let proc_us = (w.process_cpu_s - polled_s).max(0.0) * 1e6;
+    let host_us = (w.host_util_pct / 100.0 * w.ncores as f64 * w.wall_s - polled_s).max(0.0) * 1e6;
     CpuCost {
         host_util_pct: w.host_util_pct,
         process_util_pct: w.process_util_pct,
@@ -525,10 +529,15 @@ mod tests {
         assert!((w.per_core_util_pct[1]).abs() < 1e-9);
         assert!((w.process_cores - 0.75).abs() < 1e-9);
         assert!((w.process_util_pct - 37.5).abs() < 1e-9);
-        let c = cost(&w, 1024 * 1000, 100);
+        let c = cost(&w, 1024 * 1000, 100, 0.0);
         assert!((c.us_per_kb.unwrap() - 1500.0).abs() < 1e-6);
         assert!((c.us_per_tx.unwrap() - 15_000.0).abs() < 1e-6);
-        assert!(cost(&w, 0, 0).us_per_tx.is_none());
+        assert!(cost(&w, 0, 0, 0.0).us_per_tx.is_none());
+        // A receiver's poll is waiting, not work: the cost leaves it out,
+        // the utilisation keeps it.
+        let polled = cost(&w, 1024 * 1000, 100, w.process_cpu_s / 3.0);
+        assert!((polled.us_per_kb.unwrap() - 1000.0).abs() < 1e-6);
+        assert_eq!(polled.process_util_pct, c.process_util_pct);
     }
 
     #[test]

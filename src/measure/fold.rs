@@ -107,9 +107,9 @@ pub fn iteration(
     let (c, a) = (sum(client.samples), sum(agent.samples));
     let bytes = moved(&c, &a, figures);
     let secs = client.window_s.max(1e-9);
-    let cost = |w: &Option<CpuWindow>| {
+    let cost = |w: &Option<CpuWindow>, polled: &Counters| {
         w.as_ref()
-            .map(|w| cpu::cost(w, bytes, c.transactions))
+            .map(|w| cpu::cost(w, bytes, c.transactions, polled.rx_poll_ns as f64 / 1e9))
             .unwrap_or_default()
     };
     Iteration {
@@ -131,8 +131,8 @@ pub fn iteration(
         latency_corrected_us: client.latency_corrected,
         waits: None,
         cost: Pair {
-            client: cost(&client.window_cpu),
-            agent: cost(&agent.window_cpu),
+            client: cost(&client.window_cpu, &c),
+            agent: cost(&agent.window_cpu, &a),
         },
         cpu: Pair {
             client: client.window_cpu,
@@ -716,7 +716,10 @@ pub fn host_figures(own: &[&IntervalSample], window_cpu: Option<&CpuWindow>) -> 
         throughput_bps: 8.0 * per_s(moved as f64),
         transactions_per_s: per_s(counters.transactions as f64),
         cost: window_cpu
-            .map(|w| cpu::cost(w, moved, counters.transactions))
+            .map(|w| {
+                let polled_s = counters.rx_poll_ns as f64 / 1e9;
+                cpu::cost(w, moved, counters.transactions, polled_s)
+            })
             .unwrap_or_default(),
     }
 }

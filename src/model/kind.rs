@@ -69,6 +69,8 @@ pub struct KindFacts {
     pub threads_when_closed: bool,
     /// Only the direction's receiver takes payload (a TCP stream).
     pub one_way_payload: bool,
+    /// `--rx-poll`: a lone receiving thread may poll before it sleeps.
+    pub rx_poll: bool,
     /// Its flows follow from its section (rrul): `--flows` is not its.
     pub derived_flows: bool,
     /// Its message, request/response, outstanding requests and warm-up
@@ -103,6 +105,7 @@ impl KindFacts {
         worker_per_flow: false,
         threads_when_closed: false,
         one_way_payload: false,
+        rx_poll: false,
         derived_flows: false,
         default_message: None,
         default_exchange: None,

@@ -94,6 +94,10 @@ pub struct TestOptions {
     /// TCP: bytes asked of each receive call (netperf -M), on both ends; it shapes when the receiver ACKs and so what a pacing congestion control (bbr) measures [default: the largest message a flow receives, 16K to 1M].
     #[arg(long, value_parser = Size::parse, value_name = "SIZE")]
     pub read_size: Option<Size>,
+    /// stream: how long a lone receiving thread polls an empty socket before it sleeps (auto, off, or a duration such as 20us): a sleeping receiver pays its host's wake-up on every arrival, which on a VM under bbr cost a third of one stream's rate; the time polled is counted and shown beside the CPU figures; auto: 20us when the test has one flow, this host has a CPU beside the receiver's and the two ends are not pinned to one CPU, not under TLS (its receiver decrypts: polling measured 0.93x), never in a lab or a mix group (they need the CPUs) [default: auto].
+    #[arg(long, value_parser = RxPoll::parse, value_name = "HOW")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_poll: Option<RxPoll>,
     /// How workers wait for their sockets: epoll (event loops, many flows per thread) or threads (a blocking thread per flow, as netperf and iperf3 3.16+; stream tx/rx, closed-loop rr, crr) [default: threads for a closed-loop rr or a crr with a worker per flow, else epoll].
     #[arg(long, value_enum)]
     pub io: Option<IoMode>,
@@ -512,6 +516,7 @@ impl TestOptions {
                 Some(Size(b)) => b as usize,
                 None => 0,
             },
+            rx_poll_us: self.rx_poll.and_then(RxPoll::us),
             batch: match self.batch {
                 Some(0) => return Err("--batch must be at least 1".into()),
                 Some(b) => b,
@@ -591,6 +596,12 @@ impl TestOptions {
         {
             return Err(
                 "--pacing says how an open loop waits for its sends: rr, udp-rr or memcache with --rate (or --search)"
+                    .into(),
+            );
+        }
+        if self.rx_poll.is_some_and(|p| p != RxPoll::Auto) && !facts.rx_poll {
+            return Err(
+                "--rx-poll says how a stream's lone receiver waits for data: it applies to stream"
                     .into(),
             );
         }

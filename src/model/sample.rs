@@ -86,6 +86,15 @@ pub struct Counters {
     /// counted in its process CPU.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pacing_spin_ns: u64,
+    /// `--rx-poll`: time receivers spent polling an empty socket instead of
+    /// sleeping, ns (counted in their process CPU); polls begun, and polls
+    /// that ended with data (the rest slept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_poll_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_polls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_poll_hits: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -122,6 +131,9 @@ impl AddAssign for Counters {
         self.kv_bad_values += o.kv_bad_values;
         self.kv_errors += o.kv_errors;
         self.pacing_spin_ns += o.pacing_spin_ns;
+        self.rx_poll_ns += o.rx_poll_ns;
+        self.rx_polls += o.rx_polls;
+        self.rx_poll_hits += o.rx_poll_hits;
     }
 }
 
@@ -157,6 +169,9 @@ impl Sub for Counters {
             kv_bad_values: self.kv_bad_values - o.kv_bad_values,
             kv_errors: self.kv_errors - o.kv_errors,
             pacing_spin_ns: self.pacing_spin_ns - o.pacing_spin_ns,
+            rx_poll_ns: self.rx_poll_ns - o.rx_poll_ns,
+            rx_polls: self.rx_polls - o.rx_polls,
+            rx_poll_hits: self.rx_poll_hits - o.rx_poll_hits,
         }
     }
 }
@@ -465,7 +480,8 @@ pub struct CpuCost {
     pub host_util_pct: f64,
     pub process_util_pct: f64,
     pub process_cores: f64,
-    /// Process CPU µs per KiB (1024 B) of payload counted at the receivers.
+    /// Process CPU µs per KiB (1024 B) of payload counted at the receivers,
+    /// less the time its receiver polled (`--rx-poll`: waiting, not work).
     pub us_per_kb: Option<f64>,
     /// Process CPU µs per transaction.
     pub us_per_tx: Option<f64>,

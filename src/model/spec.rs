@@ -265,6 +265,11 @@ pub struct TestSpec {
     /// largest message clamped to 256 KiB..1 MiB.
     #[serde(default)]
     pub read_size: usize,
+    /// stream: how long a lone receiving thread polls an empty socket
+    /// before it sleeps, µs (`--rx-poll`). None: auto (see
+    /// `workload::stream::rx_poll`); Some(0): never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_poll_us: Option<u32>,
     /// UDP: datagrams per sendmmsg/recvmmsg call (0: the default, 32; with
     /// GSO as many as one send takes).
     #[serde(default)]
@@ -507,6 +512,7 @@ impl Default for TestSpec {
             clients: None,
             io: IoMode::Epoll,
             read_size: 0,
+            rx_poll_us: None,
             batch: 0,
             gso: false,
             gro: false,

@@ -436,8 +436,8 @@ fn test_result(
         transactions: u64::from(ok),
         transactions_per_s: if ok { 1.0 / elapsed.max(1e-9) } else { 0.0 },
         cost: Pair {
-            client: cpu::cost(&cw, bytes, u64::from(ok)),
-            agent: cpu::cost(&aw, bytes, u64::from(ok)),
+            client: cpu::cost(&cw, bytes, u64::from(ok), 0.0),
+            agent: cpu::cost(&aw, bytes, u64::from(ok), 0.0),
         },
         cpu: Pair {
             client: Some(cw),

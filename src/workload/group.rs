@@ -35,8 +35,14 @@ fn is_zero(v: &f64) -> bool {
 }
 
 impl Group {
-    /// A group as a user writes it: on the common start, no phases.
-    pub fn new(name: String, command: String, spec: TestSpec) -> Group {
+    /// A group as a user writes it: on the common start, no phases. Its
+    /// receivers never poll unless asked (`--rx-poll auto` is off in a
+    /// group): the other groups share its hosts, and a poll would take
+    /// their CPU.
+    pub fn new(name: String, command: String, mut spec: TestSpec) -> Group {
+        if spec.rx_poll_us.is_none() && super::kind_of(spec.workload).facts().rx_poll {
+            spec.rx_poll_us = Some(0);
+        }
         Group {
             name,
             command,

@@ -138,6 +138,11 @@ fn the_command_line_builds_the_same_spec_back() {
             message: 1 << 20,
             read_size: 64 << 10,
             direction: Direction::Rx,
+            rx_poll_us: Some(50),
+            ..Default::default()
+        },
+        TestSpec {
+            rx_poll_us: Some(0),
             ..Default::default()
         },
         TestSpec {
@@ -354,6 +359,20 @@ fn study_keys_take_the_flags_units_and_defaults() {
     );
     let old: TestOptions = toml::from_str("threads = 2\nagent_threads = 1").unwrap();
     assert_eq!((old.workers, old.agent_workers), (Some(2), Some(1)));
+    let poll: TestOptions = toml::from_str("rx_poll = \"1.5us\"").unwrap();
+    assert_eq!(
+        crate::workload::build(&poll, false).unwrap().rx_poll_us,
+        Some(2)
+    );
+    let off: TestOptions = toml::from_str("rx_poll = \"off\"").unwrap();
+    assert_eq!(
+        crate::workload::build(&off, false).unwrap().rx_poll_us,
+        Some(0)
+    );
+    assert!(toml::from_str::<TestOptions>("rx_poll = 20")
+        .unwrap_err()
+        .to_string()
+        .contains("with its unit"));
     let it: TestOptions = toml::from_str("iterations = 3\nconfidence = \"95,2\"").unwrap();
     let c = it.confidence();
     assert_eq!((c.min, c.max, c.level_pct, c.width_pct), (3, 3, 95.0, 2.0));

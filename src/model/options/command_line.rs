@@ -75,16 +75,7 @@ pub fn to_command_line(spec: &TestSpec, facts: &KindFacts) -> String {
         );
     }
     open_loop_flags(spec, facts, &mut a);
-    flag(
-        &mut a,
-        spec.read_size != 0 && spec.read_size != spec.default_read_size(),
-        format!("--read-size {}", size(spec.read_size as u64)),
-    );
-    flag(
-        &mut a,
-        spec.io != spec.default_io(facts.threads_when_closed),
-        format!("--io {}", spec.io.name()),
-    );
+    receive_flags(spec, facts, &mut a);
     flag(&mut a, spec.batch != 0, format!("--batch {}", spec.batch));
     flag(&mut a, spec.gso, "--gso".into());
     flag(&mut a, spec.gro, "--gro".into());
@@ -274,6 +265,26 @@ fn flag(a: &mut Vec<String>, cond: bool, s: String) {
     if cond {
         a.push(s);
     }
+}
+
+/// How the receivers read and the workers wait: the read size, the
+/// receive poll, the I/O mode.
+fn receive_flags(spec: &TestSpec, facts: &KindFacts, a: &mut Vec<String>) {
+    flag(
+        a,
+        spec.read_size != 0 && spec.read_size != spec.default_read_size(),
+        format!("--read-size {}", units::fmt_size_arg(spec.read_size as u64)),
+    );
+    flag(
+        a,
+        spec.rx_poll_us.is_some(),
+        format!("--rx-poll {}", super::RxPoll::from_us(spec.rx_poll_us)),
+    );
+    flag(
+        a,
+        spec.io != spec.default_io(facts.threads_when_closed),
+        format!("--io {}", spec.io.name()),
+    );
 }
 
 /// An open loop's flags: outstanding requests, the rate and how it rises,

@@ -199,6 +199,90 @@ impl<'de> Deserialize<'de> for Length {
     }
 }
 
+/// The longest `--rx-poll` a test may ask for: past it a receiver that
+/// polls is a spinning one (`--spin`).
+pub const RX_POLL_MAX_US: u32 = 1000;
+
+/// `--rx-poll`: how long a lone receiving thread polls an empty socket
+/// before it sleeps: `auto`, `off`, or a duration with its unit (`20us`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RxPoll {
+    Auto,
+    Off,
+    Us(u32),
+}
+
+impl RxPoll {
+    pub fn parse(s: &str) -> Result<RxPoll, ModelError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("auto") {
+            return Ok(RxPoll::Auto);
+        }
+        if t.eq_ignore_ascii_case("off") {
+            return Ok(RxPoll::Off);
+        }
+        let form = || ModelError::Form {
+            input: s.into(),
+            form: "auto, off or a duration with its unit (20us)",
+        };
+        if t.is_empty() || t.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
+            return Err(form());
+        }
+        let us = units::parse_duration(t).map_err(|_| form())?.as_secs_f64() * 1e6;
+        if !(1.0..=f64::from(RX_POLL_MAX_US)).contains(&us.round()) {
+            return Err(Invalid(format!(
+                "--rx-poll {t}: 1us to {RX_POLL_MAX_US}us (longer is --spin)"
+            ))
+            .into());
+        }
+        Ok(RxPoll::Us(us.round() as u32))
+    }
+
+    /// As the spec records it: None auto, Some(0) off, Some(µs).
+    pub fn us(self) -> Option<u32> {
+        match self {
+            RxPoll::Auto => None,
+            RxPoll::Off => Some(0),
+            RxPoll::Us(n) => Some(n),
+        }
+    }
+
+    /// The spec's value as this option writes it.
+    pub fn from_us(v: Option<u32>) -> RxPoll {
+        match v {
+            None => RxPoll::Auto,
+            Some(0) => RxPoll::Off,
+            Some(n) => RxPoll::Us(n),
+        }
+    }
+}
+
+impl std::fmt::Display for RxPoll {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RxPoll::Auto => f.write_str("auto"),
+            RxPoll::Off => f.write_str("off"),
+            RxPoll::Us(n) => write!(f, "{n}us"),
+        }
+    }
+}
+
+impl Serialize for RxPoll {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RxPoll {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de(
+            d,
+            |_| Err("--rx-poll is auto, off or a duration with its unit, as a string (\"20us\")"),
+            RxPoll::parse,
+        )
+    }
+}
+
 /// A percentage written `2` or `2%`.
 pub(super) fn parse_pct(s: &str) -> Result<f64, ModelError> {
     s.trim()

@@ -228,6 +228,19 @@ fn cpu_line(it: &Iteration, agent: bool) -> String {
     if let Some(v) = c.us_per_tx {
         let _ = write!(s, ", {v:.2} µs/tx");
     }
+    let n = if agent {
+        &it.counters.agent
+    } else {
+        &it.counters.client
+    };
+    if n.rx_polls > 0 {
+        let _ = write!(
+            s,
+            "; its receiver polled {:.2} cores (--rx-poll; {:.0}% of its polls found data)",
+            n.rx_poll_ns as f64 / 1e9 / it.duration_s.max(1e-9),
+            100.0 * n.rx_poll_hits as f64 / n.rx_polls as f64
+        );
+    }
     s
 }
 
