@@ -48,7 +48,30 @@ pub fn service_demand_trend(l: &Landscape) -> Vec<KeyPoint> {
     out
 }
 
-/// Either end using (nearly) all the cores its workers could use.
+/// The share of a host's cores (percent) an end's receiver spent polling
+/// an empty socket (`--rx-poll`), mean over a row's runs: waiting, which a
+/// CPU-bound end does not do.
+fn polled_pct(results: &[crate::model::result::TestResult], client: bool, cpus: f64) -> f64 {
+    let per_run = results.iter().map(|r| {
+        let (ns, s) = r.iterations.iter().fold((0u64, 0.0), |(ns, s), it| {
+            let c = if client {
+                &it.counters.client
+            } else {
+                &it.counters.agent
+            };
+            (ns + c.rx_poll_ns, s + it.duration_s)
+        });
+        if s > 0.0 {
+            100.0 * ns as f64 / 1e9 / s / cpus
+        } else {
+            0.0
+        }
+    });
+    per_run.sum::<f64>() / results.len().max(1) as f64
+}
+
+/// Either end using (nearly) all the cores its workers could use, its
+/// receiver's polling left out.
 pub fn cpu_bound(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
     for (side, key) in [("client", "client_cpu_pct"), ("agent", "agent_cpu_pct")] {
@@ -71,6 +94,7 @@ pub fn cpu_bound(l: &Landscape) -> Vec<KeyPoint> {
                 r.point.spec.agent_workers
             };
             let usable = (workers as f64).min(cpus);
+            let pct = pct - polled_pct(&r.results, side == "client", cpus);
             let of_usable = pct / 100.0 * cpus / usable;
             if of_usable >= 0.9 {
                 hits.push((r.point.label(), of_usable * 100.0, workers));
@@ -110,8 +134,15 @@ pub fn cpu_bound(l: &Landscape) -> Vec<KeyPoint> {
 
 /// A host at (nearly) full CPU: whatever the workers' share, the machine
 /// itself had no cycles left, so the result measures CPU, not the path.
+/// A receiver's polling (`--rx-poll`) on that host is left out: it waits.
 pub fn host_saturated(l: &Landscape) -> Vec<KeyPoint> {
     let mut out = Vec::new();
+    let shared = l
+        .rows
+        .iter()
+        .find_map(|r| r.results.first())
+        .map(|r| r.agent.local)
+        .unwrap_or(false);
     for (side, key) in [
         ("client", "client_host_cpu_pct"),
         ("agent", "agent_host_cpu_pct"),
@@ -119,18 +150,26 @@ pub fn host_saturated(l: &Landscape) -> Vec<KeyPoint> {
         let with: Vec<(String, f64)> = l
             .rows
             .iter()
-            .filter_map(|r| r.mean(key).map(|v| (r.point.label(), v)))
+            .filter_map(|r| {
+                let cpus = r.results.first().map_or(1, |x| {
+                    if side == "client" {
+                        x.environment.client.cpus
+                    } else {
+                        x.environment.agent.cpus
+                    }
+                });
+                let cpus = cpus.max(1) as f64;
+                let mut polled = polled_pct(&r.results, side == "client", cpus);
+                if shared {
+                    polled += polled_pct(&r.results, side != "client", cpus);
+                }
+                r.mean(key).map(|v| (r.point.label(), v - polled))
+            })
             .collect();
         let hot: Vec<&(String, f64)> = with.iter().filter(|(_, v)| *v >= 95.0).collect();
         if hot.is_empty() {
             continue;
         }
-        let shared = l
-            .rows
-            .iter()
-            .find_map(|r| r.results.first())
-            .map(|r| r.agent.local)
-            .unwrap_or(false);
         if side == "agent" && shared {
             // One host: the client's line already says it.
             continue;

@@ -285,6 +285,16 @@ fn cpu_bound_counts_the_cores_the_workers_could_use() {
         None,
     );
     assert!(cpu_bound(&l).is_empty());
+    // A receiver that polled a third of a core over its 2 s was waiting,
+    // not bound (--rx-poll).
+    let mut r = row(&[("flows", "1")], &[("agent_cpu_pct", &[49.5])], 1);
+    let mut it = crate::model::result::Iteration {
+        duration_s: 2.0,
+        ..Default::default()
+    };
+    it.counters.agent.rx_poll_ns = 700_000_000;
+    r.results[0].iterations.push(it);
+    assert!(cpu_bound(&land(vec![r], None)).is_empty());
 }
 
 #[test]
@@ -308,6 +318,16 @@ fn a_saturated_host_is_named_once_when_shared() {
     );
     assert!(k[0].text.contains("shared by both ends"));
     assert!(host_saturated(&mk(90.0)).is_empty());
+    // The agent's receiver polled 0.4 of the 2 cores over its 2 s: the
+    // host was 80% busy with work, not saturated (--rx-poll).
+    let mut l = mk(99.9);
+    let mut it = crate::model::result::Iteration {
+        duration_s: 2.0,
+        ..Default::default()
+    };
+    it.counters.agent.rx_poll_ns = 800_000_000;
+    l.rows[0].results[0].iterations.push(it);
+    assert!(host_saturated(&l).is_empty());
 }
 
 #[test]
