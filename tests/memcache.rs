@@ -186,8 +186,12 @@ fn meta_commands_and_multiget_count_every_key() {
     let gets = u(&x["gets"]);
     assert!(gets > 1000, "{x}");
     let theirs = d(x, "cmd_get");
+    // memcached's counters are read at the agent's window edges, the gets
+    // counted in the client's: on a noisy host they can be tens of ms
+    // apart (a full-suite run saw 3.3%, 685,712 vs 708,664). Counting one
+    // get per multiget of 4 would be 75% off.
     assert!(
-        gets.abs_diff(theirs) <= 50 + gets / 50,
+        gets.abs_diff(theirs) <= 50 + gets / 20,
         "{gets} vs {theirs}"
     );
     assert_eq!(f(&x["hit_ratio"]), 1.0, "{x}");
