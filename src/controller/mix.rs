@@ -413,10 +413,20 @@ fn total_iterations(folders: &[Folder], shifts: &[Shift]) -> Vec<Iteration> {
             // Per transaction only where every group counts transactions:
             // a stream's CPU charged to another group's would mislead.
             let all_tx = its.iter().all(|i| i.transactions > 0);
-            let cost = |w: &Option<crate::model::sample::CpuWindow>| {
+            // A group that was asked to poll (`--rx-poll`) waited that long.
+            let polled = |agent: bool| -> f64 {
+                its.iter()
+                    .map(|i| match agent {
+                        true => i.counters.agent.rx_poll_ns,
+                        false => i.counters.client.rx_poll_ns,
+                    })
+                    .sum::<u64>() as f64
+                    / 1e9
+            };
+            let cost = |w: &Option<crate::model::sample::CpuWindow>, agent: bool| {
                 w.as_ref()
                     .map(|w| {
-                        let mut c = cpu::cost(w, bytes, transactions, 0.0);
+                        let mut c = cpu::cost(w, bytes, transactions, polled(agent));
                         if !all_tx {
                             c.us_per_tx = None;
                         }
@@ -451,8 +461,8 @@ fn total_iterations(folders: &[Folder], shifts: &[Shift]) -> Vec<Iteration> {
                 connections_per_s: rate(|i| i.connections_per_s),
                 cpu: first.cpu.clone(),
                 cost: Pair {
-                    client: cost(&first.cpu.client),
-                    agent: cost(&first.cpu.agent),
+                    client: cost(&first.cpu.client, false),
+                    agent: cost(&first.cpu.agent, true),
                 },
                 counters: first.counters.clone(),
                 intervals: (0..per_index)

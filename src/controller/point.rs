@@ -63,16 +63,16 @@ fn shows_transactions(spec: &TestSpec) -> bool {
 pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Result<TestResult> {
     let kind = crate::workload::kind_of(p.spec.workload);
     // A lab's emulator shares this host's CPUs: a receiver that polls
-    // (`--rx-poll auto`) would take its time, so in a lab auto is off.
-    let quiet;
-    let spec = if lab.is_some() && p.spec.rx_poll_us.is_none() && kind.facts().rx_poll {
-        quiet = TestSpec {
-            rx_poll_us: Some(0),
-            ..p.spec.clone()
-        };
-        &quiet
-    } else {
-        p.spec
+    // (`--rx-poll auto`) would take its time.
+    let in_lab;
+    let spec = match lab {
+        Some(_) => {
+            let mut s = p.spec.clone();
+            crate::workload::receivers_sleep(&mut s);
+            in_lab = s;
+            &in_lab
+        }
+        None => p.spec,
     };
     if let Some(r) = kind.run_here(spec, p.confidence, &p.command) {
         return r;

@@ -352,9 +352,7 @@ pub fn clear_baseline(
     clear.workload = crate::workload::clear_twin(spec);
     // Its receivers wait as the TLS test's did: `--rx-poll auto` does not
     // poll under TLS, so neither does its twin.
-    if clear.rx_poll_us.is_none() && crate::workload::facts(clear.workload).rx_poll {
-        clear.rx_poll_us = Some(0);
-    }
+    crate::workload::receivers_sleep(&mut clear);
     let r = run_test(
         conn,
         &clear,

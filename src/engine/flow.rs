@@ -196,9 +196,8 @@ pub struct FlowBase {
     /// end's socket, CLOCK_REALTIME ns (None: no read yet, or no stamp).
     last_stamp_ns: Option<u64>,
     /// `--rx-poll`: an empty read polls before it gives up (see
-    /// [`FlowBase::set_polling`]); with, for a thread of its own, the
-    /// longest sleep that follows.
-    poll: Option<(RxPoll, Option<Duration>)>,
+    /// [`FlowBase::set_polling`]).
+    poll: Option<RxPoll>,
 }
 
 /// Holds TCP_WINDOW_CLAMP at the asked window. Linux (>= 6.8) recomputes
@@ -352,22 +351,26 @@ impl FlowBase {
         if self.poll.is_none() {
             return self.recv_once(buf);
         }
+        // When the poll began, and when its latest read did (one clock
+        // read per empty read; none while data is there).
         let mut started = None;
+        let mut tried = None;
         loop {
-            // Inside a poll, the read that finds data ends it as it begins.
-            let attempt = started.map(|_| Instant::now());
             let got = self.recv_once(buf)?;
-            let Some((p, tick)) = &mut self.poll else {
+            let Some(p) = &mut self.poll else {
                 return Ok(got);
             };
             if !matches!(got, Io::Blocked) {
-                if let (Some(s), Some(a)) = (started, attempt) {
-                    p.done(s, a);
+                // The read that found data ends the poll as it begins.
+                if let (Some(s), Some(t)) = (started, tried) {
+                    p.done(s, t);
                 }
                 return Ok(got);
             }
-            if p.empty(&mut started, Instant::now()) == Wait::Sleep {
-                let Some(tick) = *tick else {
+            let now = Instant::now();
+            tried = Some(now);
+            if p.empty(&mut started, now) == Wait::Sleep {
+                let Some(tick) = p.sleep else {
                     return Ok(Io::Blocked);
                 };
                 if !poll::wait_readable(self.stream.as_raw_fd(), tick)? {
@@ -380,7 +383,7 @@ impl FlowBase {
     /// `--rx-poll`, for a flow that only receives and has its worker to
     /// itself: an empty read polls for up to `limit` before it gives up.
     pub fn set_polling(&mut self, limit: Duration) {
-        self.poll = Some((RxPoll::new(limit), None));
+        self.poll = Some(RxPoll::new(limit));
     }
 
     /// `--io threads` for a polling flow, in place of
@@ -390,8 +393,8 @@ impl FlowBase {
     /// flow does not poll.
     pub fn poll_then_sleep(&mut self, tick: Duration) -> bool {
         match &mut self.poll {
-            Some((_, t)) => {
-                *t = Some(tick);
+            Some(p) => {
+                p.sleep = Some(tick);
                 true
             }
             None => false,
@@ -401,7 +404,7 @@ impl FlowBase {
     /// Hands the poll's counts to the worker's counters.
     #[inline]
     fn flush_poll(&mut self, c: &mut Counters) {
-        if let Some((p, _)) = &mut self.poll {
+        if let Some(p) = &mut self.poll {
             p.flush(c);
         }
     }

@@ -30,6 +30,9 @@ const MAX_SKIP: u32 = 63;
 #[derive(Debug)]
 pub struct RxPoll {
     limit: Duration,
+    /// A thread of its own (`--io threads`): after a poll, sleep in
+    /// poll(2) at most this long (None: an event loop sleeps in epoll).
+    pub sleep: Option<Duration>,
     /// Waits left that sleep without polling.
     skip: u32,
     /// Misses in a row (the next back-off is 2^misses - 1 waits).
@@ -52,6 +55,7 @@ impl RxPoll {
     pub fn new(limit: Duration) -> RxPoll {
         RxPoll {
             limit,
+            sleep: None,
             skip: 0,
             misses: 0,
             spent_ns: 0,

@@ -410,12 +410,13 @@ pub fn over_time(ws: &[&CpuWindow]) -> Option<CpuWindow> {
 
 /// CPU per KiB and per transaction over a window. `polled_s` is time a
 /// receiver spent polling an empty socket (`--rx-poll`): waiting, which a
-/// receiver that sleeps does not pay, so the cost leaves it out (the
-/// utilisation keeps it: it is what the host saw).
+/// receiver that sleeps does not pay, so the process's cost leaves it out
+/// (the utilisation and the host-wide figure keep it: they are what the
+/// host saw, other processes and the other end on loopback included).
 pub fn cost(w: &CpuWindow, bytes: u64, transactions: u64, polled_s: f64) -> CpuCost {
     let kb = bytes as f64 / 1024.0;
     let proc_us = (w.process_cpu_s - polled_s).max(0.0) * 1e6;
-    let host_us = (w.host_util_pct / 100.0 * w.ncores as f64 * w.wall_s - polled_s).max(0.0) * 1e6;
+    let host_us = w.host_util_pct / 100.0 * w.ncores as f64 * w.wall_s * 1e6;
     CpuCost {
         host_util_pct: w.host_util_pct,
         process_util_pct: w.process_util_pct,

@@ -40,9 +40,7 @@ impl Group {
     /// group): the other groups share its hosts, and a poll would take
     /// their CPU.
     pub fn new(name: String, command: String, mut spec: TestSpec) -> Group {
-        if spec.rx_poll_us.is_none() && super::kind_of(spec.workload).facts().rx_poll {
-            spec.rx_poll_us = Some(0);
-        }
+        super::receivers_sleep(&mut spec);
         Group {
             name,
             command,

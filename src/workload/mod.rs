@@ -348,6 +348,16 @@ pub fn describe(spec: &TestSpec) -> String {
 
 /// The clear-text twin of a TLS test of `spec`: the same workload, or
 /// the one that measures the same without TLS (tls-handshake's is crr).
+/// Turns `--rx-poll auto` off for a test that shares its CPUs with what a
+/// polling receiver would slow (a lab's emulator, the other groups of a
+/// mix) or that must wait as another did (a TLS test's clear twin): its
+/// receivers sleep, and its spec says so. An asked-for poll stays.
+pub fn receivers_sleep(spec: &mut TestSpec) {
+    if spec.rx_poll_us.is_none() && facts(spec.workload).rx_poll {
+        spec.rx_poll_us = Some(0);
+    }
+}
+
 pub fn clear_twin(spec: &TestSpec) -> spec::Workload {
     kind_of(spec.workload).clear_twin()
 }

@@ -44,12 +44,11 @@ impl Plugin for Stream {
         if spec.io == spec::IoMode::Threads && spec.direction == Direction::Bidir {
             return Err("--io threads runs stream (tx or rx), closed-loop rr and crr, not a bidir stream (one thread cannot block on its reads and its writes at once): use --io epoll".into());
         }
-        if spec.rx_poll_us.is_some_and(|us| us > 0)
-            && spec.flows > spec.workers.min(spec.agent_workers)
-        {
+        let asked_to_poll = spec.rx_poll_us.is_some_and(|us| us > 0);
+        if asked_to_poll && spec.flows > spec.workers.min(spec.agent_workers) {
             return Err("--rx-poll polls a receiver that has its worker to itself: one flow per worker (--workers, --agent-workers), or --spin".into());
         }
-        if spec.rx_poll_us.is_some_and(|us| us > 0) && spec.direction == Direction::Bidir {
+        if asked_to_poll && spec.direction == Direction::Bidir {
             return Err("--rx-poll polls a flow that only receives, not a bidir stream".into());
         }
         Ok(())
