@@ -780,6 +780,74 @@ fn ctrl_c_ends_a_study_and_takes_its_lab_down() {
     assert!(!namespaces().contains(&name), "{}", namespaces());
 }
 
+/// SIGTERM, as `timeout` or a service manager sends it, ends the running
+/// point at once (its measured part kept), the study with it, and takes the
+/// study's lab down: before, the namespaces were left behind.
+#[test]
+fn sigterm_ends_a_study_now_and_takes_its_lab_down() {
+    let Some(_s) = measuring() else { return };
+    let file = tmp("term-wan.toml");
+    std::fs::write(
+        &file,
+        r#"
+title = "term"
+description = "long points through a lab"
+[lab]
+rate = "1gbit"
+rtt = "2ms"
+[test]
+workload = "stream"
+duration = "60s"
+interval = "0.5s"
+[sweep]
+flows = [1, 2]
+[[plot]]
+x = "flows"
+y = "throughput_bps"
+"#,
+    )
+    .unwrap();
+    let out = tmp("term-wan-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let study = spawn(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let name = format!("lr-st-{}-c", study.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !namespaces().contains(&name) {
+        assert!(Instant::now() < deadline, "the study's lab never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Past the lab's calibration, into the first 60 s point.
+    std::thread::sleep(Duration::from_secs(8));
+    let sent = Instant::now();
+    // SAFETY: terminates the study this test started.
+    unsafe { libc::kill(study.id() as i32, libc::SIGTERM) };
+    let o = wait(study, Duration::from_secs(60));
+    let took = sent.elapsed();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("terminated (SIGTERM)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(took < Duration::from_secs(20), "SIGTERM took {took:?}");
+    assert!(!namespaces().contains(&name), "{}", namespaces());
+    let dir = first_dir(&out);
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["status"], "partial");
+    // The running point's measured seconds are kept, marked partial.
+    let r = json(&dir.join("points/flows-1.r1.json"));
+    assert_eq!(r["summary"]["status"], "partial", "{}", r["summary"]);
+    assert!(f(&r["summary"]["throughput_bps"]) > 1e8, "{}", r["summary"]);
+    assert!(!dir.join("points/flows-2.r1.json").exists());
+}
+
 #[test]
 fn a_killed_study_leaves_a_stale_lab_that_the_next_start_removes() {
     let Some(_s) = measuring() else { return };

@@ -1078,3 +1078,141 @@ fn a_study_whose_output_is_not_a_terminal_prints_a_line_per_point() {
         assert!(line.ends_with("bit/s"), "{line}");
     }
 }
+
+/// A lab study and its axes, small enough to run on loopback once its lab
+/// is dropped.
+const LABBED: &str = r#"
+title = "Labbed"
+description = "A window sweep through a lab, tiny."
+
+[lab]
+rate = "1gbit"
+
+[test]
+workload = "stream"
+duration = "0.3s"
+warmup = "0.1s"
+interval = "0.1s"
+
+[sweep]
+rtt = ["10ms", "50ms"]
+"lab.cc" = ["reno", "cubic"]
+flows = [1, 2]
+
+[[plot]]
+x = "rtt"
+y = "throughput_bps"
+series = "flows"
+
+[[plot]]
+x = "flows"
+y = "throughput_bps"
+series = "lab.cc"
+"#;
+
+#[test]
+fn a_lab_study_pointed_at_an_agent_is_refused_in_one_line() {
+    let out = out_dir("labbed-refused");
+    let file = write_study("labbed-refused", LABBED);
+    let o = run_study(file.to_str().unwrap(), &out, "--agent 127.0.0.1:9", LIMIT);
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("--no-lab") && e.contains("--agent"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    // Refused before anything was made: no results folder.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+    // A built-in one too, with --hosts.
+    let hosts = write_study("labbed-hosts", "");
+    let o = run_study(
+        "seed001-send-window",
+        &out,
+        &format!("--hosts {}", hosts.display()),
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--no-lab"), "{}", stderr(&o));
+}
+
+#[test]
+fn no_lab_runs_a_lab_studys_other_axes_where_pointed() {
+    let _turn = shared();
+    let out = out_dir("labbed-nolab");
+    let file = write_study("labbed-nolab", LABBED);
+    // Not root, no lab: the points run on loopback, which is where a
+    // user's --agent or --hosts would send them.
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--no-lab",
+        ],
+        LIMIT,
+    );
+    ok(&o);
+    let e = stderr(&o);
+    assert!(e.contains("axes rtt, lab.cc dropped"), "{e}");
+    let dir = the_folder(&out);
+    let m = json(&dir.join("manifest.json"));
+    let points: Vec<&str> = m["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(points, ["flows-1", "flows-2"], "{m}");
+    let r = json(&dir.join("points/flows-2.r1.json"));
+    assert!(
+        r["lab"].is_null(),
+        "no lab settings in a result: {}",
+        r["lab"]
+    );
+    assert!(f(&r["summary"]["throughput_bps"]) > 0.0);
+    // The stored study is what ran, and says how it was made.
+    let stored = std::fs::read_to_string(dir.join("study.toml")).unwrap();
+    assert!(stored.contains("changed by --no-lab"), "{stored}");
+    assert!(!stored.contains("[lab]"), "{stored}");
+}
+
+#[test]
+fn set_and_unset_change_any_key_of_a_study() {
+    let _turn = shared();
+    let out = out_dir("set");
+    let file = write_study("set", STREAMS);
+    let o = run_study(
+        file.to_str().unwrap(),
+        &out,
+        "--set sweep.flows=[3] --set test.duration=0.4s --set title=Changed --unset test.interval",
+        LIMIT,
+    );
+    ok(&o);
+    let dir = the_folder(&out);
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["points"].as_array().unwrap().len(), 1, "{m}");
+    assert_eq!(m["points"][0]["id"], "flows-3");
+    let r = json(&dir.join("points/flows-3.r1.json"));
+    assert_eq!(r["spec"]["flows"], 3);
+    assert!(
+        (f(&r["spec"]["duration_s"]) - 0.4).abs() < 1e-9,
+        "{}",
+        r["spec"]
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Changed"));
+    // On a resumed folder the stored study runs as it was.
+    let o = run_study(
+        file.to_str().unwrap(),
+        &out,
+        &format!("--resume {} --set test.flows=2", dir.display()),
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume runs the study stored"));
+    // A key the file format does not take is named.
+    let o = run_study(file.to_str().unwrap(), &out, "--set test.flws=2", LIMIT);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("flws"), "{}", stderr(&o));
+}

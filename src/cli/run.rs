@@ -122,6 +122,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     // The first Ctrl-C ends the test now and keeps what it measured (the
     // summary, the JSON, exit 3); a second one ends the process.
     crate::engine::signals::on_signals(&[libc::SIGINT], true);
+    crate::engine::signals::on_terminate();
     crate::engine::signals::interrupt_ends_test();
     let needs = crate::workload::kind_of(spec.workload).needs();
     let mut target = target::open(&args.connect, needs.agent)?;
@@ -165,7 +166,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(why) = result.nothing_measured() {
         if crate::engine::signals::test_interrupted() {
             return Err(Error::Partial(format!(
-                "interrupted (Ctrl-C) before anything was measured: {why}"
+                "{} before anything was measured: {why}",
+                crate::engine::signals::stopped_by()
             )));
         }
         return Err(Error::Failed(why));

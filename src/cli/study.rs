@@ -64,6 +64,18 @@ pub struct StudyRunArgs {
     /// Do not write report.html/report.md/landscape.csv at the end.
     #[arg(long)]
     pub no_report: bool,
+    /// Change any key of the study file: lab.rate=10gbit, test.duration=5s,
+    /// 'sweep.flows=[1,4]' (a bare word is a string; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Remove a key of the study file, e.g. an axis: sweep.rtt (repeatable).
+    #[arg(long = "unset", value_name = "KEY")]
+    pub unset: Vec<String>,
+    /// Run a lab study's points where --agent/--hosts point, without its
+    /// lab: its [lab], the axes only a lab turns (rtt, lab.*, firewall.*)
+    /// and the plots over them are dropped.
+    #[arg(long)]
+    pub no_lab: bool,
     #[command(flatten)]
     pub connect: ConnectArgs,
     /// No progress lines.
@@ -177,6 +189,16 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
     if a.resume.is_none() {
         super::check_dir(&a.out, "--out")?;
     }
+    let changes = crate::study::overrides::Overrides {
+        sets: a.set.clone(),
+        unsets: a.unset.clone(),
+        no_lab: a.no_lab,
+    };
+    if a.resume.is_some() && !changes.is_empty() {
+        return Err(usage(
+            "--resume runs the study stored in that folder as it was: --set, --unset and --no-lab apply to a new run",
+        ));
+    }
     let study = match &a.resume {
         // A resumed study runs the file stored with its results.
         Some(dir) => {
@@ -192,7 +214,15 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
             }
             s
         }
-        None => builtin::resolve(&a.study)?,
+        None => {
+            let (s, notes) = builtin::resolve_with(&a.study, &changes)?;
+            if !a.quiet {
+                for n in notes {
+                    eprintln!("{n}");
+                }
+            }
+            s
+        }
     };
     check::study(&study)?;
     let opts = runner::RunOptions {

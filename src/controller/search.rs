@@ -59,7 +59,7 @@ fn run(
     let mut first_error = None;
     while let Some(step) = search.next() {
         if crate::engine::signals::test_interrupted() {
-            search.stop("interrupted (Ctrl-C)".into());
+            search.stop(crate::engine::signals::stopped_by().into());
             break;
         }
         let n = search.steps() + 1;

@@ -18,6 +18,46 @@ extern "C" fn raise(_: libc::c_int) {
     RAISED.store(true, Ordering::SeqCst);
 }
 
+/// Raised by SIGTERM where `on_terminate` asked for it: the running test
+/// ends now, whatever `ENDS_TEST` says.
+static TERMINATED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn terminate(_: libc::c_int) {
+    RAISED.store(true, Ordering::SeqCst);
+    TERMINATED.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM (what `timeout`, `kill` and a service manager send) ends the
+/// running test now and raises the flag, so what was measured is kept and
+/// what the process set up (a study's lab) is taken down as after a
+/// Ctrl-C; a second SIGTERM kills as usual. Call after `on_signals`.
+pub fn on_terminate() {
+    TERMINATED.store(false, Ordering::SeqCst);
+    // SAFETY: the handler only stores to atomics (async-signal-safe).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = terminate as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    }
+}
+
+/// What stopped the work, for messages: "interrupted (Ctrl-C)" or
+/// "terminated (SIGTERM)".
+pub fn stopped_by() -> &'static str {
+    if terminated() {
+        "terminated (SIGTERM)"
+    } else {
+        "interrupted (Ctrl-C)"
+    }
+}
+
+/// A SIGTERM arrived (see `on_terminate`).
+pub fn terminated() -> bool {
+    TERMINATED.load(Ordering::SeqCst)
+}
+
 /// Turns `signals` into a flag (see `raised`) instead of death. With `once`,
 /// the first signal only raises the flag and the next one kills as usual
 /// (SA_RESETHAND): a second Ctrl-C always works.
@@ -52,7 +92,8 @@ pub fn interrupt_ends_test() {
 
 /// A Ctrl-C asked the running test to end.
 pub fn test_interrupted() -> bool {
-    ENDS_TEST.load(Ordering::SeqCst) && RAISED.load(Ordering::SeqCst)
+    (ENDS_TEST.load(Ordering::SeqCst) && RAISED.load(Ordering::SeqCst))
+        || TERMINATED.load(Ordering::SeqCst)
 }
 
 /// Blocks SIGPIPE in the calling thread.

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::study::file::Study;
+use crate::study::overrides::Overrides;
 use crate::study::sweep;
 use crate::study::StudyError;
 
@@ -95,16 +96,56 @@ pub fn get(name: &str) -> Option<Result<Study, StudyError>> {
 
 /// A study file path, or a built-in name.
 pub fn resolve(what: &str) -> Result<Study, StudyError> {
+    resolve_with(what, &Overrides::default()).map(|(s, _)| s)
+}
+
+/// A study file path, or a built-in name, changed by the command line's
+/// overrides; with the lines saying what `--no-lab` dropped.
+pub fn resolve_with(what: &str, o: &Overrides) -> Result<(Study, Vec<String>), StudyError> {
     let path = Path::new(what);
     if path.exists() || what.ends_with(".toml") || what.contains('/') {
-        return Study::load(path).and_then(sweep::checked);
+        if o.is_empty() {
+            return Study::load(path)
+                .and_then(sweep::checked)
+                .map(|s| (s, vec![]));
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| StudyError::ReadStudy {
+            path: path.into(),
+            source,
+        })?;
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "study".into());
+        return changed(&text, &path.display().to_string(), &stem, o);
     }
-    get(what).unwrap_or_else(|| {
-        Err(StudyError::Unknown {
+    let Some(b) = find(what) else {
+        return Err(StudyError::Unknown {
             name: what.into(),
             builtins: names().join(", "),
-        })
-    })
+        });
+    };
+    if o.is_empty() {
+        return get(what).expect("found").map(|s| (s, vec![]));
+    }
+    changed(
+        b.text,
+        &format!("studies/{}.toml (built in)", b.name),
+        b.name,
+        o,
+    )
+}
+
+fn changed(
+    text: &str,
+    origin: &str,
+    name: &str,
+    o: &Overrides,
+) -> Result<(Study, Vec<String>), StudyError> {
+    let (text, notes) = o.apply(text, origin)?;
+    let origin = format!("{origin} with {}", o.describe());
+    let s = Study::parse(&text, &origin, name).and_then(sweep::checked)?;
+    Ok((s, notes))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod error;
 pub mod file;
 pub mod folder;
 pub mod labnic;
+pub mod overrides;
 pub mod runner;
 pub mod sweep;
 

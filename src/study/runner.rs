@@ -344,6 +344,33 @@ fn network(study: &Study, opts: &RunOptions) -> ConnectArgs {
     connect
 }
 
+/// A study that brings up its own lab, pointed at other hosts: its
+/// traffic would not cross the lab it shapes, and its results would carry
+/// settings the traffic never met. `--no-lab` is what the user meant.
+fn elsewhere(study: &Study, c: &ConnectArgs) -> Result<()> {
+    let flag = if c.hosts.is_some() {
+        "--hosts"
+    } else if c.agent.is_some() {
+        "--agent"
+    } else if c.lab.is_some() {
+        "--lab"
+    } else {
+        return Ok(());
+    };
+    if study.lab.is_some() {
+        return Err(Error::Usage(format!(
+            "study {} brings up a lab of its own ([lab]), which {flag}'s traffic would not cross: add --no-lab to run its points there without the lab (its rtt/lab.*/firewall.* axes dropped), or leave out {flag}",
+            study.name
+        )));
+    }
+    if let Some(h) = &c.hosts {
+        // Read before the results folder is made: a wrong path is a usage
+        // error, not a stopped study.
+        target::load_hosts(h)?;
+    }
+    Ok(())
+}
+
 /// What no point may ask of where the study runs: many hosts' options
 /// without hosts, a lab's without a lab, a program without a lab.
 fn check_points(study: &Study, m: &Manifest, connect: &ConnectArgs) -> Result<()> {
@@ -493,6 +520,7 @@ fn run_point(
 /// Runs what is left of the study; the folder is complete or partial after.
 pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let mut connect = network(study, opts);
+    elsewhere(study, &connect)?;
     let (dir, mut m) = prepare(study, opts, &connect)?;
     check_points(study, &m, &connect)?;
     let in_pass = |i: usize| {
@@ -536,6 +564,13 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         folder::write_json(&folder::manifest_path(&dir), &m)?;
         return Ok(outcome);
     }
+    // The first Ctrl-C ends the study after the running test (the manifest
+    // and the report are still written); a second one ends it at once.
+    // SIGTERM (timeout, a service manager) ends the running test at once,
+    // and the study with it; either way the lab is taken down. Set before
+    // the lab comes up, so a signal during its setup takes it down too.
+    signals::on_signals(&[libc::SIGINT], true);
+    signals::on_terminate();
     let mut lab = match StudyLab::up(study, opts.quiet) {
         Ok(l) => l,
         Err(e) => {
@@ -569,13 +604,10 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         );
     }
     let total = m.runs.len();
-    // The first Ctrl-C ends the study after the running test (the manifest
-    // and the report are still written); a second one ends it at once.
-    signals::on_signals(&[libc::SIGINT], true);
     let interrupted = signals::raised();
     for (n, &i) in todo.iter().enumerate() {
         if interrupted.load(Ordering::SeqCst) {
-            outcome.stopped = Some("interrupted (Ctrl-C)".into());
+            outcome.stopped = Some(signals::stopped_by().into());
             break;
         }
         let run = m.runs[i].clone();
@@ -623,7 +655,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         }
     }
     if interrupted.load(Ordering::SeqCst) && outcome.stopped.is_none() {
-        outcome.stopped = Some("interrupted (Ctrl-C) after the last run".into());
+        outcome.stopped = Some(format!("{} after the last run", signals::stopped_by()));
     }
     target.close();
     m.status = if outcome.stopped.is_some() {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::place::Place;
 use super::report::Report;
-use super::{kv_failure, AgentSide, Driver, IterationRun, Role, INTERRUPTED};
+use super::{kv_failure, AgentSide, Driver, IterationRun, Role};
 use crate::engine::side::SideReport;
 use crate::engine::signals;
 use crate::measure::cpu;
@@ -172,7 +172,7 @@ impl Driver {
             )
         });
         if error.is_none() && signals::test_interrupted() {
-            error = Some(INTERRUPTED.into());
+            error = Some(super::interrupted());
         }
         if error.is_none() {
             error = kv_failure(spec, &client);
@@ -300,7 +300,7 @@ fn verdict(spec: &TestSpec, addr: &str, server: &Report, client: &SideReport) ->
         // side, a failure the agent named): that, not "died".
         Some(format!("agent at {addr}: {e}; results are partial"))
     } else if signals::test_interrupted() && !server.dead {
-        Some(INTERRUPTED.into())
+        Some(super::interrupted())
     } else if server.dead {
         Some(format!(
             "agent at {addr} died mid-test (control connection lost after {} of the agent's intervals): results are partial",

@@ -125,8 +125,13 @@ pub trait Live {
     fn interval(&mut self, i: &TestInterval);
 }
 
-/// Why a test that a Ctrl-C ended is partial.
-pub const INTERRUPTED: &str = "interrupted (Ctrl-C): the results cover the window up to then";
+/// Why a test that a Ctrl-C or SIGTERM ended is partial.
+pub fn interrupted() -> String {
+    format!(
+        "{}: the results cover the window up to then",
+        crate::engine::signals::stopped_by()
+    )
+}
 
 /// What the client's flow errors mean for the test, as its workload says
 /// (memcache: connections that failed mid-test are the server's failure,
