@@ -780,6 +780,74 @@ fn ctrl_c_ends_a_study_and_takes_its_lab_down() {
     assert!(!namespaces().contains(&name), "{}", namespaces());
 }
 
+/// A congestion control the kernel lacks (seed 002 lists BIC, HS-TCP and
+/// Scalable TCP; this kind of VM kernel has only reno, cubic and bbr) is
+/// not run: the study goes on with the rest and its report says which and
+/// why, instead of stopping at the first.
+#[test]
+fn a_congestion_control_the_kernel_lacks_is_skipped_and_named() {
+    let Some(_s) = measuring() else { return };
+    let file = tmp("cc-missing.toml");
+    std::fs::write(
+        &file,
+        r#"
+title = "cc"
+description = "a missing congestion control"
+[lab]
+rate = "1gbit"
+rtt = "2ms"
+[test]
+workload = "stream"
+duration = "1s"
+[sweep]
+"lab.cc" = ["nosuchcc", "reno"]
+[[plot]]
+x = "lab.cc"
+y = "throughput_bps"
+"#,
+    )
+    .unwrap();
+    let out = tmp("cc-missing-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(180),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not available here: this kernel has no nosuchcc"),
+        "{}",
+        stderr(&o)
+    );
+    let dir = first_dir(&out);
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["status"], "complete");
+    let status = |id: &str| {
+        m["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["point"] == id)
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(status("lab.cc-nosuchcc"), "unavailable", "{m}");
+    assert_eq!(status("lab.cc-reno"), "ok", "{m}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("1 point could not run on this host: this kernel has no nosuchcc"),
+        "{md}"
+    );
+    // Not a gap of a stopped study.
+    assert!(!md.contains("have no result yet"), "{md}");
+}
+
 /// SIGTERM, as `timeout` or a service manager sends it, ends the running
 /// point at once (its measured part kept), the study with it, and takes the
 /// study's lab down: before, the namespaces were left behind.

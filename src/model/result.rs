@@ -29,6 +29,9 @@ pub enum Status {
     Partial,
     /// Nothing was measured.
     Failed,
+    /// A study's point this host cannot run (a congestion control its
+    /// kernel lacks): not run, the reason kept; the study goes on.
+    Unavailable,
 }
 
 impl Status {
@@ -42,6 +45,7 @@ impl Status {
             Status::Ok => "ok",
             Status::Partial => "partial",
             Status::Failed => "failed",
+            Status::Unavailable => "unavailable",
         }
     }
 }

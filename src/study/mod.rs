@@ -1,5 +1,6 @@
 //! Studies: declarative files of sweeps over tests, run into a results
 //! folder that reports are drawn from.
+pub mod available;
 pub mod builtin;
 pub mod error;
 pub mod file;

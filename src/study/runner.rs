@@ -645,6 +645,19 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 eprintln!("{label}: {}", st.line());
             }
         };
+        // This kernel's sockets (a lab, loopback): a point it cannot run
+        // is recorded as such, and the study goes on.
+        let local = connect.agent.is_none() && connect.hosts.is_none();
+        if let Some(why) = crate::study::available::missing_here(&point.spec, local) {
+            if !opts.quiet {
+                eprintln!("{label}: not available here: {why}");
+            }
+            m.runs[i].status = Status::Unavailable;
+            m.runs[i].error = Some(why);
+            folder::write_json(&folder::manifest_path(&dir), &m)
+                .map_err(|e| stopped_failure(&dir, &e.to_string()))?;
+            continue;
+        }
         let r = run_point(&mut lab, &mut target, &connect, flows, p, &mut on_step);
         record(&mut m.runs[i], r, &dir, &label, opts, &mut outcome)?;
         m.updated_at = crate::units::rfc3339_now();

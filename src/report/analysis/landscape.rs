@@ -114,6 +114,9 @@ pub fn build(loaded: &Loaded) -> Landscape {
         .manifest
         .points
         .iter()
+        // A point this host could not run is said in a key point
+        // (keypoints::unavailable), not drawn as a gap.
+        .filter(|p| !unavailable(&loaded.manifest, &p.id))
         .flat_map(|p| {
             let results: Vec<TestResult> = loaded
                 .results
@@ -193,6 +196,12 @@ pub fn build(loaded: &Loaded) -> Landscape {
         window_rtt,
         model_note,
     }
+}
+
+/// Every run of point `id` was found not runnable on its host.
+pub fn unavailable(m: &crate::study::folder::Manifest, id: &str) -> bool {
+    let mut runs = m.runs.iter().filter(|r| r.point == id).peekable();
+    runs.peek().is_some() && runs.all(|r| r.status == crate::model::result::Status::Unavailable)
 }
 
 /// A table of strings, rendered by each output format.

@@ -434,6 +434,9 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         description: study.description.clone(),
         details,
         commands,
-        key_points: keypoints::derive(land),
+        key_points: keypoints::unavailable(m)
+            .into_iter()
+            .chain(keypoints::derive(land))
+            .collect(),
     }
 }

@@ -4,6 +4,41 @@
 use super::shared::KeyPoint;
 use crate::report::analysis::landscape::Landscape;
 
+/// Points this host could not run (a congestion control its kernel
+/// lacks), grouped by reason: the study went on without them.
+pub fn unavailable(m: &crate::study::folder::Manifest) -> Vec<KeyPoint> {
+    let mut by_reason: Vec<(String, Vec<String>)> = Vec::new();
+    for p in &m.points {
+        if !crate::report::analysis::landscape::unavailable(m, &p.id) {
+            continue;
+        }
+        let why = m
+            .runs
+            .iter()
+            .find(|r| r.point == p.id)
+            .and_then(|r| r.error.clone())
+            .unwrap_or_default();
+        match by_reason.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, labels)) => labels.push(p.label()),
+            None => by_reason.push((why, vec![p.label()])),
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, labels)| KeyPoint {
+            rule: "unavailable",
+            text: format!(
+                "{} point{} could not run on this host: {why}. Not run: {}{}.",
+                labels.len(),
+                if labels.len() == 1 { "" } else { "s" },
+                labels.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+                if labels.len() > 4 { ", ..." } else { "" }
+            ),
+            advice: "Run the study on a kernel that has it (the points are in the study's file); the others are measured.".into(),
+        })
+        .collect()
+}
+
 /// Points without a result, or with a partial one.
 pub fn missing(l: &Landscape) -> Vec<KeyPoint> {
     let none: Vec<String> = l

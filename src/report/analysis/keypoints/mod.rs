@@ -46,6 +46,7 @@ pub use self::tunnel::tunnel_cost;
 pub use self::udp::{udp_batching, udp_receiver_drops};
 pub use self::window::{model_mismatch, window_not_proportional, window_or_rate_bound};
 
+pub use self::evidence::unavailable;
 use crate::report::analysis::landscape::Landscape;
 
 /// Every rule, in the order the report lists them.

@@ -1,0 +1,93 @@
+//! Points a study may list that this host cannot run, found before they
+//! run: a congestion control the kernel was built without (seed 002 names
+//! BIC, HighSpeed and Scalable TCP; most distribution kernels have them as
+//! modules, a minimal VM kernel has only reno, cubic and bbr). Such a
+//! point is recorded as not available here, with the reason, and the study
+//! goes on: the report says which were missing instead of stopping at the
+//! first.
+
+use crate::model::spec::TestSpec;
+
+const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+
+/// Why `spec` cannot run on this host, or None. `local`: its sockets are
+/// this kernel's (a study's lab, or loopback with the local agent); on
+/// other hosts their agents judge.
+pub fn missing_here(spec: &TestSpec, local: bool) -> Option<String> {
+    if !local {
+        return None;
+    }
+    let lab_cc = spec.lab.as_ref().and_then(|l| l.cc.as_deref());
+    [lab_cc, spec.cc.as_deref()]
+        .into_iter()
+        .flatten()
+        .find_map(|cc| cc_missing(cc, &read_available()))
+}
+
+fn read_available() -> String {
+    std::fs::read_to_string(AVAILABLE).unwrap_or_default()
+}
+
+/// None when the kernel offers `cc` (after loading its module where it is
+/// one); else the reason, naming the kernel option that builds it.
+fn cc_missing(cc: &str, available: &str) -> Option<String> {
+    if offers(available, cc) {
+        return None;
+    }
+    // A module not loaded yet: the kernel would load it on first use by a
+    // privileged process; load it now so the check is exact.
+    let loaded = std::process::Command::new("modprobe")
+        .args(["-q", &format!("tcp_{cc}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if loaded && offers(&read_available(), cc) {
+        return None;
+    }
+    Some(format!(
+        "this kernel has no {cc} congestion control (it offers {}; {cc} needs {} or the tcp_{cc} module)",
+        available.trim(),
+        config_option(cc)
+    ))
+}
+
+fn offers(available: &str, cc: &str) -> bool {
+    available.split_whitespace().any(|c| c == cc)
+}
+
+/// The kernel build option of a congestion control module.
+fn config_option(cc: &str) -> String {
+    let name = match cc {
+        "highspeed" => "HSTCP".to_string(),
+        other => other.to_ascii_uppercase(),
+    };
+    format!("CONFIG_TCP_CONG_{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_congestion_control_names_what_the_kernel_offers_and_needs() {
+        let why = cc_missing("no-such-cc", "reno cubic bbr").unwrap();
+        assert!(why.contains("offers reno cubic bbr"), "{why}");
+        assert!(why.contains("CONFIG_TCP_CONG_NO-SUCH-CC"), "{why}");
+        assert_eq!(config_option("highspeed"), "CONFIG_TCP_CONG_HSTCP");
+        assert!(cc_missing("cubic", "reno cubic bbr").is_none());
+        // The host's own: every Linux kernel has reno.
+        assert!(cc_missing("reno", &read_available()).is_none());
+    }
+
+    #[test]
+    fn only_this_hosts_points_are_judged() {
+        let mut spec = TestSpec {
+            cc: Some("no-such-cc".into()),
+            ..Default::default()
+        };
+        assert!(missing_here(&spec, true).is_some());
+        assert!(missing_here(&spec, false).is_none());
+        spec.cc = None;
+        assert!(missing_here(&spec, true).is_none());
+    }
+}
