@@ -780,6 +780,77 @@ fn ctrl_c_ends_a_study_and_takes_its_lab_down() {
     assert!(!namespaces().contains(&name), "{}", namespaces());
 }
 
+/// net.core.netdev_max_backlog (seed 003's device queue) has no copy in a
+/// network namespace: a study's lab sets the host's for the points that
+/// set it, and puts the old value back.
+#[test]
+fn a_host_wide_sysctl_axis_is_set_on_the_host_and_put_back() {
+    let Some(_s) = measuring() else { return };
+    const KEY: &str = "/proc/sys/net/core/netdev_max_backlog";
+    let before = std::fs::read_to_string(KEY).unwrap().trim().to_string();
+    let want = if before == "1234" { "1235" } else { "1234" };
+    let file = tmp("backlog.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+title = "backlog"
+description = "the host's receive backlog as an axis"
+[lab]
+rate = "1gbit"
+rtt = "1ms"
+[test]
+workload = "stream"
+duration = "2s"
+[sweep]
+sysctl."net.core.netdev_max_backlog" = ["{want}"]
+flows = [1, 2]
+[[plot]]
+x = "flows"
+y = "throughput_bps"
+"#
+        ),
+    )
+    .unwrap();
+    let out = tmp("backlog-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let study = spawn(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let mut seen = false;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(KEY).unwrap().trim() == want {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = wait(study, Duration::from_secs(120));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(seen, "the host's backlog was never {want}");
+    assert!(
+        stderr(&o).contains("is the host's, not a namespace's"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(KEY).unwrap().trim(),
+        before,
+        "put back"
+    );
+    let dir = first_dir(&out);
+    let r = json(&dir.join(format!(
+        "points/sysctl.net.core.netdev-max-backlog-{want}_flows-2.r1.json"
+    )));
+    assert_eq!(r["spec"]["sysctl"]["net.core.netdev_max_backlog"], want);
+    assert!(f(&r["summary"]["throughput_bps"]) > 1e8);
+}
+
 /// A congestion control the kernel lacks (seed 002 lists BIC, HS-TCP and
 /// Scalable TCP; this kind of VM kernel has only reno, cubic and bbr) is
 /// not run: the study goes on with the rest and its report says which and

@@ -48,6 +48,10 @@ pub struct ServeConfig {
     /// Tests may set sysctls (net.*) on this host (root): journaled, put
     /// back after the test, on SIGINT/SIGTERM, or at the next start.
     pub allow_sysctl: bool,
+    /// Started inside a lab's namespace (`serve --netns`): a sysctl the
+    /// namespace lacks (net.core.netdev_max_backlog) is the host's, which
+    /// the lab's owner sets; the agent leaves it to it.
+    pub in_lab: bool,
     /// The port of the companion agent with the other crypto-hardware
     /// setting (announced in the hello, so a controller can run a test
     /// with `--crypto-hw off` there: the libraries read the mask once per

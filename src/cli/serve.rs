@@ -153,6 +153,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         data_netns: args.data_netns,
         quiet: args.quiet,
         allow_sysctl: args.allow_sysctl,
+        in_lab: args.netns.is_some(),
         allow_nic: args.allow_nic,
     };
     let served = agent::serve_on(listener, cfg).map_err(Error::from);

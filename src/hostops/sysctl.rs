@@ -21,6 +21,12 @@ fn proc_path(key: &str) -> String {
     format!("/proc/sys/{}", key.replace('.', "/"))
 }
 
+/// Whether this network namespace has sysctl `key` (a namespace has no
+/// net.core.netdev_max_backlog: that one is the host's).
+pub fn in_this_namespace(key: &str) -> bool {
+    std::path::Path::new(&proc_path(key)).exists()
+}
+
 fn read(key: &str) -> Result<String, OpsError> {
     std::fs::read_to_string(proc_path(key))
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))

@@ -40,8 +40,20 @@ fn open(name: &str) -> Result<File, LabError> {
     })
 }
 
+/// The namespace this process started in, opened before any thread of it
+/// left it (every move goes through `enter`, and the first one is made by
+/// a thread still at home). Init's (/proc/1/ns/net) may be out of reach in
+/// a container.
+static HOME: std::sync::OnceLock<Option<File>> = std::sync::OnceLock::new();
+
+fn home() -> Option<&'static File> {
+    HOME.get_or_init(|| File::open("/proc/thread-self/ns/net").ok())
+        .as_ref()
+}
+
 /// Moves the calling thread into namespace `name`.
 pub fn enter(name: &str) -> Result<(), LabError> {
+    home();
     let f = open(name)?;
     // SAFETY: setns on a valid namespace descriptor; affects only this thread.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
@@ -62,6 +74,32 @@ pub fn run_in<T: Send + 'static>(
     let name = name.to_string();
     std::thread::spawn(move || {
         enter(&name)?;
+        f()
+    })
+    .join()
+    .map_err(|_| LabError::ThreadPanicked)?
+}
+
+/// Runs `f` on a new thread in the namespace the process started in (the
+/// host's): the controller's own threads may sit in a lab's client
+/// namespace, where /proc/sys/net shows that namespace's sysctls.
+pub fn run_in_host<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, LabError> + Send + 'static,
+) -> Result<T, LabError> {
+    const HOST: &str = "the process's first network namespace";
+    let ns = home();
+    std::thread::spawn(move || {
+        let ns = ns.ok_or_else(|| LabError::Namespace {
+            name: HOST.into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+        // SAFETY: setns on a valid namespace descriptor; affects only this thread.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(LabError::Enter {
+                name: HOST.into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
         f()
     })
     .join()

@@ -108,6 +108,9 @@ struct StudyLab {
     /// Sysctls a point changed: their values before the first change, put
     /// back for a point that does not set them.
     saved: std::collections::BTreeMap<String, Vec<(String, String)>>,
+    /// Host-wide sysctls a point changed (see `host_sysctl`): their values
+    /// before, put back for a point that does not set them and at the end.
+    host_saved: std::collections::BTreeMap<String, String>,
     quiet: bool,
 }
 
@@ -137,6 +140,7 @@ impl StudyLab {
             lab,
             cfg: cfg.clone(),
             saved: Default::default(),
+            host_saved: Default::default(),
             quiet,
         };
         let c = l.calibrate()?;
@@ -197,8 +201,8 @@ impl StudyLab {
         want: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), StudyError> {
         use crate::lab::netns;
-        let st = &self.lab.state;
-        let hosts = st.host_namespaces();
+        let hosts = self.lab.state.host_namespaces();
+        let router = self.lab.state.router_ns.clone();
         let restore: Vec<String> = self
             .saved
             .keys()
@@ -210,10 +214,29 @@ impl StudyLab {
                 netns::sysctls(&ns, &[(k.as_str(), v)])?;
             }
         }
+        self.restore_host(Some(want));
         for (k, v) in want {
+            if host_wide(&router, k) {
+                let before = host_sysctl(k, None).map_err(|source| StudyError::Sysctl {
+                    key: k.clone(),
+                    source,
+                })?;
+                if !self.host_saved.contains_key(k) {
+                    if !self.quiet {
+                        eprintln!(
+                            "sysctl {k} is the host's, not a namespace's: set on this host for the points that set it (was {before}), put back after"
+                        );
+                    }
+                    self.host_saved.insert(k.clone(), before);
+                }
+                host_sysctl(k, Some(v.clone())).map_err(|source| StudyError::Sysctl {
+                    key: k.clone(),
+                    source,
+                })?;
+                continue;
+            }
             // The router's namespace is not set: if its value moves too,
             // the sysctl is the host's, not the namespace's.
-            let router = st.router_ns.clone();
             let host_before = netns::sysctl(&router, k).map_err(|source| StudyError::Sysctl {
                 key: k.clone(),
                 source,
@@ -238,6 +261,58 @@ impl StudyLab {
             }
         }
         Ok(())
+    }
+}
+
+/// Reads a host-wide sysctl, after writing `set` to it when given.
+fn host_sysctl(key: &str, set: Option<String>) -> Result<String, crate::lab::LabError> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    crate::lab::netns::run_in_host(move || {
+        let err = |source| crate::lab::LabError::ReadSysctl {
+            path: path.clone(),
+            source,
+        };
+        if let Some(v) = set {
+            std::fs::write(&path, v).map_err(err)?;
+        }
+        std::fs::read_to_string(&path)
+            .map(|s| s.trim().to_string())
+            .map_err(err)
+    })
+}
+
+/// A `net.core` sysctl that network namespaces do not have, only the host
+/// (netdev_max_backlog, the receive backlog seed 003 tunes): the lab's
+/// namespaces share the host's, so a study's own lab sets it there.
+fn host_wide(router_ns: &str, key: &str) -> bool {
+    key.starts_with("net.core.")
+        && crate::lab::netns::sysctl(router_ns, key).is_err()
+        && host_sysctl(key, None).is_ok()
+}
+
+impl StudyLab {
+    /// Puts back the host-wide sysctls `keep` does not set (all of them
+    /// with None); an error is said, not raised: the next point or the
+    /// study's end tries again.
+    fn restore_host(&mut self, keep: Option<&std::collections::BTreeMap<String, String>>) {
+        let keys: Vec<String> = self
+            .host_saved
+            .keys()
+            .filter(|k| keep.is_none_or(|w| !w.contains_key(*k)))
+            .cloned()
+            .collect();
+        for k in keys {
+            let v = self.host_saved.remove(&k).expect("listed");
+            if let Err(e) = host_sysctl(&k, Some(v.clone())) {
+                eprintln!("cannot put back the host's {k} = {v}: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for StudyLab {
+    fn drop(&mut self) {
+        self.restore_host(None);
     }
 }
 

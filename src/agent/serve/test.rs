@@ -296,7 +296,11 @@ fn change_host(
             "this agent does not change sysctls: start one with `sudo linerate serve --allow-sysctl` and give it with --agent".into(),
         );
     } else {
-        match crate::hostops::sysctl::apply(&spec.sysctl).map_err(|e| e.to_string()) {
+        let mut want = spec.sysctl.clone();
+        if sh.cfg.in_lab {
+            want.retain(|k, _| crate::hostops::sysctl::in_this_namespace(k));
+        }
+        match crate::hostops::sysctl::apply(&want).map_err(|e| e.to_string()) {
             Ok(a) => Some(a),
             Err(e) => return refuse(stream, ErrorCode::SetupFailed, e),
         }
