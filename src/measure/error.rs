@@ -53,17 +53,6 @@ pub enum CipherError {
     /// aws-lc-rs refused to make a key, or to sign (it says no more).
     #[error("{0}")]
     Library(aws_lc_rs::error::Unspecified),
-    #[cfg(feature = "openssl")]
-    #[error("{0}")]
-    Openssl(openssl::error::ErrorStack),
-    #[cfg(feature = "openssl")]
-    #[error("OpenSSL has no DES-EDE3-CBC here: {0}")]
-    NoTdes(openssl::error::ErrorStack),
-    #[cfg(not(feature = "openssl"))]
-    #[error(
-        "aws-lc-rs has no 3DES; build linerate with --features openssl to measure it with OpenSSL"
-    )]
-    TdesNeedsOpenssl,
     #[error("unknown to this build ({0})")]
     Unknown(String),
     /// An operation failed while it was being timed.

@@ -10,21 +10,25 @@ use super::error::Invalid;
 /// The algorithms a `cipher` point may name, bulk ciphers first (a TLS
 /// record sealed: AEAD, or CBC encryption plus its HMAC), then
 /// signatures (a TLS server signs once per full handshake, the client
-/// verifies). 3DES needs the `openssl` feature: aws-lc-rs has none.
+/// verifies), then plain hashes (seed 003's CPACF SHA).
 pub const ALGORITHMS: &[&str] = &[
     "aes128-gcm",
     "aes256-gcm",
     "chacha20-poly1305",
     "aes128-cbc-hmac-sha1",
     "aes128-cbc-hmac-sha256",
+    "aes192-cbc-hmac-sha256",
     "aes256-cbc-hmac-sha256",
     "3des-cbc-hmac-sha1",
+    "des-cbc-hmac-sha1",
     "rsa2048-sign",
     "rsa2048-verify",
     "rsa4096-sign",
     "rsa4096-verify",
     "ecdsa-p256-sign",
     "ecdsa-p256-verify",
+    "sha1",
+    "sha256",
 ];
 
 /// The record size when none is given: TLS's largest record.

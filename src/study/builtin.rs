@@ -227,4 +227,22 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn every_builtin_lab_study_runs_without_its_lab() {
+        let o = crate::study::overrides::Overrides {
+            no_lab: true,
+            ..Default::default()
+        };
+        for b in BUILTIN {
+            if !b.text.contains("\n[lab]") {
+                continue;
+            }
+            let (t, _) = o.apply(b.text, b.name).unwrap();
+            let s = Study::parse(&t, b.name, b.name)
+                .and_then(crate::study::sweep::checked)
+                .unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert!(s.lab.is_none());
+        }
+    }
 }

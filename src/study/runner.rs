@@ -539,6 +539,37 @@ fn record(
     Ok(())
 }
 
+/// The first Ctrl-C ends the study after the running test (the manifest
+/// and the report are still written); a second one ends it at once.
+/// SIGTERM (timeout, a service manager) ends the running test at once, and
+/// the study with it; either way the lab is taken down. Set before the lab
+/// comes up, so a signal during its setup takes it down too.
+fn stop_on_signals() {
+    signals::on_signals(&[libc::SIGINT], true);
+    signals::on_terminate();
+}
+
+/// A point this host cannot run (on this kernel's sockets: a lab, or
+/// loopback) is recorded as such, and the study goes on; true if so.
+fn unavailable(
+    rec: &mut RunRecord,
+    spec: &crate::model::spec::TestSpec,
+    connect: &ConnectArgs,
+    label: &str,
+    quiet: bool,
+) -> bool {
+    let local = connect.agent.is_none() && connect.hosts.is_none();
+    let Some(why) = crate::study::available::missing_here(spec, local) else {
+        return false;
+    };
+    if !quiet {
+        eprintln!("{label}: not available here: {why}");
+    }
+    rec.status = Status::Unavailable;
+    rec.error = Some(why);
+    true
+}
+
 /// Runs one point where it belongs: in the study's own lab (which first
 /// follows the point's lab settings, then loads its firewall and sets its
 /// NIC settings), in a lab given with --lab (its NIC settings), or on the
@@ -639,13 +670,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         folder::write_json(&folder::manifest_path(&dir), &m)?;
         return Ok(outcome);
     }
-    // The first Ctrl-C ends the study after the running test (the manifest
-    // and the report are still written); a second one ends it at once.
-    // SIGTERM (timeout, a service manager) ends the running test at once,
-    // and the study with it; either way the lab is taken down. Set before
-    // the lab comes up, so a signal during its setup takes it down too.
-    signals::on_signals(&[libc::SIGINT], true);
-    signals::on_terminate();
+    stop_on_signals();
     let mut lab = match StudyLab::up(study, opts.quiet) {
         Ok(l) => l,
         Err(e) => {
@@ -720,15 +745,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 eprintln!("{label}: {}", st.line());
             }
         };
-        // This kernel's sockets (a lab, loopback): a point it cannot run
-        // is recorded as such, and the study goes on.
-        let local = connect.agent.is_none() && connect.hosts.is_none();
-        if let Some(why) = crate::study::available::missing_here(&point.spec, local) {
-            if !opts.quiet {
-                eprintln!("{label}: not available here: {why}");
-            }
-            m.runs[i].status = Status::Unavailable;
-            m.runs[i].error = Some(why);
+        if unavailable(&mut m.runs[i], &point.spec, &connect, &label, opts.quiet) {
             folder::write_json(&folder::manifest_path(&dir), &m)
                 .map_err(|e| stopped_failure(&dir, &e.to_string()))?;
             continue;

@@ -41,7 +41,7 @@ pub use self::scp::{scp_channel_window, scp_login};
 pub use self::security::security_state;
 pub use self::shared::{KeyPoint, MODEL_TOLERANCE};
 pub use self::throughput::{scaling_peak, streams_to_line_rate};
-pub use self::tls::{crypto_hw_saving, tls_cost};
+pub use self::tls::{crypto_accelerator, crypto_hw_saving, tls_cost};
 pub use self::tunnel::tunnel_cost;
 pub use self::udp::{udp_batching, udp_receiver_drops};
 pub use self::window::{model_mismatch, window_not_proportional, window_or_rate_bound};
@@ -72,6 +72,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         kv_saturation,
         kv_cost,
         crypto_hw_saving,
+        crypto_accelerator,
         tail_latency,
         tail_source,
         capacity,

@@ -245,3 +245,86 @@ pub fn crypto_hw_saving(l: &Landscape) -> Vec<KeyPoint> {
     }
     out
 }
+
+/// Where the seeds offloaded crypto to a card (seed 003's Crypto Express2
+/// for RSA handshakes, CPACF on the z CPU for ciphers), linerate computes
+/// every handshake, signature and record on the CPU: a report of crypto
+/// points says so, so nobody reads its figures as the accelerated ones.
+pub fn crypto_accelerator(l: &Landscape) -> Vec<KeyPoint> {
+    let crypto: Vec<&crate::model::spec::TestSpec> = l
+        .rows
+        .iter()
+        .map(|r| &r.point.spec)
+        .filter(|s| s.tls.is_some() || s.cipher.is_some())
+        .collect();
+    if crypto.is_empty() {
+        return Vec::new();
+    }
+    let on = crypto.iter().any(|s| s.crypto_hw);
+    let off = crypto.iter().any(|s| !s.crypto_hw);
+    let instructions = match (on, off) {
+        (true, true) => {
+            "with the CPU's crypto instructions (AES-NI, PCLMULQDQ, SHA) and with them masked"
+        }
+        (true, false) => "with the CPU's crypto instructions (AES-NI, PCLMULQDQ, SHA)",
+        _ => "with the CPU's crypto instructions masked (software only)",
+    };
+    vec![KeyPoint {
+        rule: "crypto_accelerator",
+        text: format!(
+            "No crypto accelerator was used: every handshake, signature and record here was computed by the CPU, {instructions}. The seeds' accelerator cards (Crypto Express2/CEX2A for RSA) have no counterpart on this host; these figures are the software side of that comparison."
+        ),
+        advice: "With an accelerator (a QAT card, for example) measure through a TLS library built to use it; linerate loads no engine or provider.".into(),
+    }]
+}
+
+#[cfg(test)]
+mod accelerator_tests {
+    use super::crypto_accelerator;
+    use crate::model::spec::TestSpec;
+    use crate::report::analysis::landscape::{Landscape, Row};
+
+    fn land(specs: Vec<TestSpec>) -> Landscape {
+        let rows = specs
+            .into_iter()
+            .map(|spec| Row {
+                point: crate::study::sweep::Point {
+                    index: 0,
+                    id: "p".into(),
+                    params: Vec::new(),
+                    spec,
+                    confidence: Default::default(),
+                    groups: Vec::new(),
+                },
+                results: Vec::new(),
+                values: Default::default(),
+            })
+            .collect();
+        Landscape {
+            rows,
+            dims: Vec::new(),
+            line_rate_bps: None,
+            line_rate_note: None,
+            line_rate_measured: false,
+            threshold: 0.9,
+            window_rtt: false,
+            model_note: None,
+        }
+    }
+
+    #[test]
+    fn crypto_points_say_no_accelerator_was_used_and_clear_ones_do_not() {
+        assert!(crypto_accelerator(&land(vec![TestSpec::default()])).is_empty());
+        let cipher = |hw: bool| TestSpec {
+            cipher: Some(Default::default()),
+            crypto_hw: hw,
+            ..Default::default()
+        };
+        let k = crypto_accelerator(&land(vec![cipher(true)]));
+        assert_eq!(k.len(), 1);
+        assert!(k[0].text.contains("No crypto accelerator"), "{}", k[0].text);
+        assert!(!k[0].text.contains("masked"), "{}", k[0].text);
+        let k = crypto_accelerator(&land(vec![cipher(true), cipher(false)]));
+        assert!(k[0].text.contains("and with them masked"), "{}", k[0].text);
+    }
+}
