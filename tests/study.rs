@@ -946,6 +946,8 @@ fn seed_lab_studies_run_to_the_end() {
         quick,
     );
     let p = json(&dir.join("points/direction-rx_ports-2.r1.json"));
+    // Flows per port: two ports, twice the one port's flows.
+    assert_eq!(u(&p["spec"]["flows"]), 4, "{}", p["spec"]);
     let per: Vec<_> = p["hosts"]
         .as_array()
         .unwrap()
