@@ -145,13 +145,13 @@ overview = "ports"
 ports = 2
 [test]
 workload = "stream"
-flows = 4
+flows_per_port = 2
 duration = "1s"
 warmup = "0.5s"
 [sweep]
 ports = [1, 2]
 [[table]]
-columns = ["throughput_bps"]
+columns = ["throughput_bps", "agent_cpu_pct"]
 "#;
 
 #[test]
@@ -177,10 +177,24 @@ fn the_ports_axis_spreads_flows_and_the_report_shows_each_address() {
     };
     assert_eq!(addrs(&one), ["198.18.1.1"]);
     assert_eq!(addrs(&two), ["198.18.1.1", "198.19.1.1"]);
+    // Two flows per port: the load grows with the ports.
+    assert_eq!(u(&one["spec"]["flows"]), 2);
+    assert_eq!(u(&two["spec"]["flows"]), 4);
+    let per: Vec<usize> = two["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["per_address"].as_array())
+        .flatten()
+        .map(|a| a["flows"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(per, [2, 2], "{}", two["hosts"]);
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("Ports: each server data address"), "{md}");
     assert!(md.contains("198.19.1.1"), "{md}");
     assert!(md.contains("Overview: each ports against ports=1"), "{md}");
+    // The server's CPU has its column.
+    assert!(md.contains("Agent process CPU"), "{md}");
     assert!(!namespaces().contains("lr-st-"), "{}", namespaces());
 }
 

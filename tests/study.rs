@@ -605,8 +605,7 @@ const BUILTIN: &[&str] = &[
     "seed002-offloads-zerocopy",
     "seed002-congestion-control",
     "seed003-awm",
-    "seed003-awm-mtu",
-    "seed003-link-mtu",
+    "seed003-awm-links",
     "seed003-window-sessions",
     "seed003-firewall",
     "seed003-large-mtu",
@@ -776,7 +775,42 @@ fn lab_builtin_studies_run_to_the_end() {
         eprintln!("skipped: lab studies need root (CI runs as root)");
         return;
     }
-    runs_to_the_end("seed003-awm-mtu", None);
+    // seed003-awm-links cut to 20 points: veth and macvlan, 1 and 10
+    // Gbit/s, MTU 8992, the five AWM tests. Its old names find it.
+    for old in ["seed003-awm-mtu", "seed003-link-mtu"] {
+        let o = run_str(&format!("study show {old}"), LIMIT);
+        ok(&o);
+        assert!(
+            stdout(&o).contains("by connection type, 1 vs 10 GbE"),
+            "{old}"
+        );
+    }
+    let dir = cut_and_run(
+        "seed003-awm-links",
+        &[
+            (
+                r#"lab.link = ["veth", "bridge", "macvlan"]"#,
+                r#"lab.link = ["veth", "macvlan"]"#,
+            ),
+            ("lab.mtu = [1492, 8992]", "lab.mtu = [8992]"),
+        ],
+        "-d 0.3 --warmup 0.2 -i 0.1",
+    );
+    let p =
+        json(&dir.join("points/RR-200-32k_lab.link-macvlan_lab.rate-10gbit_lab.mtu-8992.r1.json"));
+    assert_eq!(p["lab"]["spec"]["link"], "macvlan", "{}", p["lab"]["spec"]);
+    assert_eq!(f(&p["lab"]["spec"]["links"][0]["rate_bps"]), 10e9);
+    assert_eq!(u(&p["lab"]["spec"]["mtu"]), 8992);
+    assert_eq!(u(&p["spec"]["flows"]), 10);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    // The seed's overview: each setting against the first, by test.
+    assert!(md.contains("Overview by case: Transactions"), "{md}");
+    assert!(
+        md.contains("| setting | RR 200/1000 | RR 200/32k | CRR 64/8k | stream put 20M/20 | stream get 20/20M | all |"),
+        "{md}"
+    );
+    assert!(md.contains("| lab.rate=10gbit / lab.rate=1gbit |"), "{md}");
+    assert!(md.contains("| lab.link=macvlan / lab.link=veth |"), "{md}");
     // Its old name still finds it.
     let o = run_str("study show wan-window", LIMIT);
     ok(&o);
@@ -946,6 +980,8 @@ fn seed_lab_studies_run_to_the_end() {
         quick,
     );
     let p = json(&dir.join("points/direction-rx_ports-2.r1.json"));
+    // Flows per port: two ports, twice the one port's flows.
+    assert_eq!(u(&p["spec"]["flows"]), 4, "{}", p["spec"]);
     let per: Vec<_> = p["hosts"]
         .as_array()
         .unwrap()

@@ -282,6 +282,10 @@ pub struct TestOptions {
     /// go round robin over them.
     #[arg(long, value_name = "N")]
     pub ports: Option<u32>,
+    /// With --ports N: N x this many flows, so the load grows with the
+    /// ports (seed 002 ran 64 threads per port); instead of --flows.
+    #[arg(long, value_name = "F")]
+    pub flows_per_port: Option<u32>,
     /// Studies with a [lab]: rules that never match loaded in the server's
     /// namespace for this point, and connection tracking on or off (swept
     /// as `firewall.rules`, `firewall.conntrack`).
@@ -423,6 +427,8 @@ impl TestOptions {
     /// request/response UDP wait for their peer and keep a worker per flow.
     pub fn build_for(&self, facts: &KindFacts, local_agent: bool) -> Result<TestSpec, Invalid> {
         let mut o = self.clone();
+        o.flows = o.flows_for_ports()?;
+        o.flows_per_port = None;
         if local_agent
             && facts.unpaced_sender
             && o.rate.is_none()
@@ -586,6 +592,27 @@ impl TestOptions {
         self.resolve_defaults(&mut spec, facts);
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// The flows asked for: `flows`, or `flows_per_port` times `ports`
+    /// (which it needs, and which `flows` may not join).
+    fn flows_for_ports(&self) -> Result<Option<u32>, Invalid> {
+        let Some(per) = self.flows_per_port else {
+            return Ok(self.flows);
+        };
+        if self.flows.is_some() {
+            return Err(
+                "--flows and --flows-per-port both set the flows: give one (flows = ports x flows-per-port)"
+                    .into(),
+            );
+        }
+        let Some(ports) = self.ports else {
+            return Err("--flows-per-port needs --ports N: the flows are N x its value".into());
+        };
+        if per == 0 {
+            return Err("--flows-per-port must be at least 1".into());
+        }
+        Ok(Some(ports.saturating_mul(per)))
     }
 
     /// Options that a test of `workload` cannot take whatever else is set:

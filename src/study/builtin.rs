@@ -54,8 +54,11 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("seed002-offloads-zerocopy", [], ["002.7"]),
     builtin!("seed002-congestion-control", [], ["002.8"]),
     builtin!("seed003-awm", ["awm"], ["003.2"]),
-    builtin!("seed003-awm-mtu", ["awm-mtu"], ["003.2"]),
-    builtin!("seed003-link-mtu", [], ["003.2"]),
+    builtin!(
+        "seed003-awm-links",
+        ["seed003-awm-mtu", "awm-mtu", "seed003-link-mtu"],
+        ["003.2"]
+    ),
     builtin!("seed003-window-sessions", [], ["003.3"]),
     builtin!("seed003-firewall", [], ["003.5"]),
     builtin!("seed003-large-mtu", [], ["003.6"]),
@@ -198,7 +201,10 @@ mod tests {
     fn old_names_find_the_renamed_studies() {
         let s = get("wan-window").unwrap().unwrap();
         assert_eq!(s.name, "seed000-scp-window");
-        assert_eq!(find("awm-mtu").unwrap().name, "seed003-awm-mtu");
+        // seed003-awm-mtu and seed003-link-mtu became seed003-awm-links.
+        for old in ["awm-mtu", "seed003-awm-mtu", "seed003-link-mtu"] {
+            assert_eq!(find(old).unwrap().name, "seed003-awm-links", "{old}");
+        }
         assert!(find("no-such-study").is_none());
     }
 

@@ -500,3 +500,29 @@ fn sweep_values_and_study_tables_become_the_spec_s_nic_table() {
         .to_string()
         .contains("nic.gro"));
 }
+
+#[test]
+fn flows_per_port_grows_the_flows_with_the_ports() {
+    let o: TestOptions = toml::from_str("ports = 3\nflows_per_port = 4").unwrap();
+    let s = crate::workload::build(&o, false).unwrap();
+    assert_eq!((s.flows, s.ports), (12, Some(3)));
+    // On the command line too.
+    let r =
+        Run::try_parse_from(["run", "stream", "--ports", "2", "--flows-per-port", "5"]).unwrap();
+    assert_eq!(crate::workload::build(&r.opts, true).unwrap().flows, 10);
+    // A sweep's ports over a base test's flows per port.
+    let base: TestOptions = toml::from_str("flows_per_port = 4").unwrap();
+    let point: TestOptions = toml::from_str("ports = 2").unwrap();
+    let s = crate::workload::build(&base.overlay(&point), false).unwrap();
+    assert_eq!(s.flows, 8);
+    for (bad, says) in [
+        ("flows_per_port = 4", "needs --ports"),
+        ("ports = 2\nflows_per_port = 4\nflows = 8", "give one"),
+        ("ports = 2\nflows_per_port = 0", "at least 1"),
+    ] {
+        let o: TestOptions = toml::from_str(bad).unwrap();
+        let e = crate::workload::build(&o, false).unwrap_err();
+        assert!(e.0.contains(says), "{bad}: {}", e.0);
+    }
+    assert!(axis_keys().iter().any(|k| k == "flows_per_port"));
+}
