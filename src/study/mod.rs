@@ -8,6 +8,8 @@ pub mod folder;
 pub mod labnic;
 pub mod overrides;
 pub mod runner;
+#[cfg(test)]
+mod seedrows;
 pub mod sweep;
 
 pub use error::StudyError;
