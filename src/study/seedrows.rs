@@ -125,12 +125,12 @@ const ROWS: &[Row] = &[
     },
     Row {
         id: "002.1",
-        status: Status::Partly,
+        status: Status::Runs,
         studies: &["seed002-ports"],
         axes: &["ports", "direction"],
-        points: &[("ports", "1"), ("ports", "4")],
+        points: &[("ports", "1"), ("ports", "4"), ("direction", "rx")],
         workloads: &["stream"],
-        metrics: &["throughput_bps", "client_host_cpu_pct"],
+        metrics: &["throughput_bps", "agent_cpu_pct", "agent_host_cpu_pct"],
         ..NONE
     },
     Row {
@@ -193,10 +193,16 @@ const ROWS: &[Row] = &[
     },
     Row {
         id: "002.8",
-        status: Status::Partly,
+        status: Status::Runs,
         studies: &["seed002-congestion-control"],
         axes: &["lab.cc", "rtt", "lab.loss"],
-        points: &[("lab.cc", "reno"), ("lab.loss", "0%")],
+        points: &[
+            ("lab.cc", "reno"),
+            ("lab.cc", "bic"),
+            ("lab.cc", "highspeed"),
+            ("lab.cc", "scalable"),
+            ("lab.loss", "0%"),
+        ],
         workloads: &["stream"],
         metrics: &["throughput_bps"],
         ..NONE
@@ -235,24 +241,33 @@ const ROWS: &[Row] = &[
     },
     Row {
         id: "003.2",
-        status: Status::Partly,
-        studies: &["seed003-awm", "seed003-awm-mtu", "seed003-link-mtu"],
-        axes: &["case", "lab.mtu", "lab.link"],
+        status: Status::Substituted,
+        studies: &["seed003-awm", "seed003-awm-links"],
+        axes: &["case", "lab.mtu", "lab.link", "lab.rate"],
         points: &[
             ("lab.mtu", "1492"),
             ("lab.mtu", "8992"),
+            ("lab.rate", "1gbit"),
+            ("lab.rate", "10gbit"),
+            ("lab.link", "bridge"),
             ("case", "CRR 64/8k"),
+            ("case", "stream get 20/20M"),
         ],
         workloads: &["rr", "crr", "stream"],
         metrics: &["transactions_per_s", "agent_us_per_tx"],
-        ..NONE
+        stand_in: Some("macvlan"),
     },
     Row {
         id: "003.3",
-        status: Status::Partly,
+        status: Status::Runs,
         studies: &["seed003-window-sessions"],
-        axes: &["case", "flows"],
-        points: &[("case", "seed's OSA values"), ("flows", "10")],
+        axes: &["case", "flows", "sysctl.net.core.netdev_max_backlog"],
+        points: &[
+            ("case", "seed's OSA values"),
+            ("flows", "10"),
+            ("sysctl.net.core.netdev_max_backlog", "1000"),
+            ("sysctl.net.core.netdev_max_backlog", "2500"),
+        ],
         workloads: &["stream"],
         metrics: &["throughput_bps"],
         ..NONE
@@ -319,13 +334,21 @@ const ROWS: &[Row] = &[
     },
     Row {
         id: "003.10",
-        status: Status::Partly,
+        status: Status::Substituted,
         studies: &["seed003-ciphers"],
-        axes: &["cipher", "message"],
-        points: &[("cipher", "aes128-gcm"), ("cipher", "aes256-gcm")],
+        axes: &["case", "cipher", "message"],
+        points: &[
+            ("cipher", "aes128-cbc-hmac-sha1"),
+            ("cipher", "aes192-cbc-hmac-sha256"),
+            ("cipher", "aes256-cbc-hmac-sha256"),
+            ("cipher", "des-cbc-hmac-sha1"),
+            ("cipher", "3des-cbc-hmac-sha1"),
+            ("cipher", "sha256"),
+            ("case", "software (masked)"),
+        ],
         workloads: &["cipher"],
         metrics: &["cipher_us_per_kb"],
-        ..NONE
+        stand_in: Some("AES-NI"),
     },
     Row {
         id: "003.11",
