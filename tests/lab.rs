@@ -912,7 +912,7 @@ y = "throughput_bps"
     assert_eq!(status("lab.cc-reno"), "ok", "{m}");
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
-        md.contains("1 point could not run on this host: this kernel has no nosuchcc"),
+        md.contains("1 point could not run here: this kernel has no nosuchcc"),
         "{md}"
     );
     // Not a gap of a stopped study.

@@ -4,7 +4,8 @@
 //! modules, a minimal VM kernel has only reno, cubic and bbr). Such a
 //! point is recorded as not available here, with the reason, and the study
 //! goes on: the report says which were missing instead of stopping at the
-//! first.
+//! first. Likewise a TLS point on the OpenSSL backend (the seeds'
+//! AES-256-CBC) in a build without it.
 
 use crate::model::spec::TestSpec;
 
@@ -14,6 +15,15 @@ const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 /// this kernel's (a study's lab, or loopback with the local agent); on
 /// other hosts their agents judge.
 pub fn missing_here(spec: &TestSpec, local: bool) -> Option<String> {
+    let openssl = spec
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.backend == crate::model::spec::TlsBackend::Openssl);
+    if openssl && !cfg!(feature = "openssl") {
+        return Some(
+            "this linerate was built without the OpenSSL TLS backend (rustls has no CBC suites): build it with `cargo build --release --features openssl` (needs libssl-dev and pkg-config)".into(),
+        );
+    }
     if !local {
         return None;
     }
@@ -77,6 +87,22 @@ mod tests {
         assert!(cc_missing("cubic", "reno cubic bbr").is_none());
         // The host's own: every Linux kernel has reno.
         assert!(cc_missing("reno", &read_available()).is_none());
+    }
+
+    #[test]
+    fn an_openssl_point_runs_only_in_a_build_with_openssl() {
+        let spec = TestSpec {
+            tls: Some(crate::model::spec::TlsSpec {
+                backend: crate::model::spec::TlsBackend::Openssl,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let why = missing_here(&spec, false);
+        assert_eq!(why.is_some(), !cfg!(feature = "openssl"), "{why:?}");
+        if let Some(w) = why {
+            assert!(w.contains("--features openssl"), "{w}");
+        }
     }
 
     #[test]

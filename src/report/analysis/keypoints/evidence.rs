@@ -28,13 +28,13 @@ pub fn unavailable(m: &crate::study::folder::Manifest) -> Vec<KeyPoint> {
         .map(|(why, labels)| KeyPoint {
             rule: "unavailable",
             text: format!(
-                "{} point{} could not run on this host: {why}. Not run: {}{}.",
+                "{} point{} could not run here: {why}. Not run: {}{}.",
                 labels.len(),
                 if labels.len() == 1 { "" } else { "s" },
                 labels.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
                 if labels.len() > 4 { ", ..." } else { "" }
             ),
-            advice: "Run the study on a kernel that has it (the points are in the study's file); the others are measured.".into(),
+            advice: "Run those points where what the reason names is present (they are in the study's file); the others are measured.".into(),
         })
         .collect()
 }
