@@ -653,12 +653,24 @@ fn runs_to_the_end_text(
     let runs = m["runs"].as_array().unwrap();
     assert!(!runs.is_empty());
     for r in runs {
+        // A point this host cannot run (a congestion control or ESP the
+        // kernel lacks) is recorded with why, and the rest run.
+        if r["status"] == "unavailable" {
+            assert!(
+                r["error"].as_str().is_some_and(
+                    |e| e.contains("this kernel has no") || e.contains("built without")
+                ),
+                "{name}: {r}"
+            );
+            continue;
+        }
         assert_eq!(r["status"], "ok", "{name}: {r}");
         assert!(
             dir.join(r["file"].as_str().unwrap()).exists(),
             "{name}: {r}"
         );
     }
+    assert!(runs.iter().any(|r| r["status"] == "ok"), "{name}");
     assert!(dir.join("report.html").exists(), "{name}");
     (dir, stderr(&o))
 }

@@ -27,6 +27,15 @@ pub fn missing_here(spec: &TestSpec, local: bool) -> Option<String> {
     if !local {
         return None;
     }
+    // The seeds' IPsec: ESP where this kernel has it; a study lists its
+    // stand-in (wireguard) beside it.
+    if spec.lab.as_ref().and_then(|l| l.tunnel.as_deref()) == Some("ipsec") {
+        if let Some(why) = crate::lab::tunnel::esp_unavailable() {
+            return Some(format!(
+                "this kernel has no IPsec ESP ({why}); the study's other tunnels stand in"
+            ));
+        }
+    }
     let lab_cc = spec.lab.as_ref().and_then(|l| l.cc.as_deref());
     [lab_cc, spec.cc.as_deref()]
         .into_iter()

@@ -56,6 +56,9 @@ pub struct Models {
     /// handshake + slow start + bytes / min(rate, window / RTT).
     #[serde(default)]
     pub window_rtt: bool,
+    /// A response-time target ("5ms", seed 003's for an emulated database
+    /// request): a key point compares every point's p99 with it.
+    pub latency_target: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -74,6 +77,13 @@ impl Models {
     }
     pub fn threshold(&self) -> f64 {
         self.threshold.unwrap_or(0.9)
+    }
+    /// `latency_target` in seconds (checked when the study is read).
+    pub fn latency_target_s(&self) -> Option<f64> {
+        self.latency_target
+            .as_deref()
+            .and_then(|t| units::parse_duration(t).ok())
+            .map(|d| d.as_secs_f64())
     }
 }
 
@@ -242,6 +252,13 @@ impl Study {
         if let Some(l) = &raw.model.line_rate {
             if l != "best" {
                 units::parse_rate(l).map_err(|e| whole(format!("[model] line_rate: {e}")))?;
+            }
+        }
+        if let Some(t) = &raw.model.latency_target {
+            let d = units::parse_duration(t)
+                .map_err(|e| whole(format!("[model] latency_target: {e}")))?;
+            if d.is_zero() {
+                return Err(whole("[model] latency_target must be above zero".into()));
             }
         }
         if let Some(t) = raw.model.threshold {

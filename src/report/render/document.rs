@@ -437,6 +437,10 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         key_points: keypoints::unavailable(m)
             .into_iter()
             .chain(keypoints::derive(land))
+            .chain(keypoints::against_target(
+                land,
+                study.model.latency_target_s(),
+            ))
             .collect(),
     }
 }

@@ -33,7 +33,7 @@ pub use self::cpu::{cpu_bound, host_saturated, service_demand_trend, transaction
 pub use self::environments::environments;
 pub use self::evidence::{missing, noise};
 pub use self::hosts::{firewall, shared_host};
-pub use self::latency::{tail_latency, tail_source};
+pub use self::latency::{against_target, tail_latency, tail_source};
 pub use self::memcache::{kv_cost, kv_saturation};
 pub use self::mix::latency_beside_load;
 pub use self::rrul::{latency_under_load, queue_discipline};
