@@ -1200,11 +1200,13 @@ fn a_study_sweeps_the_labs_mtu_and_sysctls_per_point() {
         md.contains("Overview: each lab.mtu against lab.mtu=1500"),
         "{md}"
     );
-    // A sysctl a namespace does not have is named, and nothing runs.
+    // A sysctl the kernel does not have is named, and nothing runs (one
+    // the host has but a namespace lacks is the host's: see
+    // a_host_wide_sysctl_axis_is_set_on_the_host_and_put_back).
     let bad = tmp("settings-bad.toml");
     std::fs::write(
         &bad,
-        SETTINGS.replace("net.ipv4.tcp_rmem", "net.core.netdev_max_backlog"),
+        SETTINGS.replace("net.ipv4.tcp_rmem", "net.ipv4.tcp_no_such_knob"),
     )
     .unwrap();
     let o = run(
@@ -1221,7 +1223,7 @@ fn a_study_sweeps_the_labs_mtu_and_sysctls_per_point() {
     assert_no_panic(&o);
     assert_ne!(o.status.code(), Some(0));
     assert!(
-        stderr(&o).contains("net.core.netdev_max_backlog"),
+        stderr(&o).contains("net.ipv4.tcp_no_such_knob"),
         "{}",
         stderr(&o)
     );
