@@ -1653,7 +1653,13 @@ fn a_codel_lab_marks_ecn_capable_flows_and_drops_the_others() {
     let before = delivered_ce();
     let d = stream("ecn");
     assert!(u(&d["marked_ecn"]) > 0, "{d}");
-    assert_eq!(u(&d["dropped_aqm"]), 0, "{d}");
+    // CoDel marks the ECN-capable data; a packet that is not ECN-capable
+    // (a SYN, a pure ACK) it still drops (RFC 8289): a few at most, seen
+    // once in 24 marks on a busy host.
+    assert!(
+        u(&d["dropped_aqm"]) * 10 < u(&d["marked_ecn"]).max(10),
+        "{d}"
+    );
     assert_eq!(u(&d["dropped_queue"]), 0, "{d}");
     assert!(
         delivered_ce() > before,
