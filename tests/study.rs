@@ -604,6 +604,8 @@ const BUILTIN: &[&str] = &[
     "seed002-tunings",
     "seed002-offloads-zerocopy",
     "seed002-congestion-control",
+    "seed002-jumbo",
+    "seed002-tunings-latency",
     "seed003-awm",
     "seed003-awm-links",
     "seed003-window-sessions",
@@ -616,6 +618,7 @@ const BUILTIN: &[&str] = &[
     "seed003-ipsec-cost",
     "seed004-connections-tuned",
     "seed004-memcached",
+    "seed004-polling",
     "latency-under-load",
     "rr-capacity",
     "memcached-capacity",
@@ -772,6 +775,7 @@ fn loopback_builtin_studies_run_to_the_end() {
         "seed002-udp-binding",
         "seed003-handshakes",
         "seed003-page-sizes",
+        "seed004-polling",
     ] {
         runs_to_the_end(name, None);
     }
@@ -927,9 +931,11 @@ fn seed_lab_studies_run_to_the_end() {
     let dir = cut_and_run(
         "seed002-congestion-control",
         &[
+            // bic: run where the kernel has it, recorded unavailable
+            // (with why) where it has not.
             (
-                r#""lab.cc" = ["reno", "cubic", "bbr"]"#,
-                r#""lab.cc" = ["reno", "bbr"]"#,
+                r#""lab.cc" = ["reno", "bic", "highspeed", "scalable", "cubic", "bbr"]"#,
+                r#""lab.cc" = ["reno", "bic"]"#,
             ),
             (r#"rtt = ["10ms", "50ms"]"#, r#"rtt = ["10ms"]"#),
             (
@@ -953,10 +959,22 @@ fn seed_lab_studies_run_to_the_end() {
     );
     let dir = cut_and_run(
         "seed003-large-mtu",
-        &[(
-            r#""lab.mtu" = [8192, 16384, 32768, 57344]"#,
-            r#""lab.mtu" = [8192, 57344]"#,
-        )],
+        &[
+            (
+                r#""lab.mtu" = [8192, 16384, 32768, 57344]"#,
+                r#""lab.mtu" = [8192, 57344]"#,
+            ),
+            (
+                r#"sysctl."net.ipv4.tcp_wmem" = ["4096 16384 131072", "4096 32768 131072", "4096 65536 131072",
+                              "4096 131072 131072"]"#,
+                r#"sysctl."net.ipv4.tcp_wmem" = ["4096 16384 131072", "4096 131072 131072"]"#,
+            ),
+            (
+                r#"sysctl."net.ipv4.tcp_rmem" = ["4096 87380 174760", "4096 87380 174760", "4096 87380 174760",
+                              "4096 131072 174760"]"#,
+                r#"sysctl."net.ipv4.tcp_rmem" = ["4096 87380 174760", "4096 131072 174760"]"#,
+            ),
+        ],
         quick,
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
@@ -979,8 +997,8 @@ fn seed_lab_studies_run_to_the_end() {
     let dir = cut_and_run(
         "seed003-ipsec-cost",
         &[(
-            r#""lab.tunnel" = ["none", "vxlan", "wireguard"]"#,
-            r#""lab.tunnel" = ["none", "wireguard"]"#,
+            r#""lab.tunnel" = ["none", "vxlan", "ipsec", "wireguard"]"#,
+            r#""lab.tunnel" = ["none", "ipsec", "wireguard"]"#,
         )],
         quick,
     );
@@ -1015,6 +1033,8 @@ fn seed_lab_studies_run_to_the_end() {
         &[("flows = [1, 10, 100, 1000]", "flows = [1, 100]")],
         quick,
     );
+    runs_to_the_end_with("seed002-jumbo", None, quick);
+    runs_to_the_end_with("seed002-tunings-latency", None, quick);
 }
 
 #[test]
@@ -1066,8 +1086,31 @@ fn builtin_studies_are_listed_and_run() {
             assert!(html.contains("data-rule=\"streams_to_line_rate\""));
             // Clear and TLS points pair up into the cost of encryption.
             assert!(html.contains("data-rule=\"tls_cost\""));
-            let enc = json(&dir.join("points/tls-true_flows-4.r1.json"));
+            let enc = json(&dir.join(
+                "points/AES-256-GCM--TLS-1.3--rustls--stand-in-_direction-tx_tls-true_flows-4.r1.json",
+            ));
             assert_eq!(enc["summary"]["tls"]["suite"], "TLS13_AES_256_GCM_SHA384");
+            // The seed's AES-256-CBC, where this build has the OpenSSL
+            // backend; recorded as not available where it has not.
+            let m = json(&dir.join("manifest.json"));
+            let cbc: Vec<&Value> = m["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| {
+                    r["point"].as_str().unwrap().starts_with("AES-256-CBC")
+                        && r["point"].as_str().unwrap().contains("tls-true")
+                })
+                .collect();
+            assert!(!cbc.is_empty(), "{m}");
+            for r in cbc {
+                let want = if cfg!(feature = "openssl") {
+                    "ok"
+                } else {
+                    "unavailable"
+                };
+                assert_eq!(r["status"], want, "{r}");
+            }
         }
     }
 }

@@ -115,14 +115,7 @@ pub fn resolve_with(what: &str, o: &Overrides) -> Result<(Study, Vec<String>), S
                 .and_then(sweep::checked)
                 .map(|s| (s, vec![]));
         }
-        let text = std::fs::read_to_string(path).map_err(|source| StudyError::ReadStudy {
-            path: path.into(),
-            source,
-        })?;
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_string())
-            .unwrap_or_else(|| "study".into());
+        let (text, stem) = Study::read(path)?;
         return changed(&text, &path.display().to_string(), &stem, o);
     }
     let Some(b) = find(what) else {

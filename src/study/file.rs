@@ -359,6 +359,13 @@ impl Study {
 
     /// Reads a study file.
     pub fn load(path: &Path) -> Result<Study, StudyError> {
+        let (text, stem) = Study::read(path)?;
+        Study::parse(&text, &path.display().to_string(), &stem)
+    }
+
+    /// A study file's text, and the name it takes when it gives none (the
+    /// file's stem).
+    pub fn read(path: &Path) -> Result<(String, String), StudyError> {
         let text = std::fs::read_to_string(path).map_err(|source| StudyError::ReadStudy {
             path: path.into(),
             source,
@@ -367,7 +374,7 @@ impl Study {
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_else(|| "study".into());
-        Study::parse(&text, &path.display().to_string(), &stem)
+        Ok((text, stem))
     }
 }
 /// Where a study's errors point: the file's text (for line numbers) and
