@@ -701,10 +701,11 @@ fn a_lone_stream_receiver_polls_before_it_sleeps_and_its_cost_leaves_the_poll_ou
     if cpus >= 2 {
         let it = &r["iterations"][0];
         let c = &it["counters"]["agent"];
-        assert!(u(&c["rx_polls"]) > 0, "auto polls a lone receiver: {c}");
-        assert!(u(&c["rx_poll_hits"]) <= u(&c["rx_polls"]));
+        assert!(polls(&r, "agent") > 0, "auto polls a lone receiver: {c}");
+        // Zero counters are not written: on a busy host every poll may miss.
+        assert!(c["rx_poll_hits"].as_u64().unwrap_or(0) <= polls(&r, "agent"));
         assert_eq!(polls(&r, "client"), 0, "the sender never polls");
-        let polled_s = u(&c["rx_poll_ns"]) as f64 / 1e9;
+        let polled_s = c["rx_poll_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
         let cpu_s = f(&it["cpu"]["agent"]["process_cpu_s"]);
         let kb = u(&it["bytes"]) as f64 / 1024.0;
         let want = (cpu_s - polled_s).max(0.0) * 1e6 / kb;
