@@ -7,13 +7,13 @@
 #  2. `linerate crypto` vs `openssl speed -evp aes-256-gcm` at 16 KiB;
 #  3. handshakes/s, ECDSA P-256 vs RSA-2048, full vs resumed, one client flow
 #     and one agent worker, with the agent's CPU per handshake.
-# Needs openssl (scripts/test.sh installs it) and a build with --features openssl.
+# Needs openssl (scripts/test.sh installs it); the default build has the OpenSSL backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 SECS=${2:-5}
 LR=./target/release/linerate
-cargo build --release -q --features openssl
+cargo build --release -q
 out=$(mktemp -d)
 SRV=
 trap '[ -n "$SRV" ] && kill -- -"$SRV" 2>/dev/null; rm -rf "$out"' EXIT

@@ -5,21 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-# chromium renders the HTML report in tests/report_browser.rs; libssl-dev
-# and pkg-config build the openssl TLS backend (--all-features); openssl is
-# the peer in bench/tls.sh. The lab (tests/lab.rs) needs iptables (its
+# chromium renders the HTML report in tests/report_browser.rs; openssl is
+# the peer in bench/tls.sh (the OpenSSL backend is built from source). The lab (tests/lab.rs) needs iptables (its
 # iptables-legacy NFQUEUE target), ethtool, and OpenSSH server and client
 # for the scp workload. memcached is the server of the memcache workload
 # (tests/memcache.rs).
 for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium \
                memcached:memcached \
                wireguard-go:wireguard-go wireguard-tools:wg \
-               pkg-config:pkg-config openssl:openssl iptables:iptables-legacy \
+               openssl:openssl perl:perl make:make iptables:iptables-legacy \
                ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
-[ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"
@@ -35,7 +33,7 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
     [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
   else
-    echo "note: missing ${need[*]} (bench/ uses the peers; the browser test needs chromium; --all-features needs libssl-dev)" >&2
+    echo "note: missing ${need[*]} (bench/ uses the peers; the browser test needs chromium)" >&2
   fi
 fi
 

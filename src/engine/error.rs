@@ -118,7 +118,7 @@ pub enum EngineError {
     UnknownKx { kx: String, known: &'static str },
     #[error("x25519mlkem768 is a TLS 1.3 group")]
     KxNeedsTls13,
-    #[error("this linerate was built without the openssl backend: rebuild with `cargo build --release --features openssl`")]
+    #[error("this linerate was built without the openssl backend: rebuild with the default features (`cargo build --release`)")]
     NoOpenssl,
     #[error("--tls-name {name}: {source}")]
     ServerName {

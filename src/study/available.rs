@@ -8,6 +8,7 @@
 //! AES-256-CBC) in a build without it.
 
 use crate::model::spec::TestSpec;
+use crate::model::tunnel::TunnelKind;
 
 const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 
@@ -21,7 +22,7 @@ pub fn missing_here(spec: &TestSpec, local: bool) -> Option<String> {
         .is_some_and(|t| t.backend == crate::model::spec::TlsBackend::Openssl);
     if openssl && !cfg!(feature = "openssl") {
         return Some(
-            "this linerate was built without the OpenSSL TLS backend (rustls has no CBC suites): build it with `cargo build --release --features openssl` (needs libssl-dev and pkg-config)".into(),
+            "this linerate was built without the OpenSSL TLS backend (rustls has no CBC suites): build it with the default features (`cargo build --release`, which builds OpenSSL from source)".into(),
         );
     }
     if !local {
@@ -29,8 +30,12 @@ pub fn missing_here(spec: &TestSpec, local: bool) -> Option<String> {
     }
     // The seeds' IPsec: ESP where this kernel has it; a study lists its
     // stand-in (wireguard) beside it.
-    if spec.lab.as_ref().and_then(|l| l.tunnel.as_deref()) == Some("ipsec") {
-        if let Some(why) = crate::lab::tunnel::esp_unavailable() {
+    let tunnel = spec.lab.as_ref().and_then(|l| l.tunnel.as_deref());
+    let esp = tunnel
+        .and_then(|t| t.parse::<TunnelKind>().ok())
+        .filter(|k| k.is_esp());
+    if let Some(kind) = esp {
+        if let Some(why) = crate::lab::tunnel::esp_unavailable(kind) {
             return Some(format!(
                 "this kernel has no IPsec ESP ({why}); the study's other tunnels stand in"
             ));
@@ -110,7 +115,7 @@ mod tests {
         let why = missing_here(&spec, false);
         assert_eq!(why.is_some(), !cfg!(feature = "openssl"), "{why:?}");
         if let Some(w) = why {
-            assert!(w.contains("--features openssl"), "{w}");
+            assert!(w.contains("default features"), "{w}");
         }
     }
 
