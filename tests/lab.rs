@@ -849,6 +849,36 @@ y = "throughput_bps"
     )));
     assert_eq!(r["spec"]["sysctl"]["net.core.netdev_max_backlog"], want);
     assert!(f(&r["summary"]["throughput_bps"]) > 1e8);
+
+    // Killed with SIGKILL (nothing of it runs after), the study leaves the
+    // host's value changed; its lab's state file keeps the value before,
+    // and the next lab start, sweeping the stale lab, puts it back.
+    let _ = std::fs::remove_dir_all(&out);
+    let mut study = spawn(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_to_string(KEY).unwrap().trim() != want {
+        assert!(
+            Instant::now() < deadline,
+            "the host's backlog was never {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    study.kill().unwrap();
+    study.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(KEY).unwrap().trim(), want);
+    let (_lab, up) = Lab::up("backlog-sweep", "--rtt 1ms --no-calibrate");
+    assert_eq!(
+        std::fs::read_to_string(KEY).unwrap().trim(),
+        before,
+        "the sweep did not put the host's backlog back: {up}"
+    );
 }
 
 /// A congestion control the kernel lacks (seed 002 lists BIC, HS-TCP and

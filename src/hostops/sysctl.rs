@@ -17,7 +17,7 @@ const DIR: &str = "/run/linerate";
 /// One test's changes at a time per agent (their put-backs would cross).
 static ACTIVE: Mutex<()> = Mutex::new(());
 
-fn proc_path(key: &str) -> String {
+pub(crate) fn proc_path(key: &str) -> String {
     format!("/proc/sys/{}", key.replace('.', "/"))
 }
 

@@ -106,6 +106,24 @@ pub fn run_in_host<T: Send + 'static>(
     .map_err(|_| LabError::ThreadPanicked)?
 }
 
+/// Reads a host-wide sysctl (one network namespaces do not have, such as
+/// net.core.netdev_max_backlog), after writing `set` to it when given.
+pub fn host_sysctl(key: &str, set: Option<String>) -> Result<String, LabError> {
+    let path = crate::hostops::sysctl::proc_path(key);
+    run_in_host(move || {
+        let err = |source| LabError::ReadSysctl {
+            path: path.clone(),
+            source,
+        };
+        if let Some(v) = set {
+            std::fs::write(&path, v).map_err(err)?;
+        }
+        std::fs::read_to_string(&path)
+            .map(|s| s.trim().to_string())
+            .map_err(err)
+    })
+}
+
 /// Makes `cmd` start inside namespace `name` (setns between fork and exec).
 pub fn command_in(cmd: &mut Command, name: &str) -> Result<(), LabError> {
     let f = open(name)?;

@@ -94,10 +94,11 @@ pub struct LabOptions {
     /// A tunnel between client and server, across the router (the
     /// emulator shapes its encapsulated packets): none (default),
     /// wireguard (the kernel's, else wireguard-go), ipsec (ESP
-    /// AES-GCM-256, where the kernel has ESP) or vxlan (no encryption).
+    /// AES-GCM-256, where the kernel has ESP), ipsec-ccm (ESP AES-CCM-256,
+    /// the seeds' cipher) or vxlan (no encryption).
     /// Tests then use the tunnel's inner addresses (198.19.254.1 and .2),
     /// and its MTU keeps the outer packets within --mtu.
-    #[arg(long, value_name = "none|wireguard|ipsec|vxlan")]
+    #[arg(long, value_name = "none|wireguard|ipsec|ipsec-ccm|vxlan")]
     #[serde(default)]
     pub tunnel: Option<String>,
 }

@@ -158,6 +158,11 @@ pub struct LabState {
     /// addresses) are then its inner ones, the links' outer ones are here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tunnel: Option<TunnelState>,
+    /// Host-wide sysctls a study set for this lab's points (namespaces do
+    /// not have net.core.netdev_max_backlog), with their values before:
+    /// taking the lab down puts them back, also after the study was killed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub host_sysctls: std::collections::BTreeMap<String, String>,
 }
 
 /// A lab's tunnel as set up (see `lab::tunnel`).

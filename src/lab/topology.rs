@@ -337,6 +337,7 @@ fn build(
         calibration: None,
         created_at: crate::units::rfc3339_now(),
         tunnel: None,
+        host_sysctls: Default::default(),
     };
     if let Err(e) = super::tunnel::attach(&mut st, spec.tunnel) {
         stop_emulators(&st.emulators());
@@ -799,6 +800,12 @@ fn down_locked(name: &str) -> Result<bool, LabError> {
         namespaces = s.namespaces_all();
         let mut s = s.clone();
         super::tunnel::detach(&mut s);
+        for (k, v) in &s.host_sysctls {
+            match netns::host_sysctl(k, Some(v.clone())) {
+                Ok(_) => eprintln!("lab {name}: put the host's {k} back to {v}"),
+                Err(e) => eprintln!("lab {name}: cannot put the host's {k} back to {v}: {e}"),
+            }
+        }
     }
     for ns in netns::list() {
         if state::is_lab_namespace(name, &ns) && !namespaces.contains(&ns) {

@@ -36,11 +36,11 @@ const WG_SOCKET_DIR: &str = "/var/run/wireguard";
 
 // ---------------------------------------------------------------- checks
 
-/// Which kernel options ESP with AES-GCM needs that `config` (a kernel
-/// .config) does not have: `CONFIG_INET_ESP` (the ESP transform) and
-/// `CONFIG_CRYPTO_GCM` (the rfc4106(gcm(aes)) AEAD), each set `=y` or
-/// `=m`. Empty: the kernel has them.
-pub fn esp_missing(config: &str) -> Vec<&'static str> {
+/// Which kernel options ESP with `kind`'s AEAD needs that `config` (a
+/// kernel .config) does not have: `CONFIG_INET_ESP` (the ESP transform)
+/// and `CONFIG_CRYPTO_GCM` or `CONFIG_CRYPTO_CCM` (the AEAD), each set
+/// `=y` or `=m`. Empty: the kernel has them.
+pub fn esp_missing(config: &str, kind: TunnelKind) -> Vec<&'static str> {
     let has = |opt: &str| {
         config.lines().any(|l| {
             l.trim()
@@ -49,7 +49,8 @@ pub fn esp_missing(config: &str) -> Vec<&'static str> {
                 .is_some_and(|v| v == "y" || v == "m")
         })
     };
-    ["CONFIG_INET_ESP", "CONFIG_CRYPTO_GCM"]
+    let aead = kind.esp_aead().map_or("CONFIG_CRYPTO_GCM", |a| a.2);
+    ["CONFIG_INET_ESP", aead]
         .into_iter()
         .filter(|o| !has(o))
         .collect()
@@ -86,26 +87,27 @@ fn kernel_config() -> Option<(String, String)> {
 /// A kernel whose configuration cannot be read is tried (`ip xfrm state
 /// add` fails there with the same advice).
 pub fn check(kind: TunnelKind) -> Result<(), LabError> {
-    if kind != TunnelKind::Ipsec {
+    if !kind.is_esp() {
         return Ok(());
     }
-    match esp_unavailable() {
-        Some(why) => Err(no_esp(&why)),
+    match esp_unavailable(kind) {
+        Some(why) => Err(no_esp(kind, &why)),
         None => Ok(()),
     }
 }
 
-/// Why this kernel has no ESP ("CONFIG_INET_ESP not set in
-/// /proc/config.gz"); None: it has, or its configuration is unknown.
-pub fn esp_unavailable() -> Option<String> {
+/// Why this kernel has no ESP with `kind`'s AEAD ("CONFIG_INET_ESP not
+/// set in /proc/config.gz"); None: it has, or its configuration is unknown.
+pub fn esp_unavailable(kind: TunnelKind) -> Option<String> {
     let (source, text) = kernel_config()?;
-    let missing = esp_missing(&text);
+    let missing = esp_missing(&text, kind);
     (!missing.is_empty()).then(|| format!("{} not set in {source}", missing.join(" and ")))
 }
 
-fn no_esp(why: &str) -> LabError {
+fn no_esp(kind: TunnelKind, why: &str) -> LabError {
     Invalid(format!(
-        "--tunnel ipsec: kernel {} has no ESP ({why}): use --tunnel wireguard or vxlan",
+        "--tunnel {}: kernel {} has no ESP ({why}): use --tunnel wireguard or vxlan",
+        kind.name(),
         kernel_release()
     ))
     .into()
@@ -205,7 +207,7 @@ pub fn attach(st: &mut LabState, kind: TunnelKind) -> Result<(), LabError> {
             server_inner: INNER_SERVER.into(),
             client_outer: client_outer.clone(),
             server_outer: server_outer.clone(),
-            esp_unavailable: esp_unavailable()
+            esp_unavailable: esp_unavailable(TunnelKind::Ipsec)
                 .map(|why| format!("kernel {}: {why}", kernel_release())),
         },
         procs: Vec::new(),
@@ -213,9 +215,9 @@ pub fn attach(st: &mut LabState, kind: TunnelKind) -> Result<(), LabError> {
     let made = match kind {
         TunnelKind::Wireguard => wireguard(&st.name, &ends, mtu, &mut ts),
         TunnelKind::Vxlan => vxlan(&ends, mtu),
-        TunnelKind::Ipsec => {
+        TunnelKind::Ipsec | TunnelKind::IpsecCcm => {
             ts.info.interfaces = [String::new(), String::new()];
-            ipsec(&ends, mtu)
+            ipsec(&ends, mtu, kind)
         }
         TunnelKind::None => Ok(()),
     };
@@ -429,10 +431,10 @@ fn spawn_wireguard_go(lab: &str, e: &End) -> Result<TunnelProc, LabError> {
     })
 }
 
-/// 36 random bytes as hex: an AES-256 key and GCM's 4-byte salt (the
-/// 288-bit key rfc4106(gcm(aes)) takes).
-fn esp_key() -> Result<String, LabError> {
-    let mut k = [0u8; 36];
+/// `len` random bytes as hex: an AES-256 key and the AEAD's salt (36
+/// bytes, 288 bits, for rfc4106(gcm(aes)); 35 for rfc4309(ccm(aes))).
+fn esp_key(len: usize) -> Result<String, LabError> {
+    let mut k = vec![0u8; len];
     getrandom::fill(&mut k).map_err(|e| LabError::Os(std::io::Error::other(e.to_string())))?;
     Ok(format!(
         "0x{}",
@@ -444,8 +446,9 @@ fn esp_key() -> Result<String, LabError> {
 /// 0x1002 back) and the policies that send the inner addresses' traffic
 /// through them; the inner addresses sit on the lab link, with a route
 /// whose MTU leaves room for ESP.
-fn ipsec(ends: &[End; 2], mtu: u32) -> Result<(), LabError> {
-    let keys = [esp_key()?, esp_key()?];
+fn ipsec(ends: &[End; 2], mtu: u32, kind: TunnelKind) -> Result<(), LabError> {
+    let (aead, key_len, option) = kind.esp_aead().unwrap_or(("rfc4106(gcm(aes))", 36, "-"));
+    let keys = [esp_key(key_len)?, esp_key(key_len)?];
     // (from outer, to outer, spi, key) of each direction.
     let dirs = [
         (ends[0].outer, ends[1].outer, "0x1001", &keys[0]),
@@ -457,31 +460,15 @@ fn ipsec(ends: &[End; 2], mtu: u32) -> Result<(), LabError> {
             ip(
                 e.ns,
                 &[
-                    "xfrm",
-                    "state",
-                    "add",
-                    "src",
-                    src,
-                    "dst",
-                    dst,
-                    "proto",
-                    "esp",
-                    "spi",
-                    spi,
-                    "reqid",
-                    &reqid,
-                    "mode",
-                    "tunnel",
-                    "aead",
-                    "rfc4106(gcm(aes))",
-                    key,
-                    "128",
+                    "xfrm", "state", "add", "src", src, "dst", dst, "proto", "esp", "spi", spi,
+                    "reqid", &reqid, "mode", "tunnel", "aead", aead, key, "128",
                 ],
             )
             .map_err(|err| match err {
-                LabError::Plumbing { stderr, .. } => no_esp(&format!(
-                    "ip xfrm state add: {stderr}; ESP needs CONFIG_INET_ESP"
-                )),
+                LabError::Plumbing { stderr, .. } => no_esp(
+                    kind,
+                    &format!("ip xfrm state add: {stderr}; ESP needs CONFIG_INET_ESP and {option}"),
+                ),
                 other => other,
             })?;
         }
@@ -539,7 +526,7 @@ fn remove(lab: &str, ts: &TunnelState, ns: [&str; 2]) {
             continue;
         }
         match ts.info.kind {
-            TunnelKind::Ipsec => {
+            TunnelKind::Ipsec | TunnelKind::IpsecCcm => {
                 let _ = ip(n, &["xfrm", "policy", "flush"]);
                 let _ = ip(n, &["xfrm", "state", "flush"]);
                 let me = if i == 0 {
@@ -644,7 +631,7 @@ pub fn counters(st: &LabState) -> Option<[IfCounters; 2]> {
     let mut out = [IfCounters::default(); 2];
     for (i, ns) in nss.iter().enumerate() {
         out[i] = match ts.info.kind {
-            TunnelKind::Ipsec => esp_counters(ns, &ts.info, i)?,
+            TunnelKind::Ipsec | TunnelKind::IpsecCcm => esp_counters(ns, &ts.info, i)?,
             _ => if_counters(ns, &ts.info.interfaces[i])?,
         };
     }
@@ -770,23 +757,43 @@ mod tests {
     #[test]
     fn esp_is_found_missing_in_a_kernel_config() {
         let here = "CONFIG_XFRM=y\nCONFIG_XFRM_USER=y\n# CONFIG_INET_ESP is not set\n# CONFIG_INET6_ESP is not set\n# CONFIG_CRYPTO_GCM is not set\n";
-        assert_eq!(esp_missing(here), ["CONFIG_INET_ESP", "CONFIG_CRYPTO_GCM"]);
+        assert_eq!(
+            esp_missing(here, TunnelKind::Ipsec),
+            ["CONFIG_INET_ESP", "CONFIG_CRYPTO_GCM"]
+        );
         let module = "CONFIG_INET_ESP=m\nCONFIG_INET_ESP_OFFLOAD=m\nCONFIG_CRYPTO_GCM=y\n";
-        assert!(esp_missing(module).is_empty());
+        assert!(esp_missing(module, TunnelKind::Ipsec).is_empty());
         // CONFIG_INET_ESP_OFFLOAD alone is not ESP.
         let offload_only = "CONFIG_INET_ESP_OFFLOAD=m\nCONFIG_CRYPTO_GCM=m\n";
-        assert_eq!(esp_missing(offload_only), ["CONFIG_INET_ESP"]);
-        assert_eq!(esp_missing("").len(), 2);
+        assert_eq!(
+            esp_missing(offload_only, TunnelKind::Ipsec),
+            ["CONFIG_INET_ESP"]
+        );
+        assert_eq!(esp_missing("", TunnelKind::Ipsec).len(), 2);
+        // The seeds' CCM needs its own AEAD: a GCM-only kernel lacks it.
+        assert_eq!(
+            esp_missing(module, TunnelKind::IpsecCcm),
+            ["CONFIG_CRYPTO_CCM"]
+        );
+        let both = "CONFIG_INET_ESP=y\nCONFIG_CRYPTO_GCM=y\nCONFIG_CRYPTO_CCM=m\n";
+        assert!(esp_missing(both, TunnelKind::IpsecCcm).is_empty());
     }
 
     #[test]
     fn the_refusal_names_the_option_and_the_way_out() {
-        let e = no_esp("CONFIG_INET_ESP not set in /proc/config.gz").to_string();
+        let e = no_esp(
+            TunnelKind::Ipsec,
+            "CONFIG_INET_ESP not set in /proc/config.gz",
+        )
+        .to_string();
         assert!(e.starts_with("--tunnel ipsec: kernel "), "{e}");
         assert!(e.contains("CONFIG_INET_ESP"), "{e}");
         assert!(e.contains("use --tunnel wireguard or vxlan"), "{e}");
         assert!(!e.contains('\n'));
-        assert!(no_esp("x").is_usage());
+        assert!(no_esp(TunnelKind::IpsecCcm, "x").is_usage());
+        assert!(no_esp(TunnelKind::IpsecCcm, "x")
+            .to_string()
+            .starts_with("--tunnel ipsec-ccm: "));
         // A rack is refused whatever the kind; no tunnel is always fine.
         assert!(check_plan(TunnelKind::Vxlan, true).is_err());
         assert!(check_plan(TunnelKind::None, true).is_ok());

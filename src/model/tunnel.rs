@@ -26,8 +26,11 @@ pub enum TunnelKind {
     None,
     /// WireGuard: the kernel's module where present, else wireguard-go.
     Wireguard,
-    /// ESP (AES-GCM-256) set up with `ip xfrm`, tunnel mode.
+    /// ESP (AES-GCM-256, rfc4106) set up with `ip xfrm`, tunnel mode.
     Ipsec,
+    /// ESP with AES-CCM-256 (rfc4309), the seeds' IPsec cipher.
+    #[serde(rename = "ipsec-ccm")]
+    IpsecCcm,
     /// A VXLAN overlay (no encryption): the cloud network's encapsulation.
     Vxlan,
 }
@@ -38,7 +41,24 @@ impl TunnelKind {
             TunnelKind::None => "none",
             TunnelKind::Wireguard => "wireguard",
             TunnelKind::Ipsec => "ipsec",
+            TunnelKind::IpsecCcm => "ipsec-ccm",
             TunnelKind::Vxlan => "vxlan",
+        }
+    }
+
+    /// ESP (either AEAD): no interface, SAs and policies set up by `ip xfrm`.
+    pub fn is_esp(self) -> bool {
+        matches!(self, TunnelKind::Ipsec | TunnelKind::IpsecCcm)
+    }
+
+    /// The kernel's AEAD template for ESP ("rfc4106(gcm(aes))"), its key
+    /// length in bytes (an AES-256 key plus the nonce's salt: 4 bytes for
+    /// GCM, 3 for CCM) and the kernel option that provides it.
+    pub fn esp_aead(self) -> Option<(&'static str, usize, &'static str)> {
+        match self {
+            TunnelKind::Ipsec => Some(("rfc4106(gcm(aes))", 36, "CONFIG_CRYPTO_GCM")),
+            TunnelKind::IpsecCcm => Some(("rfc4309(ccm(aes))", 35, "CONFIG_CRYPTO_CCM")),
+            _ => None,
         }
     }
 
@@ -48,6 +68,7 @@ impl TunnelKind {
             TunnelKind::None | TunnelKind::Vxlan => "none",
             TunnelKind::Wireguard => "ChaCha20-Poly1305",
             TunnelKind::Ipsec => "AES-GCM-256",
+            TunnelKind::IpsecCcm => "AES-CCM-256",
         }
     }
 
@@ -55,15 +76,16 @@ impl TunnelKind {
     /// an IPv6 outer header). WireGuard: IP 20 (40) + UDP 8 + its header
     /// 16 + the Poly1305 tag 16 = 60 (80). VXLAN: the inner Ethernet
     /// header 14 + VXLAN 8 + UDP 8 + IP 20 (40) = 50 (70). ESP in tunnel
-    /// mode with AES-GCM: IP 20 (40) + ESP header 8 + IV 8 + ICV 16 +
-    /// trailer 2, padded to 4 bytes (see [`TunnelKind::mtu`]).
+    /// mode with AES-GCM or AES-CCM (both carry an 8-byte IV and a 16-byte
+    /// ICV): IP 20 (40) + ESP header 8 + IV 8 + ICV 16 + trailer 2, padded
+    /// to 4 bytes (see [`TunnelKind::mtu`]).
     pub fn overhead(self, ipv6: bool) -> u32 {
         let ip = if ipv6 { 40 } else { 20 };
         match self {
             TunnelKind::None => 0,
             TunnelKind::Wireguard => ip + 8 + 32,
             TunnelKind::Vxlan => 14 + 8 + 8 + ip,
-            TunnelKind::Ipsec => ip + 8 + 8 + 16 + 2,
+            TunnelKind::Ipsec | TunnelKind::IpsecCcm => ip + 8 + 8 + 16 + 2,
         }
     }
 
@@ -72,7 +94,7 @@ impl TunnelKind {
     /// multiple of 4, so its MTU is the largest that needs no padding.
     pub fn mtu(self, lab_mtu: u32) -> u32 {
         match self {
-            TunnelKind::Ipsec => {
+            TunnelKind::Ipsec | TunnelKind::IpsecCcm => {
                 let room = lab_mtu.saturating_sub(20 + 8 + 8 + 16);
                 (room / 4 * 4).saturating_sub(2)
             }
@@ -97,11 +119,12 @@ impl std::str::FromStr for TunnelKind {
         match s {
             "none" | "off" | "clear" => Ok(TunnelKind::None),
             "wireguard" | "wg" => Ok(TunnelKind::Wireguard),
-            "ipsec" | "esp" => Ok(TunnelKind::Ipsec),
+            "ipsec" | "esp" | "ipsec-gcm" => Ok(TunnelKind::Ipsec),
+            "ipsec-ccm" | "esp-ccm" => Ok(TunnelKind::IpsecCcm),
             "vxlan" => Ok(TunnelKind::Vxlan),
             _ => Err(ModelError::Form {
                 input: s.into(),
-                form: "none, wireguard, ipsec or vxlan",
+                form: "none, wireguard, ipsec (AES-GCM), ipsec-ccm or vxlan",
             }),
         }
     }
@@ -110,7 +133,7 @@ impl std::str::FromStr for TunnelKind {
 /// The tunnel a lab's test ran through, as the lab set it up.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct TunnelInfo {
-    /// "wireguard", "ipsec" or "vxlan".
+    /// "wireguard", "ipsec", "ipsec-ccm" or "vxlan".
     pub kind: TunnelKind,
     /// "kernel" or "userspace" (wireguard-go).
     pub implementation: String,
@@ -290,12 +313,22 @@ mod tests {
 
     #[test]
     fn kinds_parse_and_name_their_cipher() {
-        for k in ["none", "wireguard", "ipsec", "vxlan"] {
+        for k in ["none", "wireguard", "ipsec", "ipsec-ccm", "vxlan"] {
             assert_eq!(k.parse::<TunnelKind>().unwrap().name(), k);
         }
         assert!("gre".parse::<TunnelKind>().is_err());
         assert_eq!(TunnelKind::Wireguard.cipher(), "ChaCha20-Poly1305");
         assert_eq!(TunnelKind::Ipsec.cipher(), "AES-GCM-256");
+        assert_eq!(TunnelKind::IpsecCcm.cipher(), "AES-CCM-256");
+        assert_eq!(
+            "ipsec-ccm".parse::<TunnelKind>().unwrap(),
+            TunnelKind::IpsecCcm
+        );
+        assert_eq!(TunnelKind::IpsecCcm.mtu(1500), TunnelKind::Ipsec.mtu(1500));
+        assert_eq!(
+            serde_json::to_string(&TunnelKind::IpsecCcm).unwrap(),
+            "\"ipsec-ccm\""
+        );
         assert_eq!(TunnelKind::Vxlan.cipher(), "none");
     }
 

@@ -108,9 +108,6 @@ struct StudyLab {
     /// Sysctls a point changed: their values before the first change, put
     /// back for a point that does not set them.
     saved: std::collections::BTreeMap<String, Vec<(String, String)>>,
-    /// Host-wide sysctls a point changed (see `host_sysctl`): their values
-    /// before, put back for a point that does not set them and at the end.
-    host_saved: std::collections::BTreeMap<String, String>,
     quiet: bool,
 }
 
@@ -140,7 +137,6 @@ impl StudyLab {
             lab,
             cfg: cfg.clone(),
             saved: Default::default(),
-            host_saved: Default::default(),
             quiet,
         };
         let c = l.calibrate()?;
@@ -217,21 +213,28 @@ impl StudyLab {
         self.restore_host(Some(want));
         for (k, v) in want {
             if host_wide(&router, k) {
-                let before = host_sysctl(k, None).map_err(|source| StudyError::Sysctl {
-                    key: k.clone(),
-                    source,
+                let before = crate::lab::netns::host_sysctl(k, None).map_err(|source| {
+                    StudyError::Sysctl {
+                        key: k.clone(),
+                        source,
+                    }
                 })?;
-                if !self.host_saved.contains_key(k) {
+                if !self.lab.state.host_sysctls.contains_key(k) {
                     if !self.quiet {
                         eprintln!(
                             "sysctl {k} is the host's, not a namespace's: set on this host for the points that set it (was {before}), put back after"
                         );
                     }
-                    self.host_saved.insert(k.clone(), before);
+                    // Kept in the lab's state file too, so a study killed
+                    // with SIGKILL has it put back when its lab is swept.
+                    self.lab.state.host_sysctls.insert(k.clone(), before);
+                    crate::lab::state::save(&self.lab.state)?;
                 }
-                host_sysctl(k, Some(v.clone())).map_err(|source| StudyError::Sysctl {
-                    key: k.clone(),
-                    source,
+                crate::lab::netns::host_sysctl(k, Some(v.clone())).map_err(|source| {
+                    StudyError::Sysctl {
+                        key: k.clone(),
+                        source,
+                    }
                 })?;
                 continue;
             }
@@ -264,30 +267,13 @@ impl StudyLab {
     }
 }
 
-/// Reads a host-wide sysctl, after writing `set` to it when given.
-fn host_sysctl(key: &str, set: Option<String>) -> Result<String, crate::lab::LabError> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    crate::lab::netns::run_in_host(move || {
-        let err = |source| crate::lab::LabError::ReadSysctl {
-            path: path.clone(),
-            source,
-        };
-        if let Some(v) = set {
-            std::fs::write(&path, v).map_err(err)?;
-        }
-        std::fs::read_to_string(&path)
-            .map(|s| s.trim().to_string())
-            .map_err(err)
-    })
-}
-
 /// A `net.core` sysctl that network namespaces do not have, only the host
 /// (netdev_max_backlog, the receive backlog seed 003 tunes): the lab's
 /// namespaces share the host's, so a study's own lab sets it there.
 fn host_wide(router_ns: &str, key: &str) -> bool {
     key.starts_with("net.core.")
         && crate::lab::netns::sysctl(router_ns, key).is_err()
-        && host_sysctl(key, None).is_ok()
+        && crate::lab::netns::host_sysctl(key, None).is_ok()
 }
 
 impl StudyLab {
@@ -296,16 +282,25 @@ impl StudyLab {
     /// study's end tries again.
     fn restore_host(&mut self, keep: Option<&std::collections::BTreeMap<String, String>>) {
         let keys: Vec<String> = self
-            .host_saved
+            .lab
+            .state
+            .host_sysctls
             .keys()
             .filter(|k| keep.is_none_or(|w| !w.contains_key(*k)))
             .cloned()
             .collect();
+        if keys.is_empty() {
+            return;
+        }
         for k in keys {
-            let v = self.host_saved.remove(&k).expect("listed");
-            if let Err(e) = host_sysctl(&k, Some(v.clone())) {
+            let v = self.lab.state.host_sysctls.remove(&k).expect("listed");
+            if let Err(e) = crate::lab::netns::host_sysctl(&k, Some(v.clone())) {
                 eprintln!("cannot put back the host's {k} = {v}: {e}");
+                self.lab.state.host_sysctls.insert(k, v);
             }
+        }
+        if let Err(e) = crate::lab::state::save(&self.lab.state) {
+            eprintln!("cannot record the host's sysctls in the lab's state: {e}");
         }
     }
 }

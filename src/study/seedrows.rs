@@ -90,6 +90,7 @@ const ROWS: &[Row] = &[
         axes: &["lab.tunnel", "direction", "flows"],
         points: &[
             ("lab.tunnel", "none"),
+            ("lab.tunnel", "ipsec-ccm"),
             ("lab.tunnel", "ipsec"),
             ("lab.tunnel", "wireguard"),
             ("direction", "tx"),
@@ -386,6 +387,7 @@ const ROWS: &[Row] = &[
         axes: &["case", "lab.tunnel"],
         points: &[
             ("lab.tunnel", "none"),
+            ("lab.tunnel", "ipsec-ccm"),
             ("lab.tunnel", "ipsec"),
             ("lab.tunnel", "wireguard"),
         ],

@@ -108,7 +108,7 @@ pub fn tunnel_cost(l: &Landscape) -> Vec<KeyPoint> {
             );
         }
         let substituted = info
-            .filter(|i| i.kind.name() != "ipsec" && !unencrypted)
+            .filter(|i| !i.kind.is_esp() && !unencrypted)
             .and_then(|i| i.esp_unavailable.as_ref());
         let advice = if let Some(why) = substituted {
             text.push_str(&format!(
