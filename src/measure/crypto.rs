@@ -375,6 +375,15 @@ pub fn openssl_library() -> String {
     )
 }
 
+/// Every TLS backend this build has, with versions: rustls always, and
+/// OpenSSL (built from source in the default build) where it is in.
+pub fn tls_libraries() -> String {
+    #[cfg(feature = "openssl")]
+    return format!("{}; {}", rustls_library(), openssl_library());
+    #[cfg(not(feature = "openssl"))]
+    rustls_library()
+}
+
 /// The rustls backend with its crypto provider, with versions.
 pub fn rustls_library() -> String {
     format!(

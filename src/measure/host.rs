@@ -92,7 +92,7 @@ pub fn collect() -> HostInfo {
             .unwrap_or("unknown")
             .to_string(),
         links: super::netdev::links(),
-        tls_library: super::crypto::rustls_library(),
+        tls_library: super::crypto::tls_libraries(),
         firewall: Some(super::firewall::collect()),
         security: Some(super::security::collect()),
         crypto: super::crypto::verdict_with(
