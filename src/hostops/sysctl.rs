@@ -17,9 +17,7 @@ const DIR: &str = "/run/linerate";
 /// One test's changes at a time per agent (their put-backs would cross).
 static ACTIVE: Mutex<()> = Mutex::new(());
 
-pub(crate) fn proc_path(key: &str) -> String {
-    format!("/proc/sys/{}", key.replace('.', "/"))
-}
+use crate::measure::host::sysctl_path as proc_path;
 
 /// Whether this network namespace has sysctl `key` (a namespace has no
 /// net.core.netdev_max_backlog: that one is the host's).

@@ -109,7 +109,7 @@ pub fn run_in_host<T: Send + 'static>(
 /// Reads a host-wide sysctl (one network namespaces do not have, such as
 /// net.core.netdev_max_backlog), after writing `set` to it when given.
 pub fn host_sysctl(key: &str, set: Option<String>) -> Result<String, LabError> {
-    let path = crate::hostops::sysctl::proc_path(key);
+    let path = crate::measure::host::sysctl_path(key);
     run_in_host(move || {
         let err = |source| LabError::ReadSysctl {
             path: path.clone(),
@@ -149,7 +149,7 @@ pub fn sysctls(name: &str, values: &[(&str, String)]) -> Result<(), LabError> {
         .collect();
     run_in(name, move || {
         for (k, v) in &values {
-            let p = format!("/proc/sys/{}", k.replace('.', "/"));
+            let p = crate::measure::host::sysctl_path(k);
             std::fs::write(&p, v).map_err(|source| LabError::SetSysctl {
                 key: k.clone(),
                 value: v.clone(),
@@ -162,7 +162,7 @@ pub fn sysctls(name: &str, values: &[(&str, String)]) -> Result<(), LabError> {
 
 /// Reads one sysctl inside namespace `name`.
 pub fn sysctl(name: &str, key: &str) -> Result<String, LabError> {
-    let p = format!("/proc/sys/{}", key.replace('.', "/"));
+    let p = crate::measure::host::sysctl_path(key);
     run_in(name, move || {
         std::fs::read_to_string(&p)
             .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))

@@ -69,7 +69,7 @@ pub fn collect() -> HostInfo {
     let sysctls = SYSCTLS
         .iter()
         .map(|k| {
-            let path = format!("/proc/sys/{}", k.replace('.', "/"));
+            let path = sysctl_path(k);
             let v = read(&path).split_whitespace().collect::<Vec<_>>().join(" ");
             (k.to_string(), if v.is_empty() { "n/a".into() } else { v })
         })
@@ -103,6 +103,12 @@ pub fn collect() -> HostInfo {
         // Filled by whoever applied the test's NIC settings (hostops::nic).
         nic: Vec::new(),
     }
+}
+
+/// The file of sysctl `key` ("net.core.rmem_max" ->
+/// /proc/sys/net/core/rmem_max), in this thread's network namespace.
+pub fn sysctl_path(key: &str) -> String {
+    format!("/proc/sys/{}", key.replace('.', "/"))
 }
 
 #[cfg(test)]
