@@ -73,6 +73,8 @@ impl RunArgs {
     }
 
     fn spec_of(&self, mut o: TestOptions, workload: Workload) -> Result<TestSpec> {
+        // `--transport quic`: the workload's QUIC twin is what runs.
+        let workload = crate::workload::resolve(workload, o.transport.take())?;
         o.workload = Some(workload);
         o.ipv6 = Some(self.connect.ipv6);
         if let Some(flag) = o.tls_keys_without_tls(&crate::workload::facts(workload)) {

@@ -345,11 +345,7 @@ pub fn clear_baseline(
     agent: AgentInfo,
     live: &mut dyn Live,
 ) -> Result<crate::model::result::Summary, ControllerError> {
-    let mut clear = spec.clone();
-    clear.tls = None;
-    // Clear text uses no crypto: the mask is not its setting.
-    clear.crypto_hw = true;
-    clear.workload = crate::workload::clear_twin(spec);
+    let mut clear = crate::workload::twin(spec);
     // Its receivers wait as the TLS test's did: `--rx-poll auto` does not
     // poll under TLS, so neither does its twin.
     crate::workload::receivers_sleep(&mut clear);

@@ -557,6 +557,7 @@ impl FlowBase {
             reads: (self.reads > 0).then_some(self.reads),
             udp: None,
             kv: None,
+            quic: None,
         }
     }
 }

@@ -37,7 +37,7 @@ fn norm(s: &str) -> String {
         .replace("with", "")
 }
 
-fn suite_name(s: SupportedCipherSuite) -> String {
+pub fn suite_name(s: SupportedCipherSuite) -> String {
     format!("{:?}", s.suite())
 }
 

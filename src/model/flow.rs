@@ -41,6 +41,38 @@ pub struct FlowReport {
     /// memcache clients: this flow's operations over the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvFlowStats>,
+    /// QUIC flows: the connection's own view of its path and its datagrams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicFlowStats>,
+}
+
+/// One QUIC connection at one end, over the whole test (handshake and
+/// warm-up included), as quinn-proto counts it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct QuicFlowStats {
+    /// The implementation and its version ("quinn-proto 0.11").
+    pub implementation: String,
+    /// The congestion controller ("cubic", "bbr", "newreno").
+    pub congestion_control: String,
+    /// Smoothed and minimum round trip, microseconds.
+    pub rtt_us: f64,
+    pub min_rtt_us: f64,
+    /// Congestion window at the end, bytes; congestion events.
+    pub cwnd: u64,
+    pub congestion_events: u64,
+    /// QUIC packets sent and declared lost (retransmitted as new ones).
+    pub packets_sent: u64,
+    pub packets_lost: u64,
+    /// The path MTU it settled on (UDP payload bytes).
+    pub mtu: u16,
+    /// UDP datagrams sent and received, and the system calls that moved
+    /// them (GSO sends and GRO receives carry several).
+    pub datagrams_tx: u64,
+    pub datagrams_rx: u64,
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    /// Frames that said flow control held the sender back.
+    pub data_blocked: u64,
 }
 
 /// One memcache connection over the window: its operations, and the

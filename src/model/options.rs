@@ -19,7 +19,7 @@ use super::sample::Confidence;
 use super::search::SearchTarget;
 use super::spec::{
     CertKind, CloseMode, Direction, IoMode, KvDialect, KvSpec, Per, TestSpec, TlsBackend, TlsSpec,
-    WindowMode, Workload, MAX_READ_SIZE,
+    Transport, WindowMode, Workload, MAX_READ_SIZE,
 };
 
 mod command_line;
@@ -199,9 +199,12 @@ pub struct TestOptions {
     /// TCP_NODELAY on both ends.
     #[arg(long, action = clap::ArgAction::SetTrue)]
     pub nodelay: Option<bool>,
-    /// Congestion control per socket: reno, cubic, bbr ... (this kernel's default is recorded otherwise).
+    /// Congestion control per socket: reno, cubic, bbr ... (this kernel's default is recorded otherwise); over QUIC, quinn's: cubic (default), bbr or newreno.
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
+    /// What carries the flows: tcp, or quic (QUIC over UDP with TLS 1.3: runs the workload's QUIC twin, quic-stream for stream, and TLS over TCP right after it as its baseline) [default: tcp].
+    #[arg(long, value_name = "tcp|quic")]
+    pub transport: Option<Transport>,
     /// TCP_MAXSEG before connect.
     #[arg(long)]
     pub mss: Option<u32>,

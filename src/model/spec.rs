@@ -71,6 +71,17 @@ pub enum CloseMode {
     Reset,
 }
 
+/// What carries a workload's flows: TCP (with `--tls`, TLS over TCP), or
+/// QUIC over UDP, which runs the workload's QUIC twin (`quic-stream` for
+/// `stream`). Only an option: the spec names the workload that ran.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    #[default]
+    Tcp,
+    Quic,
+}
+
 /// How a side's workers wait for their sockets.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -71,6 +71,9 @@ pub enum WorkloadError {
     NoServiceAddress,
     #[error("TLS asked, but the server sent no certificate")]
     NoServerCert,
+    /// A QUIC flow could not be set up (its socket, its TLS config).
+    #[error("QUIC flow: {0}")]
+    Quic(std::io::Error),
     #[error("prefilling memcached at {addr}: {source}")]
     Prefill {
         addr: SocketAddr,

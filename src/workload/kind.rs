@@ -111,6 +111,10 @@ pub trait Kind: Sync {
     fn clear_twin(&self) -> spec::Workload {
         self.workload()
     }
+    /// Whether that twin keeps the test's TLS (see `Plugin::twin_keeps_tls`).
+    fn twin_keeps_tls(&self) -> bool {
+        false
+    }
     /// Its flows, when the engine runs it.
     fn flows(&self) -> Option<&dyn Plugin> {
         None
@@ -233,6 +237,9 @@ impl<T: Plugin> Kind for T {
     }
     fn clear_twin(&self) -> spec::Workload {
         Plugin::clear_twin(self)
+    }
+    fn twin_keeps_tls(&self) -> bool {
+        Plugin::twin_keeps_tls(self)
     }
     fn flows(&self) -> Option<&dyn Plugin> {
         Some(self)

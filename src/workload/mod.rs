@@ -41,6 +41,7 @@ pub mod kind;
 pub mod memcache;
 pub mod mix;
 pub mod per_conn;
+pub mod quic;
 pub mod rr;
 pub mod rrul;
 pub mod rules;
@@ -139,6 +140,11 @@ pub trait Plugin: Sync {
     fn clear_twin(&self) -> spec::Workload {
         self.kind()
     }
+    /// Whether that twin keeps the test's TLS: a QUIC test's baseline is
+    /// TLS over TCP, not clear text.
+    fn twin_keeps_tls(&self) -> bool {
+        false
+    }
     /// What its results carry (from its connection pattern unless it says
     /// otherwise).
     fn figures(&self, _spec: &TestSpec) -> Figures {
@@ -215,6 +221,7 @@ pub static KINDS: &[&dyn Kind] = &[
     &udp_rr::UdpRr,
     &memcache::Memcache,
     &conn::Conn,
+    &quic::QuicStream,
     &exec::Exec,
     &scp::Scp,
     &cipher::Cipher,
@@ -296,7 +303,33 @@ pub fn build(
     local: bool,
 ) -> Result<TestSpec, crate::model::error::Invalid> {
     let w = o.workload.unwrap_or(TestSpec::default().workload);
+    if o.transport.is_some() {
+        let mut o = o.clone();
+        let w = resolve(w, o.transport.take())?;
+        o.workload = Some(w);
+        return o.build_for(&facts(w), local);
+    }
     o.build_for(&facts(w), local)
+}
+
+/// The workload that runs `workload` over `transport`: itself over TCP,
+/// its QUIC twin over QUIC (or why it has none).
+pub fn resolve(
+    workload: spec::Workload,
+    transport: Option<spec::Transport>,
+) -> Result<spec::Workload, crate::model::error::Invalid> {
+    match transport {
+        Some(spec::Transport::Quic) if !quic::is_quic(workload) => quic::over_quic(workload)
+            .ok_or_else(|| {
+                format!(
+                    "--transport quic runs {} over QUIC; {} has no QUIC twin yet",
+                    quic::TWINS,
+                    workload.name()
+                )
+                .into()
+            }),
+        _ => Ok(workload),
+    }
 }
 
 /// Whether this end (`agent`: the server's) of a test of `spec` takes
@@ -346,8 +379,6 @@ pub fn describe(spec: &TestSpec) -> String {
     kind_of(spec.workload).describe(spec)
 }
 
-/// The clear-text twin of a TLS test of `spec`: the same workload, or
-/// the one that measures the same without TLS (tls-handshake's is crr).
 /// Turns `--rx-poll auto` off for a test that shares its CPUs with what a
 /// polling receiver would slow (a lab's emulator, the other groups of a
 /// mix) or that must wait as another did (a TLS test's clear twin): its
@@ -358,8 +389,20 @@ pub fn receivers_sleep(spec: &mut TestSpec) {
     }
 }
 
-pub fn clear_twin(spec: &TestSpec) -> spec::Workload {
-    kind_of(spec.workload).clear_twin()
+/// The twin of a TLS test of `spec`, run right after it as its baseline:
+/// the same workload in clear text, or the one that measures the same
+/// without TLS (tls-handshake's is crr), or for QUIC the same test as TLS
+/// over TCP.
+pub fn twin(spec: &TestSpec) -> TestSpec {
+    let kind = kind_of(spec.workload);
+    let mut t = spec.clone();
+    if !kind.twin_keeps_tls() {
+        t.tls = None;
+        // Clear text uses no crypto: the mask is not its setting.
+        t.crypto_hw = true;
+    }
+    t.workload = kind.clear_twin();
+    t
 }
 
 /// What the results of `spec` carry (programs and mixes: bytes and CPU).

@@ -546,7 +546,12 @@ fn overall(o: &mut String, r: &TestResult) {
         );
     }
     if let Some(line) = tls_cost_line(r) {
-        let _ = writeln!(o, "  {:<12} {line}", "tls cost");
+        let label = if crate::workload::kind_of(r.spec.workload).twin_keeps_tls() {
+            "quic cost"
+        } else {
+            "tls cost"
+        };
+        let _ = writeln!(o, "  {label:<12} {line}");
     }
 }
 
@@ -687,6 +692,16 @@ pub fn tls_cost_line(r: &TestResult) -> Option<String> {
     } else {
         (s.throughput_bps, b.throughput_bps)
     };
+    // QUIC's twin is TLS over TCP: the same cipher, another transport.
+    if crate::workload::kind_of(r.spec.workload).twin_keeps_tls() {
+        return Some(format!(
+            "QUIC costs {:.1}x the client CPU per {what} of TLS over TCP ({ct:.3} vs {bt:.3} {unit}) and {:.1}x the agent's ({ca:.3} vs {ba:.3}); {} {:.2}x of TLS over TCP (measured right after it, same TLS settings)",
+            ct / bt,
+            ca / ba,
+            if per_tx { "rate" } else { "throughput" },
+            main / base,
+        ));
+    }
     // Encryption only adds work: a TLS run measured cheaper or faster than
     // its clear twin says more about the two runs than about TLS (the
     // report's key point says the same).

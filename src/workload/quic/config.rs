@@ -1,0 +1,173 @@
+//! QUIC's settings for one test, from what the test already has: the TLS
+//! configs control made for it (so TLS over TCP and QUIC share one rustls
+//! and one crypto provider, aws-lc-rs, and their CPU per byte compares),
+//! the congestion control (`--cc`), and windows large enough that flow
+//! control is not what a bulk test measures.
+
+use std::sync::Arc;
+
+use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn_proto::{ClientConfig, ServerConfig, TransportConfig, VarInt};
+use rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256;
+
+use crate::engine::tls::Role;
+use crate::model::flow::TlsInfo;
+use crate::model::spec::TestSpec;
+
+/// The ALPN of the common QUIC performance protocol
+/// (draft-banks-quic-performance): what quinn's `perf` speaks.
+pub const ALPN: &[u8] = b"perf";
+
+/// The congestion controls quinn-proto offers, by the name `--cc` takes;
+/// the first is its default.
+pub const CONTROLLERS: &[&str] = &["cubic", "bbr", "newreno"];
+
+/// The name of the controller `cc` chooses (None: quinn's default),
+/// or None when quinn has none by that name.
+pub fn controller(cc: Option<&str>) -> Option<&'static str> {
+    match cc.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("cubic") => Some("cubic"),
+        Some("bbr") => Some("bbr"),
+        Some("newreno") | Some("reno") => Some("newreno"),
+        Some(_) => None,
+    }
+}
+
+/// Per-connection and per-stream receive windows: 64 MiB, enough for
+/// 40 Gbit/s at 10 ms, so a bulk test is bound by the path and the CPUs
+/// (as a TCP stream with autotuned buffers is), not by flow control.
+const WINDOW: u32 = 64 << 20;
+
+fn transport(spec: &TestSpec) -> Arc<TransportConfig> {
+    let mut t = TransportConfig::default();
+    t.stream_receive_window(VarInt::from_u32(WINDOW))
+        .receive_window(VarInt::from_u32(WINDOW))
+        .send_window(u64::from(WINDOW))
+        .max_concurrent_uni_streams(VarInt::from_u32(1024))
+        .max_concurrent_bidi_streams(VarInt::from_u32(1024))
+        .enable_segmentation_offload(true);
+    let factory: Arc<dyn ControllerFactory + Send + Sync> =
+        match controller(spec.cc.as_deref()).unwrap_or("cubic") {
+            "bbr" => Arc::new(BbrConfig::default()),
+            "newreno" => Arc::new(NewRenoConfig::default()),
+            _ => Arc::new(CubicConfig::default()),
+        };
+    t.congestion_controller_factory(factory);
+    Arc::new(t)
+}
+
+/// The initial packets' suite: QUIC's Initial keys are always
+/// AES-128-GCM, whatever suite the test chose for its data.
+fn initial() -> Option<rustls::quic::Suite> {
+    TLS13_AES_128_GCM_SHA256.tls13()?.quic_suite()
+}
+
+/// Why a TLS setting cannot carry QUIC.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("QUIC runs on rustls: the OpenSSL backend has no QUIC here")]
+    NotRustls,
+    #[error("QUIC needs TLS 1.3, which this test's TLS settings leave out ({0})")]
+    NoTls13(String),
+}
+
+/// What a QUIC flow's TLS is, as far as quinn lets it be seen: the suite
+/// is the first TLS 1.3 suite the client offers (quinn does not expose the
+/// negotiated one; a linerate agent follows the client's order).
+pub fn tls_info(spec: &TestSpec, cfg: &rustls::ClientConfig, cert: &str) -> TlsInfo {
+    let suite = cfg
+        .crypto_provider()
+        .cipher_suites
+        .iter()
+        .find(|s| matches!(s, rustls::SupportedCipherSuite::Tls13(_)))
+        .map(|s| crate::engine::tls::suite_name(*s))
+        .unwrap_or_default();
+    TlsInfo {
+        backend: "rustls".into(),
+        library: crate::measure::crypto::rustls_library(),
+        protocol: "TLSv1.3 (QUIC)".into(),
+        suite,
+        kx_group: spec.tls.as_ref().map(|t| t.kx.clone()).unwrap_or_default(),
+        etm: None,
+        cert: cert.to_string(),
+        resumed: false,
+    }
+}
+
+/// The client's QUIC config, from the test's TLS role (the rustls config
+/// control built, trusting the agent's certificate), the name it verifies
+/// and what its TLS is.
+pub fn client(
+    spec: &TestSpec,
+    role: &Role,
+) -> Result<(ClientConfig, String, TlsInfo), ConfigError> {
+    let Role::Client(cfg, name, label) = role else {
+        return Err(ConfigError::NotRustls);
+    };
+    let info = tls_info(spec, cfg, label);
+    let mut tls = (**cfg).clone();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.enable_early_data = true;
+    let initial = initial().ok_or(ConfigError::NoTls13("no AES-128-GCM".into()))?;
+    let quic = QuicClientConfig::with_initial(Arc::new(tls), initial)
+        .map_err(|e| ConfigError::NoTls13(e.to_string()))?;
+    let mut c = ClientConfig::new(Arc::new(quic));
+    c.transport_config(transport(spec));
+    let server_name = match name {
+        rustls::pki_types::ServerName::DnsName(d) => d.as_ref().to_string(),
+        other => other.to_str().into_owned(),
+    };
+    Ok((c, server_name, info))
+}
+
+/// The server's QUIC config, from the test's TLS role, and what its TLS
+/// is (the suite: the first of the server's TLS 1.3 suites the client
+/// offers, which with a linerate client is the one in use).
+pub fn server(spec: &TestSpec, role: &Role) -> Result<(Arc<ServerConfig>, TlsInfo), ConfigError> {
+    let Role::Server(cfg, label) = role else {
+        return Err(ConfigError::NotRustls);
+    };
+    let suite = cfg
+        .crypto_provider()
+        .cipher_suites
+        .iter()
+        .find(|s| matches!(s, rustls::SupportedCipherSuite::Tls13(_)))
+        .map(|s| crate::engine::tls::suite_name(*s))
+        .unwrap_or_default();
+    let info = TlsInfo {
+        backend: "rustls".into(),
+        library: crate::measure::crypto::rustls_library(),
+        protocol: "TLSv1.3 (QUIC)".into(),
+        suite,
+        kx_group: spec.tls.as_ref().map(|t| t.kx.clone()).unwrap_or_default(),
+        etm: None,
+        cert: label.to_string(),
+        resumed: false,
+    };
+    let mut tls = (**cfg).clone();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.max_early_data_size = u32::MAX;
+    let initial = initial().ok_or(ConfigError::NoTls13("no AES-128-GCM".into()))?;
+    let quic = QuicServerConfig::with_initial(Arc::new(tls), initial)
+        .map_err(|e| ConfigError::NoTls13(e.to_string()))?;
+    let mut s = ServerConfig::with_crypto(Arc::new(quic));
+    s.transport_config(transport(spec));
+    Ok((Arc::new(s), info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn congestion_controls_are_named_as_cc_takes_them() {
+        assert_eq!(controller(None), Some("cubic"));
+        assert_eq!(controller(Some("BBR")), Some("bbr"));
+        assert_eq!(controller(Some("reno")), Some("newreno"));
+        assert_eq!(controller(Some("vegas")), None);
+        for c in CONTROLLERS {
+            assert_eq!(controller(Some(c)), Some(*c));
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! One QUIC connection on one of the engine's UDP flows: quinn-proto's
+//! endpoint and connection (the protocol, sans IO) driven by the worker's
+//! event loop. The socket is the flow's, connected to the other end by
+//! control's hello exchange; quinn-udp sends with GSO and ECN and
+//! receives with GRO, as quinn itself does.
+//!
+//! A workload over QUIC holds a `Link`, calls `input` when the socket is
+//! readable, does its stream work on the connection, then `output`, which
+//! sends what the connection has, hands the endpoint its events, and arms
+//! the connection's next timer; `timeout` when that timer fires.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use mio::net::UdpSocket;
+use mio::{Interest, Registry, Token};
+use quinn_proto::{
+    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, Event,
+    ServerConfig,
+};
+use quinn_udp::{RecvMeta, UdpSocketState};
+
+use crate::engine::flow::{Ctx, BUDGET};
+use crate::model::flow::QuicFlowStats;
+use std::os::fd::AsRawFd;
+
+/// What carries QUIC here, for results.
+pub const IMPLEMENTATION: &str = "quinn-proto 0.11";
+use crate::engine::udp::Header;
+
+/// Datagrams' room when received: GRO coalesces up to 64 KiB.
+const RECV_ROOM: usize = 64 * 1024;
+
+/// The most UDP payload one GSO send may carry (the IP length field).
+const GSO_BYTES: usize = 65_507;
+
+/// What a link counted of its datagrams (for the report's lines).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinkCounts {
+    /// UDP datagrams sent and received (GSO and GRO batches counted by
+    /// their segments).
+    pub datagrams_tx: u64,
+    pub datagrams_rx: u64,
+    /// sendmsg and recvmmsg calls that moved data.
+    pub send_calls: u64,
+    pub recv_calls: u64,
+}
+
+/// A transmit the socket would not take yet: its bytes are `Link::tx`.
+#[derive(Clone, Copy)]
+struct Pending {
+    size: usize,
+    segment: Option<usize>,
+    ecn: Option<quinn_udp::EcnCodepoint>,
+}
+
+pub struct Link {
+    sock: UdpSocket,
+    udp: UdpSocketState,
+    endpoint: Endpoint,
+    /// The server's config (accepting the client's connection); None on
+    /// the client, which connects at once.
+    server: Option<Arc<ServerConfig>>,
+    conn: Option<(ConnectionHandle, Connection)>,
+    peer: SocketAddr,
+    /// Control's hellos carry this test's cookie: a late resend of one is
+    /// dropped before quinn sees it.
+    cookie: u64,
+    tx: Vec<u8>,
+    pending: Option<Pending>,
+    rx: Vec<u8>,
+    armed: Option<Instant>,
+    /// The connection's application events, for the workload.
+    pub events: VecDeque<Event>,
+    pub counts: LinkCounts,
+}
+
+impl Link {
+    fn new(sock: std::net::UdpSocket, cookie: u64) -> io::Result<(Link, SocketAddr)> {
+        let peer = sock.peer_addr()?;
+        let sock = UdpSocket::from_std(sock);
+        let udp = UdpSocketState::new((&sock).into())?;
+        let batch = quinn_udp::BATCH_SIZE.min(udp.gro_segments().max(1) * 8);
+        let endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
+        Ok((
+            Link {
+                sock,
+                udp,
+                endpoint,
+                server: None,
+                conn: None,
+                peer,
+                cookie,
+                tx: Vec::with_capacity(RECV_ROOM),
+                pending: None,
+                rx: vec![0; RECV_ROOM * batch.max(1)],
+                armed: None,
+                events: VecDeque::new(),
+                counts: LinkCounts::default(),
+            },
+            peer,
+        ))
+    }
+
+    /// The client's end: the connection is started at once (its first
+    /// flight goes out at the first `output`).
+    pub fn client(
+        sock: std::net::UdpSocket,
+        cookie: u64,
+        config: ClientConfig,
+        server_name: &str,
+    ) -> io::Result<Link> {
+        let (mut link, peer) = Link::new(sock, cookie)?;
+        let (ch, conn) = link
+            .endpoint
+            .connect(Instant::now(), config, peer, server_name)
+            .map_err(|e| io::Error::other(format!("QUIC connect: {e}")))?;
+        link.conn = Some((ch, conn));
+        Ok(link)
+    }
+
+    /// The server's end: it accepts the first connection that arrives.
+    pub fn server(
+        sock: std::net::UdpSocket,
+        cookie: u64,
+        config: Arc<ServerConfig>,
+    ) -> io::Result<Link> {
+        let (mut link, _) = Link::new(sock, cookie)?;
+        link.endpoint.set_server_config(Some(config.clone()));
+        link.server = Some(config);
+        Ok(link)
+    }
+
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(
+            &mut self.sock,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+
+    /// The connection, once there is one (the server's: once accepted).
+    pub fn conn(&mut self) -> Option<&mut Connection> {
+        self.conn.as_mut().map(|(_, c)| c)
+    }
+
+    /// Reads what the socket has (up to the budget) into the connection.
+    /// Ok(true): the budget ran out with more to read.
+    pub fn input(&mut self, now: Instant) -> io::Result<bool> {
+        let mut moved = 0;
+        let mut metas = [RecvMeta::default(); quinn_udp::BATCH_SIZE];
+        loop {
+            let n = {
+                let mut bufs: Vec<IoSliceMut<'_>> =
+                    self.rx.chunks_mut(RECV_ROOM).map(IoSliceMut::new).collect();
+                let k = bufs.len().min(metas.len());
+                match self
+                    .udp
+                    .recv((&self.sock).into(), &mut bufs[..k], &mut metas[..k])
+                {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // An ICMP error from an earlier datagram (the peer's
+                    // socket closed at its end): its close is the news.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+            };
+            self.counts.recv_calls += 1;
+            for (i, meta) in metas.iter().enumerate().take(n) {
+                // One copy per GRO batch (quinn's own endpoint does the
+                // same), split into its datagrams without copying.
+                let mut batch = BytesMut::from(&self.rx[i * RECV_ROOM..i * RECV_ROOM + meta.len]);
+                moved += meta.len;
+                let stride = meta.stride.max(1);
+                let ecn = meta
+                    .ecn
+                    .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+                while !batch.is_empty() {
+                    let d = batch.split_to(stride.min(batch.len()));
+                    self.counts.datagrams_rx += 1;
+                    if Header::read(&d, self.cookie).is_some() {
+                        // A hello resent before control's ack arrived.
+                        continue;
+                    }
+                    self.datagram(now, meta.addr, meta.dst_ip, ecn, d);
+                }
+            }
+            if moved >= BUDGET {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// One datagram into the endpoint and on to its connection.
+    fn datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        dst: Option<std::net::IpAddr>,
+        ecn: Option<quinn_proto::EcnCodepoint>,
+        data: BytesMut,
+    ) {
+        let mut resp = Vec::new();
+        match self.endpoint.handle(now, from, dst, ecn, data, &mut resp) {
+            Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
+                if let Some((mine, conn)) = self.conn.as_mut() {
+                    if *mine == ch {
+                        conn.handle_event(ev);
+                    }
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                if self.conn.is_some() || self.server.is_none() {
+                    // One connection per flow: another is refused.
+                    let t = self.endpoint.refuse(incoming, &mut resp);
+                    self.send_now(&resp[..t.size]);
+                    return;
+                }
+                match self.endpoint.accept(incoming, now, &mut resp, None) {
+                    Ok((ch, conn)) => self.conn = Some((ch, conn)),
+                    Err(e) => {
+                        if let Some(t) = e.response {
+                            self.send_now(&resp[..t.size]);
+                        }
+                    }
+                }
+            }
+            Some(DatagramEvent::Response(t)) => self.send_now(&resp[..t.size]),
+            None => {}
+        }
+    }
+
+    /// A datagram the endpoint answers by itself: sent if the socket takes
+    /// it, else dropped (the peer retransmits).
+    fn send_now(&mut self, data: &[u8]) {
+        let t = quinn_udp::Transmit {
+            destination: self.peer,
+            ecn: None,
+            contents: data,
+            segment_size: None,
+            src_ip: None,
+        };
+        if self.udp.try_send((&self.sock).into(), &t).is_ok() {
+            self.counts.datagrams_tx += 1;
+            self.counts.send_calls += 1;
+        }
+    }
+
+    /// Sends what the connection has to send until it has nothing, the
+    /// socket is full or the budget is used; then the endpoint's events,
+    /// the application's events (into `events`) and the next timer.
+    /// Ok(true): the budget ran out with more to send.
+    pub fn output(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
+        let now = cx.now;
+        let more = self.transmit(now)?;
+        self.settle(cx);
+        Ok(more)
+    }
+
+    fn transmit(&mut self, now: Instant) -> io::Result<bool> {
+        let Some((_, conn)) = self.conn.as_mut() else {
+            return Ok(false);
+        };
+        let mut moved = 0;
+        // A GSO send carries at most 64 KiB of UDP payload: the kernel
+        // refuses more (EMSGSIZE), so the batch is cut to what fits at the
+        // path's current MTU (40 datagrams of 1452 bytes).
+        let fits = GSO_BYTES / usize::from(conn.current_mtu()).max(1);
+        let max = self.udp.max_gso_segments().min(fits).max(1);
+        loop {
+            let p = match self.pending.take() {
+                Some(p) => p,
+                None => {
+                    self.tx.clear();
+                    let Some(t) = conn.poll_transmit(now, max, &mut self.tx) else {
+                        return Ok(false);
+                    };
+                    Pending {
+                        size: t.size,
+                        segment: t.segment_size,
+                        ecn: t
+                            .ecn
+                            .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
+                    }
+                }
+            };
+            let t = quinn_udp::Transmit {
+                destination: self.peer,
+                ecn: p.ecn,
+                contents: &self.tx[..p.size],
+                segment_size: p.segment,
+                src_ip: None,
+            };
+            match self.udp.try_send((&self.sock).into(), &t) {
+                Ok(()) => {
+                    self.counts.send_calls += 1;
+                    self.counts.datagrams_tx += p.segment.map_or(1, |s| p.size.div_ceil(s)) as u64;
+                    moved += p.size;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // The writable edge resumes it.
+                    self.pending = Some(p);
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.pending = Some(p),
+                // The peer's socket is gone (ICMP): the connection times
+                // out or its close arrived; not this side's failure.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                // A path MTU probe larger than the path: the probe is lost,
+                // which is what MTU discovery expects.
+                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) && p.segment.is_none() => {}
+                Err(e) => return Err(e),
+            }
+            if moved >= BUDGET {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The endpoint's and the application's events, and the timer.
+    fn settle(&mut self, cx: &mut Ctx<'_>) {
+        let Some((ch, conn)) = self.conn.as_mut() else {
+            return;
+        };
+        while let Some(ev) = conn.poll_endpoint_events() {
+            if let Some(back) = self.endpoint.handle_event(*ch, ev) {
+                conn.handle_event(back);
+            }
+        }
+        while let Some(ev) = conn.poll() {
+            self.events.push_back(ev);
+        }
+        match conn.poll_timeout() {
+            Some(at) if self.armed != Some(at) => {
+                self.armed = Some(at);
+                cx.schedule(at);
+            }
+            Some(_) => {}
+            None => self.armed = None,
+        }
+    }
+
+    /// The connection's timer fired (or an earlier one, already handled:
+    /// quinn ignores a call before its deadline).
+    pub fn timeout(&mut self, now: Instant) {
+        if self.armed.is_some_and(|at| at <= now) {
+            self.armed = None;
+        }
+        if let Some((_, conn)) = self.conn.as_mut() {
+            conn.handle_timeout(now);
+        }
+    }
+
+    /// Sends CONNECTION_CLOSE (best effort): the peer's end stops at once
+    /// instead of at its idle timeout.
+    pub fn close(&mut self, reason: &'static [u8]) {
+        let now = Instant::now();
+        if let Some((_, conn)) = self.conn.as_mut() {
+            if conn.is_closed() {
+                return;
+            }
+            conn.close(now, 0u32.into(), bytes::Bytes::from_static(reason));
+            self.pending = None;
+            let _ = self.transmit(now);
+        }
+    }
+
+    /// The socket's own address and its peer's.
+    pub fn addresses(&self) -> (String, String) {
+        (
+            self.sock
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            self.peer.to_string(),
+        )
+    }
+
+    /// The socket buffers the kernel granted.
+    pub fn buffers(&self) -> (Option<u32>, Option<u32>) {
+        crate::measure::tcpinfo::granted_buffers(self.sock.as_raw_fd())
+    }
+
+    /// The connection's own view of its path and its datagrams.
+    pub fn report(&self, cc: &str) -> Option<QuicFlowStats> {
+        let (_, c) = self.conn.as_ref()?;
+        let s = c.stats();
+        Some(QuicFlowStats {
+            implementation: IMPLEMENTATION.into(),
+            congestion_control: cc.into(),
+            rtt_us: s.path.rtt.as_secs_f64() * 1e6,
+            min_rtt_us: s.path.min_rtt.as_secs_f64() * 1e6,
+            cwnd: s.path.cwnd,
+            congestion_events: s.path.congestion_events,
+            packets_sent: s.path.sent_packets,
+            packets_lost: s.path.lost_packets,
+            mtu: s.path.current_mtu,
+            datagrams_tx: self.counts.datagrams_tx,
+            datagrams_rx: self.counts.datagrams_rx,
+            send_calls: self.counts.send_calls,
+            recv_calls: self.counts.recv_calls,
+            data_blocked: s.frame_tx.data_blocked + s.frame_tx.stream_data_blocked,
+        })
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.close(b"done");
+    }
+}

@@ -1,0 +1,272 @@
+//! QUIC beside TLS over TCP (quinn-proto): the workloads of this folder run
+//! their flows as QUIC connections over the engine's UDP flows (one
+//! connection per flow, connected UDP sockets made by control's hello
+//! exchange), so they get the engine's workers, CPU accounting, window and
+//! reports as every other workload does. `--transport quic` picks them for
+//! the TCP workload of the same name (`quic-stream` for `stream`).
+//!
+//! Each QUIC result has a twin: the same test as TLS over TCP with the
+//! same TLS settings, run right after it (`Plugin::twin`), so the report
+//! says what QUIC costs per byte on each end against TLS over TCP measured
+//! side by side.
+
+use std::sync::Arc;
+
+use super::kind::KindFacts;
+use super::{Conns, Pattern, Plugin, RateColumn, Supports, WorkloadError};
+use crate::engine::flow::Flow;
+use crate::engine::tls::Role;
+use crate::model::error::Invalid;
+use crate::model::flow::{FlowReport, QuicFlowStats};
+use crate::model::result::Iteration;
+use crate::model::spec::{self, Direction, Figures, IoMode, MainMetric, TestSpec, TlsBackend};
+use crate::units::{fmt_bytes, fmt_us};
+
+pub mod config;
+pub mod link;
+pub mod stream;
+
+use link::Link;
+use stream::QuicStreamFlow;
+
+/// `stream` over QUIC.
+pub struct QuicStream;
+
+/// This kind's name in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("quic-stream");
+
+/// UDP socket buffers of a QUIC flow where the test sets none: 4 MiB (the
+/// kernel caps them at net.core.[rw]mem_max). The default 208 KiB drops
+/// datagrams at tens of Gbit/s on loopback before QUIC's flow control
+/// would hold the sender back.
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// The workloads `--transport quic` runs over QUIC, for messages.
+pub const TWINS: &str = "stream";
+
+/// The QUIC twin of the TCP workload `workload`, for `--transport quic`;
+/// None: it has none.
+pub fn over_quic(workload: spec::Workload) -> Option<spec::Workload> {
+    (workload == super::stream::NAME).then_some(NAME)
+}
+
+/// Whether `workload` runs over QUIC already.
+pub fn is_quic(workload: spec::Workload) -> bool {
+    workload == NAME
+}
+
+/// What QUIC cannot carry of a test's settings, in one line.
+pub fn rules(spec: &TestSpec) -> Result<(), Invalid> {
+    if let Some(t) = &spec.tls {
+        if t.backend != TlsBackend::Rustls {
+            return Err("QUIC runs on rustls: drop --backend openssl".into());
+        }
+        if t.version.as_deref().is_some_and(|v| v.trim() == "1.2") {
+            return Err("QUIC carries TLS 1.3 only: drop --tls-version 1.2".into());
+        }
+        if t.etm.is_some() {
+            return Err("--etm is a TLS 1.2 CBC setting: QUIC has none".into());
+        }
+    }
+    if config::controller(spec.cc.as_deref()).is_none() {
+        return Err(format!(
+            "--cc {}: QUIC (quinn) offers {}",
+            spec.cc.as_deref().unwrap_or(""),
+            config::CONTROLLERS.join(", ")
+        )
+        .into());
+    }
+    if spec.io == IoMode::Threads {
+        return Err(
+            "--io threads blocks on a TCP socket: QUIC runs on the event loop (--io epoll)".into(),
+        );
+    }
+    Ok(())
+}
+
+impl Plugin for QuicStream {
+    fn kind(&self) -> spec::Workload {
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "Bulk transfer over QUIC (quinn-proto; the perf protocol of quinn's `perf`), with its TLS over TCP twin"
+    }
+
+    fn facts(&self) -> KindFacts {
+        KindFacts {
+            bulk: true,
+            tls_always: true,
+            worker_per_flow: true,
+            // QUIC's datagrams: no read size (quinn hands over what it
+            // has decrypted).
+            datagrams: true,
+            ..KindFacts::NONE
+        }
+    }
+
+    fn rules(&self, spec: &TestSpec) -> Result<(), Invalid> {
+        rules(spec)
+    }
+
+    fn pattern(&self) -> Pattern {
+        Pattern::Datagram
+    }
+
+    fn supports(&self) -> Supports {
+        Supports::default()
+    }
+
+    fn figures(&self, _spec: &TestSpec) -> Figures {
+        Figures::default()
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        format!(
+            "stream over QUIC {}, {} writes, QUIC congestion control {}",
+            super::direction_words(spec.direction),
+            fmt_bytes(spec.message as u64),
+            config::controller(spec.cc.as_deref()).unwrap_or("?")
+        )
+    }
+
+    fn rate_column(&self, _spec: &TestSpec) -> RateColumn {
+        RateColumn::None
+    }
+
+    fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        [
+            ("quic client", &it.flows.client),
+            ("quic agent", &it.flows.agent),
+        ]
+        .into_iter()
+        .filter_map(|(label, flows)| Some((label, quic_line(flows)?)))
+        .collect()
+    }
+
+    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+        MainMetric::Throughput
+    }
+
+    /// Its twin is TLS over TCP, not clear text: `stream` with the same
+    /// TLS settings.
+    fn clear_twin(&self) -> spec::Workload {
+        super::stream::NAME
+    }
+
+    fn twin_keeps_tls(&self) -> bool {
+        true
+    }
+
+    fn client_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+        let role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
+        let (cfg, name, info) = config::client(spec, role).map_err(quic_error)?;
+        let (up, down) = ends(spec.direction);
+        conns
+            .udp
+            .into_iter()
+            .map(|(id, s)| {
+                buffers(&s, spec)?;
+                let link = Link::client(s, conns.cookie, cfg.clone(), &name)?;
+                let ends = stream::Ends {
+                    client: true,
+                    upload: up,
+                    download: down,
+                };
+                Ok(
+                    Box::new(QuicStreamFlow::new(id, link, ends, spec, info.clone()))
+                        as Box<dyn Flow>,
+                )
+            })
+            .collect::<std::io::Result<_>>()
+            .map_err(WorkloadError::Quic)
+    }
+
+    fn agent_flows(
+        &self,
+        spec: &TestSpec,
+        conns: Conns,
+    ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+        let role: &Role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
+        let (cfg, info) = config::server(spec, role).map_err(quic_error)?;
+        let (up, down) = ends(spec.direction);
+        conns
+            .udp
+            .into_iter()
+            .map(|(id, s)| {
+                buffers(&s, spec)?;
+                let link = Link::server(s, conns.cookie, Arc::clone(&cfg))?;
+                let ends = stream::Ends {
+                    client: false,
+                    upload: up,
+                    download: down,
+                };
+                Ok(
+                    Box::new(QuicStreamFlow::new(id, link, ends, spec, info.clone()))
+                        as Box<dyn Flow>,
+                )
+            })
+            .collect::<std::io::Result<_>>()
+            .map_err(WorkloadError::Quic)
+    }
+}
+
+/// One end's QUIC connections in a line: the path as QUIC saw it (its
+/// loss is what it retransmitted, the receivers' socket drops included),
+/// and how many datagrams each system call moved.
+fn quic_line(flows: &[FlowReport]) -> Option<String> {
+    let q: Vec<&QuicFlowStats> = flows.iter().filter_map(|f| f.quic.as_ref()).collect();
+    let first = q.first()?;
+    let sum = |f: fn(&QuicFlowStats) -> u64| q.iter().map(|s| f(s)).sum::<u64>();
+    let (sent, lost) = (sum(|s| s.packets_sent), sum(|s| s.packets_lost));
+    let per = |n: u64, calls: u64| n as f64 / calls.max(1) as f64;
+    let rtt = q.iter().map(|s| s.rtt_us).sum::<f64>() / q.len() as f64;
+    Some(format!(
+        "{}, {} ({} connection{}): rtt {} (min {}), {} packets sent, {} lost ({:.2}%) in {} congestion events, MTU {}; {:.1} datagrams per send, {:.1} per receive; flow control held a sender {} times",
+        first.implementation,
+        first.congestion_control,
+        q.len(),
+        if q.len() == 1 { "" } else { "s" },
+        fmt_us(rtt),
+        // An end that only acknowledges has no round trip of its own
+        // sampled: its minimum reads 0.
+        q.iter()
+            .map(|s| s.min_rtt_us)
+            .filter(|m| *m > 0.0)
+            .reduce(f64::min)
+            .map_or("-".into(), fmt_us),
+        sent,
+        lost,
+        100.0 * lost as f64 / sent.max(1) as f64,
+        sum(|s| s.congestion_events),
+        first.mtu,
+        per(sum(|s| s.datagrams_tx), sum(|s| s.send_calls)),
+        per(sum(|s| s.datagrams_rx), sum(|s| s.recv_calls)),
+        sum(|s| s.data_blocked),
+    ))
+}
+
+/// (the client uploads, the client downloads) for a direction.
+fn ends(d: Direction) -> (bool, bool) {
+    (d != Direction::Rx, d != Direction::Tx)
+}
+
+/// The flow socket's buffers: the test's, else `SOCKET_BUFFER`.
+fn buffers(s: &std::net::UdpSocket, spec: &TestSpec) -> std::io::Result<()> {
+    let r = socket2::SockRef::from(s);
+    if spec.sndbuf.is_none() {
+        r.set_send_buffer_size(SOCKET_BUFFER)?;
+    }
+    if spec.rcvbuf.is_none() {
+        r.set_recv_buffer_size(SOCKET_BUFFER)?;
+    }
+    Ok(())
+}
+
+fn quic_error(e: config::ConfigError) -> WorkloadError {
+    WorkloadError::Quic(std::io::Error::other(e.to_string()))
+}
