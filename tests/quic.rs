@@ -185,3 +185,129 @@ fn through_the_lab_the_emulator_counts_quics_packets() {
         "QUIC lost {lost}, emulator dropped {dropped}"
     );
 }
+
+/// A verifier that accepts the agent's generated certificate, as quinn's
+/// perf client does (`SkipServerVerification`): the test is of the perf
+/// protocol and QUIC, not of the certificate.
+#[derive(Debug)]
+struct AnyCert(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// quinn's own endpoint (its tokio driver and quinn-udp socket layer, not
+/// linerate's) as a perf client of `serve --quic-perf`: a download with an
+/// upload on a bidirectional stream, and a request on a unidirectional
+/// stream answered on one the server opens, each response exactly the
+/// size asked. (bench/quinn_perf.sh builds quinn's `perf` tool itself,
+/// for the same check by hand and for the benchmarks.)
+#[test]
+fn a_quinn_perf_client_is_served_by_the_agents_quic_perf_server() {
+    let mut agent = spawn(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--insecure-no-token",
+        "--no-crypto-twin",
+        "--quic-perf",
+        "127.0.0.1:0",
+        "-q",
+    ]);
+    // The agent's stdout stays open to the end: it prints a line after
+    // this one, and a closed pipe would end it.
+    let mut lines = {
+        use std::io::BufRead;
+        std::io::BufReader::new(agent.stdout.take().unwrap()).lines()
+    };
+    let line = lines.next().unwrap().unwrap();
+    let addr: std::net::SocketAddr = line
+        .strip_prefix("linerate agent: QUIC perf server on ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .parse()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = rt.block_on(async move {
+        let talk = async move {
+            let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+            let mut crypto = rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .unwrap()
+                .dangerous()
+                .with_custom_certificate_verifier(std::sync::Arc::new(AnyCert(provider)))
+                .with_no_client_auth();
+            crypto.alpn_protocols = vec![b"perf".to_vec()];
+            let quic = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).unwrap();
+            let cfg = quinn::ClientConfig::new(std::sync::Arc::new(quic));
+            let ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+            let conn = ep.connect_with(cfg, addr, "localhost")?.await?;
+            // Download 8 MiB after uploading 1 MiB, on one bidirectional stream.
+            let (mut send, mut recv) = conn.open_bi().await?;
+            send.write_all(&(8u64 << 20).to_be_bytes()).await?;
+            send.write_all(&vec![7u8; 1 << 20]).await?;
+            send.finish()?;
+            let down = recv.read_to_end(usize::MAX).await?;
+            // 2 MiB asked on a unidirectional stream, sent back on another.
+            let mut uni = conn.open_uni().await?;
+            uni.write_all(&(2u64 << 20).to_be_bytes()).await?;
+            uni.finish()?;
+            let mut back = conn.accept_uni().await?;
+            let down_uni = back.read_to_end(usize::MAX).await?;
+            conn.close(0u32.into(), b"done");
+            ep.wait_idle().await;
+            Ok::<_, Box<dyn std::error::Error>>((down.len(), down_uni.len()))
+        };
+        // Bounded: a server that never answers fails the test, not hangs it.
+        tokio::time::timeout(Duration::from_secs(30), talk)
+            .await
+            .map_err(|_| "no answer in 30 s")?
+    });
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    drop(lines);
+    let (down, down_uni) = result.unwrap();
+    assert_eq!(down, 8 << 20);
+    assert_eq!(down_uni, 2 << 20);
+}

@@ -166,9 +166,11 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentErro
     let stopped = put_back_and_watch(&cfg)?;
     if cfg.announce {
         let addr = listener.local_addr().map_err(AgentError::LocalAddr)?;
-        println!("linerate agent listening on {addr}");
+        // A reader that went away (a closed pipe) does not end the agent.
         use std::io::Write;
-        let _ = std::io::stdout().flush();
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "linerate agent listening on {addr}");
+        let _ = out.flush();
     }
     let shared = Arc::new(Shared {
         cfg,

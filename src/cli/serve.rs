@@ -78,6 +78,66 @@ pub struct ServeArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Also serve QUIC's perf protocol (draft-banks-quic-performance, ALPN "perf") on this UDP address, for another tool's perf client (quinn's `perf client`), with this agent's certificate. Like `iperf3 -s`, whoever reaches it can make this host send; each connection ends after --max-duration.
+    #[arg(long, value_name = "ADDR")]
+    pub quic_perf: Option<SocketAddr>,
+}
+
+/// The QUIC perf server's thread: stopped and joined when dropped.
+struct PerfThread {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for PerfThread {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Binds the QUIC perf server and serves it on a thread of its own.
+fn start_quic_perf(addr: SocketAddr, limit: Duration, quiet: bool) -> Result<PerfThread> {
+    use crate::workload::quic::{config, perf_server::PerfServer};
+    let cfg = config::perf_server().map_err(|e| Error::Failed(format!("--quic-perf: {e}")))?;
+    let mut server = PerfServer::bind(addr, cfg, limit)
+        .map_err(|e| usage(format!("--quic-perf {addr}: {e}")))?;
+    let bound = server
+        .local_addr()
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    {
+        // A reader that went away (a closed pipe) does not end the agent.
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(
+            out,
+            "linerate agent: QUIC perf server on {bound} (ALPN perf)"
+        );
+        let _ = out.flush();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("quic-perf".into())
+        .spawn(move || {
+            if let Err(e) = server.run(&flag) {
+                eprintln!("linerate agent: QUIC perf server stopped: {e}");
+            }
+            if !quiet {
+                let s = server.served;
+                eprintln!(
+                    "linerate agent: QUIC perf server served {} connections, {} requests, {} B in, {} B out",
+                    s.connections, s.requests, s.bytes_in, s.bytes_out
+                );
+            }
+        })
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    Ok(PerfThread {
+        stop,
+        thread: Some(thread),
+    })
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -139,6 +199,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             }
         }
     };
+    let perf = match args.quic_perf {
+        Some(a) => Some(start_quic_perf(a, args.max_duration, args.quiet)?),
+        None => None,
+    };
     let cfg = agent::ServeConfig {
         // Said once serving is set up (a crashed agent's sysctls are back,
         // the companion is up): a script may start tests at once.
@@ -157,6 +221,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         allow_nic: args.allow_nic,
     };
     let served = agent::serve_on(listener, cfg).map_err(Error::from);
+    drop(perf);
     drop(twin);
     served
 }

@@ -121,6 +121,32 @@ pub fn client(
     Ok((c, server_name, info))
 }
 
+/// A QUIC server config over the rustls config `tls` (ALPN "perf", 0-RTT
+/// allowed) with the transport settings of `spec`.
+fn quic_server(
+    spec: &TestSpec,
+    tls: &rustls::ServerConfig,
+) -> Result<Arc<ServerConfig>, ConfigError> {
+    let mut tls = tls.clone();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.max_early_data_size = u32::MAX;
+    let initial = initial().ok_or(ConfigError::NoTls13("no AES-128-GCM".into()))?;
+    let quic = QuicServerConfig::with_initial(Arc::new(tls), initial)
+        .map_err(|e| ConfigError::NoTls13(e.to_string()))?;
+    let mut s = ServerConfig::with_crypto(Arc::new(quic));
+    s.transport_config(transport(spec));
+    Ok(Arc::new(s))
+}
+
+/// The perf server's config (`serve --quic-perf`): the agent's certificate
+/// (generated, or `serve --tls-cert`), TLS 1.3's default suites.
+pub fn perf_server() -> std::io::Result<Arc<ServerConfig>> {
+    let t = crate::model::spec::TlsSpec::default();
+    let (tls, _) =
+        crate::engine::tls::server_config(&t).map_err(|e| std::io::Error::other(e.to_string()))?;
+    quic_server(&TestSpec::default(), &tls).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
 /// The server's QUIC config, from the test's TLS role, and what its TLS
 /// is (the suite: the first of the server's TLS 1.3 suites the client
 /// offers, which with a linerate client is the one in use).
@@ -145,15 +171,7 @@ pub fn server(spec: &TestSpec, role: &Role) -> Result<(Arc<ServerConfig>, TlsInf
         cert: label.to_string(),
         resumed: false,
     };
-    let mut tls = (**cfg).clone();
-    tls.alpn_protocols = vec![ALPN.to_vec()];
-    tls.max_early_data_size = u32::MAX;
-    let initial = initial().ok_or(ConfigError::NoTls13("no AES-128-GCM".into()))?;
-    let quic = QuicServerConfig::with_initial(Arc::new(tls), initial)
-        .map_err(|e| ConfigError::NoTls13(e.to_string()))?;
-    let mut s = ServerConfig::with_crypto(Arc::new(quic));
-    s.transport_config(transport(spec));
-    Ok((Arc::new(s), info))
+    Ok((quic_server(spec, cfg)?, info))
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::units::{fmt_bytes, fmt_us};
 
 pub mod config;
 pub mod link;
+pub mod perf_server;
 pub mod stream;
 
 use link::Link;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds quinn's own QUIC perf tool (`quinn-perf server` / `quinn-perf
+# client`, the perf protocol of draft-banks-quic-performance) from its
+# public source, for interop with linerate's QUIC both ways and for the
+# side-by-side QUIC benchmarks. Prints the binary's path.
+#
+# Usage: bench/quinn_perf.sh [DIR]     (default /tmp/linerate-peers)
+# Source: $QUINN_SRC (a git repository: URL or local clone/mirror); by
+# default the local mirror under /work/.mirror when there is one, else
+# GitHub. Built without qlog (its extra dependency tree), with JSON output.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${1:-/tmp/linerate-peers}
+mkdir -p "$DIR"
+if [ -d /work/.mirror/quinn-rs+quinn/repo ]; then
+  QUINN_SRC=${QUINN_SRC:-/work/.mirror/quinn-rs+quinn/repo}
+else
+  QUINN_SRC=${QUINN_SRC:-https://github.com/quinn-rs/quinn}
+fi
+BIN="$DIR/quinn/target/release/quinn-perf"
+if [ ! -x "$BIN" ]; then
+  rm -rf "$DIR/quinn"
+  git clone -q "$QUINN_SRC" "$DIR/quinn"
+  (
+    cd "$DIR/quinn"
+    cargo build --release -q -p perf --no-default-features --features json-output
+  )
+fi
+echo "$BIN"

@@ -1,0 +1,413 @@
+//! A QUIC perf server (`linerate serve --quic-perf ADDR`): the server half
+//! of the common QUIC performance protocol (draft-banks-quic-performance,
+//! ALPN "perf"), so that another tool's perf client (quinn's `perf client`)
+//! can measure against a linerate agent. Each stream carries a request: 8
+//! bytes giving the size of the response wanted, then the upload, which is
+//! read to its end; the response goes back on the same stream (a
+//! bidirectional one) or on a new unidirectional stream.
+//!
+//! One thread, one unconnected UDP socket, one quinn-proto endpoint with
+//! every client's connection, driven by a mio loop as the engine's workers
+//! drive a test's flows. Like `iperf3 -s`, whoever reaches the port can
+//! make this host send: each connection ends after `limit` (the agent's
+//! `--max-duration`).
+
+use std::collections::HashMap;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use mio::net::UdpSocket;
+use mio::{Events, Interest, Poll, Token};
+use quinn_proto::{
+    Connection, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event, ReadError,
+    ServerConfig, StreamId, WriteError,
+};
+use quinn_udp::{RecvMeta, UdpSocketState};
+
+/// GRO's room per received batch.
+const RECV_ROOM: usize = 64 * 1024;
+/// The most UDP payload one GSO send carries.
+const GSO_BYTES: usize = 65_507;
+
+/// One request on one stream.
+struct Request {
+    header: Vec<u8>,
+    /// The response left to send (known once the header is read).
+    left: Option<u64>,
+    /// The request was read to its end: the response may go.
+    read_done: bool,
+    /// Where the response goes: the same stream (bi), or one opened for it.
+    reply: Option<StreamId>,
+    bi: bool,
+}
+
+struct Client {
+    conn: Connection,
+    remote: SocketAddr,
+    requests: HashMap<StreamId, Request>,
+    started: Instant,
+}
+
+/// What the server measured, for its log line when it stops.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Served {
+    pub connections: u64,
+    pub requests: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+pub struct PerfServer {
+    poll: Poll,
+    sock: UdpSocket,
+    udp: UdpSocketState,
+    endpoint: Endpoint,
+    config: Arc<ServerConfig>,
+    clients: HashMap<ConnectionHandle, Client>,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    payload: Bytes,
+    limit: Duration,
+    pub served: Served,
+}
+
+impl PerfServer {
+    /// Binds `addr` with the server config `config` (ALPN "perf").
+    pub fn bind(addr: SocketAddr, config: Arc<ServerConfig>, limit: Duration) -> io::Result<Self> {
+        let std = std::net::UdpSocket::bind(addr)?;
+        let r = socket2::SockRef::from(&std);
+        r.set_recv_buffer_size(4 << 20)?;
+        r.set_send_buffer_size(4 << 20)?;
+        let mut sock = UdpSocket::from_std(std);
+        let udp = UdpSocketState::new((&sock).into())?;
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut sock, Token(0), Interest::READABLE | Interest::WRITABLE)?;
+        let endpoint = Endpoint::new(
+            Arc::new(EndpointConfig::default()),
+            Some(config.clone()),
+            true,
+            None,
+        );
+        Ok(PerfServer {
+            poll,
+            sock,
+            udp,
+            endpoint,
+            config,
+            clients: HashMap::new(),
+            rx: vec![0; RECV_ROOM * quinn_udp::BATCH_SIZE],
+            tx: Vec::with_capacity(GSO_BYTES),
+            payload: Bytes::from(vec![42u8; 1 << 20]),
+            limit,
+            served: Served::default(),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Serves until `stop` is set.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut events = Events::with_capacity(16);
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let next = self
+                .clients
+                .values_mut()
+                .filter_map(|c| c.conn.poll_timeout())
+                .min();
+            let wait = next
+                .map(|t| t.saturating_duration_since(now))
+                .unwrap_or(Duration::from_millis(50))
+                .min(Duration::from_millis(50));
+            match self.poll.poll(&mut events, Some(wait)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let now = Instant::now();
+            self.input(now)?;
+            for c in self.clients.values_mut() {
+                if c.conn.poll_timeout().is_some_and(|t| t <= now) {
+                    c.conn.handle_timeout(now);
+                }
+                if now.duration_since(c.started) > self.limit && !c.conn.is_closed() {
+                    c.conn
+                        .close(now, 0u32.into(), Bytes::from_static(b"time limit"));
+                }
+            }
+            self.work(now);
+            self.output(now)?;
+        }
+        Ok(())
+    }
+
+    /// Reads what the socket has into the endpoint and its connections.
+    fn input(&mut self, now: Instant) -> io::Result<()> {
+        let mut metas = [RecvMeta::default(); quinn_udp::BATCH_SIZE];
+        loop {
+            let n = {
+                let mut bufs: Vec<IoSliceMut<'_>> =
+                    self.rx.chunks_mut(RECV_ROOM).map(IoSliceMut::new).collect();
+                match self.udp.recv((&self.sock).into(), &mut bufs, &mut metas) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            for (i, meta) in metas.iter().enumerate().take(n) {
+                let mut batch = BytesMut::from(&self.rx[i * RECV_ROOM..i * RECV_ROOM + meta.len]);
+                let ecn = meta
+                    .ecn
+                    .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+                let stride = meta.stride.max(1);
+                while !batch.is_empty() {
+                    let d = batch.split_to(stride.min(batch.len()));
+                    self.datagram(now, meta.addr, meta.dst_ip, ecn, d);
+                }
+            }
+        }
+    }
+
+    fn datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        dst: Option<std::net::IpAddr>,
+        ecn: Option<quinn_proto::EcnCodepoint>,
+        data: BytesMut,
+    ) {
+        let mut resp = Vec::new();
+        match self.endpoint.handle(now, from, dst, ecn, data, &mut resp) {
+            Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
+                if let Some(c) = self.clients.get_mut(&ch) {
+                    c.conn.handle_event(ev);
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                match self
+                    .endpoint
+                    .accept(incoming, now, &mut resp, Some(self.config.clone()))
+                {
+                    Ok((ch, conn)) => {
+                        self.served.connections += 1;
+                        self.clients.insert(
+                            ch,
+                            Client {
+                                conn,
+                                remote: from,
+                                requests: HashMap::new(),
+                                started: now,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        if let Some(t) = e.response {
+                            send(&self.udp, &self.sock, from, &resp[..t.size], None, None);
+                        }
+                    }
+                }
+            }
+            Some(DatagramEvent::Response(t)) => {
+                send(&self.udp, &self.sock, from, &resp[..t.size], None, None);
+            }
+            None => {}
+        }
+    }
+
+    /// Every connection's streams: new requests, their reads, responses.
+    fn work(&mut self, now: Instant) {
+        let payload = self.payload.clone();
+        let served = &mut self.served;
+        for c in self.clients.values_mut() {
+            while let Some(ev) = c.conn.poll() {
+                if let Event::ConnectionLost { .. } = ev {
+                    c.requests.clear();
+                }
+            }
+            for dir in [Dir::Bi, Dir::Uni] {
+                while let Some(id) = c.conn.streams().accept(dir) {
+                    served.requests += 1;
+                    c.requests.insert(
+                        id,
+                        Request {
+                            header: Vec::with_capacity(8),
+                            left: None,
+                            read_done: false,
+                            reply: (dir == Dir::Bi).then_some(id),
+                            bi: dir == Dir::Bi,
+                        },
+                    );
+                }
+            }
+            let mut finished = Vec::new();
+            for (&id, r) in c.requests.iter_mut() {
+                if !r.read_done {
+                    r.read_done = read_request(&mut c.conn, id, r, served);
+                }
+                if r.read_done && r.left.is_some() {
+                    if r.reply.is_none() && !r.bi {
+                        r.reply = c.conn.streams().open(Dir::Uni);
+                    }
+                    if let Some(out) = r.reply {
+                        if respond(&mut c.conn, out, r, &payload, served) {
+                            finished.push(id);
+                        }
+                    }
+                }
+            }
+            for id in finished {
+                c.requests.remove(&id);
+            }
+            let _ = now;
+        }
+    }
+
+    /// Every connection's datagrams out, its endpoint events, and the
+    /// drained ones dropped.
+    fn output(&mut self, now: Instant) -> io::Result<()> {
+        let max = self.udp.max_gso_segments().max(1);
+        let mut gone = Vec::new();
+        for (&ch, c) in self.clients.iter_mut() {
+            let fits = GSO_BYTES / usize::from(c.conn.current_mtu()).max(1);
+            loop {
+                self.tx.clear();
+                let Some(t) = c
+                    .conn
+                    .poll_transmit(now, max.min(fits).max(1), &mut self.tx)
+                else {
+                    break;
+                };
+                let ecn = t
+                    .ecn
+                    .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8));
+                if !send(
+                    &self.udp,
+                    &self.sock,
+                    t.destination,
+                    &self.tx[..t.size],
+                    t.segment_size,
+                    ecn,
+                ) {
+                    // The socket is full: the packet counts as lost and
+                    // QUIC sends it again (the writable edge wakes us).
+                    break;
+                }
+            }
+            while let Some(ev) = c.conn.poll_endpoint_events() {
+                if let Some(back) = self.endpoint.handle_event(ch, ev) {
+                    c.conn.handle_event(back);
+                }
+            }
+            if c.conn.is_drained() {
+                gone.push(ch);
+            }
+            let _ = c.remote;
+        }
+        for ch in gone {
+            self.clients.remove(&ch);
+        }
+        Ok(())
+    }
+}
+
+/// Sends one transmit; false when the socket would block.
+fn send(
+    udp: &UdpSocketState,
+    sock: &UdpSocket,
+    to: SocketAddr,
+    data: &[u8],
+    segment: Option<usize>,
+    ecn: Option<quinn_udp::EcnCodepoint>,
+) -> bool {
+    let t = quinn_udp::Transmit {
+        destination: to,
+        ecn,
+        contents: data,
+        segment_size: segment,
+        src_ip: None,
+    };
+    !matches!(udp.try_send(sock.into(), &t), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+/// Reads a request: its header, then its upload to the end. True once
+/// the request was read to its end.
+fn read_request(conn: &mut Connection, id: StreamId, r: &mut Request, served: &mut Served) -> bool {
+    let mut recv = conn.recv_stream(id);
+    let Ok(mut chunks) = recv.read(true) else {
+        return true;
+    };
+    let mut done = false;
+    loop {
+        match chunks.next(usize::MAX) {
+            Ok(Some(c)) => {
+                let mut data = &c.bytes[..];
+                if r.left.is_none() {
+                    let take = (8 - r.header.len()).min(data.len());
+                    r.header.extend_from_slice(&data[..take]);
+                    data = &data[take..];
+                    if r.header.len() == 8 {
+                        let mut h = [0u8; 8];
+                        h.copy_from_slice(&r.header);
+                        r.left = Some(u64::from_be_bytes(h));
+                    }
+                }
+                served.bytes_in += data.len() as u64;
+            }
+            Ok(None) => {
+                done = true;
+                break;
+            }
+            Err(ReadError::Blocked) => break,
+            Err(ReadError::Reset(_)) => {
+                done = true;
+                break;
+            }
+        }
+    }
+    let _ = chunks.finalize();
+    done
+}
+
+/// Sends the response until the stream is blocked or it is all sent.
+/// True once it is all sent (its stream finished).
+fn respond(
+    conn: &mut Connection,
+    out: StreamId,
+    r: &mut Request,
+    payload: &Bytes,
+    served: &mut Served,
+) -> bool {
+    let Some(mut left) = r.left else {
+        return false;
+    };
+    while left > 0 {
+        let mut chunk = [payload.clone()];
+        if left < chunk[0].len() as u64 {
+            chunk[0].truncate(left as usize);
+        }
+        match conn.send_stream(out).write_chunks(&mut chunk) {
+            Ok(w) if w.bytes > 0 => {
+                left -= w.bytes as u64;
+                served.bytes_out += w.bytes as u64;
+            }
+            Ok(_) | Err(WriteError::Blocked) => {
+                r.left = Some(left);
+                return false;
+            }
+            // Stopped or closed by the client: nothing more to send.
+            Err(_) => return true,
+        }
+    }
+    r.left = Some(0);
+    let _ = conn.send_stream(out).finish();
+    true
+}
