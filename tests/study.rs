@@ -622,6 +622,7 @@ const BUILTIN: &[&str] = &[
     "latency-under-load",
     "rr-capacity",
     "memcached-capacity",
+    "quic-streams",
 ];
 
 /// Runs built-in study `name` (or the study file `file`, a shortened
@@ -1306,4 +1307,45 @@ fn set_and_unset_change_any_key_of_a_study() {
     let o = run_study(file.to_str().unwrap(), &out, "--set test.flws=2", LIMIT);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("flws"), "{}", stderr(&o));
+}
+
+/// The QUIC study, cut to two stream counts one way: its three cases run
+/// as what they say (clear and TLS over TCP, QUIC over UDP with the same
+/// suite), and its report draws them side by side.
+#[test]
+fn quic_streams_puts_clear_tcp_tls_and_quic_side_by_side() {
+    let _turn = shared();
+    let dir = cut_and_run(
+        "quic-streams",
+        &[
+            ("flows = [1, 2, 4, 8]", "flows = [1, 2]"),
+            (r#"direction = ["tx", "rx"]"#, r#"direction = ["tx"]"#),
+        ],
+        "-d 0.5 --warmup 0.3 -i 0.1",
+    );
+    let quic = json(&dir.join("points/QUIC_direction-tx_flows-2.r1.json"));
+    assert_eq!(quic["spec"]["workload"], "quic-stream", "{}", quic["spec"]);
+    assert!(
+        f(&quic["summary"]["throughput_bps"]) > 10e6,
+        "{}",
+        quic["summary"]
+    );
+    let flows = quic["iterations"][0]["flows"]["client"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    assert!(flows
+        .iter()
+        .all(|fl| fl["quic"]["packets_sent"].as_u64() > Some(0)));
+    let tls = json(&dir.join("points/TLS-1.3-over-TCP_direction-tx_flows-2.r1.json"));
+    assert_eq!(tls["spec"]["workload"], "stream");
+    assert_eq!(tls["summary"]["tls"]["suite"], "TLS13_AES_128_GCM_SHA256");
+    assert_eq!(
+        quic["iterations"][0]["flows"]["client"][0]["tls"]["suite"],
+        "TLS13_AES_128_GCM_SHA256"
+    );
+    let clear = json(&dir.join("points/clear-TCP_direction-tx_flows-1.r1.json"));
+    assert!(clear["spec"]["tls"].is_null());
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for case in ["| clear TCP |", "| TLS 1.3 over TCP |", "| QUIC |"] {
+        assert!(md.contains(case), "{case} not in the report");
+    }
 }

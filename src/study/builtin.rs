@@ -75,6 +75,7 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("latency-under-load", [], []),
     builtin!("rr-capacity", [], []),
     builtin!("memcached-capacity", [], []),
+    builtin!("quic-streams", [], []),
 ];
 
 pub fn names() -> Vec<&'static str> {
