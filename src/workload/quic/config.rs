@@ -73,11 +73,11 @@ pub enum ConfigError {
 }
 
 /// What a QUIC flow's TLS is, as far as quinn lets it be seen: the suite
-/// is the first TLS 1.3 suite the client offers (quinn does not expose the
-/// negotiated one; a linerate agent follows the client's order).
-pub fn tls_info(spec: &TestSpec, cfg: &rustls::ClientConfig, cert: &str) -> TlsInfo {
-    let suite = cfg
-        .crypto_provider()
+/// is the first TLS 1.3 suite of `provider` (the client's offer, or the
+/// server's suites, of which a linerate client offers the same first):
+/// quinn does not expose the negotiated one.
+fn tls_info(spec: &TestSpec, provider: &rustls::crypto::CryptoProvider, cert: &str) -> TlsInfo {
+    let suite = provider
         .cipher_suites
         .iter()
         .find(|s| matches!(s, rustls::SupportedCipherSuite::Tls13(_)))
@@ -105,7 +105,7 @@ pub fn client(
     let Role::Client(cfg, name, label) = role else {
         return Err(ConfigError::NotRustls);
     };
-    let info = tls_info(spec, cfg, label);
+    let info = tls_info(spec, cfg.crypto_provider(), label);
     let mut tls = (**cfg).clone();
     tls.alpn_protocols = vec![ALPN.to_vec()];
     tls.enable_early_data = true;
@@ -154,23 +154,7 @@ pub fn server(spec: &TestSpec, role: &Role) -> Result<(Arc<ServerConfig>, TlsInf
     let Role::Server(cfg, label) = role else {
         return Err(ConfigError::NotRustls);
     };
-    let suite = cfg
-        .crypto_provider()
-        .cipher_suites
-        .iter()
-        .find(|s| matches!(s, rustls::SupportedCipherSuite::Tls13(_)))
-        .map(|s| crate::engine::tls::suite_name(*s))
-        .unwrap_or_default();
-    let info = TlsInfo {
-        backend: "rustls".into(),
-        library: crate::measure::crypto::rustls_library(),
-        protocol: "TLSv1.3 (QUIC)".into(),
-        suite,
-        kx_group: spec.tls.as_ref().map(|t| t.kx.clone()).unwrap_or_default(),
-        etm: None,
-        cert: label.to_string(),
-        resumed: false,
-    };
+    let info = tls_info(spec, cfg.crypto_provider(), label);
     Ok((quic_server(spec, cfg)?, info))
 }
 

@@ -38,6 +38,27 @@ const RECV_ROOM: usize = 64 * 1024;
 /// The most UDP payload one GSO send may carry (the IP length field).
 const GSO_BYTES: usize = 65_507;
 
+/// The datagrams of one received buffer and their ECN mark: a GRO batch
+/// copied once out of `buf` (quinn's own endpoint does the same) and split
+/// at its stride without copying.
+pub fn datagrams(
+    meta: &RecvMeta,
+    buf: &[u8],
+) -> (
+    Option<quinn_proto::EcnCodepoint>,
+    impl Iterator<Item = BytesMut>,
+) {
+    let mut batch = BytesMut::from(&buf[..meta.len]);
+    let stride = meta.stride.max(1);
+    let ecn = meta
+        .ecn
+        .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+    let each = std::iter::from_fn(move || {
+        (!batch.is_empty()).then(|| batch.split_to(stride.min(batch.len())))
+    });
+    (ecn, each)
+}
+
 /// What a link counted of its datagrams (for the report's lines).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LinkCounts {
@@ -173,16 +194,9 @@ impl Link {
             };
             self.counts.recv_calls += 1;
             for (i, meta) in metas.iter().enumerate().take(n) {
-                // One copy per GRO batch (quinn's own endpoint does the
-                // same), split into its datagrams without copying.
-                let mut batch = BytesMut::from(&self.rx[i * RECV_ROOM..i * RECV_ROOM + meta.len]);
                 moved += meta.len;
-                let stride = meta.stride.max(1);
-                let ecn = meta
-                    .ecn
-                    .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
-                while !batch.is_empty() {
-                    let d = batch.split_to(stride.min(batch.len()));
+                let (ecn, batch) = datagrams(meta, &self.rx[i * RECV_ROOM..]);
+                for d in batch {
                     self.counts.datagrams_rx += 1;
                     if Header::read(&d, self.cookie).is_some() {
                         // A hello resent before control's ack arrived.

@@ -17,7 +17,7 @@ use super::{Conns, Pattern, Plugin, RateColumn, Supports, WorkloadError};
 use crate::engine::flow::Flow;
 use crate::engine::tls::Role;
 use crate::model::error::Invalid;
-use crate::model::flow::{FlowReport, QuicFlowStats};
+use crate::model::flow::{FlowReport, QuicFlowStats, TlsInfo};
 use crate::model::result::Iteration;
 use crate::model::spec::{self, Direction, Figures, IoMode, MainMetric, TestSpec, TlsBackend};
 use crate::units::{fmt_bytes, fmt_us};
@@ -166,25 +166,9 @@ impl Plugin for QuicStream {
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
         let (cfg, name, info) = config::client(spec, role).map_err(quic_error)?;
-        let (up, down) = ends(spec.direction);
-        conns
-            .udp
-            .into_iter()
-            .map(|(id, s)| {
-                buffers(&s, spec)?;
-                let link = Link::client(s, conns.cookie, cfg.clone(), &name)?;
-                let ends = stream::Ends {
-                    client: true,
-                    upload: up,
-                    download: down,
-                };
-                Ok(
-                    Box::new(QuicStreamFlow::new(id, link, ends, spec, info.clone()))
-                        as Box<dyn Flow>,
-                )
-            })
-            .collect::<std::io::Result<_>>()
-            .map_err(WorkloadError::Quic)
+        stream_flows(spec, conns, info, true, |s, cookie| {
+            Link::client(s, cookie, cfg.clone(), &name)
+        })
     }
 
     fn agent_flows(
@@ -194,26 +178,38 @@ impl Plugin for QuicStream {
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let role: &Role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
         let (cfg, info) = config::server(spec, role).map_err(quic_error)?;
-        let (up, down) = ends(spec.direction);
-        conns
-            .udp
-            .into_iter()
-            .map(|(id, s)| {
-                buffers(&s, spec)?;
-                let link = Link::server(s, conns.cookie, Arc::clone(&cfg))?;
-                let ends = stream::Ends {
-                    client: false,
-                    upload: up,
-                    download: down,
-                };
-                Ok(
-                    Box::new(QuicStreamFlow::new(id, link, ends, spec, info.clone()))
-                        as Box<dyn Flow>,
-                )
-            })
-            .collect::<std::io::Result<_>>()
-            .map_err(WorkloadError::Quic)
+        stream_flows(spec, conns, info, false, |s, cookie| {
+            Link::server(s, cookie, Arc::clone(&cfg))
+        })
     }
+}
+
+/// One side's stream flows: a QUIC connection (`link`) on each of
+/// control's UDP flows.
+fn stream_flows(
+    spec: &TestSpec,
+    conns: Conns,
+    info: TlsInfo,
+    client: bool,
+    link: impl Fn(std::net::UdpSocket, u64) -> std::io::Result<Link>,
+) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+    let (upload, download) = ends(spec.direction);
+    let ends = stream::Ends {
+        client,
+        upload,
+        download,
+    };
+    conns
+        .udp
+        .into_iter()
+        .map(|(id, s)| {
+            buffers(&s, spec)?;
+            let l = link(s, conns.cookie)?;
+            let f = QuicStreamFlow::new(id, l, ends, spec, info.clone());
+            Ok(Box::new(f) as Box<dyn Flow>)
+        })
+        .collect::<std::io::Result<_>>()
+        .map_err(WorkloadError::Quic)
 }
 
 /// One end's QUIC connections in a line: the path as QUIC saw it (its

@@ -164,13 +164,8 @@ impl PerfServer {
                 }
             };
             for (i, meta) in metas.iter().enumerate().take(n) {
-                let mut batch = BytesMut::from(&self.rx[i * RECV_ROOM..i * RECV_ROOM + meta.len]);
-                let ecn = meta
-                    .ecn
-                    .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
-                let stride = meta.stride.max(1);
-                while !batch.is_empty() {
-                    let d = batch.split_to(stride.min(batch.len()));
+                let (ecn, batch) = super::link::datagrams(meta, &self.rx[i * RECV_ROOM..]);
+                for d in batch {
                     self.datagram(now, meta.addr, meta.dst_ip, ecn, d);
                 }
             }
