@@ -1348,4 +1348,10 @@ fn quic_streams_puts_clear_tcp_tls_and_quic_side_by_side() {
     for case in ["| clear TCP |", "| TLS 1.3 over TCP |", "| QUIC |"] {
         assert!(md.contains(case), "{case} not in the report");
     }
+    // Each QUIC point is paired with its TLS over TCP twin in a key point.
+    assert!(
+        md.contains("QUIC costs")
+            && md.contains("of TLS over TCP with the same TLS settings, over 2 points"),
+        "{md}"
+    );
 }

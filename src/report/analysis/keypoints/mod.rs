@@ -16,6 +16,7 @@ mod hosts;
 mod latency;
 mod memcache;
 mod mix;
+mod quic;
 mod rrul;
 mod scp;
 mod security;
@@ -36,6 +37,7 @@ pub use self::hosts::{firewall, shared_host};
 pub use self::latency::{against_target, tail_latency, tail_source};
 pub use self::memcache::{kv_cost, kv_saturation};
 pub use self::mix::latency_beside_load;
+pub use self::quic::quic_cost;
 pub use self::rrul::{latency_under_load, queue_discipline};
 pub use self::scp::{scp_channel_window, scp_login};
 pub use self::security::security_state;
@@ -61,6 +63,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         service_demand_trend,
         transaction_cost,
         tls_cost,
+        quic_cost,
         tunnel_cost,
         window_or_rate_bound,
         window_not_proportional,

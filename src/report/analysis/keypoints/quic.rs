@@ -1,0 +1,81 @@
+//! What QUIC costs against TLS over TCP, from a study that ran both: each
+//! QUIC point is paired with the TLS over TCP point of the same TLS
+//! settings at the same coordinates (its case aside), as a QUIC test run
+//! alone is paired with its twin.
+
+use super::shared::KeyPoint;
+use crate::report::analysis::landscape::{Landscape, Row};
+
+/// The QUIC rows with their TLS over TCP twin rows.
+fn pairs(l: &Landscape) -> Vec<(&Row, &Row)> {
+    let key = |r: &Row| r.point.label_except("case");
+    let quic = |r: &Row| crate::workload::kind_of(r.point.spec.workload).twin_keeps_tls();
+    l.rows
+        .iter()
+        .filter(|q| quic(q) && q.point.spec.tls.is_some())
+        .filter_map(|q| {
+            let twin = crate::workload::twin(&q.point.spec);
+            let t = l.rows.iter().find(|t| {
+                !quic(t)
+                    && t.point.spec.workload == twin.workload
+                    && t.point.spec.tls == twin.tls
+                    && key(t) == key(q)
+            })?;
+            Some((q, t))
+        })
+        .collect()
+}
+
+/// "QUIC costs 2.3-2.7x the client's CPU per KB of TLS over TCP ...".
+pub fn quic_cost(l: &Landscape) -> Vec<KeyPoint> {
+    let pairs = pairs(l);
+    let mut out = Vec::new();
+    for (side, kb) in [("client", "client_us_per_kb"), ("agent", "agent_us_per_kb")] {
+        let ratios: Vec<(f64, f64, f64, String)> = pairs
+            .iter()
+            .filter_map(|(q, t)| {
+                let (a, b) = (q.mean(kb)?, t.mean(kb).filter(|b| *b > 0.0)?);
+                Some((a / b, a, b, q.point.label_except("case")))
+            })
+            .collect();
+        let Some(first) = ratios.first() else {
+            continue;
+        };
+        let lo = ratios.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
+        let range = if (hi - lo) / lo < 0.05 {
+            format!("{lo:.1}x")
+        } else {
+            format!("{lo:.1}-{hi:.1}x")
+        };
+        let tput: Vec<f64> = pairs
+            .iter()
+            .filter_map(|(q, t)| {
+                Some(q.mean("throughput_bps")? / t.mean("throughput_bps").filter(|v| *v > 0.0)?)
+            })
+            .collect();
+        out.push(KeyPoint {
+            rule: "quic_cost",
+            text: format!(
+                "QUIC costs {range} the {side}'s CPU per KB of TLS over TCP with the same TLS settings, over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
+                ratios.len(),
+                if ratios.len() == 1 { "" } else { "s" },
+                first.0,
+                if first.3.is_empty() { "the test" } else { &first.3 },
+                first.1,
+                first.2,
+                if side == "client" && !tput.is_empty() {
+                    format!(
+                        "; QUIC's throughput is {:.2}-{:.2}x of TLS over TCP's",
+                        tput.iter().cloned().fold(f64::INFINITY, f64::min),
+                        tput.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            advice: "QUIC seals each datagram (about 1.4 KB) where TLS over TCP seals 16 KiB records that the kernel segments, and runs its acknowledgements, loss recovery and pacing in user space: keep GSO and GRO on (linerate uses both), raise the path MTU where the network allows, and count on the difference per byte when choosing QUIC for bulk transfer.".into(),
+        });
+    }
+    out
+}
