@@ -998,8 +998,8 @@ fn seed_lab_studies_run_to_the_end() {
     let dir = cut_and_run(
         "seed003-ipsec-cost",
         &[(
-            r#""lab.tunnel" = ["none", "vxlan", "ipsec", "wireguard"]"#,
-            r#""lab.tunnel" = ["none", "ipsec", "wireguard"]"#,
+            r#""lab.tunnel" = ["none", "vxlan", "ipsec-ccm", "ipsec", "wireguard"]"#,
+            r#""lab.tunnel" = ["none", "ipsec-ccm", "ipsec", "wireguard"]"#,
         )],
         quick,
     );
