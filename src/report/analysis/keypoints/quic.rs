@@ -3,7 +3,7 @@
 //! settings at the same coordinates (its case aside), as a QUIC test run
 //! alone is paired with its twin.
 
-use super::shared::KeyPoint;
+use super::shared::{ratio_range, KeyPoint};
 use crate::report::analysis::landscape::{Landscape, Row};
 
 /// The QUIC rows with their TLS over TCP twin rows.
@@ -41,13 +41,7 @@ pub fn quic_cost(l: &Landscape) -> Vec<KeyPoint> {
         let Some(first) = ratios.first() else {
             continue;
         };
-        let lo = ratios.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
-        let hi = ratios.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
-        let range = if (hi - lo) / lo < 0.05 {
-            format!("{lo:.1}x")
-        } else {
-            format!("{lo:.1}-{hi:.1}x")
-        };
+        let range = ratio_range(ratios.iter().map(|r| r.0));
         let tput: Vec<f64> = pairs
             .iter()
             .filter_map(|(q, t)| {

@@ -79,6 +79,18 @@ pub(super) fn fmt_window(b: f64) -> String {
     fmt_bytes(b.max(0.0).round() as u64)
 }
 
+/// "2.4x" or "2.0-3.0x": the range of some ratios, one figure when they
+/// lie within 5% of each other.
+pub(super) fn ratio_range(v: impl IntoIterator<Item = f64> + Clone) -> String {
+    let lo = v.clone().into_iter().fold(f64::INFINITY, f64::min);
+    let hi = v.into_iter().fold(f64::NEG_INFINITY, f64::max);
+    if (hi - lo) / lo < 0.05 {
+        format!("{lo:.1}x")
+    } else {
+        format!("{lo:.1}-{hi:.1}x")
+    }
+}
+
 /// "84" or "73-84": the range of some fractions, in percent.
 pub(super) fn pct_range(v: &[f64]) -> String {
     let lo = (100.0 * v.iter().copied().fold(f64::INFINITY, f64::min)).round();

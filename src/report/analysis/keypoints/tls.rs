@@ -1,7 +1,7 @@
 //! Encryption: what TLS costs against its clear twin (and a pair that
 //! contradicts what encryption is), and what crypto hardware saves.
 
-use super::shared::KeyPoint;
+use super::shared::{ratio_range, KeyPoint};
 use crate::report::analysis::landscape::{Landscape, Row};
 
 /// What TLS costs: points that differ only in `tls` (true vs false),
@@ -56,14 +56,8 @@ pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
             if ratios.is_empty() {
                 continue;
             }
-            let lo = ratios.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
-            let hi = ratios.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
             let first = ratios[0];
-            let range = if (hi - lo) / lo < 0.05 {
-                format!("{lo:.1}x")
-            } else {
-                format!("{lo:.1}-{hi:.1}x")
-            };
+            let range = ratio_range(ratios.iter().map(|r| r.0));
             let tput: Vec<f64> = ratios
                 .iter()
                 .filter_map(|r| {
