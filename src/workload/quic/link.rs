@@ -33,7 +33,19 @@ pub const IMPLEMENTATION: &str = "quinn-proto 0.11";
 use crate::engine::udp::Header;
 
 /// Datagrams' room when received: GRO coalesces up to 64 KiB.
-const RECV_ROOM: usize = 64 * 1024;
+pub const RECV_ROOM: usize = 64 * 1024;
+
+/// GRO batches one receive call takes (recvmmsg): 4 of up to 64 KiB, so a
+/// flow's receive buffer is 256 KiB (a thousand flows: 256 MiB), and a call
+/// still moves up to 180 datagrams of 1,452 bytes.
+pub const RECV_SLOTS: usize = 4;
+
+/// One receive call's buffers over `rx` (`RECV_SLOTS` rooms), on the
+/// stack: no allocation per call.
+pub fn recv_slices(rx: &mut [u8]) -> [IoSliceMut<'_>; RECV_SLOTS] {
+    let mut rooms = rx.chunks_mut(RECV_ROOM);
+    std::array::from_fn(|_| IoSliceMut::new(rooms.next().expect("RECV_SLOTS rooms")))
+}
 
 /// The most UDP payload one GSO send may carry (the IP length field).
 const GSO_BYTES: usize = 65_507;
@@ -105,7 +117,6 @@ impl Link {
         let peer = sock.peer_addr()?;
         let sock = UdpSocket::from_std(sock);
         let udp = UdpSocketState::new((&sock).into())?;
-        let batch = quinn_udp::BATCH_SIZE.min(udp.gro_segments().max(1) * 8);
         let endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         Ok((
             Link {
@@ -118,7 +129,7 @@ impl Link {
                 cookie,
                 tx: Vec::with_capacity(RECV_ROOM),
                 pending: None,
-                rx: vec![0; RECV_ROOM * batch.max(1)],
+                rx: vec![0; RECV_ROOM * RECV_SLOTS],
                 armed: None,
                 events: VecDeque::new(),
                 counts: LinkCounts::default(),
@@ -173,16 +184,11 @@ impl Link {
     /// Ok(true): the budget ran out with more to read.
     pub fn input(&mut self, now: Instant) -> io::Result<bool> {
         let mut moved = 0;
-        let mut metas = [RecvMeta::default(); quinn_udp::BATCH_SIZE];
+        let mut metas = [RecvMeta::default(); RECV_SLOTS];
         loop {
             let n = {
-                let mut bufs: Vec<IoSliceMut<'_>> =
-                    self.rx.chunks_mut(RECV_ROOM).map(IoSliceMut::new).collect();
-                let k = bufs.len().min(metas.len());
-                match self
-                    .udp
-                    .recv((&self.sock).into(), &mut bufs[..k], &mut metas[..k])
-                {
+                let mut bufs = recv_slices(&mut self.rx);
+                match self.udp.recv((&self.sock).into(), &mut bufs, &mut metas) {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -13,7 +13,7 @@
 //! `--max-duration`).
 
 use std::collections::HashMap;
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,8 +28,8 @@ use quinn_proto::{
 };
 use quinn_udp::{RecvMeta, UdpSocketState};
 
-/// GRO's room per received batch.
-const RECV_ROOM: usize = 64 * 1024;
+use super::link::{recv_slices, RECV_ROOM, RECV_SLOTS};
+
 /// The most UDP payload one GSO send carries.
 const GSO_BYTES: usize = 65_507;
 
@@ -100,7 +100,7 @@ impl PerfServer {
             endpoint,
             config,
             clients: HashMap::new(),
-            rx: vec![0; RECV_ROOM * quinn_udp::BATCH_SIZE],
+            rx: vec![0; RECV_ROOM * RECV_SLOTS],
             tx: Vec::with_capacity(GSO_BYTES),
             payload: Bytes::from(vec![42u8; 1 << 20]),
             limit,
@@ -150,11 +150,10 @@ impl PerfServer {
 
     /// Reads what the socket has into the endpoint and its connections.
     fn input(&mut self, now: Instant) -> io::Result<()> {
-        let mut metas = [RecvMeta::default(); quinn_udp::BATCH_SIZE];
+        let mut metas = [RecvMeta::default(); RECV_SLOTS];
         loop {
             let n = {
-                let mut bufs: Vec<IoSliceMut<'_>> =
-                    self.rx.chunks_mut(RECV_ROOM).map(IoSliceMut::new).collect();
+                let mut bufs = recv_slices(&mut self.rx);
                 match self.udp.recv((&self.sock).into(), &mut bufs, &mut metas) {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
