@@ -47,7 +47,6 @@ struct Request {
 
 struct Client {
     conn: Connection,
-    remote: SocketAddr,
     requests: HashMap<StreamId, Request>,
     started: Instant,
 }
@@ -142,7 +141,7 @@ impl PerfServer {
                         .close(now, 0u32.into(), Bytes::from_static(b"time limit"));
                 }
             }
-            self.work(now);
+            self.work();
             self.output(now)?;
         }
         Ok(())
@@ -197,7 +196,6 @@ impl PerfServer {
                             ch,
                             Client {
                                 conn,
-                                remote: from,
                                 requests: HashMap::new(),
                                 started: now,
                             },
@@ -218,7 +216,7 @@ impl PerfServer {
     }
 
     /// Every connection's streams: new requests, their reads, responses.
-    fn work(&mut self, now: Instant) {
+    fn work(&mut self) {
         let payload = self.payload.clone();
         let served = &mut self.served;
         for c in self.clients.values_mut() {
@@ -261,7 +259,6 @@ impl PerfServer {
             for id in finished {
                 c.requests.remove(&id);
             }
-            let _ = now;
         }
     }
 
@@ -304,7 +301,6 @@ impl PerfServer {
             if c.conn.is_drained() {
                 gone.push(ch);
             }
-            let _ = c.remote;
         }
         for ch in gone {
             self.clients.remove(&ch);
