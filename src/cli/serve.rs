@@ -126,7 +126,7 @@ fn start_quic_perf(addr: SocketAddr, limit: Duration, quiet: bool) -> Result<Per
                 eprintln!("linerate agent: QUIC perf server stopped: {e}");
             }
             if !quiet {
-                let s = server.served;
+                let s = server.served();
                 eprintln!(
                     "linerate agent: QUIC perf server served {} connections, {} requests, {} B in, {} B out",
                     s.connections, s.requests, s.bytes_in, s.bytes_out

@@ -145,6 +145,12 @@ pub trait Plugin: Sync {
     fn twin_keeps_tls(&self) -> bool {
         false
     }
+    /// The kind it runs over another transport, when it is one:
+    /// (`quic`, `rr`) for rr over QUIC, which `--transport quic` on `rr`
+    /// picks (`resolve`). None: it runs over TCP (or UDP) as it is.
+    fn over(&self) -> Option<(spec::Transport, spec::Workload)> {
+        None
+    }
     /// What its results carry (from its connection pattern unless it says
     /// otherwise).
     fn figures(&self, _spec: &TestSpec) -> Figures {
@@ -313,23 +319,35 @@ pub fn build(
 }
 
 /// The workload that runs `workload` over `transport`: itself over TCP,
-/// its QUIC twin over QUIC (or why it has none).
+/// else the kind that says it runs `workload` over that transport
+/// (`Plugin::over`), or why there is none.
 pub fn resolve(
     workload: spec::Workload,
     transport: Option<spec::Transport>,
 ) -> Result<spec::Workload, crate::model::error::Invalid> {
-    match transport {
-        Some(spec::Transport::Quic) if !quic::is_quic(workload) => quic::over_quic(workload)
-            .ok_or_else(|| {
-                format!(
-                    "--transport quic runs {} over QUIC; {} has no QUIC twin yet",
-                    quic::TWINS,
-                    workload.name()
-                )
-                .into()
-            }),
-        _ => Ok(workload),
+    let Some(t) = transport.filter(|t| *t != spec::Transport::Tcp) else {
+        return Ok(workload);
+    };
+    let over = |k: &&dyn Plugin| k.over().filter(|(by, _)| *by == t);
+    if registry().any(|k| k.kind() == workload && over(&k).is_some()) {
+        return Ok(workload);
     }
+    if let Some(k) = registry().find(|k| over(k).is_some_and(|(_, of)| of == workload)) {
+        return Ok(k.kind());
+    }
+    let bases: Vec<&str> = registry()
+        .filter_map(|k| over(&k).map(|(_, of)| of.name()))
+        .collect();
+    let name = clap::ValueEnum::to_possible_value(&t).map(|v| v.get_name().to_string());
+    let name = name.unwrap_or_default();
+    Err(format!(
+        "--transport {name} runs {} over {}; {} has no {} twin yet",
+        bases.join(", "),
+        name.to_uppercase(),
+        workload.name(),
+        name.to_uppercase()
+    )
+    .into())
 }
 
 /// Whether this end (`agent`: the server's) of a test of `spec` takes

@@ -45,6 +45,7 @@ fn transport(spec: &TestSpec) -> Arc<TransportConfig> {
         .receive_window(VarInt::from_u32(WINDOW))
         .send_window(u64::from(WINDOW))
         .max_concurrent_uni_streams(VarInt::from_u32(1024))
+        // As many streams at once as `--outstanding` may ask (quic-rr).
         .max_concurrent_bidi_streams(VarInt::from_u32(1024))
         .enable_segmentation_offload(true);
     let factory: Arc<dyn ControllerFactory + Send + Sync> =

@@ -23,12 +23,15 @@ use crate::model::spec::{self, Direction, Figures, IoMode, MainMetric, TestSpec,
 use crate::units::{fmt_bytes, fmt_us};
 
 pub mod config;
+pub mod flow;
 pub mod link;
 pub mod perf_server;
+pub mod respond;
 pub mod stream;
 
+use flow::{QuicFlow, Streams};
 use link::Link;
-use stream::QuicStreamFlow;
+use stream::Bulk;
 
 /// `stream` over QUIC.
 pub struct QuicStream;
@@ -41,20 +44,6 @@ pub const NAME: spec::Workload = spec::Workload::named("quic-stream");
 /// datagrams at tens of Gbit/s on loopback before QUIC's flow control
 /// would hold the sender back.
 const SOCKET_BUFFER: usize = 4 << 20;
-
-/// The workloads `--transport quic` runs over QUIC, for messages.
-pub const TWINS: &str = "stream";
-
-/// The QUIC twin of the TCP workload `workload`, for `--transport quic`;
-/// None: it has none.
-pub fn over_quic(workload: spec::Workload) -> Option<spec::Workload> {
-    (workload == super::stream::NAME).then_some(NAME)
-}
-
-/// Whether `workload` runs over QUIC already.
-pub fn is_quic(workload: spec::Workload) -> bool {
-    workload == NAME
-}
 
 /// What QUIC cannot carry of a test's settings, in one line.
 pub fn rules(spec: &TestSpec) -> Result<(), Invalid> {
@@ -136,13 +125,7 @@ impl Plugin for QuicStream {
     }
 
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
-        [
-            ("quic client", &it.flows.client),
-            ("quic agent", &it.flows.agent),
-        ]
-        .into_iter()
-        .filter_map(|(label, flows)| Some((label, quic_line(flows)?)))
-        .collect()
+        quic_lines(it)
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
@@ -159,16 +142,22 @@ impl Plugin for QuicStream {
         true
     }
 
+    fn over(&self) -> Option<(spec::Transport, spec::Workload)> {
+        Some((spec::Transport::Quic, super::stream::NAME))
+    }
+
     fn client_flows(
         &self,
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-        let role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
-        let (cfg, name, info) = config::client(spec, role).map_err(quic_error)?;
-        stream_flows(spec, conns, info, true, |s, cookie| {
-            Link::client(s, cookie, cfg.clone(), &name)
-        })
+        let (upload, download) = ends(spec.direction);
+        let ends = stream::Ends {
+            client: true,
+            upload,
+            download,
+        };
+        client_flows(spec, conns, || Bulk::new(ends, spec))
     }
 
     fn agent_flows(
@@ -176,40 +165,74 @@ impl Plugin for QuicStream {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-        let role: &Role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
-        let (cfg, info) = config::server(spec, role).map_err(quic_error)?;
-        stream_flows(spec, conns, info, false, |s, cookie| {
-            Link::server(s, cookie, Arc::clone(&cfg))
-        })
+        let (upload, download) = ends(spec.direction);
+        let ends = stream::Ends {
+            client: false,
+            upload,
+            download,
+        };
+        agent_flows(spec, conns, || Bulk::new(ends, spec))
     }
 }
 
-/// One side's stream flows: a QUIC connection (`link`) on each of
-/// control's UDP flows.
-fn stream_flows(
+/// A client's flows of a QUIC kind: a connection on each of control's
+/// UDP flows (the test's TLS, ALPN perf), its streams' work from `streams`.
+fn client_flows<S: Streams + 'static>(
+    spec: &TestSpec,
+    conns: Conns,
+    streams: impl Fn() -> S,
+) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+    let role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
+    let (cfg, name, info) = config::client(spec, role).map_err(quic_error)?;
+    quic_flows(spec, conns, info, streams, |s, cookie| {
+        Link::client(s, cookie, cfg.clone(), &name)
+    })
+}
+
+/// An agent's flows of a QUIC kind: each accepts the connection of its
+/// flow's client.
+fn agent_flows<S: Streams + 'static>(
+    spec: &TestSpec,
+    conns: Conns,
+    streams: impl Fn() -> S,
+) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+    let role: &Role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
+    let (cfg, info) = config::server(spec, role).map_err(quic_error)?;
+    quic_flows(spec, conns, info, streams, |s, cookie| {
+        Link::server(s, cookie, Arc::clone(&cfg))
+    })
+}
+
+fn quic_flows<S: Streams + 'static>(
     spec: &TestSpec,
     conns: Conns,
     info: TlsInfo,
-    client: bool,
+    streams: impl Fn() -> S,
     link: impl Fn(std::net::UdpSocket, u64) -> std::io::Result<Link>,
 ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-    let (upload, download) = ends(spec.direction);
-    let ends = stream::Ends {
-        client,
-        upload,
-        download,
-    };
+    let cc = config::controller(spec.cc.as_deref()).unwrap_or("cubic");
     conns
         .udp
         .into_iter()
         .map(|(id, s)| {
             buffers(&s, spec)?;
             let l = link(s, conns.cookie)?;
-            let f = QuicStreamFlow::new(id, l, ends, spec, info.clone());
+            let f = QuicFlow::new(id, l, info.clone(), cc, streams());
             Ok(Box::new(f) as Box<dyn Flow>)
         })
         .collect::<std::io::Result<_>>()
         .map_err(WorkloadError::Quic)
+}
+
+/// Each end's QUIC connections, a line each.
+fn quic_lines(it: &Iteration) -> Vec<(&'static str, String)> {
+    [
+        ("quic client", &it.flows.client),
+        ("quic agent", &it.flows.agent),
+    ]
+    .into_iter()
+    .filter_map(|(label, flows)| Some((label, quic_line(flows)?)))
+    .collect()
 }
 
 /// One end's QUIC connections in a line: the path as QUIC saw it (its

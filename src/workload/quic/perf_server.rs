@@ -23,41 +23,20 @@ use bytes::{Bytes, BytesMut};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token};
 use quinn_proto::{
-    Connection, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event, ReadError,
-    ServerConfig, StreamId, WriteError,
+    Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, ServerConfig,
 };
 use quinn_udp::{RecvMeta, UdpSocketState};
 
 use super::link::{recv_slices, RECV_ROOM, RECV_SLOTS};
+use super::respond::{Responder, Served};
 
 /// The most UDP payload one GSO send carries.
 const GSO_BYTES: usize = 65_507;
 
-/// One request on one stream.
-struct Request {
-    header: Vec<u8>,
-    /// The response left to send (known once the header is read).
-    left: Option<u64>,
-    /// The request was read to its end: the response may go.
-    read_done: bool,
-    /// Where the response goes: the same stream (bi), or one opened for it.
-    reply: Option<StreamId>,
-    bi: bool,
-}
-
 struct Client {
     conn: Connection,
-    requests: HashMap<StreamId, Request>,
+    responder: Responder,
     started: Instant,
-}
-
-/// What the server measured, for its log line when it stops.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Served {
-    pub connections: u64,
-    pub requests: u64,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
 }
 
 pub struct PerfServer {
@@ -71,7 +50,9 @@ pub struct PerfServer {
     tx: Vec<u8>,
     payload: Bytes,
     limit: Duration,
-    pub served: Served,
+    /// What the connections that ended served, and how many there were.
+    ended: Served,
+    connections: u64,
 }
 
 impl PerfServer {
@@ -103,8 +84,19 @@ impl PerfServer {
             tx: Vec::with_capacity(GSO_BYTES),
             payload: Bytes::from(vec![42u8; 1 << 20]),
             limit,
-            served: Served::default(),
+            ended: Served::default(),
+            connections: 0,
         })
+    }
+
+    /// What it served, over every connection so far.
+    pub fn served(&self) -> Served {
+        let mut s = self.ended;
+        for c in self.clients.values() {
+            add(&mut s, &c.responder.served);
+        }
+        s.connections = self.connections;
+        s
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -114,6 +106,7 @@ impl PerfServer {
     /// Serves until `stop` is set.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
         let mut events = Events::with_capacity(16);
+        let mut more = false;
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             let next = self
@@ -125,6 +118,8 @@ impl PerfServer {
                 .map(|t| t.saturating_duration_since(now))
                 .unwrap_or(Duration::from_millis(50))
                 .min(Duration::from_millis(50));
+            // A response cut by its budget goes on at once.
+            let wait = if more { Duration::ZERO } else { wait };
             match self.poll.poll(&mut events, Some(wait)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -141,7 +136,7 @@ impl PerfServer {
                         .close(now, 0u32.into(), Bytes::from_static(b"time limit"));
                 }
             }
-            self.work();
+            more = self.work();
             self.output(now)?;
         }
         Ok(())
@@ -191,12 +186,12 @@ impl PerfServer {
                     .accept(incoming, now, &mut resp, Some(self.config.clone()))
                 {
                     Ok((ch, conn)) => {
-                        self.served.connections += 1;
+                        self.connections += 1;
                         self.clients.insert(
                             ch,
                             Client {
                                 conn,
-                                requests: HashMap::new(),
+                                responder: Responder::new(self.payload.clone()),
                                 started: now,
                             },
                         );
@@ -216,50 +211,21 @@ impl PerfServer {
     }
 
     /// Every connection's streams: new requests, their reads, responses.
-    fn work(&mut self) {
-        let payload = self.payload.clone();
-        let served = &mut self.served;
+    /// A client that breaks the protocol is closed.
+    /// True: a responder's budget ran out with more to send.
+    fn work(&mut self) -> bool {
+        let now = Instant::now();
+        let mut more = false;
         for c in self.clients.values_mut() {
-            while let Some(ev) = c.conn.poll() {
-                if let Event::ConnectionLost { .. } = ev {
-                    c.requests.clear();
+            match c.responder.serve(&mut c.conn) {
+                Ok(m) => more |= m,
+                Err(e) => {
+                    let reason = Bytes::from(e.to_string().into_bytes());
+                    c.conn.close(now, 1u32.into(), reason);
                 }
-            }
-            for dir in [Dir::Bi, Dir::Uni] {
-                while let Some(id) = c.conn.streams().accept(dir) {
-                    served.requests += 1;
-                    c.requests.insert(
-                        id,
-                        Request {
-                            header: Vec::with_capacity(8),
-                            left: None,
-                            read_done: false,
-                            reply: (dir == Dir::Bi).then_some(id),
-                            bi: dir == Dir::Bi,
-                        },
-                    );
-                }
-            }
-            let mut finished = Vec::new();
-            for (&id, r) in c.requests.iter_mut() {
-                if !r.read_done {
-                    r.read_done = read_request(&mut c.conn, id, r, served);
-                }
-                if r.read_done && r.left.is_some() {
-                    if r.reply.is_none() && !r.bi {
-                        r.reply = c.conn.streams().open(Dir::Uni);
-                    }
-                    if let Some(out) = r.reply {
-                        if respond(&mut c.conn, out, r, &payload, served) {
-                            finished.push(id);
-                        }
-                    }
-                }
-            }
-            for id in finished {
-                c.requests.remove(&id);
             }
         }
+        more
     }
 
     /// Every connection's datagrams out, its endpoint events, and the
@@ -303,7 +269,9 @@ impl PerfServer {
             }
         }
         for ch in gone {
-            self.clients.remove(&ch);
+            if let Some(c) = self.clients.remove(&ch) {
+                add(&mut self.ended, &c.responder.served);
+            }
         }
         Ok(())
     }
@@ -328,76 +296,9 @@ fn send(
     !matches!(udp.try_send(sock.into(), &t), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
-/// Reads a request: its header, then its upload to the end. True once
-/// the request was read to its end.
-fn read_request(conn: &mut Connection, id: StreamId, r: &mut Request, served: &mut Served) -> bool {
-    let mut recv = conn.recv_stream(id);
-    let Ok(mut chunks) = recv.read(true) else {
-        return true;
-    };
-    let mut done = false;
-    loop {
-        match chunks.next(usize::MAX) {
-            Ok(Some(c)) => {
-                let mut data = &c.bytes[..];
-                if r.left.is_none() {
-                    let take = (8 - r.header.len()).min(data.len());
-                    r.header.extend_from_slice(&data[..take]);
-                    data = &data[take..];
-                    if r.header.len() == 8 {
-                        let mut h = [0u8; 8];
-                        h.copy_from_slice(&r.header);
-                        r.left = Some(u64::from_be_bytes(h));
-                    }
-                }
-                served.bytes_in += data.len() as u64;
-            }
-            Ok(None) => {
-                done = true;
-                break;
-            }
-            Err(ReadError::Blocked) => break,
-            Err(ReadError::Reset(_)) => {
-                done = true;
-                break;
-            }
-        }
-    }
-    let _ = chunks.finalize();
-    done
-}
-
-/// Sends the response until the stream is blocked or it is all sent.
-/// True once it is all sent (its stream finished).
-fn respond(
-    conn: &mut Connection,
-    out: StreamId,
-    r: &mut Request,
-    payload: &Bytes,
-    served: &mut Served,
-) -> bool {
-    let Some(mut left) = r.left else {
-        return false;
-    };
-    while left > 0 {
-        let mut chunk = [payload.clone()];
-        if left < chunk[0].len() as u64 {
-            chunk[0].truncate(left as usize);
-        }
-        match conn.send_stream(out).write_chunks(&mut chunk) {
-            Ok(w) if w.bytes > 0 => {
-                left -= w.bytes as u64;
-                served.bytes_out += w.bytes as u64;
-            }
-            Ok(_) | Err(WriteError::Blocked) => {
-                r.left = Some(left);
-                return false;
-            }
-            // Stopped or closed by the client: nothing more to send.
-            Err(_) => return true,
-        }
-    }
-    r.left = Some(0);
-    let _ = conn.send_stream(out).finish();
-    true
+fn add(to: &mut Served, s: &Served) {
+    to.requests += s.requests;
+    to.answered += s.answered;
+    to.bytes_in += s.bytes_in;
+    to.bytes_out += s.bytes_out;
 }

@@ -13,12 +13,10 @@
 use std::io;
 
 use bytes::Bytes;
-use mio::{Registry, Token};
-use quinn_proto::{Dir, Event, ReadError, StreamEvent, StreamId, WriteError};
+use quinn_proto::{Connection, Dir, ReadError, StreamId, WriteError};
 
-use super::link::Link;
-use crate::engine::flow::{Ctx, Flow, Status, BUDGET};
-use crate::model::flow::{FlowReport, TlsInfo};
+use super::flow::Streams;
+use crate::engine::flow::{Ctx, BUDGET};
 use crate::model::spec::TestSpec;
 
 /// The response size that means "until the test ends".
@@ -34,12 +32,8 @@ pub struct Ends {
     pub download: bool,
 }
 
-/// One side of one flow.
-pub struct QuicStreamFlow {
-    id: u32,
-    link: Link,
-    tls: TlsInfo,
-    cc: &'static str,
+/// One side of one flow's bulk transfer, on one stream.
+pub struct Bulk {
     /// This flow's payload bytes, both ways, over the whole test.
     bytes_tx: u64,
     bytes_rx: u64,
@@ -61,12 +55,10 @@ pub struct QuicStreamFlow {
     /// The server's response ended (a bounded one was sent).
     done_sending: bool,
     payload: Bytes,
-    /// The socket had more to read when the budget ran out.
-    more_in: bool,
 }
 
-impl QuicStreamFlow {
-    pub fn new(id: u32, link: Link, ends: Ends, spec: &TestSpec, tls: TlsInfo) -> Self {
+impl Bulk {
+    pub fn new(ends: Ends, spec: &TestSpec) -> Self {
         let Ends {
             client,
             upload,
@@ -74,11 +66,7 @@ impl QuicStreamFlow {
         } = ends;
         let want = if download { UNBOUNDED } else { 0 };
         let message = spec.message;
-        QuicStreamFlow {
-            id,
-            link,
-            tls,
-            cc: super::config::controller(spec.cc.as_deref()).unwrap_or("cubic"),
+        Bulk {
             bytes_tx: 0,
             bytes_rx: 0,
             client,
@@ -92,42 +80,14 @@ impl QuicStreamFlow {
             finished: false,
             done_sending: false,
             payload: Bytes::from((0..message).map(|i| (i % 251) as u8).collect::<Vec<u8>>()),
-            more_in: false,
         }
     }
+}
 
-    /// What the connection said: Err when it ended (lost or closed).
-    fn events(&mut self, cx: &Ctx<'_>) -> Result<(), io::Error> {
-        while let Some(ev) = self.link.events.pop_front() {
-            match ev {
-                Event::ConnectionLost { reason } => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionAborted,
-                        format!("QUIC connection lost: {reason}"),
-                    ));
-                }
-                Event::Stream(StreamEvent::Stopped { .. }) if !cx.stopping => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionReset,
-                        "the peer stopped the QUIC stream",
-                    ));
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
+impl Streams for Bulk {
     /// The stream's work: open/accept, header, upload, response, reads.
-    /// Ok(true): the budget ran out with more to do.
-    fn work(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
+    fn work(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<bool> {
         let client = self.client;
-        let Some(conn) = self.link.conn() else {
-            return Ok(false);
-        };
-        if conn.is_handshaking() {
-            return Ok(false);
-        }
         if self.stream.is_none() {
             self.stream = if client {
                 conn.streams().open(Dir::Bi)
@@ -251,46 +211,12 @@ impl QuicStreamFlow {
         Ok(moved >= BUDGET)
     }
 
-    fn step(&mut self, cx: &mut Ctx<'_>, readable: bool) -> Status {
-        let mut busy = false;
-        if readable || self.more_in {
-            match self.link.input(cx.now) {
-                Ok(more) => self.more_in = more,
-                Err(e) => return self.failed(cx, e),
-            }
-            busy |= self.more_in;
-        }
-        // Work, send, and once more for what the events made possible
-        // (a stream accepted, the handshake done).
-        for _ in 0..2 {
-            match self.work(cx) {
-                Ok(more) => busy |= more,
-                Err(e) => return self.failed(cx, e),
-            }
-            match self.link.output(cx) {
-                Ok(more) => busy |= more,
-                Err(e) => return self.failed(cx, e),
-            }
-            if let Err(e) = self.events(cx) {
-                return self.failed(cx, e);
-            }
-            if busy || self.stream.is_some() {
-                break;
-            }
-        }
-        if busy {
-            Status::Busy
-        } else {
-            Status::Open
-        }
+    fn started(&self) -> bool {
+        self.stream.is_some()
     }
 
-    fn failed(&mut self, cx: &Ctx<'_>, e: io::Error) -> Status {
-        if cx.stopping {
-            // The peer ended after the window: expected.
-            return Status::Done;
-        }
-        Status::Failed(e)
+    fn totals(&self) -> (u64, u64, u64) {
+        (self.bytes_tx, self.bytes_rx, 0)
     }
 }
 
@@ -299,48 +225,4 @@ fn stream_error(e: WriteError) -> io::Error {
         io::ErrorKind::ConnectionReset,
         format!("QUIC stream write: {e}"),
     )
-}
-
-impl Flow for QuicStreamFlow {
-    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        self.link.register(registry, token)
-    }
-
-    fn ready(&mut self, cx: &mut Ctx<'_>, readable: bool, _writable: bool) -> Status {
-        self.step(cx, readable)
-    }
-
-    fn timer(&mut self, cx: &mut Ctx<'_>) -> Status {
-        self.link.timeout(cx.now);
-        self.step(cx, false)
-    }
-
-    fn persistent(&self) -> bool {
-        true
-    }
-
-    fn report(&self) -> Option<FlowReport> {
-        let (local, peer) = self.link.addresses();
-        let (sndbuf, rcvbuf) = self.link.buffers();
-        Some(FlowReport {
-            flow: self.id,
-            local,
-            peer,
-            bytes_tx: self.bytes_tx,
-            bytes_rx: self.bytes_rx,
-            sndbuf,
-            rcvbuf,
-            congestion_control: Some(self.cc.to_string()),
-            tls: Some(self.tls.clone()),
-            quic: self.link.report(self.cc),
-            ..Default::default()
-        })
-    }
-
-    /// QUIC paces its packets and times its acknowledgements in
-    /// microseconds: on epoll's millisecond each pacing gap cost a whole
-    /// one (one flow ran at 0.42 Gbit/s on loopback at 4% of a core).
-    fn scheduled(&self) -> bool {
-        true
-    }
 }
