@@ -4,6 +4,7 @@
 //! alone is paired with its twin.
 
 use super::shared::{ratio_range, KeyPoint};
+use crate::model::spec::MainMetric;
 use crate::report::analysis::landscape::{Landscape, Row};
 
 /// The QUIC rows with their TLS over TCP twin rows.
@@ -26,11 +27,41 @@ fn pairs(l: &Landscape) -> Vec<(&Row, &Row)> {
         .collect()
 }
 
-/// "QUIC costs 2.3-2.7x the client's CPU per KB of TLS over TCP ...".
+/// Whether a row's headline is transactions (rr over QUIC), so its cost
+/// is per transaction, not per KB.
+fn per_transaction(r: &Row) -> bool {
+    crate::workload::main_metric(&r.point.spec) == MainMetric::TransactionRate
+}
+
+/// "QUIC costs 2.3-2.7x the client's CPU per KB of TLS over TCP ...", and
+/// per transaction for request/response tests: a line per side and unit.
 pub fn quic_cost(l: &Landscape) -> Vec<KeyPoint> {
-    let pairs = pairs(l);
+    let all = pairs(l);
     let mut out = Vec::new();
-    for (side, kb) in [("client", "client_us_per_kb"), ("agent", "agent_us_per_kb")] {
+    for per_tx in [false, true] {
+        let pairs: Vec<(&Row, &Row)> = all
+            .iter()
+            .copied()
+            .filter(|(q, _)| per_transaction(q) == per_tx)
+            .collect();
+        out.extend(cost_points(&pairs, per_tx));
+    }
+    out
+}
+
+fn cost_points(pairs: &[(&Row, &Row)], per_tx: bool) -> Vec<KeyPoint> {
+    let mut out = Vec::new();
+    let (what, rate, rate_word) = if per_tx {
+        ("transaction", "transactions_per_s", "transaction rate")
+    } else {
+        ("KB", "throughput_bps", "throughput")
+    };
+    let sides = if per_tx {
+        [("client", "client_us_per_tx"), ("agent", "agent_us_per_tx")]
+    } else {
+        [("client", "client_us_per_kb"), ("agent", "agent_us_per_kb")]
+    };
+    for (side, kb) in sides {
         let ratios: Vec<(f64, f64, f64, String)> = pairs
             .iter()
             .filter_map(|(q, t)| {
@@ -44,14 +75,12 @@ pub fn quic_cost(l: &Landscape) -> Vec<KeyPoint> {
         let range = ratio_range(ratios.iter().map(|r| r.0));
         let tput: Vec<f64> = pairs
             .iter()
-            .filter_map(|(q, t)| {
-                Some(q.mean("throughput_bps")? / t.mean("throughput_bps").filter(|v| *v > 0.0)?)
-            })
+            .filter_map(|(q, t)| Some(q.mean(rate)? / t.mean(rate).filter(|v| *v > 0.0)?))
             .collect();
         out.push(KeyPoint {
             rule: "quic_cost",
             text: format!(
-                "QUIC costs {range} the {side}'s CPU per KB of TLS over TCP with the same TLS settings, over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
+                "QUIC costs {range} the {side}'s CPU per {what} of TLS over TCP with the same TLS settings, over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
                 ratios.len(),
                 if ratios.len() == 1 { "" } else { "s" },
                 first.0,
@@ -60,7 +89,7 @@ pub fn quic_cost(l: &Landscape) -> Vec<KeyPoint> {
                 first.2,
                 if side == "client" && !tput.is_empty() {
                     format!(
-                        "; QUIC's throughput is {:.2}-{:.2}x of TLS over TCP's",
+                        "; QUIC's {rate_word} is {:.2}-{:.2}x of TLS over TCP's",
                         tput.iter().cloned().fold(f64::INFINITY, f64::min),
                         tput.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
                     )
@@ -68,7 +97,11 @@ pub fn quic_cost(l: &Landscape) -> Vec<KeyPoint> {
                     String::new()
                 }
             ),
-            advice: "QUIC seals each datagram (about 1.4 KB) where TLS over TCP seals 16 KiB records that the kernel segments, and runs its acknowledgements, loss recovery and pacing in user space: keep GSO and GRO on (linerate uses both), raise the path MTU where the network allows, and count on the difference per byte when choosing QUIC for bulk transfer.".into(),
+            advice: if per_tx {
+                "Each request on its own stream costs QUIC stream state, frames and acknowledgements in user space where TLS over TCP reuses one byte stream: compare at the request sizes and concurrency (--outstanding) the application uses, since several streams at once are where QUIC avoids TCP's head-of-line blocking.".into()
+            } else {
+                "QUIC seals each datagram (about 1.4 KB) where TLS over TCP seals 16 KiB records that the kernel segments, and runs its acknowledgements, loss recovery and pacing in user space: keep GSO and GRO on (linerate uses both), raise the path MTU where the network allows, and count on the difference per byte when choosing QUIC for bulk transfer.".into()
+            },
         });
     }
     out
