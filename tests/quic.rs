@@ -109,12 +109,102 @@ fn each_flow_is_a_connection_and_the_congestion_control_is_quinns() {
     assert!(r["baseline"].is_null());
 }
 
+/// rr over QUIC: a stream per request, several at once on one
+/// connection. Every answered request is a transaction at both ends,
+/// each carried its whole response, and the latency is the stream's; the
+/// twin is rr over TLS with the same sizes, and the cost line is per
+/// transaction.
+#[test]
+fn quic_rr_answers_each_request_on_its_own_stream() {
+    let _turn = alone();
+    let (text, r) = run_json_text(
+        "quic-rr.json",
+        &[
+            "rr",
+            "--transport",
+            "quic",
+            "--request",
+            "200",
+            "--response",
+            "1000",
+            "--outstanding",
+            "4",
+            "-d",
+            "1.5",
+            "--warmup",
+            "0.5",
+        ],
+        LIMIT,
+    );
+    assert_eq!(r["spec"]["workload"], "quic-rr", "{}", r["spec"]);
+    let it = &r["iterations"][0];
+    let (client, agent) = (&it["counters"]["client"], &it["counters"]["agent"]);
+    let tx = u(&client["transactions"]);
+    assert!(tx > 200, "{client}");
+    // The agent counts a transaction when its response is out, the
+    // client when it is in: they differ by what was under way at the
+    // window's edges, a few requests per stream slot.
+    let answered = u(&agent["transactions"]);
+    assert!(tx.abs_diff(answered) <= 64, "client {tx} agent {answered}");
+    // Every transaction the client counted carried its 1000-byte response
+    // (bytes of a response still under way at the edges aside).
+    let got = u(&client["bytes_rx"]);
+    assert!(
+        got >= tx * 1000 && got <= (tx + 64) * 1000,
+        "{got} bytes for {tx} transactions"
+    );
+    let sent = u(&client["bytes_tx"]);
+    assert!(sent >= tx * 200 - 64 * 200, "{sent} request bytes for {tx}");
+    let s = &r["summary"];
+    assert!(f(&s["transactions_per_s"]) > 100.0, "{s}");
+    assert!(f(&s["latency_us"]["p50"]) > 0.0, "{s}");
+    let q = quic(&r, "client");
+    assert!(u(&q["packets_sent"]) > 100, "{q}");
+    let b = &r["baseline"];
+    assert!(f(&b["transactions_per_s"]) > 100.0, "{b}");
+    assert!(
+        text.contains("QUIC costs") && text.contains("per transaction of TLS over TCP"),
+        "{text}"
+    );
+    assert!(text.contains("4 at once per connection"), "{text}");
+}
+
+/// A response larger than any one buffer goes whole (20 MiB, cut from a
+/// 1 MiB piece), and a large request too: put and get over QUIC.
+#[test]
+fn quic_rr_carries_a_put_and_a_get_whole() {
+    let _turn = alone();
+    for (req, resp) in [("20", "4M"), ("4M", "20")] {
+        let r = run_json(
+            &format!("quic-rr-{req}-{resp}.json"),
+            &format!("quic-rr --request {req} --response {resp} -d 1 --warmup 0.3 --no-baseline"),
+            LIMIT,
+        );
+        let it = &r["iterations"][0];
+        let c = &it["counters"]["client"];
+        let tx = u(&c["transactions"]);
+        assert!(tx >= 2, "{req}/{resp}: {c}");
+        let big = 4u64 << 20;
+        let (moved, what) = if resp == "4M" {
+            (u(&c["bytes_rx"]), "received")
+        } else {
+            (u(&c["bytes_tx"]), "sent")
+        };
+        // At least the transactions' whole bodies, at most one more in
+        // flight at each edge of the window.
+        assert!(
+            moved >= (tx - 1) * big && moved <= (tx + 2) * big,
+            "{req}/{resp}: {moved} bytes {what} for {tx} transactions"
+        );
+    }
+}
+
 /// What QUIC cannot carry is refused before anything starts, in one line
 /// that says what to do.
 #[test]
 fn what_quic_cannot_carry_is_refused_in_one_line() {
     let cases: &[(&str, &str)] = &[
-        ("rr --transport quic", "rr has no QUIC twin yet"),
+        ("crr --transport quic", "crr has no QUIC twin yet"),
         (
             "stream --transport quic --tls-version 1.2",
             "QUIC carries TLS 1.3 only",

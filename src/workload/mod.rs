@@ -228,6 +228,7 @@ pub static KINDS: &[&dyn Kind] = &[
     &memcache::Memcache,
     &conn::Conn,
     &quic::QuicStream,
+    &quic::rr::QuicRr,
     &exec::Exec,
     &scp::Scp,
     &cipher::Cipher,

@@ -27,6 +27,7 @@ pub mod flow;
 pub mod link;
 pub mod perf_server;
 pub mod respond;
+pub mod rr;
 pub mod stream;
 
 use flow::{QuicFlow, Streams};
