@@ -623,6 +623,7 @@ const BUILTIN: &[&str] = &[
     "rr-capacity",
     "memcached-capacity",
     "quic-streams",
+    "quic-pages",
 ];
 
 /// Runs built-in study `name` (or the study file `file`, a shortened
@@ -1354,4 +1355,39 @@ fn quic_streams_puts_clear_tcp_tls_and_quic_side_by_side() {
             && md.contains("of TLS over TCP with the same TLS settings, over 2 points"),
         "{md}"
     );
+}
+
+/// quic-pages: the same pages over TLS over TCP (rr) and over QUIC (a
+/// stream per page), and the key point of QUIC's cost per transaction.
+#[test]
+fn quic_pages_compares_pages_per_transaction_over_tls_and_quic() {
+    let _turn = shared();
+    let dir = cut_and_run(
+        "quic-pages",
+        &[
+            (
+                r#"response = ["40", "20K", "250K", "1M"]"#,
+                r#"response = ["40", "250K"]"#,
+            ),
+            ("flows = [1, 16]", "flows = [1]"),
+            ("outstanding = [1, 8]", "outstanding = [4]"),
+        ],
+        "-d 0.5 --warmup 0.3 -i 0.1",
+    );
+    let quic = json(&dir.join("points/QUIC_response-250K_flows-1_outstanding-4.r1.json"));
+    assert_eq!(quic["spec"]["workload"], "quic-rr", "{}", quic["spec"]);
+    assert_eq!(quic["spec"]["response"], 256000, "{}", quic["spec"]);
+    assert!(f(&quic["summary"]["transactions_per_s"]) > 10.0);
+    let tls = json(&dir.join("points/TLS-1.3-over-TCP_response-40_flows-1_outstanding-4.r1.json"));
+    assert_eq!(tls["spec"]["workload"], "rr");
+    assert_eq!(tls["summary"]["tls"]["suite"], "TLS13_AES_128_GCM_SHA256");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("QUIC costs")
+            && md.contains(
+                "CPU per transaction of TLS over TCP with the same TLS settings, over 2 points"
+            ),
+        "{md}"
+    );
+    assert!(md.contains("QUIC's transaction rate is"), "{md}");
 }

@@ -76,6 +76,7 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("rr-capacity", [], []),
     builtin!("memcached-capacity", [], []),
     builtin!("quic-streams", [], []),
+    builtin!("quic-pages", [], []),
 ];
 
 pub fn names() -> Vec<&'static str> {
