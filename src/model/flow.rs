@@ -73,6 +73,17 @@ pub struct QuicFlowStats {
     pub recv_calls: u64,
     /// Frames that said flow control held the sender back.
     pub data_blocked: u64,
+    /// Connections this flow made or accepted one after another
+    /// (quic-crr; 0 in results from before it: one), and how many of them
+    /// sent or took their request as 0-RTT early data.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connections: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zero_rtt: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One memcache connection over the window: its operations, and the

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn_proto::{ClientConfig, ServerConfig, TransportConfig, VarInt};
+use rustls::client::{ClientSessionStore, Tls12ClientSessionValue, Tls13ClientSessionValue};
 use rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256;
+use rustls::pki_types::ServerName;
 
 use crate::engine::tls::Role;
 use crate::model::flow::TlsInfo;
@@ -99,10 +101,7 @@ fn tls_info(spec: &TestSpec, provider: &rustls::crypto::CryptoProvider, cert: &s
 /// The client's QUIC config, from the test's TLS role (the rustls config
 /// control built, trusting the agent's certificate), the name it verifies
 /// and what its TLS is.
-pub fn client(
-    spec: &TestSpec,
-    role: &Role,
-) -> Result<(ClientConfig, String, TlsInfo), ConfigError> {
+pub fn client(spec: &TestSpec, role: &Role) -> Result<Client, ConfigError> {
     let Role::Client(cfg, name, label) = role else {
         return Err(ConfigError::NotRustls);
     };
@@ -110,6 +109,11 @@ pub fn client(
     let mut tls = (**cfg).clone();
     tls.alpn_protocols = vec![ALPN.to_vec()];
     tls.enable_early_data = true;
+    let resume = spec.tls.as_ref().is_some_and(|t| t.resume);
+    let tickets = resume.then(|| Arc::new(Tickets::new()));
+    if let Some(t) = &tickets {
+        tls.resumption = rustls::client::Resumption::store(t.clone());
+    }
     let initial = initial().ok_or(ConfigError::NoTls13("no AES-128-GCM".into()))?;
     let quic = QuicClientConfig::with_initial(Arc::new(tls), initial)
         .map_err(|e| ConfigError::NoTls13(e.to_string()))?;
@@ -119,7 +123,79 @@ pub fn client(
         rustls::pki_types::ServerName::DnsName(d) => d.as_ref().to_string(),
         other => other.to_str().into_owned(),
     };
-    Ok((c, server_name, info))
+    Ok(Client {
+        config: c,
+        server_name,
+        info,
+        tickets,
+    })
+}
+
+/// A client's QUIC settings for one test.
+pub struct Client {
+    pub config: ClientConfig,
+    /// The name it verifies the agent's certificate against.
+    pub server_name: String,
+    pub info: TlsInfo,
+    /// With resumption: its session store, which counts the tickets.
+    pub tickets: Option<Arc<Tickets>>,
+}
+
+/// A client's TLS session store that counts the session tickets it was
+/// given: a client that resumes with 0-RTT waits for its next ticket
+/// before it closes (the server sends it after the handshake, a round
+/// trip after the 0-RTT answer), else every other connection would find
+/// none and run a full handshake.
+#[derive(Debug)]
+pub struct Tickets {
+    store: rustls::client::ClientSessionMemoryCache,
+    received: std::sync::atomic::AtomicU64,
+}
+
+impl Tickets {
+    fn new() -> Self {
+        Tickets {
+            store: rustls::client::ClientSessionMemoryCache::new(4096),
+            received: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Tickets received so far (by every connection of this config).
+    pub fn received(&self) -> u64 {
+        self.received.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl ClientSessionStore for Tickets {
+    fn set_kx_hint(&self, name: ServerName<'static>, group: rustls::NamedGroup) {
+        self.store.set_kx_hint(name, group)
+    }
+
+    fn kx_hint(&self, name: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.store.kx_hint(name)
+    }
+
+    fn set_tls12_session(&self, name: ServerName<'static>, v: Tls12ClientSessionValue) {
+        self.store.set_tls12_session(name, v)
+    }
+
+    fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        self.store.tls12_session(name)
+    }
+
+    fn remove_tls12_session(&self, name: &ServerName<'static>) {
+        self.store.remove_tls12_session(name)
+    }
+
+    fn insert_tls13_ticket(&self, name: ServerName<'static>, v: Tls13ClientSessionValue) {
+        self.received
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.store.insert_tls13_ticket(name, v)
+    }
+
+    fn take_tls13_ticket(&self, name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        self.store.take_tls13_ticket(name)
+    }
 }
 
 /// A QUIC server config over the rustls config `tls` (ALPN "perf", 0-RTT

@@ -9,7 +9,7 @@
 use std::io;
 
 use mio::{Registry, Token};
-use quinn_proto::{Connection, Event, StreamEvent};
+use quinn_proto::{Connection, ConnectionError, Event, StreamEvent};
 
 use super::link::Link;
 use crate::engine::flow::{Ctx, Flow, Status};
@@ -26,6 +26,30 @@ pub trait Streams: Send {
     fn started(&self) -> bool;
     /// Payload bytes (sent, received) and transactions over the test.
     fn totals(&self) -> (u64, u64, u64);
+    /// Whether it works while the handshake is under way too (a client
+    /// sending its request as 0-RTT data, a server answering it).
+    fn early(&self) -> bool {
+        false
+    }
+    /// The handshake completed (`Event::Connected`).
+    fn connected(&mut self, _conn: &mut Connection, _cx: &mut Ctx<'_>) {}
+    /// Whether the client is done with this connection and wants the next
+    /// (quic-crr): asked after each turn of work.
+    fn reconnect(&mut self) -> bool {
+        false
+    }
+    /// The link's connection is a new one (the server accepted the
+    /// client's next): per-connection state starts over.
+    fn fresh(&mut self, _now: std::time::Instant) {}
+    /// The connection ended (`Event::ConnectionLost`): Err when that is a
+    /// failure (the default: a persistent flow's connection must last),
+    /// Ok when it is how a connection ends (the client's close, quic-crr).
+    fn ended(&mut self, reason: ConnectionError, _cx: &mut Ctx<'_>) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            format!("QUIC connection lost: {reason}"),
+        ))
+    }
 }
 
 /// One side of one flow over QUIC.
@@ -37,6 +61,8 @@ pub struct QuicFlow<S> {
     streams: S,
     /// The socket had more to read when the budget ran out.
     more_in: bool,
+    /// The link's connection the streams last worked on (`Link::generation`).
+    generation: u64,
 }
 
 impl<S: Streams> QuicFlow<S> {
@@ -48,18 +74,20 @@ impl<S: Streams> QuicFlow<S> {
             cc,
             streams,
             more_in: false,
+            generation: 0,
         }
     }
 
-    /// What the connection said: Err when it ended (lost or closed).
-    fn events(&mut self, cx: &Ctx<'_>) -> Result<(), io::Error> {
+    /// What the connection said: Err when it ended (lost or closed) and
+    /// its kind says that is a failure.
+    fn events(&mut self, cx: &mut Ctx<'_>) -> Result<(), io::Error> {
         while let Some(ev) = self.link.events.pop_front() {
             match ev {
-                Event::ConnectionLost { reason } => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionAborted,
-                        format!("QUIC connection lost: {reason}"),
-                    ));
+                Event::ConnectionLost { reason } => self.streams.ended(reason, cx)?,
+                Event::Connected => {
+                    if let Some(conn) = self.link.conn() {
+                        self.streams.connected(conn, cx);
+                    }
                 }
                 Event::Stream(StreamEvent::Stopped { .. }) if !cx.stopping => {
                     return Err(io::Error::new(
@@ -74,10 +102,22 @@ impl<S: Streams> QuicFlow<S> {
     }
 
     fn work(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
-        match self.link.conn() {
-            Some(conn) if !conn.is_handshaking() => self.streams.work(conn, cx),
-            _ => Ok(false),
+        if self.link.generation() != self.generation {
+            self.generation = self.link.generation();
+            self.streams.fresh(cx.now);
         }
+        let early = self.streams.early();
+        let more = match self.link.conn() {
+            Some(conn) if early || !conn.is_handshaking() => self.streams.work(conn, cx)?,
+            _ => false,
+        };
+        if self.streams.reconnect() {
+            self.link.reconnect(cx.now)?;
+            self.generation = self.link.generation();
+            self.streams.fresh(cx.now);
+            return Ok(true);
+        }
+        Ok(more)
     }
 
     fn step(&mut self, cx: &mut Ctx<'_>, readable: bool) -> Status {

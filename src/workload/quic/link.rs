@@ -91,6 +91,18 @@ struct Pending {
     ecn: Option<quinn_udp::EcnCodepoint>,
 }
 
+/// The figures of connections a link has retired (closed and drained),
+/// for the report of a flow that made many (quic-crr).
+#[derive(Clone, Copy, Debug, Default)]
+struct Retired {
+    connections: u64,
+    zero_rtt: u64,
+    sent: u64,
+    lost: u64,
+    congestion_events: u64,
+    data_blocked: u64,
+}
+
 pub struct Link {
     sock: UdpSocket,
     udp: UdpSocketState,
@@ -98,7 +110,17 @@ pub struct Link {
     /// The server's config (accepting the client's connection); None on
     /// the client, which connects at once.
     server: Option<Arc<ServerConfig>>,
+    /// The client's config and the name it verifies, for its next
+    /// connection (`reconnect`).
+    client: Option<(ClientConfig, String)>,
     conn: Option<(ConnectionHandle, Connection)>,
+    /// Connections closed and not yet drained: they still answer their
+    /// peer's last packets until quinn lets them go.
+    closing: Vec<(ConnectionHandle, Connection)>,
+    retired: Retired,
+    /// Counts the connections that became current: a flow's streams
+    /// start over when it moves.
+    generation: u64,
     peer: SocketAddr,
     /// Control's hellos carry this test's cookie: a late resend of one is
     /// dropped before quinn sees it.
@@ -124,7 +146,11 @@ impl Link {
                 udp,
                 endpoint,
                 server: None,
+                client: None,
                 conn: None,
+                closing: Vec::new(),
+                retired: Retired::default(),
+                generation: 0,
                 peer,
                 cookie,
                 tx: Vec::with_capacity(RECV_ROOM),
@@ -146,13 +172,38 @@ impl Link {
         config: ClientConfig,
         server_name: &str,
     ) -> io::Result<Link> {
-        let (mut link, peer) = Link::new(sock, cookie)?;
-        let (ch, conn) = link
-            .endpoint
-            .connect(Instant::now(), config, peer, server_name)
-            .map_err(|e| io::Error::other(format!("QUIC connect: {e}")))?;
-        link.conn = Some((ch, conn));
+        let (mut link, _) = Link::new(sock, cookie)?;
+        link.client = Some((config, server_name.to_string()));
+        link.reconnect(Instant::now())?;
         Ok(link)
+    }
+
+    /// The client's next connection: the current one is closed (and
+    /// drains beside it) and a new one starts on the same socket, its
+    /// first flight going out at the next `output`.
+    pub fn reconnect(&mut self, now: Instant) -> io::Result<()> {
+        let Some((config, name)) = self.client.clone() else {
+            return Err(io::Error::other("a QUIC server does not connect"));
+        };
+        self.retire(now);
+        let (ch, conn) = self
+            .endpoint
+            .connect(now, config, self.peer, &name)
+            .map_err(|e| io::Error::other(format!("QUIC connect: {e}")))?;
+        self.conn = Some((ch, conn));
+        self.generation += 1;
+        self.events.clear();
+        Ok(())
+    }
+
+    /// Closes the current connection (if open) and lets it drain.
+    fn retire(&mut self, now: Instant) {
+        if let Some((ch, mut conn)) = self.conn.take() {
+            if !conn.is_closed() {
+                conn.close(now, 0u32.into(), bytes::Bytes::from_static(b"done"));
+            }
+            self.closing.push((ch, conn));
+        }
     }
 
     /// The server's end: it accepts the first connection that arrives.
@@ -173,6 +224,11 @@ impl Link {
             token,
             Interest::READABLE | Interest::WRITABLE,
         )
+    }
+
+    /// Which connection is current: it moves on each new one.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The connection, once there is one (the server's: once accepted).
@@ -229,21 +285,26 @@ impl Link {
         let mut resp = Vec::new();
         match self.endpoint.handle(now, from, dst, ecn, data, &mut resp) {
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
-                if let Some((mine, conn)) = self.conn.as_mut() {
-                    if *mine == ch {
-                        conn.handle_event(ev);
-                    }
+                let all = self.conn.iter_mut().chain(self.closing.iter_mut());
+                if let Some((_, conn)) = all.into_iter().find(|(mine, _)| *mine == ch) {
+                    conn.handle_event(ev);
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
-                if self.conn.is_some() || self.server.is_none() {
-                    // One connection per flow: another is refused.
+                if self.server.is_none() {
                     let t = self.endpoint.refuse(incoming, &mut resp);
                     self.send_now(&resp[..t.size]);
                     return;
                 }
+                // One connection at a time per flow: the client moved on
+                // to a new one (quic-crr), so the old one is closed.
+                self.retire(now);
                 match self.endpoint.accept(incoming, now, &mut resp, None) {
-                    Ok((ch, conn)) => self.conn = Some((ch, conn)),
+                    Ok((ch, conn)) => {
+                        self.conn = Some((ch, conn));
+                        self.generation += 1;
+                        self.events.clear();
+                    }
                     Err(e) => {
                         if let Some(t) = e.response {
                             self.send_now(&resp[..t.size]);
@@ -279,8 +340,35 @@ impl Link {
     pub fn output(&mut self, cx: &mut Ctx<'_>) -> io::Result<bool> {
         let now = cx.now;
         let more = self.transmit(now)?;
+        if !self.closing.is_empty() {
+            self.farewells(now);
+        }
         self.settle(cx);
         Ok(more)
+    }
+
+    /// What the closing connections still send (their CONNECTION_CLOSE,
+    /// again when the peer's packets keep coming): best effort, a full
+    /// socket drops it.
+    fn farewells(&mut self, now: Instant) {
+        let mut buf = Vec::new();
+        for (_, conn) in self.closing.iter_mut() {
+            buf.clear();
+            while let Some(t) = conn.poll_transmit(now, 1, &mut buf) {
+                let tx = quinn_udp::Transmit {
+                    destination: self.peer,
+                    ecn: None,
+                    contents: &buf[..t.size],
+                    segment_size: None,
+                    src_ip: None,
+                };
+                if self.udp.try_send((&self.sock).into(), &tx).is_ok() {
+                    self.counts.datagrams_tx += 1;
+                    self.counts.send_calls += 1;
+                }
+                buf.clear();
+            }
+        }
     }
 
     fn transmit(&mut self, now: Instant) -> io::Result<bool> {
@@ -345,6 +433,9 @@ impl Link {
 
     /// The endpoint's and the application's events, and the timer.
     fn settle(&mut self, cx: &mut Ctx<'_>) {
+        if !self.closing.is_empty() {
+            self.drain();
+        }
         let Some((ch, conn)) = self.conn.as_mut() else {
             return;
         };
@@ -356,7 +447,11 @@ impl Link {
         while let Some(ev) = conn.poll() {
             self.events.push_back(ev);
         }
-        match conn.poll_timeout() {
+        let closing = self
+            .closing
+            .iter_mut()
+            .filter_map(|(_, c)| c.poll_timeout());
+        match conn.poll_timeout().into_iter().chain(closing).min() {
             Some(at) if self.armed != Some(at) => {
                 self.armed = Some(at);
                 cx.schedule(at);
@@ -366,14 +461,43 @@ impl Link {
         }
     }
 
+    /// The closing connections' endpoint events; the drained ones are
+    /// let go (the endpoint forgets their IDs) and their figures kept.
+    fn drain(&mut self) {
+        let endpoint = &mut self.endpoint;
+        let retired = &mut self.retired;
+        self.closing.retain_mut(|(ch, conn)| {
+            while let Some(ev) = conn.poll_endpoint_events() {
+                if let Some(back) = endpoint.handle_event(*ch, ev) {
+                    conn.handle_event(back);
+                }
+            }
+            while conn.poll().is_some() {}
+            if !conn.is_drained() {
+                return true;
+            }
+            let s = conn.stats();
+            retired.connections += 1;
+            retired.zero_rtt += u64::from(took_0rtt(conn));
+            retired.sent += s.path.sent_packets;
+            retired.lost += s.path.lost_packets;
+            retired.congestion_events += s.path.congestion_events;
+            retired.data_blocked += s.frame_tx.data_blocked + s.frame_tx.stream_data_blocked;
+            false
+        });
+    }
+
     /// The connection's timer fired (or an earlier one, already handled:
     /// quinn ignores a call before its deadline).
     pub fn timeout(&mut self, now: Instant) {
         if self.armed.is_some_and(|at| at <= now) {
             self.armed = None;
         }
-        if let Some((_, conn)) = self.conn.as_mut() {
-            conn.handle_timeout(now);
+        let all = self.conn.iter_mut().chain(self.closing.iter_mut());
+        for (_, conn) in all {
+            if conn.poll_timeout().is_some_and(|t| t <= now) {
+                conn.handle_timeout(now);
+            }
         }
     }
 
@@ -407,10 +531,36 @@ impl Link {
         crate::measure::tcpinfo::granted_buffers(self.sock.as_raw_fd())
     }
 
-    /// The connection's own view of its path and its datagrams.
+    /// The connection's own view of its path and its datagrams (with the
+    /// packets of the connections it made before, if it made several).
     pub fn report(&self, cc: &str) -> Option<QuicFlowStats> {
-        let (_, c) = self.conn.as_ref()?;
-        let s = c.stats();
+        // The path as the last connection that got going saw it: a new
+        // one still in its handshake has not sampled its round trip.
+        let current = self.conn.as_ref().filter(|(_, c)| !c.is_handshaking());
+        let (_, c) = current.or(self.closing.last()).or(self.conn.as_ref())?;
+        let mut s = c.stats();
+        let mut r = self.retired;
+        let all = self.conn.iter().chain(self.closing.iter()).map(|(_, c)| c);
+        let others = all.filter(|o| !std::ptr::eq(*o, c));
+        for o in others {
+            let os = o.stats();
+            r.sent += os.path.sent_packets;
+            r.lost += os.path.lost_packets;
+            r.congestion_events += os.path.congestion_events;
+            r.data_blocked += os.frame_tx.data_blocked + os.frame_tx.stream_data_blocked;
+        }
+        let open = (self.closing.len() + usize::from(self.conn.is_some())) as u64;
+        let zero_rtt = self
+            .conn
+            .iter()
+            .map(|(_, c)| c)
+            .chain(self.closing.iter().map(|(_, c)| c));
+        let zero_rtt = zero_rtt.filter(|c| took_0rtt(c)).count() as u64;
+
+        s.path.sent_packets += r.sent;
+        s.path.lost_packets += r.lost;
+        s.path.congestion_events += r.congestion_events;
+        s.frame_tx.data_blocked += r.data_blocked;
         Some(QuicFlowStats {
             implementation: IMPLEMENTATION.into(),
             congestion_control: cc.into(),
@@ -426,7 +576,20 @@ impl Link {
             send_calls: self.counts.send_calls,
             recv_calls: self.counts.recv_calls,
             data_blocked: s.frame_tx.data_blocked + s.frame_tx.stream_data_blocked,
+            // One connection (a persistent flow) writes none.
+            connections: Some(r.connections + open).filter(|n| *n > 1).unwrap_or(0),
+            zero_rtt: r.zero_rtt + zero_rtt,
         })
+    }
+}
+
+/// Whether a connection's request went as 0-RTT early data: the server
+/// accepted it (a client's view once the handshake is done), or took it.
+pub fn took_0rtt(c: &Connection) -> bool {
+    if c.side().is_client() {
+        c.accepted_0rtt()
+    } else {
+        c.has_0rtt()
     }
 }
 

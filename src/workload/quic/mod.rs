@@ -158,7 +158,7 @@ impl Plugin for QuicStream {
             upload,
             download,
         };
-        client_flows(spec, conns, || Bulk::new(ends, spec))
+        client_flows(spec, conns, |_| Bulk::new(ends, spec))
     }
 
     fn agent_flows(
@@ -181,12 +181,14 @@ impl Plugin for QuicStream {
 fn client_flows<S: Streams + 'static>(
     spec: &TestSpec,
     conns: Conns,
-    streams: impl Fn() -> S,
+    streams: impl Fn(Option<&Arc<config::Tickets>>) -> S,
 ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
     let role = conns.tls.as_deref().ok_or(WorkloadError::NoServerCert)?;
-    let (cfg, name, info) = config::client(spec, role).map_err(quic_error)?;
-    quic_flows(spec, conns, info, streams, |s, cookie| {
-        Link::client(s, cookie, cfg.clone(), &name)
+    let c = config::client(spec, role).map_err(quic_error)?;
+    let tickets = c.tickets.clone();
+    let streams = || streams(tickets.as_ref());
+    quic_flows(spec, conns, c.info, streams, |s, cookie| {
+        Link::client(s, cookie, c.config.clone(), &c.server_name)
     })
 }
 
@@ -246,12 +248,14 @@ fn quic_line(flows: &[FlowReport]) -> Option<String> {
     let (sent, lost) = (sum(|s| s.packets_sent), sum(|s| s.packets_lost));
     let per = |n: u64, calls: u64| n as f64 / calls.max(1) as f64;
     let rtt = q.iter().map(|s| s.rtt_us).sum::<f64>() / q.len() as f64;
+    // A flow that made one connection after another says how many.
+    let conns: u64 = q.iter().map(|s| s.connections.max(1)).sum();
     Some(format!(
         "{}, {} ({} connection{}): rtt {} (min {}), {} packets sent, {} lost ({:.2}%) in {} congestion events, MTU {}; {:.1} datagrams per send, {:.1} per receive; flow control held a sender {} times",
         first.implementation,
         first.congestion_control,
-        q.len(),
-        if q.len() == 1 { "" } else { "s" },
+        conns,
+        if conns == 1 { "" } else { "s" },
         fmt_us(rtt),
         // An end that only acknowledges has no round trip of its own
         // sampled: its minimum reads 0.

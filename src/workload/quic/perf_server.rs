@@ -217,6 +217,11 @@ impl PerfServer {
         let now = Instant::now();
         let mut more = false;
         for c in self.clients.values_mut() {
+            while let Some(ev) = c.conn.poll() {
+                if let quinn_proto::Event::ConnectionLost { .. } = ev {
+                    c.responder.lost();
+                }
+            }
             match c.responder.serve(&mut c.conn) {
                 Ok(m) => more |= m,
                 Err(e) => {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::io;
 
 use bytes::Bytes;
-use quinn_proto::{Connection, Dir, Event, ReadError, StreamId, WriteError};
+use quinn_proto::{Connection, ConnectionError, Dir, ReadError, StreamId, WriteError};
 
 use super::flow::Streams;
 use crate::engine::flow::{Ctx, BUDGET};
@@ -57,15 +57,15 @@ impl Responder {
         }
     }
 
+    /// The connection ended: its requests with it.
+    pub fn lost(&mut self) {
+        self.requests.clear();
+    }
+
     /// The connection's new streams taken, their requests read and
-    /// responses sent, up to the budget. Ok(true): the budget ran out
+    /// responses sent, up to the budget (its events are the caller's). Ok(true): the budget ran out
     /// with more to do.
     pub fn serve(&mut self, conn: &mut Connection) -> io::Result<bool> {
-        while let Some(ev) = conn.poll() {
-            if let Event::ConnectionLost { .. } = ev {
-                self.requests.clear();
-            }
-        }
         for dir in [Dir::Bi, Dir::Uni] {
             while let Some(id) = conn.streams().accept(dir) {
                 self.served.requests += 1;
@@ -114,18 +114,23 @@ impl Responder {
     }
 }
 
-/// An agent's flow of `quic-rr`: the responder, its counts into the
-/// worker's (bytes both ways, a transaction per response sent).
+/// An agent's flow of `quic-rr` or `quic-crr`: the responder, its counts
+/// into the worker's (bytes both ways, a transaction per response sent;
+/// with a connection per transaction, connections and handshakes too).
 pub struct Answers {
     pub responder: Responder,
     counted: Served,
+    /// A connection per transaction (quic-crr): each one the client closes
+    /// is how it ends, and a new one follows.
+    per_connection: bool,
 }
 
 impl Answers {
-    pub fn new(payload: Bytes) -> Self {
+    pub fn new(payload: Bytes, per_connection: bool) -> Self {
         Answers {
             responder: Responder::new(payload),
             counted: Served::default(),
+            per_connection,
         }
     }
 }
@@ -148,6 +153,33 @@ impl Streams for Answers {
     fn totals(&self) -> (u64, u64, u64) {
         let s = self.responder.served;
         (s.bytes_out, s.bytes_in, s.answered)
+    }
+
+    /// A client's 0-RTT request is answered before its handshake ends.
+    fn early(&self) -> bool {
+        self.per_connection
+    }
+
+    fn connected(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) {
+        if self.per_connection {
+            cx.counters.connections += 1;
+            cx.counters.tls_handshakes += 1;
+            cx.counters.tls_resumed += u64::from(super::link::took_0rtt(conn));
+        }
+    }
+
+    fn fresh(&mut self, _now: std::time::Instant) {
+        self.responder.lost();
+    }
+
+    fn ended(&mut self, reason: ConnectionError, _cx: &mut Ctx<'_>) -> io::Result<()> {
+        match reason {
+            ConnectionError::ApplicationClosed(_) if self.per_connection => Ok(()),
+            other => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("QUIC connection lost: {other}"),
+            )),
+        }
     }
 }
 

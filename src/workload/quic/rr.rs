@@ -105,7 +105,7 @@ impl Plugin for QuicRr {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-        super::client_flows(spec, conns, || Requests::new(spec))
+        super::client_flows(spec, conns, |_| Requests::new(spec))
     }
 
     fn agent_flows(
@@ -115,7 +115,7 @@ impl Plugin for QuicRr {
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
         let piece = spec.response.clamp(1, PIECE) as usize;
         let payload = Bytes::from(vec![0x5a; piece]);
-        super::agent_flows(spec, conns, || Answers::new(payload.clone()))
+        super::agent_flows(spec, conns, || Answers::new(payload.clone(), false))
     }
 }
 
