@@ -199,12 +199,113 @@ fn quic_rr_carries_a_put_and_a_get_whole() {
     }
 }
 
+/// crr over QUIC: a new connection (handshake, one request stream,
+/// close) per transaction on each flow's socket. Both ends count the same
+/// connections and handshakes, every one full without resumption; the
+/// flows' QUIC figures count the connections they made; the twin is crr
+/// over TLS.
+#[test]
+fn quic_crr_makes_a_connection_per_transaction() {
+    let _turn = alone();
+    let (text, r) = run_json_text(
+        "quic-crr.json",
+        &[
+            "crr",
+            "--transport",
+            "quic",
+            "--flows",
+            "2",
+            "--request",
+            "64",
+            "--response",
+            "8k",
+            "-d",
+            "1.5",
+            "--warmup",
+            "0.5",
+        ],
+        LIMIT,
+    );
+    assert_eq!(r["spec"]["workload"], "quic-crr", "{}", r["spec"]);
+    let it = &r["iterations"][0];
+    let (c, a) = (&it["counters"]["client"], &it["counters"]["agent"]);
+    let tx = u(&c["transactions"]);
+    assert!(tx > 50, "{c}");
+    assert_eq!(u(&c["connections"]), tx, "{c}");
+    assert_eq!(u(&c["tls_handshakes"]), tx, "{c}");
+    assert_eq!(u(&c["tls_resumed"]), 0, "{c}");
+    // The agent counts a connection at its handshake's end, the client at
+    // its answer: they differ by the ones under way at the edges.
+    let accepted = u(&a["connections"]);
+    assert!(accepted.abs_diff(tx) <= 8, "client {tx} agent {accepted}");
+    assert!(u(&c["bytes_rx"]) >= tx * 8192, "{c}");
+    let q = quic(&r, "client");
+    // Over the whole test (warm-up included) each flow made many.
+    assert!(u(&q["connections"]) * 2 > tx / 2, "{q}");
+    assert!(q["zero_rtt"].is_null(), "{q}");
+    assert!(
+        f(&r["summary"]["connections_per_s"]) > 25.0,
+        "{}",
+        r["summary"]
+    );
+    let b = &r["baseline"];
+    assert!(f(&b["transactions_per_s"]) > 25.0, "{b}");
+    assert!(text.contains("per transaction of TLS over TCP"), "{text}");
+}
+
+/// tls-handshake over QUIC with resumption: every handshake in the
+/// window resumes its session and carries its request as 0-RTT data (the
+/// client waits for its next ticket before it closes), and is faster than
+/// a full one.
+#[test]
+fn quic_handshakes_resume_with_zero_rtt() {
+    let _turn = alone();
+    let mut p50 = Vec::new();
+    for resume in ["off", "on"] {
+        let r = run_json(
+            &format!("quic-hs-{resume}.json"),
+            &format!(
+                "tls-handshake --transport quic --resume {resume} -d 1.5 --warmup 0.5 --no-baseline"
+            ),
+            LIMIT,
+        );
+        assert_eq!(r["spec"]["workload"], "quic-handshake", "{}", r["spec"]);
+        let c = &r["iterations"][0]["counters"]["client"];
+        let hs = u(&c["tls_handshakes"]);
+        assert!(hs > 50, "{resume}: {c}");
+        let resumed = u(&c["tls_resumed"]);
+        // Written only when not zero.
+        let zero = quic(&r, "client")["zero_rtt"].as_u64().unwrap_or(0);
+        let agent_zero = quic(&r, "agent")["zero_rtt"].as_u64().unwrap_or(0);
+        if resume == "on" {
+            // A ticket lost or late costs one full handshake.
+            assert!(resumed * 100 >= hs * 95, "{resumed} of {hs} resumed");
+            assert!(zero >= resumed && agent_zero > 0, "{zero} / {agent_zero}");
+        } else {
+            assert_eq!((resumed, zero, agent_zero), (0, 0, 0), "{c}");
+        }
+        p50.push(f(&r["summary"]["latency_us"]["p50"]));
+    }
+    // 0-RTT saves the round trip the request waited for and the
+    // certificate's signature: the median resumed transaction is quicker.
+    assert!(
+        p50[1] < p50[0],
+        "p50 full {} µs, resumed {} µs",
+        p50[0],
+        p50[1]
+    );
+}
+
 /// What QUIC cannot carry is refused before anything starts, in one line
 /// that says what to do.
 #[test]
 fn what_quic_cannot_carry_is_refused_in_one_line() {
     let cases: &[(&str, &str)] = &[
-        ("crr --transport quic", "crr has no QUIC twin yet"),
+        ("conn --transport quic", "conn has no QUIC twin yet"),
+        (
+            "rr --transport quic --rate 1000",
+            "--rate (open loop) applies to",
+        ),
         (
             "stream --transport quic --tls-version 1.2",
             "QUIC carries TLS 1.3 only",

@@ -229,6 +229,8 @@ pub static KINDS: &[&dyn Kind] = &[
     &conn::Conn,
     &quic::QuicStream,
     &quic::rr::QuicRr,
+    &quic::crr::QuicCrr,
+    &quic::crr::QuicHandshake,
     &exec::Exec,
     &scp::Scp,
     &cipher::Cipher,

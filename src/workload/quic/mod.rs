@@ -23,6 +23,7 @@ use crate::model::spec::{self, Direction, Figures, IoMode, MainMetric, TestSpec,
 use crate::units::{fmt_bytes, fmt_us};
 
 pub mod config;
+pub mod crr;
 pub mod flow;
 pub mod link;
 pub mod perf_server;

@@ -1,0 +1,442 @@
+//! A QUIC connection per transaction: `quic-crr` (`crr --transport quic`)
+//! and `quic-handshake` (`tls-handshake --transport quic`). Each
+//! transaction is a new connection on the flow's UDP socket (handshake, one
+//! request on one stream in the perf protocol, its response, close), as
+//! crr and tls-handshake make a TCP connection per transaction. With
+//! `--resume on` the client resumes the session of an earlier connection
+//! and sends its request as 0-RTT early data (as HTTP/3 clients do), so
+//! the request leaves with the first flight; the result counts the
+//! handshakes that did (`tls_resumed`, the `zero_rtt` of each flow).
+//!
+//! Their twins are crr and tls-handshake over TLS with the same TLS
+//! settings; the cost line gives QUIC's CPU per connection against them.
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use quinn_proto::{Connection, Dir, ReadError, StreamId, WriteError};
+
+use super::config::Tickets;
+use super::flow::Streams;
+use super::respond::Answers;
+use super::{Conns, Pattern, Plugin, WorkloadError};
+use crate::engine::flow::{Ctx, Flow, BUDGET};
+use crate::measure::histogram::record_ns;
+use crate::model::error::Invalid;
+use crate::model::result::Iteration;
+use crate::model::spec::{self, Figures, MainMetric, TestSpec};
+use crate::units::{fmt_bytes, fmt_rate};
+use crate::workload::kind::KindFacts;
+
+/// `crr` over QUIC.
+pub struct QuicCrr;
+
+/// `tls-handshake` over QUIC.
+pub struct QuicHandshake;
+
+/// These kinds' names in a spec, on the command line and in the registry.
+pub const NAME: spec::Workload = spec::Workload::named("quic-crr");
+pub const HANDSHAKE: spec::Workload = spec::Workload::named("quic-handshake");
+
+/// The largest buffer responses are cut from.
+const PIECE: u64 = 1 << 20;
+
+/// How long a resumed client waits after its answer for the session
+/// ticket of its next connection, at most (a lost ticket: it goes on, and
+/// the next connection's handshake is a full one).
+const TICKET_WAIT: Duration = Duration::from_millis(50);
+
+/// What the two kinds share: all but their names, words and twins.
+fn describe(what: &str, spec: &TestSpec) -> String {
+    let resume = spec.tls.as_ref().is_some_and(|t| t.resume);
+    format!(
+        "{what} over QUIC {}/{}, a connection per transaction ({}), QUIC congestion control {}",
+        fmt_bytes(spec.request),
+        fmt_bytes(spec.response),
+        if resume {
+            "resumed, the request as 0-RTT data"
+        } else {
+            "a full handshake each"
+        },
+        super::config::controller(spec.cc.as_deref()).unwrap_or("?")
+    )
+}
+
+fn facts() -> KindFacts {
+    KindFacts {
+        tls_always: true,
+        datagrams: true,
+        ..KindFacts::EXCHANGE
+    }
+}
+
+fn figures() -> Figures {
+    Figures {
+        latency: true,
+        connections: true,
+        ..Figures::default()
+    }
+}
+
+/// The connections line, then each end's QUIC line.
+fn lines(it: &Iteration) -> Vec<(&'static str, String)> {
+    let zero: u64 = it
+        .flows
+        .client
+        .iter()
+        .filter_map(|f| f.quic.as_ref())
+        .map(|q| q.zero_rtt)
+        .sum();
+    let mut out = vec![(
+        "conns/s",
+        format!(
+            "{}; {zero} requests went as 0-RTT data (over the whole test, warm-up included)",
+            fmt_rate(it.connections_per_s),
+        ),
+    )];
+    out.extend(super::quic_lines(it));
+    out
+}
+
+fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+    super::client_flows(spec, conns, |tickets| OneShot::new(spec, tickets.cloned()))
+}
+
+fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+    let piece = spec.response.clamp(1, PIECE) as usize;
+    let payload = Bytes::from(vec![0x5a; piece]);
+    super::agent_flows(spec, conns, || Answers::new(payload.clone(), true))
+}
+
+/// Both kinds' plug-in, but for name, words and twin.
+macro_rules! per_connection_kind {
+    ($ty:ty, $name:expr, $base:expr, $what:literal, $help:literal) => {
+        impl Plugin for $ty {
+            fn kind(&self) -> spec::Workload {
+                $name
+            }
+
+            fn help(&self) -> &'static str {
+                $help
+            }
+
+            fn facts(&self) -> KindFacts {
+                facts()
+            }
+
+            fn rules(&self, spec: &TestSpec) -> Result<(), Invalid> {
+                super::rules(spec)
+            }
+
+            fn pattern(&self) -> Pattern {
+                Pattern::Datagram
+            }
+
+            fn figures(&self, _spec: &TestSpec) -> Figures {
+                figures()
+            }
+
+            fn describe(&self, spec: &TestSpec) -> String {
+                describe($what, spec)
+            }
+
+            fn report_lines(
+                &self,
+                _spec: &TestSpec,
+                it: &Iteration,
+            ) -> Vec<(&'static str, String)> {
+                lines(it)
+            }
+
+            fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
+                MainMetric::TransactionRate
+            }
+
+            /// Its twin is TLS over TCP with the same TLS settings.
+            fn clear_twin(&self) -> spec::Workload {
+                $base
+            }
+
+            fn twin_keeps_tls(&self) -> bool {
+                true
+            }
+
+            fn over(&self) -> Option<(spec::Transport, spec::Workload)> {
+                Some((spec::Transport::Quic, $base))
+            }
+
+            fn client_flows(
+                &self,
+                spec: &TestSpec,
+                conns: Conns,
+            ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+                client_flows(spec, conns)
+            }
+
+            fn agent_flows(
+                &self,
+                spec: &TestSpec,
+                conns: Conns,
+            ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+                agent_flows(spec, conns)
+            }
+        }
+    };
+}
+
+per_connection_kind!(
+    QuicCrr,
+    NAME,
+    crate::workload::crr::NAME,
+    "crr",
+    "Connect, request, response, close per transaction over QUIC (quinn-proto), with its TLS over TCP twin"
+);
+per_connection_kind!(
+    QuicHandshake,
+    HANDSHAKE,
+    crate::workload::tls_handshake::NAME,
+    "tls-handshake",
+    "QUIC handshakes (full, or resumed with 0-RTT), one small exchange, close, with its TLS over TCP twin"
+);
+
+/// The client's side of a flow: one connection after another, each
+/// carrying one request.
+pub struct OneShot {
+    request: u64,
+    response: u64,
+    header: [u8; 8],
+    payload: Bytes,
+    /// This connection's: when it started, its request's stream, the
+    /// header bytes written, request bytes left, its sending side
+    /// finished, response bytes read, and whether it is answered.
+    started: Instant,
+    stream: Option<StreamId>,
+    header_out: usize,
+    req_left: u64,
+    finished: bool,
+    got: u64,
+    done: bool,
+    /// With resumption: the session store, the tickets it held when this
+    /// connection started, and until when it waits for a new one.
+    tickets: Option<Arc<Tickets>>,
+    tickets_seen: u64,
+    wait_until: Option<Instant>,
+    /// Done with this connection: the next may start.
+    next: bool,
+    bytes_tx: u64,
+    bytes_rx: u64,
+    transactions: u64,
+}
+
+impl OneShot {
+    pub fn new(spec: &TestSpec, tickets: Option<Arc<Tickets>>) -> Self {
+        OneShot {
+            request: spec.request,
+            response: spec.response,
+            header: spec.response.to_be_bytes(),
+            payload: Bytes::from(vec![0xa5; spec.request.clamp(1, PIECE) as usize]),
+            started: Instant::now(),
+            stream: None,
+            header_out: 0,
+            req_left: spec.request,
+            finished: false,
+            got: 0,
+            done: false,
+            tickets,
+            tickets_seen: 0,
+            wait_until: None,
+            next: false,
+            bytes_tx: 0,
+            bytes_rx: 0,
+            transactions: 0,
+        }
+    }
+
+    /// The request's stream: opened, its header and body written, its
+    /// sending side finished. Returns the bytes moved.
+    fn send(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<usize> {
+        if self.stream.is_none() {
+            // None until the peer grants streams: its transport
+            // parameters (or, resumed, the ones remembered for 0-RTT).
+            self.stream = conn.streams().open(Dir::Bi);
+        }
+        let Some(id) = self.stream else {
+            return Ok(0);
+        };
+        let mut moved = 0;
+        let mut send = conn.send_stream(id);
+        while self.header_out < 8 {
+            match send.write(&self.header[self.header_out..]) {
+                Ok(n) => self.header_out += n,
+                Err(WriteError::Blocked) => return Ok(moved),
+                Err(e) => return Err(write_error(e)),
+            }
+        }
+        while self.req_left > 0 && moved < BUDGET {
+            let mut chunk = [self.payload.clone()];
+            if self.req_left < chunk[0].len() as u64 {
+                chunk[0].truncate(self.req_left as usize);
+            }
+            match send.write_chunks(&mut chunk) {
+                Ok(w) if w.bytes > 0 => {
+                    self.req_left -= w.bytes as u64;
+                    self.bytes_tx += w.bytes as u64;
+                    cx.counters.bytes_tx += w.bytes as u64;
+                    moved += w.bytes;
+                }
+                Ok(_) | Err(WriteError::Blocked) => return Ok(moved),
+                Err(e) => return Err(write_error(e)),
+            }
+        }
+        if self.req_left == 0 && !self.finished {
+            send.finish()
+                .map_err(|e| io::Error::other(format!("QUIC stream finish: {e}")))?;
+            self.finished = true;
+        }
+        Ok(moved)
+    }
+
+    /// Reads the response; at its end the transaction (and the
+    /// connection) is complete. Returns the bytes moved.
+    fn receive(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<usize> {
+        let Some(id) = self.stream else {
+            return Ok(0);
+        };
+        let mut recv = conn.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return Ok(0);
+        };
+        let mut moved = 0;
+        let mut ended = false;
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(c)) => {
+                    let n = c.bytes.len();
+                    self.got += n as u64;
+                    self.bytes_rx += n as u64;
+                    cx.counters.bytes_rx += n as u64;
+                    moved += n;
+                }
+                Ok(None) => {
+                    ended = true;
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+                Err(ReadError::Reset(_)) if cx.stopping => break,
+                Err(ReadError::Reset(code)) => {
+                    let _ = chunks.finalize();
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        format!("the peer reset the QUIC request stream (code {code})"),
+                    ));
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        if ended {
+            if self.got != self.response {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "a QUIC response ended after {} of the {} bytes asked",
+                        self.got, self.response
+                    ),
+                ));
+            }
+            record_ns(
+                cx.hist,
+                cx.now.saturating_duration_since(self.started).as_nanos() as u64,
+            );
+            cx.counters.transactions += 1;
+            cx.counters.connections += 1;
+            // The answer came in 1-RTT packets: the handshake is done
+            // (its Connected event may come after this turn).
+            cx.counters.tls_handshakes += 1;
+            cx.counters.tls_resumed += u64::from(super::link::took_0rtt(conn));
+            self.transactions += 1;
+            self.done = true;
+        }
+        Ok(moved)
+    }
+}
+
+impl Streams for OneShot {
+    fn work(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<bool> {
+        let mut moved = 0;
+        if !self.done {
+            moved = self.send(conn, cx)? + self.receive(conn, cx)?;
+        }
+        if self.done {
+            self.next = self.ticket_in(cx);
+        }
+        Ok(moved >= BUDGET)
+    }
+
+    fn started(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    fn totals(&self) -> (u64, u64, u64) {
+        (self.bytes_tx, self.bytes_rx, self.transactions)
+    }
+
+    /// With a resumed session the request goes in the first flight.
+    fn early(&self) -> bool {
+        true
+    }
+
+    fn connected(&mut self, conn: &mut Connection, _cx: &mut Ctx<'_>) {
+        if conn.has_0rtt() && !conn.accepted_0rtt() {
+            // The server refused the early data: quinn dropped the stream
+            // it went on, so the request goes again, now on 1-RTT.
+            let started = self.started;
+            self.fresh(started);
+        }
+    }
+
+    fn reconnect(&mut self) -> bool {
+        self.next
+    }
+
+    fn fresh(&mut self, now: Instant) {
+        self.started = now;
+        self.tickets_seen = self.tickets.as_ref().map_or(0, |t| t.received());
+        self.wait_until = None;
+        self.next = false;
+        self.stream = None;
+        self.header_out = 0;
+        self.req_left = self.request;
+        self.finished = false;
+        self.got = 0;
+        self.done = false;
+    }
+}
+
+impl OneShot {
+    /// Whether the next connection may start: at once without
+    /// resumption; with it, once a new ticket is in (or after
+    /// `TICKET_WAIT`, woken by a timer).
+    fn ticket_in(&mut self, cx: &mut Ctx<'_>) -> bool {
+        let Some(t) = &self.tickets else {
+            return true;
+        };
+        if t.received() > self.tickets_seen {
+            return true;
+        }
+        let until = *self.wait_until.get_or_insert_with(|| {
+            let at = cx.now + TICKET_WAIT;
+            cx.schedule(at);
+            at
+        });
+        cx.now >= until
+    }
+}
+
+fn write_error(e: WriteError) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionReset,
+        format!("QUIC request stream write: {e}"),
+    )
+}
