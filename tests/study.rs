@@ -624,6 +624,7 @@ const BUILTIN: &[&str] = &[
     "memcached-capacity",
     "quic-streams",
     "quic-pages",
+    "quic-handshakes",
 ];
 
 /// Runs built-in study `name` (or the study file `file`, a shortened
@@ -1390,4 +1391,37 @@ fn quic_pages_compares_pages_per_transaction_over_tls_and_quic() {
         "{md}"
     );
     assert!(md.contains("QUIC's transaction rate is"), "{md}");
+}
+
+/// quic-handshakes: handshakes over TCP and over QUIC, full and resumed;
+/// the resumed QUIC points took their requests as 0-RTT data.
+#[test]
+fn quic_handshakes_runs_full_and_resumed_over_tcp_and_quic() {
+    let _turn = shared();
+    let dir = cut_and_run(
+        "quic-handshakes",
+        &[("flows = [1, 4, 16]", "flows = [2]")],
+        "-d 0.5 --warmup 0.3 -i 0.1",
+    );
+    let quic = json(&dir.join("points/QUIC_resume-true_flows-2.r1.json"));
+    assert_eq!(
+        quic["spec"]["workload"], "quic-handshake",
+        "{}",
+        quic["spec"]
+    );
+    let c = &quic["iterations"][0]["counters"]["client"];
+    assert!(u(&c["tls_resumed"]) > 0, "{c}");
+    let tcp = json(&dir.join("points/TLS-1.3-over-TCP_resume-false_flows-2.r1.json"));
+    assert_eq!(tcp["spec"]["workload"], "tls-handshake");
+    assert_eq!(
+        u(&tcp["iterations"][0]["counters"]["client"]["tls_resumed"]),
+        0
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains(
+            "CPU per transaction of TLS over TCP with the same TLS settings, over 2 points"
+        ),
+        "{md}"
+    );
 }

@@ -77,6 +77,7 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("memcached-capacity", [], []),
     builtin!("quic-streams", [], []),
     builtin!("quic-pages", [], []),
+    builtin!("quic-handshakes", [], []),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -526,10 +526,12 @@ fn doc_counts_are_current() {
 }
 
 fn words(n: usize) -> &'static str {
-    ["none", "one", "two", "three", "four", "five", "six"]
-        .get(n)
-        .copied()
-        .unwrap_or("many")
+    [
+        "none", "one", "two", "three", "four", "five", "six", "seven", "eight",
+    ]
+    .get(n)
+    .copied()
+    .unwrap_or("many")
 }
 
 /// A row's studies list it, and every row a study lists has it here.
