@@ -217,6 +217,49 @@ fn rr_and_crr_transactions_per_host_sum_to_the_total() {
     }
 }
 
+/// QUIC on a fleet: two client hosts' QUIC connections (a stream per
+/// request, and a connection per transaction) to the server host's two
+/// addresses; each host's transactions sum to the total, and the twin
+/// (TLS over TCP) runs on the same fleet.
+#[test]
+fn quic_runs_across_client_hosts() {
+    let rig = Rig::start("quic", [0; 3]);
+    for w in ["rr", "crr"] {
+        let (text, r) = run_json_text(
+            &format!("hosts-quic-{w}.json"),
+            &rig.args(w, "--transport quic --flows 4 -d 1.5")
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            Duration::from_secs(90),
+        );
+        assert_eq!(r["spec"]["workload"], format!("quic-{w}"), "{}", r["spec"]);
+        let it = &r["iterations"][0];
+        let total = u(&it["transactions"]);
+        assert!(total > 50, "{w}: {total} transactions");
+        let per_host: u64 = ["d1", "d2"]
+            .iter()
+            .map(|n| u(&host(&r, n)["counters"]["transactions"]))
+            .sum();
+        assert_eq!(per_host, total, "{w}");
+        for n in ["d1", "d2"] {
+            assert!(u(&host(&r, n)["counters"]["transactions"]) > 0, "{w} {n}");
+        }
+        let addrs: std::collections::BTreeSet<&str> = r["flow_map"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["address"].as_str().unwrap())
+            .collect();
+        assert_eq!(addrs.len(), 2, "{w}: connections went to both addresses");
+        assert!(
+            f(&r["baseline"]["transactions_per_s"]) > 25.0,
+            "{w}: {}",
+            r["baseline"]
+        );
+        assert!(text.contains("QUIC costs"), "{w}: {text}");
+    }
+}
+
 #[test]
 fn clocks_shifted_by_time_namespaces_still_share_one_window() {
     if unsafe { libc_geteuid() } != 0 {
