@@ -296,12 +296,38 @@ fn quic_handshakes_resume_with_zero_rtt() {
     );
 }
 
+/// conn over QUIC: handshakes and closes, no request; the transaction is
+/// the handshake, counted at both ends, and nothing else crosses.
+#[test]
+fn quic_conn_counts_handshakes_and_moves_no_payload() {
+    let _turn = alone();
+    let r = run_json(
+        "quic-conn.json",
+        "conn --transport quic --flows 2 -d 1 --warmup 0.3 --no-baseline",
+        LIMIT,
+    );
+    assert_eq!(r["spec"]["workload"], "quic-conn", "{}", r["spec"]);
+    let it = &r["iterations"][0];
+    let (c, a) = (&it["counters"]["client"], &it["counters"]["agent"]);
+    let tx = u(&c["transactions"]);
+    assert!(tx > 50, "{c}");
+    assert_eq!(u(&c["connections"]), tx, "{c}");
+    assert_eq!(u(&c["tls_handshakes"]), tx, "{c}");
+    // The agent counts a handshake it completed: the client's Finished
+    // leaves with its close, and an agent that reads the close first
+    // never completes that one.
+    let accepted = u(&a["connections"]);
+    assert!(accepted > 0 && accepted <= tx + 8, "client {tx}: {a}");
+    assert_eq!(u(&c["bytes_tx"]) + u(&c["bytes_rx"]), 0, "{c}");
+    assert!(f(&r["summary"]["latency_us"]["p50"]) > 0.0);
+}
+
 /// What QUIC cannot carry is refused before anything starts, in one line
 /// that says what to do.
 #[test]
 fn what_quic_cannot_carry_is_refused_in_one_line() {
     let cases: &[(&str, &str)] = &[
-        ("conn --transport quic", "conn has no QUIC twin yet"),
+        ("udp-rr --transport quic", "udp-rr has no QUIC twin yet"),
         (
             "rr --transport quic --rate 1000",
             "--rate (open loop) applies to",

@@ -231,6 +231,7 @@ pub static KINDS: &[&dyn Kind] = &[
     &quic::rr::QuicRr,
     &quic::crr::QuicCrr,
     &quic::crr::QuicHandshake,
+    &quic::crr::QuicConn,
     &exec::Exec,
     &scp::Scp,
     &cipher::Cipher,

@@ -1,8 +1,10 @@
-//! A QUIC connection per transaction: `quic-crr` (`crr --transport quic`)
-//! and `quic-handshake` (`tls-handshake --transport quic`). Each
-//! transaction is a new connection on the flow's UDP socket (handshake, one
-//! request on one stream in the perf protocol, its response, close), as
-//! crr and tls-handshake make a TCP connection per transaction. With
+//! A QUIC connection per transaction: `quic-crr` (`crr --transport quic`),
+//! `quic-handshake` (`tls-handshake --transport quic`) and `quic-conn`
+//! (`conn --transport quic`). Each transaction is a new connection on the
+//! flow's UDP socket (handshake, one request on one stream in the perf
+//! protocol, its response, close; for quic-conn the handshake and the
+//! close only), as crr, tls-handshake and conn make a TCP connection per
+//! transaction. With
 //! `--resume on` the client resumes the session of an earlier connection
 //! and sends its request as 0-RTT early data (as HTTP/3 clients do), so
 //! the request leaves with the first flight; the result counts the
@@ -36,9 +38,13 @@ pub struct QuicCrr;
 /// `tls-handshake` over QUIC.
 pub struct QuicHandshake;
 
+/// `conn` over QUIC: handshakes, no request.
+pub struct QuicConn;
+
 /// These kinds' names in a spec, on the command line and in the registry.
 pub const NAME: spec::Workload = spec::Workload::named("quic-crr");
 pub const HANDSHAKE: spec::Workload = spec::Workload::named("quic-handshake");
+pub const CONN: spec::Workload = spec::Workload::named("quic-conn");
 
 /// The largest buffer responses are cut from.
 const PIECE: u64 = 1 << 20;
@@ -48,9 +54,16 @@ const PIECE: u64 = 1 << 20;
 /// the next connection's handshake is a full one).
 const TICKET_WAIT: Duration = Duration::from_millis(50);
 
-/// What the two kinds share: all but their names, words and twins.
-fn describe(what: &str, spec: &TestSpec) -> String {
+/// What the kinds share: all but their names, words and twins.
+fn describe(what: &str, exchange: bool, spec: &TestSpec) -> String {
     let resume = spec.tls.as_ref().is_some_and(|t| t.resume);
+    if !exchange {
+        return format!(
+            "{what} over QUIC, a connection per transaction: the handshake ({}) and the close; latency is connect to the handshake's end, QUIC congestion control {}",
+            if resume { "resumed" } else { "full" },
+            super::config::controller(spec.cc.as_deref()).unwrap_or("?")
+        );
+    }
     format!(
         "{what} over QUIC {}/{}, a connection per transaction ({}), QUIC congestion control {}",
         fmt_bytes(spec.request),
@@ -64,11 +77,12 @@ fn describe(what: &str, spec: &TestSpec) -> String {
     )
 }
 
-fn facts() -> KindFacts {
+fn facts(exchange: bool) -> KindFacts {
     KindFacts {
         tls_always: true,
         datagrams: true,
-        ..KindFacts::EXCHANGE
+        exchange,
+        ..KindFacts::NONE
     }
 }
 
@@ -92,7 +106,7 @@ fn lines(it: &Iteration) -> Vec<(&'static str, String)> {
     let mut out = vec![(
         "conns/s",
         format!(
-            "{}; {zero} requests went as 0-RTT data (over the whole test, warm-up included)",
+            "{}; {zero} connections had 0-RTT accepted (over the whole test, warm-up included)",
             fmt_rate(it.connections_per_s),
         ),
     )];
@@ -100,8 +114,14 @@ fn lines(it: &Iteration) -> Vec<(&'static str, String)> {
     out
 }
 
-fn client_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-    super::client_flows(spec, conns, |tickets| OneShot::new(spec, tickets.cloned()))
+fn client_flows(
+    spec: &TestSpec,
+    conns: Conns,
+    exchange: bool,
+) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+    super::client_flows(spec, conns, |tickets| {
+        OneShot::new(spec, exchange, tickets.cloned())
+    })
 }
 
 fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
@@ -112,7 +132,7 @@ fn agent_flows(spec: &TestSpec, conns: Conns) -> Result<Vec<Box<dyn Flow>>, Work
 
 /// Both kinds' plug-in, but for name, words and twin.
 macro_rules! per_connection_kind {
-    ($ty:ty, $name:expr, $base:expr, $what:literal, $help:literal) => {
+    ($ty:ty, $name:expr, $base:expr, $what:literal, $exchange:literal, $help:literal) => {
         impl Plugin for $ty {
             fn kind(&self) -> spec::Workload {
                 $name
@@ -123,7 +143,7 @@ macro_rules! per_connection_kind {
             }
 
             fn facts(&self) -> KindFacts {
-                facts()
+                facts($exchange)
             }
 
             fn rules(&self, spec: &TestSpec) -> Result<(), Invalid> {
@@ -139,7 +159,7 @@ macro_rules! per_connection_kind {
             }
 
             fn describe(&self, spec: &TestSpec) -> String {
-                describe($what, spec)
+                describe($what, $exchange, spec)
             }
 
             fn report_lines(
@@ -172,7 +192,7 @@ macro_rules! per_connection_kind {
                 spec: &TestSpec,
                 conns: Conns,
             ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-                client_flows(spec, conns)
+                client_flows(spec, conns, $exchange)
             }
 
             fn agent_flows(
@@ -191,6 +211,7 @@ per_connection_kind!(
     NAME,
     crate::workload::crr::NAME,
     "crr",
+    true,
     "Connect, request, response, close per transaction over QUIC (quinn-proto), with its TLS over TCP twin"
 );
 per_connection_kind!(
@@ -198,12 +219,25 @@ per_connection_kind!(
     HANDSHAKE,
     crate::workload::tls_handshake::NAME,
     "tls-handshake",
+    true,
     "QUIC handshakes (full, or resumed with 0-RTT), one small exchange, close, with its TLS over TCP twin"
 );
 
+per_connection_kind!(
+    QuicConn,
+    CONN,
+    crate::workload::conn::NAME,
+    "conn",
+    false,
+    "QUIC connections: handshake (full, or resumed), close, again, with its TLS over TCP twin"
+);
+
 /// The client's side of a flow: one connection after another, each
-/// carrying one request.
+/// carrying one request (or, for quic-conn, none: the handshake is the
+/// transaction).
 pub struct OneShot {
+    /// Whether a connection carries a request (not quic-conn's).
+    exchange: bool,
     request: u64,
     response: u64,
     header: [u8; 8],
@@ -231,8 +265,9 @@ pub struct OneShot {
 }
 
 impl OneShot {
-    pub fn new(spec: &TestSpec, tickets: Option<Arc<Tickets>>) -> Self {
+    pub fn new(spec: &TestSpec, exchange: bool, tickets: Option<Arc<Tickets>>) -> Self {
         OneShot {
+            exchange,
             request: spec.request,
             response: spec.response,
             header: spec.response.to_be_bytes(),
@@ -345,27 +380,33 @@ impl OneShot {
                     ),
                 ));
             }
-            record_ns(
-                cx.hist,
-                cx.now.saturating_duration_since(self.started).as_nanos() as u64,
-            );
-            cx.counters.transactions += 1;
-            cx.counters.connections += 1;
             // The answer came in 1-RTT packets: the handshake is done
             // (its Connected event may come after this turn).
-            cx.counters.tls_handshakes += 1;
-            cx.counters.tls_resumed += u64::from(super::link::took_0rtt(conn));
-            self.transactions += 1;
-            self.done = true;
+            self.complete(conn, cx);
         }
         Ok(moved)
+    }
+
+    /// This connection's transaction is complete: its latency from the
+    /// connect, and its counts.
+    fn complete(&mut self, conn: &Connection, cx: &mut Ctx<'_>) {
+        record_ns(
+            cx.hist,
+            cx.now.saturating_duration_since(self.started).as_nanos() as u64,
+        );
+        cx.counters.transactions += 1;
+        cx.counters.connections += 1;
+        cx.counters.tls_handshakes += 1;
+        cx.counters.tls_resumed += u64::from(super::link::took_0rtt(conn));
+        self.transactions += 1;
+        self.done = true;
     }
 }
 
 impl Streams for OneShot {
     fn work(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<bool> {
         let mut moved = 0;
-        if !self.done {
+        if !self.done && self.exchange {
             moved = self.send(conn, cx)? + self.receive(conn, cx)?;
         }
         if self.done {
@@ -375,7 +416,7 @@ impl Streams for OneShot {
     }
 
     fn started(&self) -> bool {
-        self.stream.is_some()
+        self.stream.is_some() || self.done
     }
 
     fn totals(&self) -> (u64, u64, u64) {
@@ -387,7 +428,13 @@ impl Streams for OneShot {
         true
     }
 
-    fn connected(&mut self, conn: &mut Connection, _cx: &mut Ctx<'_>) {
+    fn connected(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) {
+        if !self.exchange && !self.done {
+            // quic-conn: the handshake is the transaction.
+            self.complete(conn, cx);
+            self.next = self.ticket_in(cx);
+            return;
+        }
         if conn.has_0rtt() && !conn.accepted_0rtt() {
             // The server refused the early data: quinn dropped the stream
             // it went on, so the request goes again, now on 1-RTT.
