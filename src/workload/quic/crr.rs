@@ -18,10 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use quinn_proto::{Connection, Dir, ReadError, StreamId, WriteError};
+use quinn_proto::{Connection, Dir};
 
 use super::config::Tickets;
 use super::flow::Streams;
+use super::request::{Request, Shape};
 use super::respond::Answers;
 use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, BUDGET};
@@ -238,19 +239,11 @@ per_connection_kind!(
 pub struct OneShot {
     /// Whether a connection carries a request (not quic-conn's).
     exchange: bool,
-    request: u64,
-    response: u64,
-    header: [u8; 8],
-    payload: Bytes,
-    /// This connection's: when it started, its request's stream, the
-    /// header bytes written, request bytes left, its sending side
-    /// finished, response bytes read, and whether it is answered.
+    shape: Shape,
+    /// This connection's: when it started, its request (once the peer
+    /// grants a stream), and whether it is answered.
     started: Instant,
-    stream: Option<StreamId>,
-    header_out: usize,
-    req_left: u64,
-    finished: bool,
-    got: u64,
+    req: Option<Request>,
     done: bool,
     /// With resumption: the session store, the tickets it held when this
     /// connection started, and until when it waits for a new one.
@@ -268,16 +261,9 @@ impl OneShot {
     pub fn new(spec: &TestSpec, exchange: bool, tickets: Option<Arc<Tickets>>) -> Self {
         OneShot {
             exchange,
-            request: spec.request,
-            response: spec.response,
-            header: spec.response.to_be_bytes(),
-            payload: Bytes::from(vec![0xa5; spec.request.clamp(1, PIECE) as usize]),
+            shape: Shape::new(spec.request, spec.response, PIECE),
             started: Instant::now(),
-            stream: None,
-            header_out: 0,
-            req_left: spec.request,
-            finished: false,
-            got: 0,
+            req: None,
             done: false,
             tickets,
             tickets_seen: 0,
@@ -289,102 +275,33 @@ impl OneShot {
         }
     }
 
-    /// The request's stream: opened, its header and body written, its
-    /// sending side finished. Returns the bytes moved.
-    fn send(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<usize> {
-        if self.stream.is_none() {
+    /// The request: its stream opened, written, its response read; at
+    /// the response's end the transaction (and the connection) is
+    /// complete. Returns the bytes moved.
+    fn exchange(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<usize> {
+        if self.req.is_none() {
             // None until the peer grants streams: its transport
             // parameters (or, resumed, the ones remembered for 0-RTT).
-            self.stream = conn.streams().open(Dir::Bi);
+            let Some(id) = conn.streams().open(Dir::Bi) else {
+                return Ok(0);
+            };
+            self.req = Some(Request::new(id, &self.shape));
         }
-        let Some(id) = self.stream else {
+        let Some(req) = self.req.as_mut() else {
             return Ok(0);
         };
-        let mut moved = 0;
-        let mut send = conn.send_stream(id);
-        while self.header_out < 8 {
-            match send.write(&self.header[self.header_out..]) {
-                Ok(n) => self.header_out += n,
-                Err(WriteError::Blocked) => return Ok(moved),
-                Err(e) => return Err(write_error(e)),
-            }
-        }
-        while self.req_left > 0 && moved < BUDGET {
-            let mut chunk = [self.payload.clone()];
-            if self.req_left < chunk[0].len() as u64 {
-                chunk[0].truncate(self.req_left as usize);
-            }
-            match send.write_chunks(&mut chunk) {
-                Ok(w) if w.bytes > 0 => {
-                    self.req_left -= w.bytes as u64;
-                    self.bytes_tx += w.bytes as u64;
-                    cx.counters.bytes_tx += w.bytes as u64;
-                    moved += w.bytes;
-                }
-                Ok(_) | Err(WriteError::Blocked) => return Ok(moved),
-                Err(e) => return Err(write_error(e)),
-            }
-        }
-        if self.req_left == 0 && !self.finished {
-            send.finish()
-                .map_err(|e| io::Error::other(format!("QUIC stream finish: {e}")))?;
-            self.finished = true;
-        }
-        Ok(moved)
-    }
-
-    /// Reads the response; at its end the transaction (and the
-    /// connection) is complete. Returns the bytes moved.
-    fn receive(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<usize> {
-        let Some(id) = self.stream else {
-            return Ok(0);
-        };
-        let mut recv = conn.recv_stream(id);
-        let Ok(mut chunks) = recv.read(true) else {
-            return Ok(0);
-        };
-        let mut moved = 0;
-        let mut ended = false;
-        loop {
-            match chunks.next(usize::MAX) {
-                Ok(Some(c)) => {
-                    let n = c.bytes.len();
-                    self.got += n as u64;
-                    self.bytes_rx += n as u64;
-                    cx.counters.bytes_rx += n as u64;
-                    moved += n;
-                }
-                Ok(None) => {
-                    ended = true;
-                    break;
-                }
-                Err(ReadError::Blocked) => break,
-                Err(ReadError::Reset(_)) if cx.stopping => break,
-                Err(ReadError::Reset(code)) => {
-                    let _ = chunks.finalize();
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionReset,
-                        format!("the peer reset the QUIC request stream (code {code})"),
-                    ));
-                }
-            }
-        }
-        let _ = chunks.finalize();
+        let mut wrote = 0;
+        req.write(conn, &self.shape, cx, &mut wrote, BUDGET)?;
+        let mut read = 0;
+        let ended = req.read(conn, &self.shape, cx, &mut read)?;
+        self.bytes_tx += wrote as u64;
+        self.bytes_rx += read as u64;
         if ended {
-            if self.got != self.response {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "a QUIC response ended after {} of the {} bytes asked",
-                        self.got, self.response
-                    ),
-                ));
-            }
             // The answer came in 1-RTT packets: the handshake is done
             // (its Connected event may come after this turn).
             self.complete(conn, cx);
         }
-        Ok(moved)
+        Ok(wrote + read)
     }
 
     /// This connection's transaction is complete: its latency from the
@@ -407,7 +324,7 @@ impl Streams for OneShot {
     fn work(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<bool> {
         let mut moved = 0;
         if !self.done && self.exchange {
-            moved = self.send(conn, cx)? + self.receive(conn, cx)?;
+            moved = self.exchange(conn, cx)?;
         }
         if self.done {
             self.next = self.ticket_in(cx);
@@ -416,7 +333,7 @@ impl Streams for OneShot {
     }
 
     fn started(&self) -> bool {
-        self.stream.is_some() || self.done
+        self.req.is_some() || self.done
     }
 
     fn totals(&self) -> (u64, u64, u64) {
@@ -452,11 +369,7 @@ impl Streams for OneShot {
         self.tickets_seen = self.tickets.as_ref().map_or(0, |t| t.received());
         self.wait_until = None;
         self.next = false;
-        self.stream = None;
-        self.header_out = 0;
-        self.req_left = self.request;
-        self.finished = false;
-        self.got = 0;
+        self.req = None;
         self.done = false;
     }
 }
@@ -479,11 +392,4 @@ impl OneShot {
         });
         cx.now >= until
     }
-}
-
-fn write_error(e: WriteError) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::ConnectionReset,
-        format!("QUIC request stream write: {e}"),
-    )
 }

@@ -27,6 +27,7 @@ pub mod crr;
 pub mod flow;
 pub mod link;
 pub mod perf_server;
+pub mod request;
 pub mod respond;
 pub mod rr;
 pub mod stream;

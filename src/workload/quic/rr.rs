@@ -14,9 +14,10 @@ use std::io;
 use std::time::Instant;
 
 use bytes::Bytes;
-use quinn_proto::{Connection, Dir, ReadError, StreamId, WriteError};
+use quinn_proto::{Connection, Dir};
 
 use super::flow::Streams;
+use super::request::{Request, Shape, Wrote};
 use super::respond::Answers;
 use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, BUDGET};
@@ -119,27 +120,17 @@ impl Plugin for QuicRr {
     }
 }
 
-/// One request under way, on its own stream.
+/// One request under way, on its own stream, and when it was opened.
 struct Txn {
-    id: StreamId,
+    req: Request,
     sent: Instant,
-    /// Header bytes written, request bytes left to write, and whether the
-    /// stream's sending side is finished.
-    header_out: usize,
-    req_left: u64,
-    finished: bool,
-    /// Response bytes read so far.
-    got: u64,
 }
 
 /// The client's side of a flow: `outstanding` requests, each on a new
 /// stream, a new one opened as soon as one is answered (closed loop).
 pub struct Requests {
-    request: u64,
-    response: u64,
+    shape: Shape,
     outstanding: usize,
-    header: [u8; 8],
-    payload: Bytes,
     txns: Vec<Txn>,
     bytes_tx: u64,
     bytes_rx: u64,
@@ -149,11 +140,8 @@ pub struct Requests {
 impl Requests {
     pub fn new(spec: &TestSpec) -> Self {
         Requests {
-            request: spec.request,
-            response: spec.response,
+            shape: Shape::new(spec.request, spec.response, PIECE),
             outstanding: spec.outstanding.max(1) as usize,
-            header: spec.response.to_be_bytes(),
-            payload: Bytes::from(vec![0xa5; spec.request.clamp(1, PIECE) as usize]),
             txns: Vec::new(),
             bytes_tx: 0,
             bytes_rx: 0,
@@ -169,52 +157,23 @@ impl Requests {
                 return;
             };
             self.txns.push(Txn {
-                id,
+                req: Request::new(id, &self.shape),
                 sent: now,
-                header_out: 0,
-                req_left: self.request,
-                finished: false,
-                got: 0,
             });
         }
     }
 
-    /// Writes the requests' headers and bodies, finishing each stream's
-    /// sending side when its request is out. Returns the bytes moved.
+    /// Writes the requests, in the order they were opened, until the
+    /// connection is blocked or the budget is spent. Returns the bytes
+    /// moved.
     fn write(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<usize> {
         let mut moved = 0;
-        for t in self.txns.iter_mut().filter(|t| !t.finished) {
-            let mut send = conn.send_stream(t.id);
-            while t.header_out < 8 {
-                match send.write(&self.header[t.header_out..]) {
-                    Ok(n) => t.header_out += n,
-                    Err(WriteError::Blocked) => return Ok(moved),
-                    Err(e) => return Err(write_error(e)),
-                }
+        for t in self.txns.iter_mut() {
+            if t.req.write(conn, &self.shape, cx, &mut moved, BUDGET)? != Wrote::All {
+                break;
             }
-            while t.req_left > 0 && moved < BUDGET {
-                let mut chunk = [self.payload.clone()];
-                if t.req_left < chunk[0].len() as u64 {
-                    chunk[0].truncate(t.req_left as usize);
-                }
-                match send.write_chunks(&mut chunk) {
-                    Ok(w) if w.bytes > 0 => {
-                        t.req_left -= w.bytes as u64;
-                        self.bytes_tx += w.bytes as u64;
-                        cx.counters.bytes_tx += w.bytes as u64;
-                        moved += w.bytes;
-                    }
-                    Ok(_) | Err(WriteError::Blocked) => return Ok(moved),
-                    Err(e) => return Err(write_error(e)),
-                }
-            }
-            if t.req_left > 0 {
-                return Ok(moved);
-            }
-            send.finish()
-                .map_err(|e| io::Error::other(format!("QUIC stream finish: {e}")))?;
-            t.finished = true;
         }
+        self.bytes_tx += moved as u64;
         Ok(moved)
     }
 
@@ -226,52 +185,11 @@ impl Requests {
         let mut answered = false;
         let mut i = 0;
         while i < self.txns.len() && moved < BUDGET {
-            let t = &mut self.txns[i];
-            let mut recv = conn.recv_stream(t.id);
-            let Ok(mut chunks) = recv.read(true) else {
-                i += 1;
-                continue;
-            };
-            let mut ended = false;
-            loop {
-                match chunks.next(usize::MAX) {
-                    Ok(Some(c)) => {
-                        let n = c.bytes.len();
-                        t.got += n as u64;
-                        self.bytes_rx += n as u64;
-                        cx.counters.bytes_rx += n as u64;
-                        moved += n;
-                    }
-                    Ok(None) => {
-                        ended = true;
-                        break;
-                    }
-                    Err(ReadError::Blocked) => break,
-                    Err(ReadError::Reset(_)) if cx.stopping => break,
-                    Err(ReadError::Reset(code)) => {
-                        let _ = chunks.finalize();
-                        return Err(io::Error::new(
-                            io::ErrorKind::ConnectionReset,
-                            format!("the peer reset a QUIC request stream (code {code})"),
-                        ));
-                    }
-                }
-            }
-            let _ = chunks.finalize();
-            if !ended {
+            if !self.txns[i].req.read(conn, &self.shape, cx, &mut moved)? {
                 i += 1;
                 continue;
             }
             let t = self.txns.swap_remove(i);
-            if t.got != self.response {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "a QUIC response ended after {} of the {} bytes asked",
-                        t.got, self.response
-                    ),
-                ));
-            }
             record_ns(
                 cx.hist,
                 cx.now.saturating_duration_since(t.sent).as_nanos() as u64,
@@ -280,6 +198,7 @@ impl Requests {
             self.transactions += 1;
             answered = true;
         }
+        self.bytes_rx += moved as u64;
         Ok((moved, answered))
     }
 }
@@ -306,11 +225,4 @@ impl Streams for Requests {
     fn totals(&self) -> (u64, u64, u64) {
         (self.bytes_tx, self.bytes_rx, self.transactions)
     }
-}
-
-fn write_error(e: WriteError) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::ConnectionReset,
-        format!("QUIC request stream write: {e}"),
-    )
 }
