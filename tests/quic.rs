@@ -169,6 +169,32 @@ fn quic_rr_answers_each_request_on_its_own_stream() {
     assert!(text.contains("4 at once per connection"), "{text}");
 }
 
+/// rr over QUIC as an open loop: the offered rate is what ran (each
+/// flow's requests due on its own schedule), and the latency is also
+/// taken from each request's due time.
+#[test]
+fn quic_rr_open_loop_runs_at_the_offered_rate() {
+    let _turn = alone();
+    let r = run_json(
+        "quic-rr-rate.json",
+        "rr --transport quic --rate 2000 --flows 2 --outstanding 4 -d 1.5 --warmup 0.5 --no-baseline",
+        LIMIT,
+    );
+    assert_eq!(r["spec"]["workload"], "quic-rr", "{}", r["spec"]);
+    let s = &r["summary"];
+    let rate = f(&s["transactions_per_s"]);
+    assert!(
+        (rate / 2000.0 - 1.0).abs() < 0.05,
+        "{rate}/s for 2000/s offered"
+    );
+    let corrected = f(&s["latency_corrected_us"]["p50"]);
+    let latency = f(&s["latency_us"]["p50"]);
+    assert!(
+        corrected >= latency && latency > 0.0,
+        "{corrected} vs {latency}"
+    );
+}
+
 /// A response larger than any one buffer goes whole (20 MiB, cut from a
 /// 1 MiB piece), and a large request too: put and get over QUIC.
 #[test]
@@ -329,7 +355,7 @@ fn what_quic_cannot_carry_is_refused_in_one_line() {
     let cases: &[(&str, &str)] = &[
         ("udp-rr --transport quic", "udp-rr has no QUIC twin yet"),
         (
-            "rr --transport quic --rate 1000",
+            "crr --transport quic --rate 1000",
             "--rate (open loop) applies to",
         ),
         (

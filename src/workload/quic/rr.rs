@@ -6,6 +6,12 @@
 //! connection: QUIC answers them independently, where rr's N requests on
 //! one TCP connection queue behind each other.
 //!
+//! `--rate` makes it an open loop as rr's: request i of a flow is due at
+//! its time (uniform or Poisson, `--rate-ramp`), opened when due and a
+//! stream slot is free, and its latency is also taken from when it was
+//! due, so a slow server cannot hide queueing; `--search` then finds the
+//! highest rate QUIC holds at a latency target.
+//!
 //! Its twin is `rr` over TLS with the same sizes and TLS settings, run
 //! right after it: the cost line and key point give QUIC's CPU per
 //! transaction against TLS over TCP's.
@@ -19,8 +25,9 @@ use quinn_proto::{Connection, Dir};
 use super::flow::Streams;
 use super::request::{Request, Shape, Wrote};
 use super::respond::Answers;
-use super::{Conns, Pattern, Plugin, WorkloadError};
+use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, BUDGET};
+use crate::engine::pace::{self, Next, Schedule};
 use crate::measure::histogram::record_ns;
 use crate::model::error::Invalid;
 use crate::model::result::Iteration;
@@ -51,7 +58,16 @@ impl Plugin for QuicRr {
         KindFacts {
             tls_always: true,
             datagrams: true,
+            search_latency: true,
+            paced: true,
             ..KindFacts::EXCHANGE
+        }
+    }
+
+    fn supports(&self) -> Supports {
+        Supports {
+            rate: true,
+            ..Supports::default()
         }
     }
 
@@ -72,10 +88,11 @@ impl Plugin for QuicRr {
 
     fn describe(&self, spec: &TestSpec) -> String {
         format!(
-            "rr over QUIC {}/{}, a stream per request, {} at once per connection, QUIC congestion control {}",
+            "rr over QUIC {}/{}, a stream per request, {} at once per connection{}, QUIC congestion control {}",
             fmt_bytes(spec.request),
             fmt_bytes(spec.response),
             spec.outstanding,
+            crate::workload::open_loop_text(spec),
             super::config::controller(spec.cc.as_deref()).unwrap_or("?")
         )
     }
@@ -106,7 +123,12 @@ impl Plugin for QuicRr {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
-        super::client_flows(spec, conns, |_| Requests::new(spec))
+        // Each flow its own schedule (a Poisson one its own seed).
+        let next = std::cell::Cell::new(0u32);
+        super::client_flows(spec, conns, |_| {
+            let id = next.replace(next.get() + 1);
+            Requests::new(spec, pace::for_flow(spec, spec.flows as usize, id))
+        })
     }
 
     fn agent_flows(
@@ -120,10 +142,14 @@ impl Plugin for QuicRr {
     }
 }
 
-/// One request under way, on its own stream, and when it was opened.
+/// One request under way, on its own stream: when it was opened, and in
+/// an open loop when it was due and when it could have gone (due, and a
+/// slot free).
 struct Txn {
     req: Request,
     sent: Instant,
+    intended: Instant,
+    could: Instant,
 }
 
 /// The client's side of a flow: `outstanding` requests, each on a new
@@ -132,17 +158,28 @@ pub struct Requests {
     shape: Shape,
     outstanding: usize,
     txns: Vec<Txn>,
+    /// Open loop: when each request is due; the timer armed for the next;
+    /// a request that fell due while no stream could be opened; when the
+    /// last response arrived (a slot freed).
+    schedule: Option<Schedule>,
+    armed: Option<Instant>,
+    pending: Option<(Instant, Instant)>,
+    freed_at: Option<Instant>,
     bytes_tx: u64,
     bytes_rx: u64,
     transactions: u64,
 }
 
 impl Requests {
-    pub fn new(spec: &TestSpec) -> Self {
+    pub fn new(spec: &TestSpec, schedule: Option<Schedule>) -> Self {
         Requests {
             shape: Shape::new(spec.request, spec.response, PIECE),
             outstanding: spec.outstanding.max(1) as usize,
             txns: Vec::new(),
+            schedule,
+            armed: None,
+            pending: None,
+            freed_at: None,
             bytes_tx: 0,
             bytes_rx: 0,
             transactions: 0,
@@ -150,16 +187,60 @@ impl Requests {
     }
 
     /// Opens streams for new requests while fewer than `outstanding` are
-    /// under way (and the peer grants streams).
-    fn open(&mut self, conn: &mut Connection, now: Instant) {
+    /// under way (and the peer grants streams); in an open loop only those
+    /// that are due.
+    fn open(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) {
+        if self.armed.is_some_and(|t| t <= cx.now) {
+            self.armed = None;
+        }
+        if let Some(s) = self.schedule.as_mut() {
+            s.begin(cx.now);
+        }
         while self.txns.len() < self.outstanding {
+            let Some((intended, could)) = self.due(cx) else {
+                return;
+            };
             let Some(id) = conn.streams().open(Dir::Bi) else {
+                // The peer grants no stream yet: it goes when one frees.
+                self.pending = Some((intended, could));
                 return;
             };
             self.txns.push(Txn {
                 req: Request::new(id, &self.shape),
-                sent: now,
+                sent: cx.now,
+                intended,
+                could,
             });
+        }
+    }
+
+    /// The next request's (due, could go) times, if one may go now: in a
+    /// closed loop at once; in an open loop when due (else a timer is
+    /// armed for it), with the sender's own lateness recorded as rr's.
+    fn due(&mut self, cx: &mut Ctx<'_>) -> Option<(Instant, Instant)> {
+        if let Some(p) = self.pending.take() {
+            return Some(p);
+        }
+        let Some(s) = self.schedule.as_mut() else {
+            return Some((cx.now, cx.now));
+        };
+        match s.next_by(cx.now)? {
+            Next::At(t) => {
+                if self.armed.is_none() {
+                    self.armed = Some(t);
+                    cx.schedule(t);
+                }
+                None
+            }
+            Next::Due(t) => {
+                // A request held back by `--outstanding` waits for the
+                // server, not for the sender.
+                let could = self.freed_at.map_or(t, |f| f.max(t));
+                let ns = |a: Instant, b: Instant| a.saturating_duration_since(b).as_nanos() as u64;
+                record_ns(&mut cx.waits.held, ns(could, t));
+                record_ns(&mut cx.waits.send_late, ns(cx.now, could));
+                Some((t, could))
+            }
         }
     }
 
@@ -190,10 +271,16 @@ impl Requests {
                 continue;
             }
             let t = self.txns.swap_remove(i);
-            record_ns(
-                cx.hist,
-                cx.now.saturating_duration_since(t.sent).as_nanos() as u64,
-            );
+            let end = cx.now;
+            let ns = |a: Instant, b: Instant| a.saturating_duration_since(b).as_nanos() as u64;
+            record_ns(cx.hist, ns(end, t.sent));
+            if self.schedule.is_some() {
+                self.freed_at = Some(end);
+                record_ns(cx.hist_corrected, ns(end, t.intended));
+                // Less the sender's own lateness: held + from the send.
+                let net = ns(end, t.sent) + ns(t.could, t.intended);
+                record_ns(&mut cx.waits.net, net);
+            }
             cx.counters.transactions += 1;
             self.transactions += 1;
             answered = true;
@@ -207,7 +294,7 @@ impl Streams for Requests {
     fn work(&mut self, conn: &mut Connection, cx: &mut Ctx<'_>) -> io::Result<bool> {
         let mut moved = 0;
         loop {
-            self.open(conn, cx.now);
+            self.open(conn, cx);
             moved += self.write(conn, cx)?;
             let (read, answered) = self.read(conn, cx)?;
             moved += read;
