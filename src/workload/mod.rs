@@ -654,7 +654,7 @@ mod tests {
         };
         assert_eq!(
             validate(&s).unwrap_err().to_string(),
-            "--rate (open loop) applies to rr, udp-stream, udp-rr, memcache"
+            "--rate (open loop) applies to rr, udp-stream, udp-rr, memcache, quic-rr"
         );
         let z = TestSpec {
             workload: k("rr"),
