@@ -3,7 +3,7 @@
 //! settings at the same coordinates (its case aside), as a QUIC test run
 //! alone is paired with its twin.
 
-use super::shared::{ratio_range, KeyPoint};
+use super::shared::{cost_text, min_max, CostRatio, KeyPoint};
 use crate::model::spec::MainMetric;
 use crate::report::analysis::landscape::{Landscape, Row};
 
@@ -62,40 +62,35 @@ fn cost_points(pairs: &[(&Row, &Row)], per_tx: bool) -> Vec<KeyPoint> {
         [("client", "client_us_per_kb"), ("agent", "agent_us_per_kb")]
     };
     for (side, kb) in sides {
-        let ratios: Vec<(f64, f64, f64, String)> = pairs
+        let ratios: Vec<CostRatio> = pairs
             .iter()
             .filter_map(|(q, t)| {
                 let (a, b) = (q.mean(kb)?, t.mean(kb).filter(|b| *b > 0.0)?);
                 Some((a / b, a, b, q.point.label_except("case")))
             })
             .collect();
-        let Some(first) = ratios.first() else {
+        if ratios.is_empty() {
             continue;
-        };
-        let range = ratio_range(ratios.iter().map(|r| r.0));
+        }
         let tput: Vec<f64> = pairs
             .iter()
             .filter_map(|(q, t)| Some(q.mean(rate)? / t.mean(rate).filter(|v| *v > 0.0)?))
             .collect();
+        let rest = match min_max(&tput) {
+            Some(t) if side == "client" => {
+                format!("; QUIC's {rate_word} is {t}x of TLS over TCP's")
+            }
+            _ => String::new(),
+        };
         out.push(KeyPoint {
             rule: "quic_cost",
-            text: format!(
-                "QUIC costs {range} the {side}'s CPU per {what} of TLS over TCP with the same TLS settings, over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
-                ratios.len(),
-                if ratios.len() == 1 { "" } else { "s" },
-                first.0,
-                if first.3.is_empty() { "the test" } else { &first.3 },
-                first.1,
-                first.2,
-                if side == "client" && !tput.is_empty() {
-                    format!(
-                        "; QUIC's {rate_word} is {:.2}-{:.2}x of TLS over TCP's",
-                        tput.iter().cloned().fold(f64::INFINITY, f64::min),
-                        tput.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
-                    )
-                } else {
-                    String::new()
-                }
+            text: cost_text(
+                "QUIC",
+                side,
+                what,
+                "TLS over TCP with the same TLS settings,",
+                &ratios.iter().collect::<Vec<_>>(),
+                &rest,
             ),
             advice: if per_tx {
                 "QUIC runs in user space what TCP runs in the kernel (its handshake, acknowledgements, loss recovery and pacing) and seals each datagram apart, which shows most where transactions are small: compare at the request sizes, concurrency (--outstanding) and connection reuse the application uses; several streams at once on one connection are where QUIC avoids TCP's head-of-line blocking, and resumption with 0-RTT where it saves a round trip.".into()

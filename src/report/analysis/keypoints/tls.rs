@@ -1,7 +1,7 @@
 //! Encryption: what TLS costs against its clear twin (and a pair that
 //! contradicts what encryption is), and what crypto hardware saves.
 
-use super::shared::{ratio_range, KeyPoint};
+use super::shared::{cost_text, min_max, CostRatio, KeyPoint};
 use crate::report::analysis::landscape::{Landscape, Row};
 
 /// What TLS costs: points that differ only in `tls` (true vs false),
@@ -56,8 +56,6 @@ pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
             if ratios.is_empty() {
                 continue;
             }
-            let first = ratios[0];
-            let range = ratio_range(ratios.iter().map(|r| r.0));
             let tput: Vec<f64> = ratios
                 .iter()
                 .filter_map(|r| {
@@ -68,26 +66,17 @@ pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
                     )
                 })
                 .collect();
+            let rest = match min_max(&tput) {
+                Some(t) if side == "client" => format!("; throughput under TLS is {t}x of clear"),
+                _ => String::new(),
+            };
+            let cost: Vec<CostRatio> = ratios
+                .iter()
+                .map(|r| (r.0, r.1, r.2, r.3.clone()))
+                .collect();
             out.push(KeyPoint {
                 rule: "tls_cost",
-                text: format!(
-                    "TLS costs {range} the {side}'s CPU per {per} of clear over {} point{} ({:.1}x at {}: {:.3} vs {:.3} µs){}.",
-                    ratios.len(),
-                    if ratios.len() == 1 { "" } else { "s" },
-                    first.0,
-                    if first.3.is_empty() { "the test" } else { &first.3 },
-                    first.1,
-                    first.2,
-                    if side == "client" && !tput.is_empty() {
-                        format!(
-                            "; throughput under TLS is {:.2}-{:.2}x of clear",
-                            tput.iter().cloned().fold(f64::INFINITY, f64::min),
-                            tput.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
+                text: cost_text("TLS", side, per, "clear", &cost.iter().collect::<Vec<_>>(), &rest),
                 advice: "Encryption is CPU per byte: check that the suite uses the CPU's AES instructions (`linerate crypto`), prefer AES-GCM where the CPU has VAES, and spread streams over cores; this kernel has no kTLS offload.".into(),
             });
         }
