@@ -127,6 +127,8 @@ pub struct Link {
     cookie: u64,
     tx: Vec<u8>,
     pending: Option<Pending>,
+    /// The closing connections' last packets (`tx` may hold a pending one).
+    farewell: Vec<u8>,
     rx: Vec<u8>,
     armed: Option<Instant>,
     /// The connection's application events, for the workload.
@@ -155,6 +157,7 @@ impl Link {
                 cookie,
                 tx: Vec::with_capacity(RECV_ROOM),
                 pending: None,
+                farewell: Vec::new(),
                 rx: vec![0; RECV_ROOM * RECV_SLOTS],
                 armed: None,
                 events: VecDeque::new(),
@@ -351,10 +354,10 @@ impl Link {
     /// again when the peer's packets keep coming): best effort, a full
     /// socket drops it.
     fn farewells(&mut self, now: Instant) {
-        let mut buf = Vec::new();
+        let buf = &mut self.farewell;
         for (_, conn) in self.closing.iter_mut() {
             buf.clear();
-            while let Some(t) = conn.poll_transmit(now, 1, &mut buf) {
+            while let Some(t) = conn.poll_transmit(now, 1, buf) {
                 let tx = quinn_udp::Transmit {
                     destination: self.peer,
                     ecn: None,

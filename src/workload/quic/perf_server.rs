@@ -93,7 +93,7 @@ impl PerfServer {
     pub fn served(&self) -> Served {
         let mut s = self.ended;
         for c in self.clients.values() {
-            add(&mut s, &c.responder.served);
+            s.add(&c.responder.served);
         }
         s.connections = self.connections;
         s
@@ -275,7 +275,7 @@ impl PerfServer {
         }
         for ch in gone {
             if let Some(c) = self.clients.remove(&ch) {
-                add(&mut self.ended, &c.responder.served);
+                self.ended.add(&c.responder.served);
             }
         }
         Ok(())
@@ -299,11 +299,4 @@ fn send(
         src_ip: None,
     };
     !matches!(udp.try_send(sock.into(), &t), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-}
-
-fn add(to: &mut Served, s: &Served) {
-    to.requests += s.requests;
-    to.answered += s.answered;
-    to.bytes_in += s.bytes_in;
-    to.bytes_out += s.bytes_out;
 }

@@ -27,6 +27,16 @@ pub struct Served {
     pub bytes_out: u64,
 }
 
+impl Served {
+    /// Adds what another responder served (its connections aside).
+    pub fn add(&mut self, s: &Served) {
+        self.requests += s.requests;
+        self.answered += s.answered;
+        self.bytes_in += s.bytes_in;
+        self.bytes_out += s.bytes_out;
+    }
+}
+
 /// One request on one stream.
 struct Request {
     header: [u8; 8],
@@ -83,33 +93,43 @@ impl Responder {
             }
         }
         let mut moved = 0;
-        let mut finished = Vec::new();
-        for (&id, r) in self.requests.iter_mut() {
+        let served = &mut self.served;
+        let payload = &self.payload;
+        let mut result = Ok(());
+        // Each request's turn, until the budget is spent (the rest keep
+        // their place); an answered one is let go. No list per call.
+        self.requests.retain(|&id, r| {
+            if moved >= BUDGET as u64 || result.is_err() {
+                return true;
+            }
             if !r.read_done {
-                r.read_done = read_request(conn, id, r, &mut self.served)?;
-            }
-            if r.read_done && r.left.is_none() {
-                // Ended (or reset) before it said anything: no request.
-                finished.push(id);
-            } else if r.read_done {
-                if r.reply.is_none() && !r.bi {
-                    r.reply = conn.streams().open(Dir::Uni);
-                }
-                if let Some(out) = r.reply {
-                    let before = self.served.bytes_out;
-                    if respond(conn, out, r, &self.payload, &mut self.served) {
-                        finished.push(id);
+                match read_request(conn, id, r, served) {
+                    Ok(done) => r.read_done = done,
+                    Err(e) => {
+                        result = Err(e);
+                        return true;
                     }
-                    moved += self.served.bytes_out - before;
                 }
             }
-            if moved >= BUDGET as u64 {
-                break;
+            if !r.read_done {
+                return true;
             }
-        }
-        for id in finished {
-            self.requests.remove(&id);
-        }
+            // Ended (or reset) before it said anything: no request.
+            if r.left.is_none() {
+                return false;
+            }
+            if r.reply.is_none() && !r.bi {
+                r.reply = conn.streams().open(Dir::Uni);
+            }
+            let Some(out) = r.reply else {
+                return true;
+            };
+            let before = served.bytes_out;
+            let finished = respond(conn, out, r, payload, served);
+            moved += served.bytes_out - before;
+            !finished
+        });
+        result?;
         Ok(moved >= BUDGET as u64)
     }
 }

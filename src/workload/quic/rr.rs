@@ -270,7 +270,8 @@ impl Requests {
                 i += 1;
                 continue;
             }
-            let t = self.txns.swap_remove(i);
+            // In order: `write` serves the oldest first.
+            let t = self.txns.remove(i);
             let end = cx.now;
             let ns = |a: Instant, b: Instant| a.saturating_duration_since(b).as_nanos() as u64;
             record_ns(cx.hist, ns(end, t.sent));
