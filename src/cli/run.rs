@@ -103,6 +103,17 @@ impl RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let (spec, groups) = args.spec_and_groups()?;
+    if args.connect.perf_server.is_some() {
+        // Another tool's perf server runs only what speaks its protocol.
+        match groups.is_empty() {
+            true => crate::workload::perf_client(spec.workload)?,
+            false => {
+                for g in &groups {
+                    crate::workload::perf_client(g.spec.workload)?;
+                }
+            }
+        }
+    }
     let json_out = args.json.as_deref().is_some_and(super::is_stdout);
     if json_out && args.json_stream {
         return Err(usage(

@@ -246,6 +246,10 @@ pub struct TargetGroup {
     /// controller knows both (udp-rr's one-way delays).
     #[serde(default)]
     pub clock: Option<PeerClock>,
+    /// The server is another tool's (a QUIC perf server): no hello, no
+    /// certificate known in advance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub foreign: bool,
 }
 
 /// What a client opens (the controller itself or a client agent): the
@@ -259,6 +263,7 @@ impl From<TargetGroup> for crate::workload::conns::Group {
             tls_cert_label: g.tls_cert_label,
             prefill: g.prefill,
             clock: g.clock,
+            foreign: g.foreign,
         }
     }
 }

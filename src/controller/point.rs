@@ -138,6 +138,8 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     if spec.tls.is_some()
         && p.groups.is_empty()
         && p.tls_baseline
+        // Another tool's perf server speaks no TLS over TCP: no twin.
+        && !target.conn.as_ref().is_some_and(|d| d.drives_foreign())
         && result.summary.status.is_ok()
         && !crate::engine::signals::test_interrupted()
     {

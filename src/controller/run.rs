@@ -98,6 +98,9 @@ impl Folder {
 
     /// Folds the next iteration and returns it.
     pub fn add(&mut self, run: IterationRun) -> &Iteration {
+        // Another tool's server reports nothing: the client's counts are
+        // the test's (for every figure of the summary too).
+        self.figures.client_only |= run.client_only;
         let index = self.iterations.len();
         let spec = &self.spec;
         let c = &run.client;

@@ -37,6 +37,9 @@ pub struct ConnectArgs {
     /// With --hosts: the hosts that accept them, optionally one data address each: sut, or sut:10.0.0.1,sut:10.0.1.1 (default: role = "server").
     #[arg(long, value_name = "HOST[:ADDR],...", requires = "hosts")]
     pub servers: Option<String>,
+    /// Run a QUIC kind's client against another tool's QUIC perf server (draft-banks-quic-performance, ALPN "perf": quinn's `perf server`) at HOST:PORT, in place of an agent: no server-side figures, no TLS over TCP twin; its certificate is checked only with --tls-ca (and --tls-name).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["agent", "hosts"])]
+    pub perf_server: Option<String>,
     /// Use IPv6 (the local agent listens on ::1).
     #[arg(short = '6', long)]
     pub ipv6: bool,
@@ -65,6 +68,7 @@ impl ConnectArgs {
         put("--hosts", self.hosts.clone().map(Into::into));
         put("--clients", self.clients.clone().map(Into::into));
         put("--servers", self.servers.clone().map(Into::into));
+        put("--perf-server", self.perf_server.clone().map(Into::into));
         put("--tls-cert", self.tls_cert.clone().map(Into::into));
         put("--tls-key", self.tls_key.clone().map(Into::into));
         if self.ipv6 {
@@ -129,6 +133,9 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         }
         return open_hosts(c, file);
     }
+    if let Some(p) = &c.perf_server {
+        return open_foreign(c, p, agent);
+    }
     if let Some(a) = &c.agent {
         if c.tls_cert.is_some() {
             return Err(usage(
@@ -144,6 +151,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
                 address: addr.to_string(),
                 local: false,
                 pid: None,
+                ..Default::default()
             },
             lab: None,
             _local: Vec::new(),
@@ -208,12 +216,49 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
         address: local.addr.to_string(),
         local: true,
         pid: Some(local.pid()),
+        ..Default::default()
     };
     Ok(Target {
         conn: Some(Driver::one(conn)),
         info,
         lab,
         _local: vec![local],
+    })
+}
+
+/// Another tool's QUIC perf server at `at` (`--perf-server`): nothing to
+/// start, no control channel; inside a lab, this process enters its
+/// client namespace and the server is expected in the server namespace.
+fn open_foreign(c: &ConnectArgs, at: &str, agent: bool) -> Result<Target> {
+    if !agent {
+        return Err(usage(
+            "--perf-server runs a QUIC kind's client against another tool's perf server; exec and scp take none",
+        ));
+    }
+    if c.tls_cert.is_some() {
+        return Err(usage(
+            "--tls-cert/--tls-key set a local agent's identity: with --perf-server no agent runs",
+        ));
+    }
+    let lab = match &c.lab {
+        Some(name) => {
+            let st = load_lab(name, c.ipv6)?;
+            crate::lab::netns::enter(&st.client_ns)?;
+            Some(st)
+        }
+        None => None,
+    };
+    let addr = conn::resolve(at).map_err(|e| usage(format!("--perf-server {at}: {e}")))?;
+    Ok(Target {
+        conn: Some(Driver::foreign(addr)),
+        info: AgentInfo {
+            address: addr.to_string(),
+            local: false,
+            pid: None,
+            foreign: Some("another tool's QUIC perf server".into()),
+        },
+        lab,
+        _local: Vec::new(),
     })
 }
 
@@ -384,6 +429,7 @@ fn open_hosts(c: &ConnectArgs, file: &Path) -> Result<Target> {
         address: fleet.describe(),
         local: false,
         pid: None,
+        ..Default::default()
     };
     Ok(Target {
         conn: Some(fleet),
@@ -440,6 +486,7 @@ fn open_rack(st: LabState) -> Result<Target> {
         address: format!("lab {}: {}", st.name, fleet.describe()),
         local: true,
         pid: None,
+        ..Default::default()
     };
     Ok(Target {
         conn: Some(fleet),

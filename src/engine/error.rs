@@ -120,6 +120,8 @@ pub enum EngineError {
     KxNeedsTls13,
     #[error("this linerate was built without the openssl backend: rebuild with the default features (`cargo build --release`)")]
     NoOpenssl,
+    #[error("--perf-server: another tool's server is reached with rustls: drop --backend openssl")]
+    ForeignNeedsRustls,
     #[error("--tls-name {name}: {source}")]
     ServerName {
         name: String,
@@ -267,6 +269,7 @@ impl EngineError {
             | UnknownKx { .. }
             | KxNeedsTls13
             | NoOpenssl
+            | ForeignNeedsRustls
             | ServerName { .. }
             | KxNotInOpenssl { .. }
             | Tls12Suite(_)

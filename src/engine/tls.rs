@@ -262,6 +262,80 @@ pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>
     Ok(Arc::new(cfg))
 }
 
+/// A client of another tool's server (`--perf-server`), whose certificate
+/// nobody gave to this side: with `--tls-ca`, that CA is trusted and the
+/// name checked as for an agent; without, the certificate is taken as the
+/// server shows it (a perf server makes one at each start: quinn's perf
+/// client does the same), while its handshake signatures are still checked.
+fn foreign_client_config(t: &TlsSpec) -> Result<Arc<ClientConfig>, EngineError> {
+    let (provider, versions) = provider(t)?;
+    let provider = Arc::new(provider);
+    let mut cfg = ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|source| EngineError::Rustls {
+            what: "TLS client settings",
+            source,
+        })?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    cfg.resumption = if t.resume {
+        rustls::client::Resumption::in_memory_sessions(4096)
+    } else {
+        rustls::client::Resumption::disabled()
+    };
+    Ok(Arc::new(cfg))
+}
+
+/// Accepts any certificate, checks the handshake's signatures with it.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// Serves reads to rustls from one large recv: rustls asks for 4 KiB at a
 /// time, which at tens of Gbit/s would mean a syscall per 4 KiB. The buffer
 /// starts at one record and doubles (up to the test's read size, at most
@@ -682,6 +756,31 @@ impl Role {
             #[cfg(not(feature = "openssl"))]
             TlsBackend::Openssl => Err(EngineError::NoOpenssl),
         }
+    }
+
+    /// A client's role toward another tool's server (`foreign_client_config`),
+    /// with what results call that server's certificate.
+    pub fn foreign_client(t: &TlsSpec) -> Result<Role, EngineError> {
+        if t.backend != TlsBackend::Rustls {
+            return Err(EngineError::ForeignNeedsRustls);
+        }
+        let (cfg, label) = match &t.ca_file {
+            Some(ca) => (
+                client_config(t, &[])?,
+                format!("the server's, verified against --tls-ca {ca}"),
+            ),
+            None => (
+                foreign_client_config(t)?,
+                "the server's, not verified (no --tls-ca)".to_string(),
+            ),
+        };
+        let name = ServerName::try_from(t.server_name.clone()).map_err(|source| {
+            EngineError::ServerName {
+                name: t.server_name.clone(),
+                source,
+            }
+        })?;
+        Ok(Role::Client(cfg, name, Arc::from(label.as_str())))
     }
 
     /// The controller's role, trusting `agent_cert` (or the spec's CA file).

@@ -495,6 +495,27 @@ pub fn accept_flows(
     Ok((flows.into_iter().collect(), rejected))
 }
 
+/// UDP flows to a server that says no hello (another tool's QUIC perf
+/// server): each flow's socket, with the test's options, connected to its
+/// target.
+pub fn connect_plain(
+    targets: &[(u32, SocketAddr)],
+    spec: &TestSpec,
+) -> Result<Vec<(u32, UdpSocket)>, EngineError> {
+    targets
+        .iter()
+        .map(|&(id, to)| {
+            let s = socket(&to, spec, false)
+                .and_then(|s| {
+                    s.connect(&to.into())?;
+                    Ok(s)
+                })
+                .map_err(|source| EngineError::UdpFlowTo { id, to, source })?;
+            Ok((id, s.into()))
+        })
+        .collect()
+}
+
 /// The client's half: a socket per flow connected to its target, a hello
 /// sent every 50 ms until the agent acknowledges it.
 pub fn connect_flows(

@@ -30,9 +30,12 @@ use crate::model::sample::{
 use crate::model::spec::{Figures, MainMetric, TestSpec};
 
 /// The bytes a test moved in `c` and `a` (one interval or the window, both
-/// ends): received, or delivered when the workload counts them so.
+/// ends): received, or delivered when the workload counts them so, or
+/// the client's both ways when only it reports.
 pub fn moved(c: &Counters, a: &Counters, figures: Figures) -> u64 {
-    if figures.delivered {
+    if figures.client_only {
+        c.bytes_rx + c.bytes_tx
+    } else if figures.delivered {
         c.bytes_delivered + a.bytes_delivered
     } else {
         c.bytes_rx + a.bytes_rx

@@ -494,6 +494,10 @@ pub struct AgentInfo {
     /// True when linerate started the agent itself on this host.
     pub local: bool,
     pub pid: Option<u32>,
+    /// What the server is when it is not a linerate agent (`--perf-server`:
+    /// another tool's QUIC perf server, whose side nobody measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

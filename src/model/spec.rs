@@ -35,6 +35,12 @@ pub struct Figures {
     /// that counts bytes that crossed the link before it (4 flows through
     /// a 1 Gbit/s lab read 955 Mbit/s over 5 s, above the link's 941.5).
     pub delivered: bool,
+    /// Only the client reports (the server is another tool's QUIC perf
+    /// server): what it received and what it sent are the bytes moved.
+    /// Its sends count where QUIC took them, not where the server read
+    /// them (at most its send window more), as quinn's own perf client
+    /// counts an upload.
+    pub client_only: bool,
 }
 
 /// Which way payload flows in a `stream` test, seen from the client.

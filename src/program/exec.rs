@@ -485,6 +485,7 @@ fn test_result(
             ),
             local: true,
             pid: sshd.map(|s| s.pid()),
+            ..Default::default()
         },
         environment: Pair {
             client: host_info.clone(),

@@ -169,6 +169,7 @@ pub fn run(spec: &TestSpec, confidence: Confidence, command: Vec<String>) -> Res
             address: "none (measured in the controller's process)".into(),
             local: true,
             pid: None,
+            ..Default::default()
         },
         environment: Pair {
             client: host.clone(),

@@ -268,6 +268,9 @@ pub struct Group {
     /// The server's clock against this client's, where the controller
     /// knows it (udp-rr's one-way delays); None: unknown.
     pub clock: Option<PeerClock>,
+    /// The server is another tool's (`--perf-server`): its flows say no
+    /// hello, and its certificate is not known in advance.
+    pub foreign: bool,
 }
 
 /// A client's connections to one server.
@@ -287,6 +290,7 @@ pub fn connect(
 ) -> Result<Connected, WorkloadError> {
     let role = match &spec.tls {
         None => None,
+        Some(t) if group.foreign => Some(Arc::new(tls::Role::foreign_client(t)?)),
         Some(t) => {
             let cert = group.tls_cert.ok_or(WorkloadError::NoServerCert)?;
             let label = group
@@ -310,6 +314,8 @@ pub fn connect(
             conns.established = tls::handshake_all(flows, conns.tls.as_deref(), timeout)?;
         }
         Pattern::PerTransaction => conns.connect_to = group.targets,
+        // Another tool's server: the sockets connected, nothing said.
+        Pattern::Datagram if group.foreign => conns.udp = udp::connect_plain(&group.targets, spec)?,
         Pattern::Datagram => {
             conns.udp = udp::connect_flows(&group.targets, spec, group.cookie, timeout)?
         }

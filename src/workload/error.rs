@@ -19,6 +19,9 @@ pub enum WorkloadError {
     /// A name no kind of this build has (a study file's, a peer's).
     #[error("unknown workload '{name}' (this build has: {known})")]
     Unknown { name: &'static str, known: String },
+    /// `--perf-server` with a kind that does not speak the perf protocol.
+    #[error("--perf-server: {name} does not speak the QUIC perf protocol; {kinds} do")]
+    NoPerfProtocol { name: &'static str, kinds: String },
     #[error("{workload} is a program run in a lab, not flows on an agent")]
     NotFlows { workload: &'static str },
     /// An option only some workloads take: `takers` names them.
@@ -113,6 +116,7 @@ impl WorkloadError {
         match self {
             Engine(e) => e.is_usage(),
             Unknown { .. }
+            | NoPerfProtocol { .. }
             | NotFlows { .. }
             | NotTaken { .. }
             | BytesNotTaken { .. }

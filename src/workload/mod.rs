@@ -151,6 +151,12 @@ pub trait Plugin: Sync {
     fn over(&self) -> Option<(spec::Transport, spec::Workload)> {
         None
     }
+    /// Whether its clients speak the common QUIC performance protocol
+    /// (draft-banks-quic-performance, ALPN "perf"), so that they can load
+    /// another tool's perf server in place of an agent (`--perf-server`).
+    fn speaks_perf(&self) -> bool {
+        false
+    }
     /// What its results carry (from its connection pattern unless it says
     /// otherwise).
     fn figures(&self, _spec: &TestSpec) -> Figures {
@@ -162,6 +168,7 @@ pub trait Plugin: Sync {
             kv: p == Pattern::Service,
             one_way: false,
             delivered: false,
+            client_only: false,
         }
     }
     /// What a result's rate column (and its trans/s line) shows.
@@ -294,6 +301,22 @@ pub fn mixed_spec(groups: &[group::Group]) -> TestSpec {
 /// Every flow workload, in `KINDS`' order.
 pub fn registry() -> impl Iterator<Item = &'static dyn Plugin> {
     KINDS.iter().filter_map(|k| k.flows())
+}
+
+/// Whether a test of `workload` can run against another tool's QUIC perf
+/// server (`--perf-server`), or why not, in one line.
+pub fn perf_client(workload: spec::Workload) -> Result<(), WorkloadError> {
+    if get(workload).is_some_and(|p| p.speaks_perf()) {
+        return Ok(());
+    }
+    let kinds: Vec<&str> = registry()
+        .filter(|p| p.speaks_perf())
+        .map(|p| p.kind().name())
+        .collect();
+    Err(WorkloadError::NoPerfProtocol {
+        name: workload.name(),
+        kinds: kinds.join(", "),
+    })
 }
 
 /// The workload that runs `kind` (None: not flows).

@@ -47,6 +47,7 @@ impl Driver {
             .expect("a fleet has a server");
         let addr = self.members[s]
             .control()
+            .or(self.members[s].foreign())
             .map_or_else(|| "?".to_string(), |a| a.to_string());
         let server = std::mem::take(&mut reports[s]);
         let error = verdict(spec, &addr, &server, &client);
@@ -59,6 +60,7 @@ impl Driver {
             prefill: None,
             phase_hists: Vec::new(),
             auto: None,
+            client_only: false,
         }
     }
 
@@ -186,6 +188,7 @@ impl Driver {
             prefill: None,
             phase_hists: phase_hists.hists,
             auto: None,
+            client_only: false,
         }
     }
 

@@ -77,6 +77,8 @@ pub struct IterationRun {
     /// `--duration auto`: what the window did (its warm-up already left
     /// out of `client` and `agent`).
     pub auto: Option<crate::model::auto::AutoRecord>,
+    /// Only the client reported (another tool's server).
+    pub client_only: bool,
 }
 
 impl IterationRun {
@@ -92,6 +94,7 @@ impl IterationRun {
             prefill: None,
             phase_hists: Vec::new(),
             auto: None,
+            client_only: false,
         }
     }
 }
@@ -158,11 +161,15 @@ impl Role {
     }
 }
 
-/// Where a member runs: an agent over its control connection, or this
-/// process (the client of one agent).
+/// Where a member runs: an agent over its control connection, this
+/// process (the client of one agent), or a server that is not a linerate
+/// agent at all (another tool's QUIC perf server, `--perf-server`): no
+/// control channel, so no setup, figures or CPU of its own; the clients
+/// reach it at its address.
 enum Seat {
     Agent(Box<AgentConn>),
     Here,
+    Foreign(SocketAddr),
 }
 
 struct Member {
@@ -183,21 +190,29 @@ impl Member {
     fn agent(&self, spec: &TestSpec) -> Option<&AgentConn> {
         match &self.seat {
             Seat::Agent(c) => Some(c.conn_for(spec)),
-            Seat::Here => None,
+            Seat::Here | Seat::Foreign(_) => None,
         }
     }
 
     fn agent_mut(&mut self, spec: &TestSpec) -> Option<&mut AgentConn> {
         match &mut self.seat {
             Seat::Agent(c) => Some(c.conn_for_mut(spec)),
-            Seat::Here => None,
+            Seat::Here | Seat::Foreign(_) => None,
         }
     }
 
     fn control(&self) -> Option<SocketAddr> {
         match &self.seat {
             Seat::Agent(c) => Some(c.addr),
-            Seat::Here => None,
+            Seat::Here | Seat::Foreign(_) => None,
+        }
+    }
+
+    /// Another tool's server: where its clients reach it.
+    fn foreign(&self) -> Option<SocketAddr> {
+        match self.seat {
+            Seat::Foreign(a) => Some(a),
+            _ => None,
         }
     }
 
@@ -254,6 +269,38 @@ impl Driver {
         }
     }
 
+    /// This process as the client of another tool's QUIC perf server at
+    /// `addr` (`--perf-server`): a fleet of one whose server is no agent.
+    pub fn foreign(addr: SocketAddr) -> Driver {
+        Driver {
+            members: vec![
+                Member {
+                    name: format!("perf server {addr}"),
+                    role: Role::Server,
+                    seat: Seat::Foreign(addr),
+                    data: vec![addr.ip()],
+                    pool: vec![addr.ip()],
+                    info: HostInfo::default(),
+                },
+                Member {
+                    name: "controller".into(),
+                    role: Role::Client,
+                    seat: Seat::Here,
+                    data: Vec::new(),
+                    pool: Vec::new(),
+                    info: HostInfo::default(),
+                },
+            ],
+            hosts: false,
+        }
+    }
+
+    /// Whether the server is another tool's (`--perf-server`): it runs
+    /// only what speaks its protocol, and no TLS over TCP twin.
+    pub fn drives_foreign(&self) -> bool {
+        self.members.iter().any(|m| m.foreign().is_some())
+    }
+
     /// Connects to every client and server agent; the first that cannot be
     /// reached or authenticated ends it, named, before any traffic.
     pub fn fleet(clients: &[Endpoint], servers: &[Endpoint]) -> Result<Driver, ControllerError> {
@@ -291,6 +338,7 @@ impl Driver {
         for m in &self.members {
             let seat = match &m.seat {
                 Seat::Here => Seat::Here,
+                Seat::Foreign(a) => Seat::Foreign(*a),
                 Seat::Agent(c) => {
                     Seat::Agent(Box::new(c.again().map_err(|err| match self.hosts {
                         true => ControllerError::Host {
@@ -353,7 +401,7 @@ impl Driver {
                 .find(|m| m.role == r)
                 .map(|m| match m.seat {
                     Seat::Here => crate::measure::host::collect(),
-                    Seat::Agent(_) => m.info.clone(),
+                    Seat::Agent(_) | Seat::Foreign(_) => m.info.clone(),
                 })
                 .unwrap_or_default()
         };
@@ -424,6 +472,9 @@ impl Driver {
                 }
             }
         }
+        if self.drives_foreign() {
+            crate::workload::perf_client(spec.workload)?;
+        }
         let active = self.active(spec)?;
         // Park the members this test leaves out; put everyone back after.
         let all: Vec<(usize, Member)> = std::mem::take(&mut self.members)
@@ -468,7 +519,14 @@ impl Driver {
         live: &mut dyn Live,
         together: Option<Meet>,
     ) -> Result<IterationRun, ControllerError> {
-        let mut reports: Vec<Report> = self.members.iter().map(|_| Report::default()).collect();
+        let mut reports: Vec<Report> = self
+            .members
+            .iter()
+            .map(|m| match m.foreign() {
+                Some(_) => Report::unheard(),
+                None => Report::default(),
+            })
+            .collect();
         setup::probe(self, spec, together.is_some(), &mut reports)?;
         let plan = self.plan(spec);
         let pattern = crate::workload::of(spec)?.pattern();
@@ -519,6 +577,7 @@ impl Driver {
             )
         });
         run.prefill = prefill;
+        run.client_only = self.drives_foreign();
         Ok(run)
     }
 }

@@ -55,6 +55,17 @@ fn decode(h: &Option<HistText>) -> (Option<Hist>, Option<Hist>) {
 }
 
 impl Report {
+    /// A member that reports nothing (another tool's server): its window
+    /// is the clients', and it is never waited for.
+    pub(super) fn unheard() -> Report {
+        Report {
+            window_done: true,
+            finished: true,
+            complete: true,
+            ..Report::default()
+        }
+    }
+
     pub(super) fn take(&mut self, m: Msg) {
         match m {
             Msg::Started { t0_ns, late_ns } => {

@@ -82,6 +82,11 @@ pub(super) fn servers(
         sent.map_err(|e| d.failed(s, e))?;
     }
     for s in d.indices(Role::Server) {
+        // Another tool's server listens already, where it was named.
+        if let Some(addr) = d.members[s].foreign() {
+            ready.insert(s, (vec![addr], 0, None, None));
+            continue;
+        }
         let own = listen(&d.members[s], spec).is_empty();
         let Some(c) = d.members[s].agent_mut(spec) else {
             continue;
@@ -155,6 +160,7 @@ pub(super) fn clients(
                     tls_cert_label: label.clone(),
                     prefill,
                     clock: one_way.then(|| peer_clock(&clocks[s], Some(&clocks[c]))),
+                    foreign: d.members[s].foreign().is_some(),
                 });
             }
         }

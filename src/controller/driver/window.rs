@@ -57,7 +57,10 @@ impl<'a> Window<'a> {
             live,
             together,
             phases: PhaseHists::new(phases),
-            figures: crate::workload::figures(spec),
+            figures: Figures {
+                client_only: d.drives_foreign(),
+                ..crate::workload::figures(spec)
+            },
             auto: AutoWatch::new(spec),
             deadline: spec
                 .is_finite()

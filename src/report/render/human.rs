@@ -248,14 +248,25 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     let mut o = String::new();
     let spec = &r.spec;
     let _ = writeln!(o, "linerate {}", describe(spec));
-    let _ = writeln!(
-        o,
-        "agent {}{} · client {} · agent {}",
-        r.agent.address,
-        if r.agent.local { " (local)" } else { "" },
-        r.environment.client.hostname,
-        r.environment.agent.hostname
-    );
+    match &r.agent.foreign {
+        Some(what) => {
+            let _ = writeln!(
+                o,
+                "server {} ({what}: its side is not measured, bytes are the client's, received and sent) · client {}",
+                r.agent.address, r.environment.client.hostname,
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "agent {}{} · client {} · agent {}",
+                r.agent.address,
+                if r.agent.local { " (local)" } else { "" },
+                r.environment.client.hostname,
+                r.environment.agent.hostname
+            );
+        }
+    }
     if let Some(lab) = &r.lab {
         for line in lab.describe() {
             let _ = writeln!(o, "{line}");
@@ -420,12 +431,15 @@ fn iteration(
 /// Where the iteration's workers ran, the kernel's view of its first
 /// client flow (with the retransmissions of all), and its flow errors.
 fn placement_and_kernel(o: &mut String, it: &Iteration) {
+    let agent = match it.placement.agent.is_empty() {
+        true => "-".to_string(),
+        false => placement_line(&it.placement.agent),
+    };
     let _ = writeln!(
         o,
-        "  {:<12} client {} | agent {}",
+        "  {:<12} client {} | agent {agent}",
         "placement",
         placement_line(&it.placement.client),
-        placement_line(&it.placement.agent)
     );
     let flows: Vec<_> = it
         .flows

@@ -188,6 +188,10 @@ macro_rules! per_connection_kind {
                 Some((spec::Transport::Quic, $base))
             }
 
+            fn speaks_perf(&self) -> bool {
+                true
+            }
+
             fn client_flows(
                 &self,
                 spec: &TestSpec,

@@ -138,6 +138,7 @@ pub struct Link {
 
 impl Link {
     fn new(sock: std::net::UdpSocket, cookie: u64) -> io::Result<(Link, SocketAddr)> {
+        super::linger::release();
         let peer = sock.peer_addr()?;
         let sock = UdpSocket::from_std(sock);
         let udp = UdpSocketState::new((&sock).into())?;
@@ -251,6 +252,19 @@ impl Link {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // An ICMP error before any handshake completed: nothing
+                    // listens there (a wrong port, a perf server that is
+                    // not running).
+                    Err(e)
+                        if e.kind() == io::ErrorKind::ConnectionRefused
+                            && self.generation <= 1
+                            && self.conn.as_ref().is_some_and(|(_, c)| c.is_handshaking()) =>
+                    {
+                        return Err(io::Error::new(
+                            io::ErrorKind::ConnectionRefused,
+                            format!("nothing answers QUIC at {} (port unreachable)", self.peer),
+                        ));
+                    }
                     // An ICMP error from an earlier datagram (the peer's
                     // socket closed at its end): its close is the news.
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Ok(false),
@@ -597,7 +611,11 @@ pub fn took_0rtt(c: &Connection) -> bool {
 }
 
 impl Drop for Link {
+    /// Sends CONNECTION_CLOSE and holds the socket a few round trips more
+    /// (`linger`), for the peer's packets already on their way.
     fn drop(&mut self) {
         self.close(b"done");
+        let rtt = self.conn.as_ref().map(|(_, c)| c.rtt()).unwrap_or_default();
+        super::linger::hold(&self.sock, super::linger::time(rtt));
     }
 }

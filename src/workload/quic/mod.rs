@@ -25,6 +25,7 @@ use crate::units::{fmt_bytes, fmt_us};
 pub mod config;
 pub mod crr;
 pub mod flow;
+pub mod linger;
 pub mod link;
 pub mod perf_server;
 pub mod request;
@@ -147,6 +148,10 @@ impl Plugin for QuicStream {
 
     fn over(&self) -> Option<(spec::Transport, spec::Workload)> {
         Some((spec::Transport::Quic, super::stream::NAME))
+    }
+
+    fn speaks_perf(&self) -> bool {
+        true
     }
 
     fn client_flows(

@@ -118,6 +118,10 @@ impl Plugin for QuicRr {
         Some((spec::Transport::Quic, crate::workload::rr::NAME))
     }
 
+    fn speaks_perf(&self) -> bool {
+        true
+    }
+
     fn client_flows(
         &self,
         spec: &TestSpec,
