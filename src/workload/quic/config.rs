@@ -216,9 +216,13 @@ fn quic_server(
 }
 
 /// The perf server's config (`serve --quic-perf`): the agent's certificate
-/// (generated, or `serve --tls-cert`), TLS 1.3's default suites.
+/// (generated, or `serve --tls-cert`), TLS 1.3's default suites, session
+/// tickets for clients that resume (and their 0-RTT requests).
 pub fn perf_server() -> std::io::Result<Arc<ServerConfig>> {
-    let t = crate::model::spec::TlsSpec::default();
+    let t = crate::model::spec::TlsSpec {
+        resume: true,
+        ..Default::default()
+    };
     let (tls, _) =
         crate::engine::tls::server_config(&t).map_err(|e| std::io::Error::other(e.to_string()))?;
     quic_server(&TestSpec::default(), &tls).map_err(|e| std::io::Error::other(e.to_string()))

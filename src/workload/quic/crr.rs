@@ -254,6 +254,9 @@ pub struct OneShot {
     tickets: Option<Arc<Tickets>>,
     tickets_seen: u64,
     wait_until: Option<Instant>,
+    /// A whole wait passed with no ticket ever received: the server gives
+    /// none (its TLS keeps no sessions), and no connection waits again.
+    no_tickets: bool,
     /// Done with this connection: the next may start.
     next: bool,
     bytes_tx: u64,
@@ -272,6 +275,7 @@ impl OneShot {
             tickets,
             tickets_seen: 0,
             wait_until: None,
+            no_tickets: false,
             next: false,
             bytes_tx: 0,
             bytes_rx: 0,
@@ -386,7 +390,7 @@ impl OneShot {
         let Some(t) = &self.tickets else {
             return true;
         };
-        if t.received() > self.tickets_seen {
+        if t.received() > self.tickets_seen || self.no_tickets {
             return true;
         }
         let until = *self.wait_until.get_or_insert_with(|| {
@@ -394,6 +398,8 @@ impl OneShot {
             cx.schedule(at);
             at
         });
-        cx.now >= until
+        let over = cx.now >= until;
+        self.no_tickets = over && t.received() == 0;
+        over
     }
 }
