@@ -49,8 +49,9 @@ impl Drop for PerfServer {
     }
 }
 
-/// quinn's perf server on a loopback port, in a thread of its own.
-fn perf_server() -> PerfServer {
+/// quinn's perf server on a loopback port, in a thread of its own; with
+/// `tickets` false its TLS gives no session tickets.
+fn perf_server_with(tickets: bool) -> PerfServer {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let cert_pem = cert.cert.pem();
     let key = rustls::pki_types::PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
@@ -62,6 +63,9 @@ fn perf_server() -> PerfServer {
         .with_single_cert(vec![cert.cert.der().clone()], key.into())
         .unwrap();
     crypto.alpn_protocols = vec![b"perf".to_vec()];
+    if !tickets {
+        crypto.send_tls13_tickets = 0;
+    }
     let quic = quinn::crypto::rustls::QuicServerConfig::try_from(crypto).unwrap();
     let config = quinn::ServerConfig::with_crypto(Arc::new(quic));
     let counts = Arc::new(Counts::default());
@@ -102,6 +106,10 @@ fn perf_server() -> PerfServer {
         stop: Some(stop),
         thread: Some(thread),
     }
+}
+
+fn perf_server() -> PerfServer {
+    perf_server_with(true)
 }
 
 /// quinn perf's `drive_bi`/`drive_uni`: each request on a stream of its own.
@@ -346,5 +354,90 @@ fn perf_server_refusals_are_one_line() {
         stderr(&o).contains(&format!("nothing answers QUIC at 127.0.0.1:{port}")),
         "{}",
         stderr(&o)
+    );
+}
+
+/// Resumed handshakes against a server that gives no session tickets run
+/// as full ones, without waiting for a ticket at each connection (a wait
+/// of 50 ms each would hold the rate near 20/s); against a linerate
+/// agent's perf server (`serve --quic-perf`) they resume, with 0-RTT.
+#[test]
+fn resumed_handshakes_against_perf_servers() {
+    let server = perf_server_with(false);
+    let r = run_json_args(
+        "foreign-noticket.json",
+        &[
+            "quic-handshake",
+            "--resume",
+            "on",
+            "--perf-server",
+            &server.addr.to_string(),
+            "-d",
+            "1",
+            "--warmup",
+            "0.3",
+        ],
+        LIMIT,
+    );
+    let rate = f(&r["summary"]["transactions_per_s"]);
+    assert!(
+        rate > 100.0,
+        "{rate}/s: waiting for tickets that never come"
+    );
+    assert!(server.counts.connections.load(Relaxed) as f64 >= rate);
+    drop(server);
+
+    let mut agent = spawn(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--insecure-no-token",
+        "--no-crypto-twin",
+        "--quic-perf",
+        "127.0.0.1:0",
+        "-q",
+    ]);
+    let mut lines = {
+        use std::io::BufRead;
+        std::io::BufReader::new(agent.stdout.take().unwrap()).lines()
+    };
+    let line = lines.next().unwrap().unwrap();
+    let addr = line
+        .strip_prefix("linerate agent: QUIC perf server on ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let o = run(
+        &[
+            "run",
+            "quic-handshake",
+            "--resume",
+            "on",
+            "--perf-server",
+            &addr,
+            "-d",
+            "1",
+            "--warmup",
+            "0.3",
+            "-q",
+            "--json",
+            tmp("foreign-agent-resume.json").to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    drop(lines);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&tmp("foreign-agent-resume.json"));
+    let it = &r["iterations"][0];
+    let (shakes, resumed) = (
+        u(&it["counters"]["client"]["tls_handshakes"]),
+        u(&it["counters"]["client"]["tls_resumed"]),
+    );
+    assert!(shakes > 50, "{shakes} handshakes");
+    assert!(
+        resumed * 100 >= shakes * 95,
+        "{resumed} of {shakes} resumed with 0-RTT"
     );
 }
