@@ -50,8 +50,9 @@ impl Drop for PerfServer {
 }
 
 /// quinn's perf server on a loopback port, in a thread of its own; with
-/// `tickets` false its TLS gives no session tickets.
-fn perf_server_with(tickets: bool) -> PerfServer {
+/// `tickets` false its TLS gives no session tickets; `alpn`: the protocol
+/// it speaks (b"perf").
+fn perf_server_with(tickets: bool, alpn: &[u8]) -> PerfServer {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let cert_pem = cert.cert.pem();
     let key = rustls::pki_types::PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
@@ -62,7 +63,7 @@ fn perf_server_with(tickets: bool) -> PerfServer {
         .with_no_client_auth()
         .with_single_cert(vec![cert.cert.der().clone()], key.into())
         .unwrap();
-    crypto.alpn_protocols = vec![b"perf".to_vec()];
+    crypto.alpn_protocols = vec![alpn.to_vec()];
     if !tickets {
         crypto.send_tls13_tickets = 0;
     }
@@ -109,7 +110,7 @@ fn perf_server_with(tickets: bool) -> PerfServer {
 }
 
 fn perf_server() -> PerfServer {
-    perf_server_with(true)
+    perf_server_with(true, b"perf")
 }
 
 /// quinn perf's `drive_bi`/`drive_uni`: each request on a stream of its own.
@@ -363,7 +364,7 @@ fn perf_server_refusals_are_one_line() {
 /// agent's perf server (`serve --quic-perf`) they resume, with 0-RTT.
 #[test]
 fn resumed_handshakes_against_perf_servers() {
-    let server = perf_server_with(false);
+    let server = perf_server_with(false, b"perf");
     let r = run_json_args(
         "foreign-noticket.json",
         &[
@@ -440,4 +441,50 @@ fn resumed_handshakes_against_perf_servers() {
         resumed * 100 >= shakes * 95,
         "{resumed} of {shakes} resumed with 0-RTT"
     );
+}
+
+/// A server that goes away mid-test ends it as partial, with what was
+/// measured kept and the cause named; one that speaks another protocol
+/// (ALPN h3, not perf) is refused at its handshake, in one line.
+#[test]
+fn a_perf_server_that_leaves_or_speaks_no_perf() {
+    let server = perf_server();
+    let out = tmp("foreign-gone.json");
+    let child = spawn(&[
+        "run",
+        "quic-rr",
+        "--perf-server",
+        &server.addr.to_string(),
+        "-d",
+        "3",
+        "--warmup",
+        "0.3",
+        "-q",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(1800));
+    drop(server);
+    let o = wait(child, LIMIT);
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r = json(&out);
+    assert_eq!(r["summary"]["status"], "partial", "{}", r["summary"]);
+    let e = r["iterations"][0]["error"].as_str().unwrap_or_default();
+    assert!(e.contains("went away"), "{e}");
+    assert!(u(&r["iterations"][0]["transactions"]) > 100);
+
+    let h3 = perf_server_with(true, b"h3");
+    let o = run_str(
+        &format!("run quic-rr --perf-server {} -d 1 --warmup 0.2", h3.addr),
+        LIMIT,
+    );
+    assert_no_panic(&o);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("does not speak the QUIC perf protocol (ALPN \"perf\")"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
 }

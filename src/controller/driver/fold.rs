@@ -50,7 +50,16 @@ impl Driver {
             .or(self.members[s].foreign())
             .map_or_else(|| "?".to_string(), |a| a.to_string());
         let server = std::mem::take(&mut reports[s]);
-        let error = verdict(spec, &addr, &server, &client);
+        let error = match self.members[s].foreign() {
+            // Another tool's server says nothing: a flow that failed
+            // (it went away, or refused the protocol) is the news.
+            Some(_) => client
+                .errors
+                .first()
+                .map(|e| format!("the perf server at {addr}: {e}; results are partial")),
+            None => None,
+        }
+        .or_else(|| verdict(spec, &addr, &server, &client));
         IterationRun {
             client,
             agent: agent_side(server),

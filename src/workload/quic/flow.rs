@@ -45,11 +45,25 @@ pub trait Streams: Send {
     /// failure (the default: a persistent flow's connection must last),
     /// Ok when it is how a connection ends (the client's close, quic-crr).
     fn ended(&mut self, reason: ConnectionError, _cx: &mut Ctx<'_>) -> io::Result<()> {
-        Err(io::Error::new(
-            io::ErrorKind::ConnectionAborted,
-            format!("QUIC connection lost: {reason}"),
-        ))
+        Err(lost(reason))
     }
+}
+
+/// A connection that ended as a failure, in words: a peer that refused
+/// the perf protocol at the handshake (TLS alert 120, no_application_protocol:
+/// it speaks another ALPN) is said so; any other reason as quinn words it.
+pub fn lost(reason: ConnectionError) -> io::Error {
+    let refused_alpn = quinn_proto::TransportErrorCode::crypto(120);
+    let why = match &reason {
+        ConnectionError::ConnectionClosed(c) if c.error_code == refused_alpn => {
+            "the peer does not speak the QUIC perf protocol (ALPN \"perf\"): it refused the handshake (no_application_protocol)".to_string()
+        }
+        ConnectionError::TransportError(e) if e.code == refused_alpn => {
+            "the peer does not speak the QUIC perf protocol (ALPN \"perf\"): no protocol in common at the handshake".to_string()
+        }
+        other => format!("QUIC connection lost: {other}"),
+    };
+    io::Error::new(io::ErrorKind::ConnectionAborted, why)
 }
 
 /// One side of one flow over QUIC.

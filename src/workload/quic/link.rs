@@ -252,22 +252,14 @@ impl Link {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    // An ICMP error before any handshake completed: nothing
-                    // listens there (a wrong port, a perf server that is
-                    // not running).
-                    Err(e)
-                        if e.kind() == io::ErrorKind::ConnectionRefused
-                            && self.generation <= 1
-                            && self.conn.as_ref().is_some_and(|(_, c)| c.is_handshaking()) =>
-                    {
-                        return Err(io::Error::new(
-                            io::ErrorKind::ConnectionRefused,
-                            format!("nothing answers QUIC at {} (port unreachable)", self.peer),
-                        ));
+                    // An ICMP error: the peer's port is closed. Before any
+                    // handshake completed, nothing listens there (a wrong
+                    // port, a perf server that is not running); later, the
+                    // peer went away (an error the flow drops once the
+                    // test is stopping, when every end closes).
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        return Err(self.unreachable());
                     }
-                    // An ICMP error from an earlier datagram (the peer's
-                    // socket closed at its end): its close is the news.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Ok(false),
                     Err(e) => return Err(e),
                 }
             };
@@ -434,9 +426,9 @@ impl Link {
                     return Ok(false);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => self.pending = Some(p),
-                // The peer's socket is gone (ICMP): the connection times
-                // out or its close arrived; not this side's failure.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                // The peer's port is closed (an ICMP error of an earlier
+                // datagram, reported here instead of at the next read).
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
                 // A path MTU probe larger than the path: the probe is lost,
                 // which is what MTU discovery expects.
                 Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) && p.segment.is_none() => {}
@@ -446,6 +438,7 @@ impl Link {
                 return Ok(true);
             }
         }
+        Err(self.unreachable())
     }
 
     /// The endpoint's and the application's events, and the timer.
@@ -516,6 +509,20 @@ impl Link {
                 conn.handle_timeout(now);
             }
         }
+    }
+
+    /// Why the peer's port is unreachable, in words.
+    fn unreachable(&self) -> io::Error {
+        let first =
+            self.generation <= 1 && self.conn.as_ref().is_some_and(|(_, c)| c.is_handshaking());
+        let why = match first {
+            true => format!("nothing answers QUIC at {} (port unreachable)", self.peer),
+            false => format!(
+                "the QUIC peer at {} went away (its port is unreachable)",
+                self.peer
+            ),
+        };
+        io::Error::new(io::ErrorKind::ConnectionRefused, why)
     }
 
     /// Sends CONNECTION_CLOSE (best effort): the peer's end stops at once

@@ -195,10 +195,7 @@ impl Streams for Answers {
     fn ended(&mut self, reason: ConnectionError, _cx: &mut Ctx<'_>) -> io::Result<()> {
         match reason {
             ConnectionError::ApplicationClosed(_) if self.per_connection => Ok(()),
-            other => Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                format!("QUIC connection lost: {other}"),
-            )),
+            other => Err(super::flow::lost(other)),
         }
     }
 }
