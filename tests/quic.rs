@@ -225,6 +225,61 @@ fn quic_rr_carries_a_put_and_a_get_whole() {
     }
 }
 
+/// A finite stream over QUIC (`--bytes`): each flow's one transfer on a
+/// stream of its own, both ways, whole at the receiver, its duration the
+/// transfer's latency, and the test over when every flow is done; with
+/// `--per transaction` transfers repeat for the window, with their twin
+/// (stream over TLS with the same sizes).
+#[test]
+fn quic_stream_finite_transfers_arrive_whole() {
+    let _turn = alone();
+    let big = 8u64 << 20;
+    for dir in ["tx", "rx"] {
+        let r = run_json(
+            &format!("quic-bytes-{dir}.json"),
+            &format!("quic-stream --direction {dir} --bytes 8M --flows 2 -d 60 --no-baseline"),
+            LIMIT,
+        );
+        assert_eq!(r["summary"]["status"], "ok", "{dir}: {}", r["summary"]);
+        let it = &r["iterations"][0];
+        assert_eq!(u(&it["transactions"]), 2, "{dir}: {}", it["counters"]);
+        let received = match dir {
+            "tx" => u(&it["counters"]["agent"]["bytes_rx"]),
+            _ => u(&it["counters"]["client"]["bytes_rx"]),
+        };
+        // Each transfer whole, and its 20-byte reply (the agent's count
+        // takes the request's 8-byte header off).
+        assert!(
+            received >= 2 * big && received <= 2 * (big + 20),
+            "{dir}: {received} bytes received for two transfers of {big}"
+        );
+        // Done long before the 60 s limit: the test ended with the flows.
+        assert!(f(&it["duration_s"]) < 30.0, "{dir}: {}", it["duration_s"]);
+        assert!(
+            f(&it["latency_us"]["p50"]) > 0.0,
+            "{dir}: {}",
+            it["latency_us"]
+        );
+    }
+    let r = run_json(
+        "quic-bytes-per-tx.json",
+        "quic-stream --direction rx --bytes 2M --per transaction -d 1 --warmup 0.3",
+        LIMIT,
+    );
+    let tx = u(&r["iterations"][0]["transactions"]);
+    assert!(tx >= 5, "{tx} transfers of 2 MiB in a second");
+    let got = u(&r["iterations"][0]["counters"]["client"]["bytes_rx"]);
+    assert!(
+        got >= (tx - 1) * (2 << 20),
+        "{got} bytes for {tx} transfers"
+    );
+    assert!(
+        f(&r["baseline"]["transactions_per_s"]) > 0.0,
+        "{}",
+        r["baseline"]
+    );
+}
+
 /// crr over QUIC: a new connection (handshake, one request stream,
 /// close) per transaction on each flow's socket. Both ends count the same
 /// connections and handshakes, every one full without resumption; the

@@ -220,7 +220,7 @@ fn directions(spec: &TestSpec, agent: bool) -> (bool, bool) {
 }
 
 /// A finite transfer's request and response sizes (None: continuous).
-fn transaction(spec: &TestSpec) -> Option<(u64, u64)> {
+pub fn transaction(spec: &TestSpec) -> Option<(u64, u64)> {
     let n = spec.bytes?;
     Some(if spec.direction == Direction::Rx {
         (spec.reply, n)

@@ -31,6 +31,11 @@ pub trait Streams: Send {
     fn early(&self) -> bool {
         false
     }
+    /// Whether a finite test's work is all done (quic-stream `--bytes`):
+    /// the flow then ends.
+    fn finished(&self) -> bool {
+        false
+    }
     /// The handshake completed (`Event::Connected`).
     fn connected(&mut self, _conn: &mut Connection, _cx: &mut Ctx<'_>) {}
     /// Whether the client is done with this connection and wants the next
@@ -161,7 +166,10 @@ impl<S: Streams> QuicFlow<S> {
                 break;
             }
         }
-        if busy {
+        if self.streams.finished() {
+            // Its last answer is in: the link closes as the flow goes.
+            Status::Done
+        } else if busy {
             Status::Busy
         } else {
             Status::Open

@@ -90,6 +90,8 @@ impl Plugin for QuicStream {
     fn facts(&self) -> KindFacts {
         KindFacts {
             bulk: true,
+            // --bytes, --per, --reply: finite transfers.
+            transfer: true,
             tls_always: true,
             worker_per_flow: true,
             // QUIC's datagrams: no read size (quinn hands over what it
@@ -107,33 +109,58 @@ impl Plugin for QuicStream {
         Pattern::Datagram
     }
 
+    /// `--bytes`: finite transfers, each a request of the perf protocol
+    /// (the upload, or the size of the download asked) on a stream of its
+    /// own, as stream's are rr transactions over TCP.
     fn supports(&self) -> Supports {
-        Supports::default()
+        Supports {
+            bytes: true,
+            ..Supports::default()
+        }
     }
 
-    fn figures(&self, _spec: &TestSpec) -> Figures {
-        Figures::default()
+    /// A finite transfer has a latency (its duration); a continuous
+    /// stream none.
+    fn figures(&self, spec: &TestSpec) -> Figures {
+        Figures {
+            latency: spec.bytes.is_some(),
+            ..Figures::default()
+        }
     }
 
     fn describe(&self, spec: &TestSpec) -> String {
-        format!(
-            "stream over QUIC {}, {} writes, QUIC congestion control {}",
-            super::direction_words(spec.direction),
-            fmt_bytes(spec.message as u64),
-            config::controller(spec.cc.as_deref()).unwrap_or("?")
-        )
+        let cc = config::controller(spec.cc.as_deref()).unwrap_or("?");
+        let dir = super::direction_words(spec.direction);
+        match spec.bytes {
+            Some(b) => format!(
+                "stream over QUIC {dir}, {} per {}, reply {}, a stream per transfer, QUIC congestion control {cc}",
+                fmt_bytes(b),
+                format!("{:?}", spec.per).to_lowercase(),
+                fmt_bytes(spec.reply),
+            ),
+            None => format!(
+                "stream over QUIC {dir}, {} writes, QUIC congestion control {cc}",
+                fmt_bytes(spec.message as u64),
+            ),
+        }
     }
 
-    fn rate_column(&self, _spec: &TestSpec) -> RateColumn {
-        RateColumn::None
+    fn rate_column(&self, spec: &TestSpec) -> RateColumn {
+        match spec.bytes {
+            Some(_) => RateColumn::Transactions,
+            None => RateColumn::None,
+        }
     }
 
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
         quic_lines(it)
     }
 
-    fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
-        MainMetric::Throughput
+    fn main_metric(&self, spec: &TestSpec) -> MainMetric {
+        match (spec.bytes, spec.per) {
+            (Some(_), spec::Per::Transaction) => MainMetric::TransactionRate,
+            _ => MainMetric::Throughput,
+        }
     }
 
     /// Its twin is TLS over TCP, not clear text: `stream` with the same
@@ -159,6 +186,12 @@ impl Plugin for QuicStream {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+        if let Some((request, response)) = super::stream::transaction(spec) {
+            let count = (spec.per == spec::Per::Flow).then_some(1);
+            return client_flows(spec, conns, |_| {
+                rr::Requests::transfers(request, response, count)
+            });
+        }
         let (upload, download) = ends(spec.direction);
         let ends = stream::Ends {
             client: true,
@@ -173,6 +206,9 @@ impl Plugin for QuicStream {
         spec: &TestSpec,
         conns: Conns,
     ) -> Result<Vec<Box<dyn Flow>>, WorkloadError> {
+        if let Some((_, response)) = super::stream::transaction(spec) {
+            return agent_flows(spec, conns, || rr::Requests::answers(response));
+        }
         let (upload, download) = ends(spec.direction);
         let ends = stream::Ends {
             client: false,

@@ -172,13 +172,21 @@ pub struct Requests {
     bytes_tx: u64,
     bytes_rx: u64,
     transactions: u64,
+    /// A finite test (quic-stream `--bytes`): how many requests in all,
+    /// and how many were opened.
+    limit: Option<u64>,
+    opened: u64,
 }
 
 impl Requests {
     pub fn new(spec: &TestSpec, schedule: Option<Schedule>) -> Self {
+        Self::sized(spec.request, spec.response, spec.outstanding, schedule)
+    }
+
+    fn sized(request: u64, response: u64, outstanding: u32, schedule: Option<Schedule>) -> Self {
         Requests {
-            shape: Shape::new(spec.request, spec.response, PIECE),
-            outstanding: spec.outstanding.max(1) as usize,
+            shape: Shape::new(request, response, PIECE),
+            outstanding: outstanding.max(1) as usize,
             txns: Vec::new(),
             schedule,
             armed: None,
@@ -187,7 +195,24 @@ impl Requests {
             bytes_tx: 0,
             bytes_rx: 0,
             transactions: 0,
+            limit: None,
+            opened: 0,
         }
+    }
+
+    /// Finite transfers (quic-stream `--bytes`): `request` bytes up and
+    /// `response` down per transfer, one at a time; `count` of them (None:
+    /// until the test ends, `--per transaction`).
+    pub fn transfers(request: u64, response: u64, count: Option<u64>) -> Self {
+        let mut r = Self::sized(request, response, 1, None);
+        r.limit = count;
+        r
+    }
+
+    /// The agent's side of finite transfers answering `response` bytes.
+    pub fn answers(response: u64) -> Answers {
+        let piece = response.clamp(1, PIECE) as usize;
+        Answers::new(Bytes::from(vec![0x5a; piece]), false)
     }
 
     /// Opens streams for new requests while fewer than `outstanding` are
@@ -201,6 +226,9 @@ impl Requests {
             s.begin(cx.now);
         }
         while self.txns.len() < self.outstanding {
+            if self.limit.is_some_and(|l| self.opened >= l) {
+                return;
+            }
             let Some((intended, could)) = self.due(cx) else {
                 return;
             };
@@ -209,6 +237,7 @@ impl Requests {
                 self.pending = Some((intended, could));
                 return;
             };
+            self.opened += 1;
             self.txns.push(Txn {
                 req: Request::new(id, &self.shape),
                 sent: cx.now,
@@ -316,5 +345,9 @@ impl Streams for Requests {
 
     fn totals(&self) -> (u64, u64, u64) {
         (self.bytes_tx, self.bytes_rx, self.transactions)
+    }
+
+    fn finished(&self) -> bool {
+        self.limit.is_some_and(|l| self.transactions >= l)
     }
 }
