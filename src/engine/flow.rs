@@ -524,6 +524,14 @@ impl FlowBase {
                 Io::Eof => return Ok(WriteStep::Eof),
             }
         }
+        // The last plaintext is taken; its records may still wait for room
+        // in the socket (the writable edge calls again).
+        if let Some(t) = self.tls.as_mut() {
+            if !t.flush_pending(&mut self.stream)? {
+                self.window.blocked(self.stream.as_raw_fd(), cx.now);
+                return Ok(WriteStep::Blocked);
+            }
+        }
         Ok(WriteStep::Drained)
     }
 

@@ -622,6 +622,15 @@ impl RustlsConn {
         Ok(Io::Moved(n))
     }
 
+    /// Sends what records are still pending (unless they are kept for
+    /// the next write, `set_defer_flush`): Ok(true) once none are.
+    pub fn flush_pending(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        if self.defer_flush {
+            return Ok(true);
+        }
+        self.flush(sock)
+    }
+
     /// Sends close_notify after everything written so far. Ok(false) while
     /// records are still pending (call again when writable), so closing the
     /// socket loses nothing.
@@ -700,6 +709,14 @@ impl TlsConn {
     }
     pub fn close(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
         each!(self, c => c.close(sock))
+    }
+    /// Sends the records a write left pending when the socket was full:
+    /// Ok(true) once none are. A write that took the last plaintext
+    /// returns Moved with its records still waiting; without this they
+    /// wait for a next write that never comes (a 4 MiB finite transfer
+    /// hung, and rr with such requests crawled).
+    pub fn flush_pending(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        each!(self, c => c.flush_pending(sock))
     }
     pub fn resumed(&self) -> bool {
         each!(self, c => c.resumed())

@@ -553,6 +553,17 @@ impl OsslConn {
         }
     }
 
+    /// Sends collected records (unless kept for the next write): Ok(true)
+    /// once none are left.
+    pub fn flush_pending(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
+        self.bind(sock);
+        let io = self.stream.get_mut();
+        if io.defer {
+            return Ok(true);
+        }
+        io.flush_out()
+    }
+
     pub fn close(&mut self, sock: &mut TcpStream) -> io::Result<bool> {
         self.bind(sock);
         match self.stream.shutdown() {
