@@ -488,3 +488,63 @@ fn a_perf_server_that_leaves_or_speaks_no_perf() {
     );
     assert_eq!(e.trim().lines().count(), 1, "{e}");
 }
+
+/// A study of QUIC kinds runs against another tool's server as a single
+/// run does, and its report says so: the network is that server, and the
+/// Configuration Summary has the client's column only (nothing of the
+/// server's host was collected).
+#[test]
+fn a_study_against_a_perf_server_says_what_it_ran_against() {
+    let server = perf_server();
+    let dir = tmp("foreign-study");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        r#"title = "against quinn's perf server"
+description = "linerate's QUIC clients against quinn's endpoint"
+[test]
+workload = "quic-rr"
+duration = "1s"
+warmup = "0.3s"
+[[case]]
+label = "rr"
+[[case]]
+label = "crr"
+workload = "quic-crr"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let at = server.addr.to_string();
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--perf-server",
+            &at,
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let md = std::fs::read_to_string(first_dir(&out).join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!(
+            "another tool's QUIC perf server at {at} (--perf-server)"
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!(
+            "| setting | client (the server, another tool's QUIC perf server at {at}, is not collected) |"
+        )),
+        "{md}"
+    );
+    assert!(server.counts.connections.load(Relaxed) > 10);
+}

@@ -89,6 +89,9 @@ fn network_name(c: &ConnectArgs, study: &Study) -> String {
             c.servers.as_deref().unwrap_or("by role")
         );
     }
+    if let Some(p) = &c.perf_server {
+        return format!("another tool's QUIC perf server at {p} (--perf-server)");
+    }
     match (&c.agent, &study.lab) {
         (Some(a), _) => format!("agent {a}"),
         (None, Some(l)) => match l.build() {

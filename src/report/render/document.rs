@@ -214,25 +214,35 @@ fn config_table(loaded: &Loaded, first: Option<&crate::model::result::TestResult
     match first {
         Some(r) => {
             let (c, a) = (&r.environment.client, &r.environment.agent);
-            let same = c == a || (r.agent.local && c.hostname == a.hostname);
+            // Another tool's server (`--perf-server`): nothing of its host
+            // was collected, so only the client's column is shown.
+            let foreign = r.agent.foreign.as_deref();
+            let same = foreign.is_none() && (c == a || (r.agent.local && c.hostname == a.hostname));
+            // One column of values: one host, or only the client's known.
+            let two = same || foreign.is_some();
             let mut t = Table {
                 title: "Hosts, as linerate collected them on each end".into(),
-                headers: if same {
-                    vec!["setting".into(), "client and agent (one host)".into()]
-                } else {
-                    vec!["setting".into(), "client".into(), "agent".into()]
+                headers: match (foreign, same) {
+                    (Some(what), _) => vec![
+                        "setting".into(),
+                        format!(
+                            "client (the server, {what} at {}, is not collected)",
+                            r.agent.address
+                        ),
+                    ],
+                    (None, true) => vec!["setting".into(), "client and agent (one host)".into()],
+                    (None, false) => vec!["setting".into(), "client".into(), "agent".into()],
                 },
                 rows: vec![],
             };
             for (k, cv, av) in host_rows(c, a) {
-                t.rows
-                    .push(if same { vec![k, cv] } else { vec![k, cv, av] });
+                t.rows.push(if two { vec![k, cv] } else { vec![k, cv, av] });
             }
             if let Some(v) =
                 crate::report::analysis::tunnel::summary(loaded.results.iter().map(|(_, r)| r))
             {
                 let k = "lab tunnel".to_string();
-                t.rows.push(if same {
+                t.rows.push(if two {
                     vec![k, v]
                 } else {
                     vec![k, v.clone(), v]
@@ -264,7 +274,7 @@ fn config_table(loaded: &Loaded, first: Option<&crate::model::result::TestResult
             }
             if !links.is_empty() {
                 let mut row = vec!["lab links".to_string(), links.join("; ")];
-                if !same {
+                if !two {
                     row.push(String::new());
                 }
                 t.rows.push(row);
@@ -274,7 +284,7 @@ fn config_table(loaded: &Loaded, first: Option<&crate::model::result::TestResult
                     "note".into(),
                     format!("{differ} results were taken with a different kernel or sysctls than the first; see their JSON"),
                 ]);
-                if !same {
+                if !two {
                     t.rows.last_mut().expect("pushed").push(String::new());
                 }
             }
@@ -308,15 +318,12 @@ fn run_details(
             "agent".into(),
             first
                 .map(|r| {
-                    format!(
-                        "{}{}",
-                        r.agent.address,
-                        if r.agent.local {
-                            " (started by linerate)"
-                        } else {
-                            ""
-                        }
-                    )
+                    let by = match (&r.agent.foreign, r.agent.local) {
+                        (Some(what), _) => format!(" ({what}, not a linerate agent)"),
+                        (None, true) => " (started by linerate)".into(),
+                        (None, false) => String::new(),
+                    };
+                    format!("{}{by}", r.agent.address)
                 })
                 .unwrap_or_else(|| "-".into()),
         ),
