@@ -548,29 +548,7 @@ impl rustls::client::danger::ServerCertVerifier for AnyCert {
 /// for the same check by hand and for the benchmarks.)
 #[test]
 fn a_quinn_perf_client_is_served_by_the_agents_quic_perf_server() {
-    let mut agent = spawn(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--insecure-no-token",
-        "--no-crypto-twin",
-        "--quic-perf",
-        "127.0.0.1:0",
-        "-q",
-    ]);
-    // The agent's stdout stays open to the end: it prints a line after
-    // this one, and a closed pipe would end it.
-    let mut lines = {
-        use std::io::BufRead;
-        std::io::BufReader::new(agent.stdout.take().unwrap()).lines()
-    };
-    let line = lines.next().unwrap().unwrap();
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("linerate agent: QUIC perf server on ")
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{line}"))
-        .parse()
-        .unwrap();
+    let (mut agent, lines, addr) = quic_perf_agent();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -388,26 +388,8 @@ fn resumed_handshakes_against_perf_servers() {
     assert!(server.counts.connections.load(Relaxed) as f64 >= rate);
     drop(server);
 
-    let mut agent = spawn(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--insecure-no-token",
-        "--no-crypto-twin",
-        "--quic-perf",
-        "127.0.0.1:0",
-        "-q",
-    ]);
-    let mut lines = {
-        use std::io::BufRead;
-        std::io::BufReader::new(agent.stdout.take().unwrap()).lines()
-    };
-    let line = lines.next().unwrap().unwrap();
-    let addr = line
-        .strip_prefix("linerate agent: QUIC perf server on ")
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let (mut agent, lines, addr) = quic_perf_agent();
+    let addr = addr.to_string();
     let o = run(
         &[
             "run",

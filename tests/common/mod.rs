@@ -400,3 +400,34 @@ impl Drop for Stalls {
         self.stop_all();
     }
 }
+
+/// An agent that also serves QUIC's perf protocol (`serve --quic-perf`) on
+/// a loopback port: the process, its stdout's lines (kept open to the
+/// end: the agent prints after the first line, and a closed pipe would
+/// end it), and the perf server's address.
+pub fn quic_perf_agent() -> (
+    Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    std::net::SocketAddr,
+) {
+    use std::io::BufRead;
+    let mut agent = spawn(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--insecure-no-token",
+        "--no-crypto-twin",
+        "--quic-perf",
+        "127.0.0.1:0",
+        "-q",
+    ]);
+    let mut lines = std::io::BufReader::new(agent.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let addr = line
+        .strip_prefix("linerate agent: QUIC perf server on ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .parse()
+        .unwrap();
+    (agent, lines, addr)
+}

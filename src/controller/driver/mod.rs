@@ -185,6 +185,18 @@ struct Member {
 }
 
 impl Member {
+    /// This process as the one client.
+    fn here() -> Member {
+        Member {
+            name: "controller".into(),
+            role: Role::Client,
+            seat: Seat::Here,
+            data: Vec::new(),
+            pool: Vec::new(),
+            info: HostInfo::default(),
+        }
+    }
+
     /// The agent's connection for `spec` (its companion where a TLS test
     /// wants the other crypto-hardware setting and it was connected).
     fn agent(&self, spec: &TestSpec) -> Option<&AgentConn> {
@@ -256,14 +268,7 @@ impl Driver {
                     pool,
                     info: HostInfo::default(),
                 },
-                Member {
-                    name: "controller".into(),
-                    role: Role::Client,
-                    seat: Seat::Here,
-                    data: Vec::new(),
-                    pool: Vec::new(),
-                    info: HostInfo::default(),
-                },
+                Member::here(),
             ],
             hosts: false,
         }
@@ -282,14 +287,7 @@ impl Driver {
                     pool: vec![addr.ip()],
                     info: HostInfo::default(),
                 },
-                Member {
-                    name: "controller".into(),
-                    role: Role::Client,
-                    seat: Seat::Here,
-                    data: Vec::new(),
-                    pool: Vec::new(),
-                    info: HostInfo::default(),
-                },
+                Member::here(),
             ],
             hosts: false,
         }
