@@ -718,3 +718,24 @@ fn a_tls_transfer_sends_its_last_records() {
         );
     }
 }
+
+/// A request of several megabytes over TLS goes out whole at once: its last
+/// small segment is pushed, not held by Nagle until the peer's delayed
+/// acknowledgement (rustls ran 4095 KiB requests at 0.13x of clear text,
+/// p90 22.9 ms, before; 0.6-0.8x after, as OpenSSL does).
+#[test]
+fn a_large_tls_request_is_not_held_by_nagle() {
+    let rate = |tls: &str| {
+        let r = run_json(
+            &format!("tls-nagle{}.json", tls.replace(' ', "")),
+            &format!("rr {tls} --request 4095K --response 20 -d 1 --warmup 0.3 --no-baseline"),
+        );
+        f(&r["summary"]["transactions_per_s"])
+    };
+    let clear = rate("");
+    let tls = rate("--tls");
+    assert!(
+        tls >= 0.3 * clear,
+        "TLS {tls:.0}/s against clear text's {clear:.0}/s: the message's tail waits"
+    );
+}

@@ -172,6 +172,10 @@ pub enum WriteStep {
 }
 
 /// What every persistent flow keeps: its socket, id and counters.
+/// A TLS message longer than one write (`tls::WRITE_CHUNK`, 64 KiB) has
+/// its last segment pushed when it is out (`FlowBase::push_tail`).
+const PUSH_AFTER: u64 = 64 * 1024;
+
 pub struct FlowBase {
     pub id: u32,
     pub stream: TcpStream,
@@ -198,6 +202,9 @@ pub struct FlowBase {
     /// `--rx-poll`: an empty read polls before it gives up (see
     /// [`FlowBase::set_polling`]).
     poll: Option<RxPoll>,
+    /// TLS: payload written since the last message went out whole (see
+    /// [`FlowBase::push_tail`]).
+    message_out: u64,
 }
 
 /// Holds TCP_WINDOW_CLAMP at the asked window. Linux (>= 6.8) recomputes
@@ -294,6 +301,7 @@ impl FlowBase {
             stamps: false,
             last_stamp_ns: None,
             poll: None,
+            message_out: 0,
         }
     }
 
@@ -515,6 +523,7 @@ impl FlowBase {
                 Io::Moved(n) => {
                     moved += n;
                     *left -= n as u64;
+                    self.message_out += n as u64;
                     self.sent(cx, n);
                 }
                 Io::Blocked => {
@@ -531,8 +540,29 @@ impl FlowBase {
                 self.window.blocked(self.stream.as_raw_fd(), cx.now);
                 return Ok(WriteStep::Blocked);
             }
+            if self.message_out > PUSH_AFTER {
+                self.push_tail();
+            }
         }
+        self.message_out = 0;
         Ok(WriteStep::Drained)
+    }
+
+    /// Sends a whole TLS message's last segment now. TLS writes its records
+    /// a chunk at a time, each a send of just over one loopback MSS (four
+    /// 16 KiB records and their overhead), so each leaves a small segment
+    /// behind; Nagle holds the next small one until the peer acknowledges
+    /// the last, and at a message's end the peer, still waiting for the
+    /// message, acknowledges late: a 4 MiB request over rustls ran 173/s
+    /// (p90 22.9 ms) where OpenSSL ran 901/s and clear text 1,344/s.
+    /// Setting TCP_NODELAY pushes what is queued; it is set back at once,
+    /// so small messages (and `--nodelay` off) keep Nagle as asked.
+    fn push_tail(&self) {
+        let fd = self.stream.as_raw_fd();
+        if super::sockopt::get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY).ok() == Some(0) {
+            let _ = super::sockopt::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+            let _ = super::sockopt::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 0);
+        }
     }
 
     pub fn report(&self) -> FlowReport {
