@@ -5,7 +5,8 @@
 # - servers: the same linerate client (`run --perf-server`) against
 #   quinn's `perf server` and against a linerate agent's perf server
 #   (`serve --quic-perf`): rr 64 B/64 B on one connection with 16 streams
-#   at once, crr (a connection per request), and resumed handshakes.
+#   at once, crr (a connection per request) on one and on four
+#   connections at once, and resumed handshakes.
 #   Ratio: linerate's server / quinn's.
 # - clients: linerate's client and quinn's `perf client` against quinn's
 #   server, 64 B/64 B requests, 16 at once on one connection. Ratio:
@@ -56,9 +57,10 @@ ratio() { python3 -c "print(round($1/max($2,1e-9), 3))"; }
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 declare -A R
-tests=(rr crr resumed)
+tests=(rr crr crr4 resumed)
 args_rr="quic-rr --request 64 --response 64 --outstanding 16"
 args_crr="quic-crr --request 64 --response 64"
+args_crr4="quic-crr --request 64 --response 64 --flows 4"
 args_resumed="quic-handshake --resume on"
 for r in $(seq 1 "$ROUNDS"); do
   for t in "${tests[@]}"; do
