@@ -559,7 +559,9 @@ impl FlowBase {
     /// so small messages (and `--nodelay` off) keep Nagle as asked.
     fn push_tail(&self) {
         let fd = self.stream.as_raw_fd();
-        if super::sockopt::get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY).ok() == Some(0) {
+        if crate::measure::tcpinfo::getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)
+            == Some(0)
+        {
             let _ = super::sockopt::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
             let _ = super::sockopt::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 0);
         }

@@ -39,27 +39,6 @@ pub fn apply(sock: &SockRef<'_>, spec: &TestSpec, receives: bool) -> io::Result<
     Ok(())
 }
 
-/// An int socket option's value.
-pub fn get_int(fd: i32, level: i32, name: i32) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: an int option of the right size on a socket the caller owns.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut v as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(v)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Sets an int socket option.
 pub fn set_int(fd: i32, level: i32, name: i32, v: libc::c_int) -> io::Result<()> {
     // SAFETY: an int option of the right size on a socket the caller owns.
