@@ -31,6 +31,13 @@ pub struct KindFacts {
     pub transfer: bool,
     /// `--timeout`: a datagram exchange's wait for its answer.
     pub timeout: bool,
+    /// `--rate`: an open loop at a transaction rate (udp-stream: a
+    /// packet rate).
+    pub rate: bool,
+    /// `--zerocopy`: sendfile from a memfd.
+    pub zerocopy: bool,
+    /// `--window exact`: a clamped window on persistent connections.
+    pub exact_window: bool,
     /// A program (exec, scp): every option on a command line reaches it
     /// (it checks its own), it carries a command and ends when done.
     pub program: bool,
@@ -88,6 +95,9 @@ impl KindFacts {
         exchange: false,
         transfer: false,
         timeout: false,
+        rate: false,
+        zerocopy: false,
+        exact_window: false,
         program: false,
         threads: false,
         search_latency: false,
@@ -118,6 +128,9 @@ impl KindFacts {
         exchange: true,
         transfer: true,
         timeout: true,
+        rate: true,
+        zerocopy: true,
+        exact_window: true,
         program: true,
         no_auto: Some("a program runs until it ends"),
         ..KindFacts::NONE

@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream as StdStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Conns, Pattern, Plugin, PrefillError, Supports, WorkloadError};
+use super::{Conns, Pattern, Plugin, PrefillError, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
 use crate::engine::pace::{self, Next, Schedule};
 use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
@@ -56,6 +56,7 @@ impl Plugin for Memcache {
             section: super::kind::Section::Kv,
             search_latency: true,
             paced: true,
+            rate: true,
             ..super::kind::KindFacts::NONE
         }
     }
@@ -118,13 +119,6 @@ impl Plugin for Memcache {
 
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
         it.kv.as_ref().map(kv_lines).unwrap_or_default()
-    }
-
-    fn supports(&self) -> Supports {
-        Supports {
-            rate: true,
-            ..Default::default()
-        }
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {

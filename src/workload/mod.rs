@@ -86,20 +86,6 @@ impl Conns {
     }
 }
 
-/// Options that apply to some workloads only; validation names the
-/// workloads that take an option from these, so nothing lists them twice.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Supports {
-    /// `--rate`: open loop at a transaction rate.
-    pub rate: bool,
-    /// `--zerocopy`: sendfile from a memfd.
-    pub zerocopy: bool,
-    /// `--bytes`: finite transfers.
-    pub bytes: bool,
-    /// `--window exact`: a clamped window on persistent connections.
-    pub exact_window: bool,
-}
-
 /// A flow workload: the plug-in that runs a `spec::Workload`.
 pub trait Plugin: Sync {
     /// The spec's name for it.
@@ -108,11 +94,8 @@ pub trait Plugin: Sync {
     fn help(&self) -> &'static str;
     /// How its connections are made (see `conns`).
     fn pattern(&self) -> Pattern;
-    /// Which optional options apply.
-    fn supports(&self) -> Supports {
-        Supports::default()
-    }
-    /// Which kind-specific options it takes (`kind::not_taken`).
+    /// Which kind-specific options it takes (`kind::not_taken` on a
+    /// command line, `validate` in any spec).
     fn facts(&self) -> kind::KindFacts {
         kind::KindFacts::default()
     }
@@ -122,7 +105,7 @@ pub trait Plugin: Sync {
     }
     /// The headline figure: what confidence intervals and progress follow.
     fn main_metric(&self, spec: &TestSpec) -> MainMetric;
-    /// Checks of its own, beyond `TestSpec::validate` and `supports`.
+    /// Checks of its own, beyond `TestSpec::validate` and `facts`.
     fn validate(&self, _spec: &TestSpec) -> Result<(), WorkloadError> {
         Ok(())
     }
@@ -475,9 +458,9 @@ pub fn base(spec: &TestSpec, agent: bool, conn: (u32, TcpStream, Option<TlsConn>
 }
 
 /// The names of the workloads for which `pick` holds, for messages.
-fn names(pick: impl Fn(Supports) -> bool) -> String {
+fn names(pick: impl Fn(kind::KindFacts) -> bool) -> String {
     let v: Vec<&str> = registry()
-        .filter(|w| pick(w.supports()))
+        .filter(|w| pick(w.facts()))
         .map(|w| w.kind().name())
         .collect();
     v.join(", ")
@@ -489,8 +472,8 @@ pub fn validate(spec: &TestSpec) -> Result<(), WorkloadError> {
     let Some(w) = get(spec.workload) else {
         return Ok(());
     };
-    let s = w.supports();
-    let refuse = |flag: &'static str, pick: fn(Supports) -> bool| {
+    let s = w.facts();
+    let refuse = |flag: &'static str, pick: fn(kind::KindFacts) -> bool| {
         Err(WorkloadError::NotTaken {
             flag,
             takers: names(pick),
@@ -502,9 +485,9 @@ pub fn validate(spec: &TestSpec) -> Result<(), WorkloadError> {
     if spec.zerocopy && !s.zerocopy {
         return refuse("--zerocopy", |s| s.zerocopy);
     }
-    if spec.bytes.is_some() && !s.bytes {
+    if spec.bytes.is_some() && !s.transfer {
         return Err(WorkloadError::BytesNotTaken {
-            takers: names(|s| s.bytes),
+            takers: names(|s| s.transfer),
         });
     }
     if spec.window == spec::WindowMode::Exact && !s.exact_window {

@@ -24,7 +24,7 @@ use crate::model::flow::FlowReport;
 use crate::model::spec::{self, MainMetric, TestSpec};
 
 use super::kind::KindFacts;
-use super::{base, Conns, Pattern, Plugin, Supports, WorkloadError};
+use super::{base, Conns, Pattern, Plugin, WorkloadError};
 use crate::units::fmt_bytes;
 use std::fmt::Write as _;
 
@@ -41,6 +41,8 @@ impl Plugin for Rr {
             threads: true,
             search_latency: true,
             paced: true,
+            rate: true,
+            exact_window: true,
             threads_when_closed: true,
             ..KindFacts::EXCHANGE
         }
@@ -69,14 +71,6 @@ impl Plugin for Rr {
         }
         s += &super::open_loop_text(spec);
         s
-    }
-
-    fn supports(&self) -> Supports {
-        Supports {
-            rate: true,
-            exact_window: true,
-            ..Default::default()
-        }
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::kind::KindFacts;
 use super::RateColumn;
-use super::{base, rr, Conns, Pattern, Plugin, Supports, WorkloadError};
+use super::{base, rr, Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, ReadStep, Status, BUDGET};
 use crate::model::flow::FlowReport;
 use crate::model::spec::Figures;
@@ -32,6 +32,8 @@ impl Plugin for Stream {
         KindFacts {
             bulk: true,
             transfer: true,
+            zerocopy: true,
+            exact_window: true,
             threads: true,
             worker_per_flow: true,
             one_way_payload: true,
@@ -100,15 +102,6 @@ impl Plugin for Stream {
         match spec.bytes {
             Some(_) => RateColumn::Transactions,
             None => RateColumn::None,
-        }
-    }
-
-    fn supports(&self) -> Supports {
-        Supports {
-            zerocopy: true,
-            bytes: true,
-            exact_window: true,
-            ..Default::default()
         }
     }
 

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::kind::KindFacts;
-use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
+use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status};
 use crate::engine::pace::{self, Schedule};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
@@ -71,6 +71,7 @@ impl Plugin for UdpRr {
             search_latency: true,
             search_loss: true,
             paced: true,
+            rate: true,
             datagrams: true,
             default_message: Some(crate::model::options::UDP_MESSAGE),
             default_exchange: Some(crate::model::options::UDP_RR),
@@ -125,13 +126,6 @@ impl Plugin for UdpRr {
             udp: true,
             one_way: spec.response as usize >= STAMPED_RESPONSE,
             ..Figures::default()
-        }
-    }
-
-    fn supports(&self) -> Supports {
-        Supports {
-            rate: true,
-            ..Default::default()
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::kind::KindFacts;
 use super::RateColumn;
-use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
+use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, Status, BUDGET};
 use crate::engine::udp::{mono_ns, Header, Kind, RecvBatch, SendBatch};
 use crate::measure::udpseq::SeqTracker;
@@ -48,6 +48,7 @@ impl Plugin for UdpStream {
             bulk: true,
             udp: true,
             search_loss: true,
+            rate: true,
             datagrams: true,
             unpaced_sender: true,
             default_message: Some(crate::model::options::UDP_MESSAGE),
@@ -96,13 +97,6 @@ impl Plugin for UdpStream {
 
     fn report_lines(&self, spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
         udp_lines(spec, it, format!("{} B", spec.message), false)
-    }
-
-    fn supports(&self) -> Supports {
-        Supports {
-            rate: true,
-            ..Default::default()
-        }
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {

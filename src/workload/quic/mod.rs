@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::kind::KindFacts;
-use super::{Conns, Pattern, Plugin, RateColumn, Supports, WorkloadError};
+use super::{Conns, Pattern, Plugin, RateColumn, WorkloadError};
 use crate::engine::flow::Flow;
 use crate::engine::tls::Role;
 use crate::model::error::Invalid;
@@ -90,7 +90,10 @@ impl Plugin for QuicStream {
     fn facts(&self) -> KindFacts {
         KindFacts {
             bulk: true,
-            // --bytes, --per, --reply: finite transfers.
+            // --bytes, --per, --reply: finite transfers, each a request
+            // of the perf protocol (the upload, or the size of the download
+            // asked) on a stream of its own, as stream's are rr
+            // transactions over TCP.
             transfer: true,
             tls_always: true,
             worker_per_flow: true,
@@ -107,16 +110,6 @@ impl Plugin for QuicStream {
 
     fn pattern(&self) -> Pattern {
         Pattern::Datagram
-    }
-
-    /// `--bytes`: finite transfers, each a request of the perf protocol
-    /// (the upload, or the size of the download asked) on a stream of its
-    /// own, as stream's are rr transactions over TCP.
-    fn supports(&self) -> Supports {
-        Supports {
-            bytes: true,
-            ..Supports::default()
-        }
     }
 
     /// A finite transfer has a latency (its duration); a continuous

@@ -25,7 +25,7 @@ use quinn_proto::{Connection, Dir};
 use super::flow::Streams;
 use super::request::{Request, Shape, Wrote};
 use super::respond::Answers;
-use super::{Conns, Pattern, Plugin, Supports, WorkloadError};
+use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, BUDGET};
 use crate::engine::pace::{self, Next, Schedule};
 use crate::measure::histogram::record_ns;
@@ -60,14 +60,8 @@ impl Plugin for QuicRr {
             datagrams: true,
             search_latency: true,
             paced: true,
-            ..KindFacts::EXCHANGE
-        }
-    }
-
-    fn supports(&self) -> Supports {
-        Supports {
             rate: true,
-            ..Supports::default()
+            ..KindFacts::EXCHANGE
         }
     }
 
