@@ -492,6 +492,66 @@ fn through_the_lab_the_emulator_counts_quics_packets() {
     );
 }
 
+/// Through a 10 ms lab, what each transport pays in round trips: a
+/// request on an open connection takes one over QUIC and over TLS over
+/// TCP alike; a new connection with its request takes two over QUIC (its
+/// handshake, then the request) and three over TLS over TCP (TCP's, TLS's,
+/// the request's); with 0-RTT the request rides the resumed handshake and
+/// takes one. The twin runs right after each on the same path.
+#[test]
+fn through_the_lab_quic_saves_round_trips_per_connection() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the lab needs root (CI runs as root)");
+        return;
+    }
+    let _turn = alone();
+    let rtt = 10e3; // µs
+    let (lab, _) = Lab::up("quicrt", "--rtt 10ms --rate 100mbit --no-calibrate");
+    let run = |tag: &str, args: &str| {
+        let r = run_json(
+            &format!("{}-{tag}.json", lab.name),
+            &format!("{args} --lab {} -d 1.5 --warmup 0.5", lab.name),
+            LIMIT,
+        );
+        let p50 = |v: &serde_json::Value| f(&v["latency_us"]["p50"]) / rtt;
+        let (q, t) = (p50(&r["summary"]), p50(&r["baseline"]));
+        assert!(
+            u(&r["summary"]["transactions"]) >= 20 && u(&r["baseline"]["transactions"]) >= 20,
+            "{tag}: {} / {}",
+            r["summary"],
+            r["baseline"]
+        );
+        (q, t, r)
+    };
+    let (q, t, _) = run("rr", "rr --transport quic");
+    assert!((1.0..1.6).contains(&q), "quic-rr p50 {q:.2} round trips");
+    assert!(
+        (1.0..1.6).contains(&t),
+        "rr over TLS p50 {t:.2} round trips"
+    );
+    let (q, t, _) = run("crr", "crr --transport quic");
+    assert!((2.0..2.6).contains(&q), "quic-crr p50 {q:.2} round trips");
+    assert!(
+        (3.0..3.6).contains(&t),
+        "crr over TLS p50 {t:.2} round trips"
+    );
+    let (q, t, r) = run("crr0", "crr --transport quic --resume on");
+    assert!(
+        (1.0..1.6).contains(&q),
+        "quic-crr with 0-RTT p50 {q:.2} round trips"
+    );
+    // TLS over TCP resumes without early data: still three.
+    assert!(t >= 3.0, "crr over TLS, resumed, p50 {t:.2} round trips");
+    let c = &r["iterations"][0]["counters"]["client"];
+    assert_eq!(u(&c["tls_resumed"]), u(&c["tls_handshakes"]), "{c}");
+    assert!(
+        u(&quic(&r, "client")["zero_rtt"]) > 0,
+        "{}",
+        quic(&r, "client")
+    );
+}
+
 /// A verifier that accepts the agent's generated certificate, as quinn's
 /// perf client does (`SkipServerVerification`): the test is of the perf
 /// protocol and QUIC, not of the certificate.
