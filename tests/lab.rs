@@ -728,6 +728,59 @@ fn a_study_brings_its_own_lab_follows_rtt_and_removes_it() {
     assert!(!namespaces().contains("lr-st-"), "{}", namespaces());
 }
 
+/// A study without a lab of its own, run in a lab the user brought up
+/// (`study run FILE --lab NAME`): its points run inside it and their
+/// results record it (the emulator's counters), the manifest names it as
+/// the network, and the report does not call it loopback.
+#[test]
+fn a_study_in_a_users_lab_records_the_lab_in_every_point() {
+    let Some(_s) = measuring() else { return };
+    let (lab, _) = Lab::up("stlab", "--rtt 10ms --rate 100mbit --no-calibrate");
+    let file = tmp("in-lab.toml");
+    std::fs::write(
+        &file,
+        "title = \"in a lab\"\ndescription = \"d\"\n[test]\nworkload = \"rr\"\nduration = \"1s\"\nwarmup = \"0.3s\"\n[sweep]\nflows = [1, 2]\n",
+    )
+    .unwrap();
+    let out = tmp("in-lab-out");
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--lab",
+            &lab.name,
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = first_dir(&out);
+    let m = json(&dir.join("manifest.json"));
+    let network = m["network"].as_str().unwrap();
+    assert!(
+        network.starts_with(&format!("lab {} (", lab.name)) && network.contains("10"),
+        "{network}"
+    );
+    for flows in [1, 2] {
+        let r = json(&dir.join(format!("points/flows-{flows}.r1.json")));
+        assert_eq!(r["lab"]["name"], lab.name.as_str(), "{}", r["lab"]);
+        let d0 = &r["lab"]["emulator"]["dirs"][0];
+        assert!(u(&d0["packets"]) > 0, "{d0}");
+        let p50 = f(&r["summary"]["latency_us"]["p50"]);
+        assert!(p50 >= 10_000.0, "rr p50 {p50} µs through 10 ms");
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        report.contains(&format!("in lab {}'s namespaces", lab.name))
+            && !report.contains("over loopback, not a network"),
+        "{report}"
+    );
+}
+
 /// Waits until `path` (a directory) holds a file, or fails after 60 s.
 fn wait_for_points(out: &std::path::Path) {
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -124,6 +124,8 @@ fn a_lab_study_sweeps_gro_records_each_point_and_leaves_the_links_as_they_were()
         let asked = r["spec"]["nic"]["gro"].as_str().unwrap().to_string();
         assert_eq!(r["spec"]["nic"]["rx-ring"], "256");
         assert!(f(&r["summary"]["transactions_per_s"]) > 0.0, "{r}");
+        // The point ran in the lab, and its result says so.
+        assert_eq!(r["lab"]["name"], lab.name.as_str(), "{}", r["lab"]);
         for (end, ns) in [("client", &c), ("agent", &s)] {
             let nic = &r["environment"][end]["nic"][0];
             assert_eq!(nic["name"], "lr0", "{end}: {nic}");

@@ -94,6 +94,14 @@ fn network_name(c: &ConnectArgs, study: &Study) -> String {
     }
     match (&c.agent, &study.lab) {
         (Some(a), _) => format!("agent {a}"),
+        // A lab the user brought up (`--lab NAME`): its points record it.
+        (None, None) if c.lab.is_some() => {
+            let name = c.lab.as_deref().unwrap_or_default();
+            match crate::lab::state::load(name) {
+                Ok(Some(st)) => format!("lab {name} ({})", st.spec.describe()),
+                _ => format!("lab {name}"),
+            }
+        }
         (None, Some(l)) => match l.build() {
             Ok(s) => format!("lab ({})", s.describe()),
             Err(_) => "lab".into(),
@@ -583,18 +591,23 @@ fn run_point(
     match lab {
         // A lab given with --lab NAME: its namespaces take the point's
         // NIC settings as a study's own lab does.
+        // Its points run inside it and their results record it (the
+        // emulator's counters, the lab's settings), as `run --lab` does.
         None if !p.spec.nic.is_empty() && target.lab.is_some() => {
             let st = target.lab.clone().expect("checked above");
             crate::study::labnic::run_with_nic(&st, p.spec, p.groups, |spec, groups| {
                 crate::controller::search::run_or_search(
                     target,
-                    None,
+                    Some(&st),
                     &p.with(spec, groups),
                     on_step,
                 )
             })
         }
-        None => crate::controller::search::run_or_search(target, None, &p, on_step),
+        None => {
+            let st = target.lab.clone();
+            crate::controller::search::run_or_search(target, st.as_ref(), &p, on_step)
+        }
         Some(l) => {
             let addr = l.lab.state.server_addr.clone();
             let r = match l.follow(p.spec).map_err(Error::from) {

@@ -2,7 +2,8 @@
 //! a partial one), and confidence intervals that are missing or too wide.
 
 use super::shared::KeyPoint;
-use crate::report::analysis::landscape::Landscape;
+use crate::model::spec::MainMetric;
+use crate::report::analysis::landscape::{Landscape, Row};
 
 /// Points this host could not run (a congestion control its kernel
 /// lacks), grouped by reason: the study went on without them.
@@ -126,4 +127,53 @@ pub fn noise(l: &Landscape) -> Vec<KeyPoint> {
         });
     }
     out
+}
+
+/// A point whose window completed fewer transactions than it keeps under
+/// way at once (flows x outstanding requests): (completed in its least
+/// window, under way). Its rate and CPU per transaction are set by the
+/// window's edges (transfers begun before it, or still going at its end,
+/// are not counted, but their bytes and CPU are), not by the steady state:
+/// 16 connections with 8 pages of 1 MiB under way each on a 100 Mbit/s
+/// link finish none in 1.5 s while each page costs what it costs.
+pub fn edge_bound(r: &Row) -> Option<(u64, u64)> {
+    if crate::workload::main_metric(&r.point.spec) != MainMetric::TransactionRate {
+        return None;
+    }
+    let spec = &r.point.spec;
+    let under_way = u64::from(spec.flows) * u64::from(spec.outstanding.max(1));
+    let done = r
+        .results
+        .iter()
+        .flat_map(|x| x.iterations.iter().map(|i| i.transactions))
+        .min()?;
+    (done < under_way).then_some((done, under_way))
+}
+
+/// The points `edge_bound` finds, named, and left out of the comparisons
+/// of CPU per transaction.
+pub fn window_edges(l: &Landscape) -> Vec<KeyPoint> {
+    let bound: Vec<String> = l
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let (done, under_way) = edge_bound(r)?;
+            Some(format!("{} ({done} of {under_way})", r.point.label()))
+        })
+        .collect();
+    if bound.is_empty() {
+        return vec![];
+    }
+    vec![KeyPoint {
+        rule: "window_edges",
+        text: format!(
+            "{} point{} completed fewer transactions in a window than {} under way at once (flows x outstanding): {}{}. Their rates and CPU per transaction are set by the window's edges, not a steady state, and are left out of the comparisons of CPU per transaction.",
+            bound.len(),
+            if bound.len() == 1 { "" } else { "s" },
+            if bound.len() == 1 { "it keeps" } else { "they keep" },
+            bound.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+            if bound.len() > 4 { ", ..." } else { "" }
+        ),
+        advice: "Lengthen the window (duration) until each point completes many more transactions than it keeps under way, or keep fewer large responses under way (outstanding, flows).".into(),
+    }]
 }

@@ -48,7 +48,7 @@ pub use self::tunnel::tunnel_cost;
 pub use self::udp::{udp_batching, udp_receiver_drops};
 pub use self::window::{model_mismatch, window_not_proportional, window_or_rate_bound};
 
-pub use self::evidence::unavailable;
+pub use self::evidence::{unavailable, window_edges};
 use crate::report::analysis::landscape::Landscape;
 
 /// Every rule, in the order the report lists them.
@@ -61,6 +61,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         cpu_bound,
         host_saturated,
         service_demand_trend,
+        window_edges,
         transaction_cost,
         tls_cost,
         quic_cost,

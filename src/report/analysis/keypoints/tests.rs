@@ -972,3 +972,47 @@ fn tail_source_names_the_end_whose_waits_made_the_tail() {
     .is_empty());
     assert!(tail_source(&land(vec![open_loop_row(1000.0, None, None)], None)).is_empty());
 }
+
+/// A point that completed fewer transactions than it kept under way is
+/// named, and its CPU per transaction left out of the comparison.
+#[test]
+fn points_decided_by_the_windows_edges_are_named_and_left_out() {
+    let mk = |case: &str, outstanding: u32, done: u64, us: f64| {
+        let mut r = row(
+            &[("case", case), ("flows", "16")],
+            &[("client_us_per_tx", &[us])],
+            1,
+        );
+        r.point.spec.workload = Workload::named("rr");
+        r.point.spec.outstanding = outstanding;
+        r.results[0].iterations = vec![crate::model::result::Iteration {
+            transactions: done,
+            ..Default::default()
+        }];
+        r
+    };
+    let l = land(
+        vec![
+            mk("small", 1, 5000, 10.0),
+            mk("pages", 1, 400, 30.0),
+            // 128 under way, 7 done: 31 ms "per page".
+            mk("big", 8, 7, 31_000.0),
+        ],
+        None,
+    );
+    let w = window_edges(&l);
+    assert_eq!(w.len(), 1);
+    assert!(
+        w[0].text
+            .starts_with("1 point completed fewer transactions")
+            && w[0].text.contains("big flows=16 (7 of 128)"),
+        "{}",
+        w[0].text
+    );
+    let c = transaction_cost(&l);
+    assert_eq!(c.len(), 1);
+    assert!(c[0].text.contains("to 30.0 µs"), "{}", c[0].text);
+    // 128 done of 128 under way is enough.
+    let l = land(vec![mk("big", 8, 128, 31_000.0)], None);
+    assert!(window_edges(&l).is_empty());
+}
