@@ -11,10 +11,13 @@
 #   1g-100-gso 1 Gbit/s, 100 ms RTT, GSO      1g-100-pkt per packet
 #   1g-50-codel, 1g-50-fq   1 Gbit/s, 50 ms RTT, GSO, --aqm codel / fq_codel
 #   1g-50-fq4, 1g-50-gso4   the same with fq_codel / drop-tail and 4 flows
+#   10g-1-gso, 10g-1-gso4   10 Gbit/s, 1 ms RTT, GSO, 1 and 4 flows (the
+#                           seeds' 10 GbE: does one flow reach the rate?)
 # ORDER="1g-50-gso 1g-50-fq" bench/lab.sh 3 6   runs only those, in that order.
 # and one linerate stream per lab (1 flow; 4 flows for the capacity labs),
-# reporting throughput, the emulator's CPU (share of one core), releases
-# more than 1 ms late, and host CPU.
+# reporting throughput, the emulator's CPU (share of one core, and per
+# wire packet: its CPU time over the frames both directions carried),
+# releases more than 1 ms late, and host CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -42,6 +45,8 @@ declare -A LINK=(
   [1g-50-fq]="--rtt 50ms --rate 1gbit --aqm fq_codel"
   [1g-50-fq4]="--rtt 50ms --rate 1gbit --aqm fq_codel"
   [1g-50-gso4]="--rtt 50ms --rate 1gbit"
+  [10g-1-gso]="--rtt 1ms --rate 10gbit"
+  [10g-1-gso4]="--rtt 1ms --rate 10gbit"
 )
 ORDER=${ORDER:-"plain cap-gso cap-pkt 1g-50-gso 1g-50-pkt 1g-100-gso 1g-100-pkt 1g-50-codel 1g-50-fq"}
 
@@ -59,8 +64,8 @@ done
 python3 - "$out" "$ROUNDS" $ORDER <<'PY'
 import json, statistics, sys
 out, rounds, order = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print("| lab | flows | throughput Gbit/s (median, min-max) | emulator CPU % of a core | late > 1 ms | host CPU % |")
-print("|---|---|---|---|---|---|")
+print("| lab | flows | throughput Gbit/s (median, min-max) | emulator CPU % of a core | emulator µs per wire packet | late > 1 ms | host CPU % |")
+print("|---|---|---|---|---|---|---|")
 for k in order:
     rs = [json.load(open(f"{out}/{k}.{i}.json")) for i in range(1, rounds + 1)]
     t = [r["summary"]["throughput_bps"] / 1e9 for r in rs]
@@ -69,7 +74,15 @@ for k in order:
     late = [sum(d.get("late", 0) for d in r["lab"]["emulator"]["dirs"]) for r in rs if r["lab"].get("emulator")]
     pk = [sum(d.get("packets", 0) for d in r["lab"]["emulator"]["dirs"]) for r in rs if r["lab"].get("emulator")]
     host = [r["summary"]["cpu"]["client"]["host_util_pct"] for r in rs]
+    # The emulator's CPU time over the frames it carried (both directions).
+    per = []
+    for r in rs:
+        e = (r.get("lab") or {}).get("emulator") or {}
+        seg = sum(d.get("segments", 0) for d in e.get("dirs", []))
+        if e.get("cpu_pct") is not None and e.get("elapsed_s") and seg:
+            per.append(e["cpu_pct"] / 100 * e["elapsed_s"] * 1e6 / seg)
+    pp = f"{statistics.median(per):.2f} ({min(per):.2f}-{max(per):.2f})" if per else "-"
     e = f"{statistics.median(emu):.0f} ({min(emu):.0f}-{max(emu):.0f})" if emu else "-"
     l = f"{sum(late)} of {sum(pk)}" if pk else "-"
-    print(f"| {k} | {rs[0]['spec']['flows']} | {statistics.median(t):.3f} ({min(t):.3f}-{max(t):.3f}) | {e} | {l} | {statistics.median(host):.0f} |")
+    print(f"| {k} | {rs[0]['spec']['flows']} | {statistics.median(t):.3f} ({min(t):.3f}-{max(t):.3f}) | {e} | {pp} | {l} | {statistics.median(host):.0f} |")
 PY
