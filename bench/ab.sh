@@ -44,6 +44,10 @@ tests=(
   "stream 10000 flows|stream -F 10000 -T 2|throughput_bps"
   "udp 64B|udp-stream --message 64|udp.packets_per_s"
   "udp 64B GSO/GRO|udp-stream --message 64 --gso --gro|udp.packets_per_s"
+  "quic-stream|quic-stream --no-baseline|throughput_bps"
+  "quic-rr 64/64 x16|quic-rr --request 64 --response 64 --outstanding 16 --no-baseline|transactions_per_s"
+  "quic-crr 64/64|quic-crr --request 64 --response 64 --no-baseline|transactions_per_s"
+  "quic-handshake|quic-handshake --no-baseline|transactions_per_s"
 )
 
 for r in $(seq 1 "$ROUNDS"); do

@@ -7,7 +7,10 @@
 #   (`serve --quic-perf`): rr 64 B/64 B on one connection with 16 streams
 #   at once, crr (a connection per request) on one and on four
 #   connections at once, and resumed handshakes.
-#   Ratio: linerate's server / quinn's.
+#   Ratio: linerate's server / quinn's; and each server's own CPU per
+#   transaction (its process's CPU time over the run, warm-up included,
+#   over the transactions of the run at the window's rate), which one
+#   connection at a time hides in the rate: client and server take turns.
 # - clients: linerate's client and quinn's `perf client` against quinn's
 #   server, 64 B/64 B requests, 16 at once on one connection. Ratio:
 #   linerate's client / quinn's.
@@ -54,9 +57,13 @@ qp() { # PORT
     awk '/^RPS:/ { v = $2 } END { printf "%d\n", v }'
 }
 ratio() { python3 -c "print(round($1/max($2,1e-9), 3))"; }
+# A process's CPU time so far, in clock ticks.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# µs of server CPU per transaction: TICKS0 TICKS1 RATE.
+per_tx() { python3 -c "print(round(($2 - $1) / $(getconf CLK_TCK) * 1e6 / max($3 * ($SECS + 1), 1), 1))"; }
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-declare -A R
+declare -A R S
 tests=(rr crr crr4 resumed)
 args_rr="quic-rr --request 64 --response 64 --outstanding 16"
 args_crr="quic-crr --request 64 --response 64"
@@ -65,10 +72,17 @@ args_resumed="quic-handshake --resume on"
 for r in $(seq 1 "$ROUNDS"); do
   for t in "${tests[@]}"; do
     a="args_$t"
+    t0=$(ticks $qserver)
     read -r q qc <<<"$(lr "$qport" ${!a})"
+    t1=$(ticks $qserver)
+    qs=$(per_tx "$t0" "$t1" "$q")
+    t0=$(ticks $lserver)
     read -r l lc <<<"$(lr "$lport" ${!a})"
-    echo "round $r $t: quinn server $q/s ($qc µs/tx client), linerate server $l/s ($lc µs/tx)"
+    t1=$(ticks $lserver)
+    ls=$(per_tx "$t0" "$t1" "$l")
+    echo "round $r $t: quinn server $q/s ($qs µs/tx server, $qc client), linerate server $l/s ($ls µs/tx server, $lc client)"
     R[$t]="${R[$t]:-} $(ratio "$l" "$q")"
+    S[$t]="${S[$t]:-} $(ratio "$ls" "$qs")"
   done
   read -r a ac <<<"$(lr "$qport" $args_rr)"
   b=$(qp "$qport")
@@ -77,7 +91,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 for t in "${tests[@]}"; do
   # shellcheck disable=SC2086
-  echo "median linerate server / quinn server, $t: $(median ${R[$t]}) (rounds${R[$t]})"
+  echo "median linerate server / quinn server, $t: $(median ${R[$t]}) (rounds${R[$t]}); server CPU per transaction, linerate / quinn: $(median ${S[$t]}) (rounds${S[$t]})"
 done
 # shellcheck disable=SC2086
 echo "median linerate client / quinn client, rr: $(median ${R[clients]}) (rounds${R[clients]})"

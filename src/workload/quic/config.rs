@@ -41,14 +41,28 @@ pub fn controller(cc: Option<&str>) -> Option<&'static str> {
 /// (as a TCP stream with autotuned buffers is), not by flow control.
 const WINDOW: u32 = 64 << 20;
 
+/// Streams a peer may have open at once, each way, unless a test asks
+/// for more: quinn's default. quinn-proto builds the state of every
+/// stream the peer may open as a connection starts (and frees it as it
+/// ends), so this limit is paid on every handshake: at 1,024 each way it
+/// was about a tenth of a server's CPU per handshake (hash-table inserts
+/// and frees, perf).
+const STREAMS: u32 = 100;
+
+/// Streams the peer may have open at once: `--outstanding` where it asks
+/// for more than `STREAMS` (quic-rr keeps that many under way), since a
+/// stream's credit comes back only as one ends.
+fn streams(spec: &TestSpec) -> u32 {
+    spec.outstanding.max(STREAMS)
+}
+
 fn transport(spec: &TestSpec) -> Arc<TransportConfig> {
     let mut t = TransportConfig::default();
     t.stream_receive_window(VarInt::from_u32(WINDOW))
         .receive_window(VarInt::from_u32(WINDOW))
         .send_window(u64::from(WINDOW))
-        .max_concurrent_uni_streams(VarInt::from_u32(1024))
-        // As many streams at once as `--outstanding` may ask (quic-rr).
-        .max_concurrent_bidi_streams(VarInt::from_u32(1024))
+        .max_concurrent_uni_streams(VarInt::from_u32(STREAMS))
+        .max_concurrent_bidi_streams(VarInt::from_u32(streams(spec)))
         .enable_segmentation_offload(true);
     let factory: Arc<dyn ControllerFactory + Send + Sync> =
         match controller(spec.cc.as_deref()).unwrap_or("cubic") {
@@ -242,6 +256,20 @@ pub fn server(spec: &TestSpec, role: &Role) -> Result<(Arc<ServerConfig>, TlsInf
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection lets its peer open quinn's default number of streams
+    /// (each one's state is built at the handshake), more only where the
+    /// test keeps more under way.
+    #[test]
+    fn stream_limits_follow_what_the_test_keeps_under_way() {
+        let mut spec = TestSpec {
+            outstanding: 1,
+            ..Default::default()
+        };
+        assert_eq!(streams(&spec), STREAMS);
+        spec.outstanding = 300;
+        assert_eq!(streams(&spec), 300);
+    }
 
     #[test]
     fn congestion_controls_are_named_as_cc_takes_them() {
