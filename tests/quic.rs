@@ -497,7 +497,8 @@ fn through_the_lab_the_emulator_counts_quics_packets() {
 /// TCP alike; a new connection with its request takes two over QUIC (its
 /// handshake, then the request) and three over TLS over TCP (TCP's, TLS's,
 /// the request's); with 0-RTT the request rides the resumed handshake and
-/// takes one. The twin runs right after each on the same path.
+/// takes one; a connection alone takes one over QUIC and two over TLS
+/// over TCP. The twin runs right after each on the same path.
 #[test]
 fn through_the_lab_quic_saves_round_trips_per_connection() {
     // SAFETY: geteuid has no preconditions.
@@ -550,6 +551,18 @@ fn through_the_lab_quic_saves_round_trips_per_connection() {
         "{}",
         quic(&r, "client")
     );
+    // tls-handshake is crr's pattern: two round trips against three.
+    let (q, t, _) = run("hs", "tls-handshake --transport quic");
+    assert!(
+        (2.0..2.6).contains(&q),
+        "quic-handshake p50 {q:.2} round trips"
+    );
+    assert!(t >= 3.0, "tls-handshake p50 {t:.2} round trips");
+    // A connection alone: QUIC's handshake is one round trip, TCP's and
+    // TLS's two.
+    let (q, t, _) = run("conn", "conn --transport quic");
+    assert!((1.0..1.6).contains(&q), "quic-conn p50 {q:.2} round trips");
+    assert!(t >= 2.0, "conn over TLS p50 {t:.2} round trips");
 }
 
 /// A verifier that accepts the agent's generated certificate, as quinn's
