@@ -1148,11 +1148,11 @@ fn tls_fixture_reports_what_tls_and_crypto_hardware_cost() {
                         e.fig("throughput_bps").unwrap() / c.fig("throughput_bps").unwrap()
                     })
                     .collect();
-                w += &format!(
-                    "; throughput under TLS is {:.2}-{:.2}x of clear",
-                    t.iter().cloned().fold(f64::INFINITY, f64::min),
-                    t.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
-                );
+                let lo = format!("{:.2}", t.iter().cloned().fold(f64::INFINITY, f64::min));
+                let hi = format!("{:.2}", t.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+                // One range, or one figure when both ends print alike.
+                let range = if lo == hi { lo } else { format!("{lo}-{hi}") };
+                w += &format!("; throughput under TLS is {range}x of clear");
             }
             want.push(w);
         }

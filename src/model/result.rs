@@ -488,6 +488,27 @@ pub struct Summary {
     pub waits: Option<super::sample::Waits>,
 }
 
+impl Summary {
+    /// The host's CPU per KB (or per transaction) of this summary over
+    /// `other`'s: where both ends share one host, the cost no context
+    /// escapes. In a lab the kernel delivers each released packet in the
+    /// emulator's context (its verdict's softirq runs the receiving
+    /// socket's TCP: perf, bench/RESULTS.md), so TCP's receive work is in
+    /// neither end's process CPU.
+    pub fn host_cost_ratio(&self, other: &Summary, per_tx: bool) -> Option<f64> {
+        let per = |x: &Summary| {
+            let host = x.cpu.client.host_util_pct?;
+            let v = if per_tx {
+                x.transactions_per_s
+            } else {
+                x.throughput_bps
+            };
+            (v > 0.0 && host > 0.0).then(|| host / v)
+        };
+        Some(per(self)? / per(other)?)
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct AgentInfo {
     pub address: String,

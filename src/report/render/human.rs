@@ -708,8 +708,14 @@ pub fn tls_cost_line(r: &TestResult) -> Option<String> {
     };
     // QUIC's twin is TLS over TCP: the same cipher, another transport.
     if crate::workload::kind_of(r.spec.workload).twin_keeps_tls() {
+        let lab = match (&r.lab, s.host_cost_ratio(b, per_tx)) {
+            (Some(_), Some(h)) => format!(
+                "; in a lab TCP's receive work (its segments and acknowledgements) runs in the kernel in the emulator's context, in neither end's figure, and QUIC's in its processes: the whole host spent {h:.1}x per {what}"
+            ),
+            _ => String::new(),
+        };
         return Some(format!(
-            "QUIC costs {:.1}x the client CPU per {what} of TLS over TCP ({ct:.3} vs {bt:.3} {unit}) and {:.1}x the agent's ({ca:.3} vs {ba:.3}); {} {:.2}x of TLS over TCP (measured right after it, same TLS settings)",
+            "QUIC costs {:.1}x the client CPU per {what} of TLS over TCP ({ct:.3} vs {bt:.3} {unit}) and {:.1}x the agent's ({ca:.3} vs {ba:.3}); {} {:.2}x of TLS over TCP (measured right after it, same TLS settings){lab}",
             ct / bt,
             ca / ba,
             if per_tx { "rate" } else { "throughput" },

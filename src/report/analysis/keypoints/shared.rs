@@ -130,9 +130,11 @@ pub fn cost_text(
     )
 }
 
-/// "0.40-0.69" of some ratios (their least and greatest); None: none.
+/// "0.40-0.69" of some ratios (their least and greatest), "0.86" when
+/// they print alike; None: none.
 pub fn min_max(v: &[f64]) -> Option<String> {
     let lo = v.iter().cloned().reduce(f64::min)?;
     let hi = v.iter().cloned().reduce(f64::max)?;
-    Some(format!("{lo:.2}-{hi:.2}"))
+    let (lo, hi) = (format!("{lo:.2}"), format!("{hi:.2}"));
+    Some(if lo == hi { lo } else { format!("{lo}-{hi}") })
 }
