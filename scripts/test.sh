@@ -9,12 +9,12 @@ need=()
 # the peer in bench/tls.sh (the OpenSSL backend is built from source). The lab (tests/lab.rs) needs iptables (its
 # iptables-legacy NFQUEUE target), ethtool, and OpenSSH server and client
 # for the scp workload. memcached is the server of the memcache workload
-# (tests/memcache.rs).
+# (tests/memcache.rs). curl reads the RPM server over HTTP/2 (tests/rpm.rs).
 for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium \
                memcached:memcached \
                wireguard-go:wireguard-go wireguard-tools:wg \
                openssl:openssl perl:perl make:make iptables:iptables-legacy \
-               ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp; do
+               ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp curl:curl; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -81,9 +81,16 @@ pub struct ServeArgs {
     /// Also serve QUIC's perf protocol (draft-banks-quic-performance, ALPN "perf") on this UDP address, for another tool's perf client (quinn's `perf client`), with this agent's certificate. Like `iperf3 -s`, whoever reaches it can make this host send; each connection ends after --max-duration.
     #[arg(long, value_name = "ADDR")]
     pub quic_perf: Option<SocketAddr>,
+    /// Also serve the responsiveness test (draft-ietf-ippm-responsiveness, RPM) on this TCP address: its configuration at /.well-known/nq and the small, large and upload URLs, over HTTP/2 with TLS and this agent's certificate, for any RPM client (networkQuality -C, goresponsiveness). Whoever reaches it can make this host send; each transfer ends after --max-duration.
+    #[arg(long, value_name = "ADDR")]
+    pub rpm: Option<SocketAddr>,
+    /// With --rpm: serve clear HTTP (HTTP/2 with prior knowledge, or HTTP/1.1) instead of TLS, for hosts and clients without it.
+    #[arg(long, requires = "rpm")]
+    pub rpm_clear: bool,
 }
 
-/// The QUIC perf server's thread: stopped and joined when dropped.
+/// A server's thread beside the agent (QUIC perf, RPM): stopped and
+/// joined when dropped.
 struct PerfThread {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -130,6 +137,64 @@ fn start_quic_perf(addr: SocketAddr, limit: Duration, quiet: bool) -> Result<Per
                 eprintln!(
                     "linerate agent: QUIC perf server served {} connections, {} requests, {} B in, {} B out",
                     s.connections, s.requests, s.bytes_in, s.bytes_out
+                );
+            }
+        })
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    Ok(PerfThread {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// Binds the RPM server and serves it on a thread of its own.
+fn start_rpm(addr: SocketAddr, clear: bool, limit: Duration, quiet: bool) -> Result<PerfThread> {
+    use crate::workload::rpm::server::RpmServer;
+    let tls = if clear {
+        None
+    } else {
+        let t = crate::model::spec::TlsSpec {
+            resume: true,
+            ..Default::default()
+        };
+        let (cfg, _) = crate::engine::tls::server_config(&t)
+            .map_err(|e| Error::Failed(format!("--rpm: {e}")))?;
+        Some(cfg)
+    };
+    let server =
+        RpmServer::bind(addr, tls, limit).map_err(|e| usage(format!("--rpm {addr}: {e}")))?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(
+            out,
+            "linerate agent: RPM server on {} ({})",
+            server.config_url(),
+            if clear {
+                "clear HTTP/2 and HTTP/1.1"
+            } else {
+                "HTTP/2 over TLS"
+            }
+        );
+        let _ = out.flush();
+    }
+    let served = server.served();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("rpm".into())
+        .spawn(move || {
+            if let Err(e) = server.run(&flag) {
+                eprintln!("linerate agent: RPM server stopped: {e}");
+            }
+            if !quiet {
+                use std::sync::atomic::Ordering::Relaxed;
+                eprintln!(
+                    "linerate agent: RPM server served {} connections, {} requests, {} B in, {} B out",
+                    served.connections.load(Relaxed),
+                    served.requests.load(Relaxed),
+                    served.bytes_in.load(Relaxed),
+                    served.bytes_out.load(Relaxed)
                 );
             }
         })
@@ -203,6 +268,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         Some(a) => Some(start_quic_perf(a, args.max_duration, args.quiet)?),
         None => None,
     };
+    let rpm = match args.rpm {
+        Some(a) => Some(start_rpm(a, args.rpm_clear, args.max_duration, args.quiet)?),
+        None => None,
+    };
     let cfg = agent::ServeConfig {
         // Said once serving is set up (a crashed agent's sysctls are back,
         // the companion is up): a script may start tests at once.
@@ -221,6 +290,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         allow_nic: args.allow_nic,
     };
     let served = agent::serve_on(listener, cfg).map_err(Error::from);
+    drop(rpm);
     drop(perf);
     drop(twin);
     served

@@ -42,6 +42,7 @@ pub mod memcache;
 pub mod mix;
 pub mod per_conn;
 pub mod quic;
+pub mod rpm;
 pub mod rr;
 pub mod rrul;
 pub mod rules;
