@@ -743,22 +743,7 @@ fn a_study_in_a_users_lab_records_the_lab_in_every_point() {
     )
     .unwrap();
     let out = tmp("in-lab-out");
-    let o = run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--lab",
-            &lab.name,
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let dir = first_dir(&out);
+    let dir = study_ok_with(&file, &out, &["--lab", &lab.name], Duration::from_secs(120));
     let m = json(&dir.join("manifest.json"));
     let network = m["network"].as_str().unwrap();
     assert!(

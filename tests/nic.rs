@@ -103,22 +103,8 @@ fn a_lab_study_sweeps_gro_records_each_point_and_leaves_the_links_as_they_were()
          [sweep]\nnic.gro = [true, false]\nnic.rx-ring = [256]\n",
     );
     let out = tmp("nic-gro-out");
-    let o = run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--lab",
-            &lab.name,
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_no_panic(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let pts = points(&first_dir(&out));
+    let dir = study_ok_with(&file, &out, &["--lab", &lab.name], Duration::from_secs(120));
+    let pts = points(&dir);
     assert_eq!(pts.len(), 2);
     for r in &pts {
         let asked = r["spec"]["nic"]["gro"].as_str().unwrap().to_string();

@@ -76,6 +76,18 @@ fn curl(args: &[&str]) -> (String, String) {
     }
 }
 
+/// The configuration at `url`, read over HTTP/2 with curl's `flags`:
+/// version 1.
+fn config(flags: &[&str], url: &str) -> serde_json::Value {
+    let mut args = flags.to_vec();
+    args.extend(["-w", "\n%{http_version} %{http_code}", url]);
+    let (body, w) = curl(&args);
+    assert_eq!(w, "2 200", "{body}");
+    let cfg: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(cfg["version"], 1, "{cfg}");
+    cfg
+}
+
 /// Over TLS (ALPN h2): the configuration names the three URLs under the
 /// draft's names and the vendors' at the host asked for; the small object
 /// is one byte, the large one flows until the client stops, an upload is
@@ -84,16 +96,7 @@ fn curl(args: &[&str]) -> (String, String) {
 fn the_agent_serves_the_rpm_configuration_and_objects_over_http2() {
     let a = RpmAgent::start(false);
     assert!(a.url.starts_with("https://127.0.0.1:"), "{}", a.url);
-    let (body, w) = curl(&[
-        "-k",
-        "--http2",
-        "-w",
-        "\n%{http_version} %{http_code}",
-        &a.url,
-    ]);
-    assert_eq!(w, "2 200", "{body}");
-    let cfg: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(cfg["version"], 1, "{cfg}");
+    let cfg = config(&["-k", "--http2"], &a.url);
     let base = a.base();
     for (draft, vendor, path) in [
         (
@@ -162,14 +165,7 @@ fn the_agent_serves_the_rpm_configuration_and_objects_over_http2() {
 fn in_clear_the_rpm_server_speaks_http2_and_http1() {
     let a = RpmAgent::start(true);
     assert!(a.url.starts_with("http://127.0.0.1:"), "{}", a.url);
-    let (body, w) = curl(&[
-        "--http2-prior-knowledge",
-        "-w",
-        "\n%{http_version} %{http_code}",
-        &a.url,
-    ]);
-    assert_eq!(w, "2 200", "{body}");
-    let cfg: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let cfg = config(&["--http2-prior-knowledge"], &a.url);
     assert!(
         cfg["urls"]["large_download_url"]
             .as_str()

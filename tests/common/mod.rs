@@ -132,17 +132,21 @@ pub fn assert_no_panic(o: &Output) {
 /// `linerate study run FILE --out OUT -q`, checked for success: the
 /// results folder it made under `out`.
 pub fn study_ok(file: &Path, out: &Path, limit: Duration) -> PathBuf {
-    let o = run(
-        &[
-            "study",
-            "run",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        limit,
-    );
+    study_ok_with(file, out, &[], limit)
+}
+
+/// `study_ok` with more options (`--lab NAME`, `--agent ADDR` ...).
+pub fn study_ok_with(file: &Path, out: &Path, more: &[&str], limit: Duration) -> PathBuf {
+    let mut args = vec![
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    args.extend_from_slice(more);
+    let o = run(&args, limit);
     assert_no_panic(&o);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     first_dir(out)
