@@ -208,7 +208,7 @@ pub fn transaction_cost(l: &Landscape) -> Vec<KeyPoint> {
         let v: Vec<(String, f64)> = l
             .rows
             .iter()
-            .filter(|r| super::evidence::edge_bound(r).is_none())
+            .filter(|r| super::evidence::steady(r))
             .filter_map(|r| r.mean(key).map(|v| (r.point.label(), v)))
             .collect();
         if v.len() < 2 {

@@ -150,6 +150,13 @@ pub fn edge_bound(r: &Row) -> Option<(u64, u64)> {
     (done < under_way).then_some((done, under_way))
 }
 
+/// Whether a point's rate and CPU per transaction compare with others'
+/// (not `edge_bound`): what every cost comparison (per transaction, TLS
+/// against clear, QUIC against TLS over TCP) keeps.
+pub fn steady(r: &Row) -> bool {
+    edge_bound(r).is_none()
+}
+
 /// The points `edge_bound` finds, named, and left out of the comparisons
 /// of CPU per transaction.
 pub fn window_edges(l: &Landscape) -> Vec<KeyPoint> {

@@ -14,8 +14,6 @@ fn pairs(l: &Landscape) -> Vec<(&Row, &Row)> {
     l.rows
         .iter()
         .filter(|q| quic(q) && q.point.spec.tls.is_some())
-        // A point the window's edges decide compares nothing.
-        .filter(|q| super::evidence::edge_bound(q).is_none())
         .filter_map(|q| {
             let twin = crate::workload::twin(&q.point.spec);
             let t = l.rows.iter().find(|t| {
@@ -24,11 +22,10 @@ fn pairs(l: &Landscape) -> Vec<(&Row, &Row)> {
                     && t.point.spec.tls == twin.tls
                     && key(t) == key(q)
             })?;
-            if super::evidence::edge_bound(t).is_some() {
-                return None;
-            }
             Some((q, t))
         })
+        // A point the window's edges decide compares nothing.
+        .filter(|(q, t)| super::evidence::steady(q) && super::evidence::steady(t))
         .collect()
 }
 

@@ -19,7 +19,10 @@ pub fn tls_cost(l: &Landscape) -> Vec<KeyPoint> {
             .iter()
             .find(|r| r.point.param("tls") == Some("false") && key_of(r) == key_of(enc))
         {
-            pairs.push((enc, clear));
+            // A point the window's edges decide compares nothing.
+            if super::evidence::steady(enc) && super::evidence::steady(clear) {
+                pairs.push((enc, clear));
+            }
         }
     }
     let mut out = Vec::new();

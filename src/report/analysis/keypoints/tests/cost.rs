@@ -47,6 +47,22 @@ fn points_decided_by_the_windows_edges_are_named_and_left_out() {
     // 128 done of 128 under way is enough.
     let l = land(vec![mk("big", 8, 128, 31_000.0)], None);
     assert!(window_edges(&l).is_empty());
+    // TLS against clear: a pair with an edge-bound side compares nothing.
+    let tls = |on: &str, done: u64, us: f64| {
+        let mut r = mk("big", 8, done, us);
+        r.point.params.push(("tls".into(), on.into()));
+        r
+    };
+    let l = land(
+        vec![tls("true", 7, 31_000.0), tls("false", 500, 400.0)],
+        None,
+    );
+    assert!(tls_cost(&l).is_empty());
+    let l = land(
+        vec![tls("true", 900, 600.0), tls("false", 500, 400.0)],
+        None,
+    );
+    assert_eq!(tls_cost(&l).len(), 1);
 }
 
 /// QUIC against its TLS over TCP twin: the per-end ratio, and in a lab
