@@ -19,18 +19,23 @@ struct RpmAgent {
     url: String,
 }
 
+/// `serve` on a loopback port with no token, serving RPM at `rpm`.
+fn serve_rpm(rpm: &str) -> Vec<&str> {
+    vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--insecure-no-token",
+        "--no-crypto-twin",
+        "--rpm",
+        rpm,
+    ]
+}
+
 impl RpmAgent {
     fn start(clear: bool) -> RpmAgent {
-        let mut args = vec![
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--insecure-no-token",
-            "--no-crypto-twin",
-            "--rpm",
-            "127.0.0.1:0",
-            "-q",
-        ];
+        let mut args = serve_rpm("127.0.0.1:0");
+        args.push("-q");
         if clear {
             args.push("--rpm-clear");
         }
@@ -228,18 +233,7 @@ fn goresponsiveness_measures_a_linerate_agent() {
 fn a_taken_rpm_port_is_refused_in_one_line() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().to_string();
-    let o = run(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--insecure-no-token",
-            "--no-crypto-twin",
-            "--rpm",
-            &port,
-        ],
-        Duration::from_secs(20),
-    );
+    let o = run(&serve_rpm(&port), Duration::from_secs(20));
     assert_no_panic(&o);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);

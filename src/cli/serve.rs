@@ -96,6 +96,34 @@ struct PerfThread {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+impl PerfThread {
+    /// Runs `serve` (until the flag it is handed is set) on a thread
+    /// named `name`.
+    fn spawn(
+        name: &str,
+        serve: impl FnOnce(&std::sync::atomic::AtomicBool) + Send + 'static,
+    ) -> Result<PerfThread> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || serve(&flag))
+            .map_err(|e| Error::Failed(e.to_string()))?;
+        Ok(PerfThread {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Prints the line that says where a server beside the agent listens (a
+/// reader that went away, a closed pipe, does not end the agent).
+fn announce(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
 impl Drop for PerfThread {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -114,36 +142,20 @@ fn start_quic_perf(addr: SocketAddr, limit: Duration, quiet: bool) -> Result<Per
     let bound = server
         .local_addr()
         .map_err(|e| Error::Failed(e.to_string()))?;
-    {
-        // A reader that went away (a closed pipe) does not end the agent.
-        use std::io::Write;
-        let mut out = std::io::stdout();
-        let _ = writeln!(
-            out,
-            "linerate agent: QUIC perf server on {bound} (ALPN perf)"
-        );
-        let _ = out.flush();
-    }
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    let thread = std::thread::Builder::new()
-        .name("quic-perf".into())
-        .spawn(move || {
-            if let Err(e) = server.run(&flag) {
-                eprintln!("linerate agent: QUIC perf server stopped: {e}");
-            }
-            if !quiet {
-                let s = server.served();
-                eprintln!(
-                    "linerate agent: QUIC perf server served {} connections, {} requests, {} B in, {} B out",
-                    s.connections, s.requests, s.bytes_in, s.bytes_out
-                );
-            }
-        })
-        .map_err(|e| Error::Failed(e.to_string()))?;
-    Ok(PerfThread {
-        stop,
-        thread: Some(thread),
+    announce(format_args!(
+        "linerate agent: QUIC perf server on {bound} (ALPN perf)"
+    ));
+    PerfThread::spawn("quic-perf", move |stop| {
+        if let Err(e) = server.run(stop) {
+            eprintln!("linerate agent: QUIC perf server stopped: {e}");
+        }
+        if !quiet {
+            let s = server.served();
+            eprintln!(
+                "linerate agent: QUIC perf server served {} connections, {} requests, {} B in, {} B out",
+                s.connections, s.requests, s.bytes_in, s.bytes_out
+            );
+        }
     })
 }
 
@@ -163,45 +175,30 @@ fn start_rpm(addr: SocketAddr, clear: bool, limit: Duration, quiet: bool) -> Res
     };
     let server =
         RpmServer::bind(addr, tls, limit).map_err(|e| usage(format!("--rpm {addr}: {e}")))?;
-    {
-        use std::io::Write;
-        let mut out = std::io::stdout();
-        let _ = writeln!(
-            out,
-            "linerate agent: RPM server on {} ({})",
-            server.config_url(),
-            if clear {
-                "clear HTTP/2 and HTTP/1.1"
-            } else {
-                "HTTP/2 over TLS"
-            }
-        );
-        let _ = out.flush();
-    }
+    announce(format_args!(
+        "linerate agent: RPM server on {} ({})",
+        server.config_url(),
+        if clear {
+            "clear HTTP/2 and HTTP/1.1"
+        } else {
+            "HTTP/2 over TLS"
+        }
+    ));
     let served = server.served();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    let thread = std::thread::Builder::new()
-        .name("rpm".into())
-        .spawn(move || {
-            if let Err(e) = server.run(&flag) {
-                eprintln!("linerate agent: RPM server stopped: {e}");
-            }
-            if !quiet {
-                use std::sync::atomic::Ordering::Relaxed;
-                eprintln!(
-                    "linerate agent: RPM server served {} connections, {} requests, {} B in, {} B out",
-                    served.connections.load(Relaxed),
-                    served.requests.load(Relaxed),
-                    served.bytes_in.load(Relaxed),
-                    served.bytes_out.load(Relaxed)
-                );
-            }
-        })
-        .map_err(|e| Error::Failed(e.to_string()))?;
-    Ok(PerfThread {
-        stop,
-        thread: Some(thread),
+    PerfThread::spawn("rpm", move |stop| {
+        if let Err(e) = server.run(stop) {
+            eprintln!("linerate agent: RPM server stopped: {e}");
+        }
+        if !quiet {
+            use std::sync::atomic::Ordering::Relaxed;
+            eprintln!(
+                "linerate agent: RPM server served {} connections, {} requests, {} B in, {} B out",
+                served.connections.load(Relaxed),
+                served.requests.load(Relaxed),
+                served.bytes_in.load(Relaxed),
+                served.bytes_out.load(Relaxed)
+            );
+        }
     })
 }
 

@@ -212,13 +212,31 @@ fn text(status: StatusCode, body: String) -> Reply {
         .expect("a static response")
 }
 
+/// What a request asks for.
+enum Route {
+    Config,
+    Small,
+    Large,
+    Upload,
+    Unknown,
+}
+
+fn route(method: &Method, path: &str) -> Route {
+    match (method, path) {
+        (&Method::GET, CONFIG_PATH | "/config") => Route::Config,
+        (&Method::GET, SMALL_PATH) => Route::Small,
+        (&Method::GET, LARGE_PATH) => Route::Large,
+        (&Method::POST | &Method::PUT, UPLOAD_PATH) => Route::Upload,
+        _ => Route::Unknown,
+    }
+}
+
 /// One request.
 async fn handle(req: Request<Incoming>, shared: &Shared) -> Reply {
     shared.served.requests.fetch_add(1, Ordering::Relaxed);
-    let path = req.uri().path().to_string();
-    match (req.method(), path.as_str()) {
-        (&Method::GET, CONFIG_PATH | "/config") => config(&req, shared),
-        (&Method::GET, SMALL_PATH) => {
+    match route(req.method(), req.uri().path()) {
+        Route::Config => config(&req, shared),
+        Route::Small => {
             shared.served.bytes_out.fetch_add(1, Ordering::Relaxed);
             Response::builder()
                 .header("content-type", "application/octet-stream")
@@ -226,7 +244,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Reply {
                 .body(Full::new(Bytes::from_static(b"x")).boxed())
                 .expect("a static response")
         }
-        (&Method::GET, LARGE_PATH) => Response::builder()
+        Route::Large => Response::builder()
             .header("content-type", "application/octet-stream")
             .header("cache-control", "no-store")
             .body(
@@ -238,7 +256,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Reply {
                 .boxed(),
             )
             .expect("a static response"),
-        (&Method::POST | &Method::PUT, UPLOAD_PATH) => {
+        Route::Upload => {
             let got = slurp(req.into_body(), shared).await;
             text(StatusCode::OK, format!("{got}\n"))
         }
