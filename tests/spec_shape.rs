@@ -200,7 +200,7 @@ fn each_kind_builds_the_committed_spec_from_its_command_line() {
         let args = std::iter::once("run").chain(line.split(' '));
         let r = Run::try_parse_from(args).unwrap_or_else(|e| panic!("{line}: {e}"));
         let mut o = r.opts;
-        o.workload = Some(r.workload);
+        o.run.workload = Some(r.workload);
         let spec = linerate::workload::build(&o, false).unwrap_or_else(|e| panic!("{line}: {e}"));
         let text = serde_json::to_string_pretty(&spec).unwrap() + "\n";
         let file = dir.join(format!("{name}.json"));

@@ -63,10 +63,13 @@ pub fn run(args: QuickArgs) -> Result<()> {
         resume: None,
         out: args.out.clone(),
         overrides: TestOptions {
-            duration: args
-                .duration
-                .map(|d| crate::model::options::Length::Secs(d.as_secs_f64())),
-            warmup: args.warmup.map(|d| Secs(d.as_secs_f64())),
+            run: crate::model::options::RunOptions {
+                duration: args
+                    .duration
+                    .map(|d| crate::model::options::Length::Secs(d.as_secs_f64())),
+                warmup: args.warmup.map(|d| Secs(d.as_secs_f64())),
+                ..Default::default()
+            },
             ..Default::default()
         },
         connect: ConnectArgs::default(),

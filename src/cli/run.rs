@@ -26,16 +26,16 @@ pub struct RunArgs {
     #[command(flatten)]
     pub test: TestOptions,
     /// With --tls, skip the clear-text run of the same test that measures what TLS costs.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub no_baseline: bool,
     /// Write the full result (docs/result-schema.md) to this file ("-": standard output, the table then goes to standard error).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Print one JSON object per interval on stdout as the test runs.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub json_stream: bool,
     /// No progress line.
-    #[arg(short = 'q', long)]
+    #[arg(help_heading = "Output", short = 'q', long)]
     pub quiet: bool,
     #[command(flatten)]
     pub connect: ConnectArgs,
@@ -57,16 +57,19 @@ impl RunArgs {
             return Ok((self.spec_of(self.test.clone(), self.workload)?, Vec::new()));
         };
         let mut o = self.test.clone();
-        o.ipv6 = Some(self.connect.ipv6);
+        o.run.ipv6 = Some(self.connect.ipv6);
         if takes {
-            o.groups = Some(self.groups.clone());
-        } else if let Some(flag) = o.tls_keys_without_tls(&crate::workload::facts(self.workload)) {
+            o.run.groups = Some(self.groups.clone());
+        } else if let Some(flag) = o
+            .tls
+            .set_without_tls(&crate::workload::facts(self.workload))
+        {
             // A composite that builds its groups takes the options as its own.
             return Err(usage(format!("{flag} needs --tls")));
         }
         let local = self.connect.agent.is_none() && self.connect.hosts.is_none();
         let groups = c.groups(&o, local, &mut |g: TestOptions| {
-            let w = g.workload.unwrap_or(self.workload);
+            let w = g.run.workload.unwrap_or(self.workload);
             self.spec_of(g, w).map_err(|e| e.to_string())
         })?;
         Ok((c.spec(&o, local, &groups)?, groups))
@@ -74,10 +77,10 @@ impl RunArgs {
 
     fn spec_of(&self, mut o: TestOptions, workload: Workload) -> Result<TestSpec> {
         // `--transport quic`: the workload's QUIC twin is what runs.
-        let workload = crate::workload::resolve(workload, o.transport.take())?;
-        o.workload = Some(workload);
-        o.ipv6 = Some(self.connect.ipv6);
-        if let Some(flag) = o.tls_keys_without_tls(&crate::workload::facts(workload)) {
+        let workload = crate::workload::resolve(workload, o.socket.transport.take())?;
+        o.run.workload = Some(workload);
+        o.run.ipv6 = Some(self.connect.ipv6);
+        if let Some(flag) = o.tls.set_without_tls(&crate::workload::facts(workload)) {
             return Err(usage(format!("{flag} needs --tls")));
         }
         if let Some(flag) = crate::workload::kind::not_taken(&o, crate::workload::kind_of(workload))

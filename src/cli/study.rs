@@ -125,12 +125,15 @@ pub struct CompareArgs {
 impl StudyRunArgs {
     fn overrides(&self) -> TestOptions {
         TestOptions {
-            duration: self
-                .duration
-                .map(|d| crate::model::options::Length::Secs(d.as_secs_f64())),
-            warmup: self.warmup.map(|d| Secs(d.as_secs_f64())),
-            interval: self.interval.map(|d| Secs(d.as_secs_f64())),
-            iterations: self.iterations,
+            run: crate::model::options::RunOptions {
+                duration: self
+                    .duration
+                    .map(|d| crate::model::options::Length::Secs(d.as_secs_f64())),
+                warmup: self.warmup.map(|d| Secs(d.as_secs_f64())),
+                interval: self.interval.map(|d| Secs(d.as_secs_f64())),
+                iterations: self.iterations,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }

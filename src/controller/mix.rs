@@ -503,7 +503,7 @@ mod tests {
     fn lanes() -> Vec<Group> {
         let g = |text: &str, offset_s: f64, d: &str| {
             let (w, mut o) = parse_group(&format!("{text} --duration {d} --warmup 0")).unwrap();
-            o.workload = Some(w);
+            o.run.workload = Some(w);
             let mut g = Group::new(
                 "g".into(),
                 text.into(),

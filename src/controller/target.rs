@@ -18,6 +18,7 @@ use crate::model::result::AgentInfo;
 
 /// How to reach the agent: the flags of `run` and `study run`.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Where it runs")]
 pub struct ConnectArgs {
     /// Agent to run against (host:port). Without it, a local agent is started on loopback.
     #[arg(long, value_name = "HOST:PORT")]

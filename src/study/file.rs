@@ -227,20 +227,20 @@ impl Study {
         })?;
         let (mode, axes) = sweep_axes(&raw.sweep, &place)?;
         for c in &raw.case {
-            if c.get_ref().label.is_none() {
+            if c.get_ref().run.label.is_none() {
                 return Err(at(c.span().start, "every [[case]] needs a label"));
             }
         }
         let mut labels: Vec<&str> = raw
             .case
             .iter()
-            .filter_map(|c| c.get_ref().label.as_deref())
+            .filter_map(|c| c.get_ref().run.label.as_deref())
             .collect();
         labels.sort_unstable();
         if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
             return Err(whole(format!("two cases are labelled \"{}\"", w[0])));
         }
-        if raw.test.label.is_some() {
+        if raw.test.run.label.is_some() {
             return Err(whole("`label` belongs in a [[case]], not in [test]".into()));
         }
         let dims: Vec<&str> = axes

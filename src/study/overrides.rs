@@ -407,6 +407,7 @@ series = "lab.cc"
         // What is not the lab's stays.
         assert!(s
             .test
+            .place
             .sysctl
             .as_ref()
             .unwrap()

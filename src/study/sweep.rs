@@ -175,7 +175,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
             let mut config = study.test.clone();
             if let Some(c) = case {
                 config = config.overlay(c);
-                params.push(("case".to_string(), c.label.clone().unwrap_or_default()));
+                params.push(("case".to_string(), c.run.label.clone().unwrap_or_default()));
             }
             let mut pairs = std::collections::BTreeMap::new();
             for (a, &vi) in study.axes.iter().zip(&combo) {
@@ -185,7 +185,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
             }
             let axis_config = TestOptions::from_pairs(&pairs)?;
             let mut config = config.overlay(&axis_config).overlay(overrides);
-            config.label = None;
+            config.run.label = None;
             let label = params_label(&params);
             let named = |source: Invalid| StudyError::Point {
                 origin: study.origin.clone(),
@@ -194,6 +194,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
             };
             let local = study.network.agent.is_none() && study.network.hosts.is_none();
             let composite = config
+                .run
                 .workload
                 .and_then(|w| crate::workload::kind_of(w).composite());
             let (spec, groups) = if let Some(c) = composite {
@@ -213,7 +214,7 @@ pub fn expand(study: &Study, overrides: &TestOptions) -> Result<Vec<Point>, Stud
                     .map_err(as_invalid)
                     .map_err(named)?;
                 (spec, groups)
-            } else if config.groups.is_some() {
+            } else if config.run.groups.is_some() {
                 return Err(named(
                     "groups are the groups of a mix: add workload = \"mix\"".into(),
                 ));
@@ -345,10 +346,8 @@ mod tests {
         let s = study(
             "[sweep]\nflows = [1, 10]\n[[case]]\nlabel = \"RR 200/1000\"\nworkload = \"rr\"\nrequest = 200\nresponse = 1000\n[[case]]\nlabel = \"stream put 20M/20\"\nbytes = \"20M\"\nper = \"transaction\"\n",
         );
-        let over = TestOptions {
-            duration: Some(crate::model::options::Length::Secs(0.25)),
-            ..Default::default()
-        };
+        let mut over = TestOptions::default();
+        over.run.duration = Some(crate::model::options::Length::Secs(0.25));
         let p = expand(&s, &over).unwrap();
         assert_eq!(p.len(), 4);
         assert_eq!(p[0].label(), "RR 200/1000 flows=1");

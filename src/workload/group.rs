@@ -282,7 +282,10 @@ mod tests {
         assert_eq!(w, crate::model::spec::Workload::named("rr"));
         let spec = crate::workload::build(
             &o.overlay(&crate::model::options::TestOptions {
-                workload: Some(w),
+                run: crate::model::options::RunOptions {
+                    workload: Some(w),
+                    ..Default::default()
+                },
                 ..Default::default()
             }),
             false,
@@ -315,7 +318,7 @@ mod tests {
         let g = |name: &str, text: &str| {
             let (w, o) = parse_group(text).unwrap();
             let mut o = o;
-            o.workload = Some(w);
+            o.run.workload = Some(w);
             Group::new(
                 name.into(),
                 text.into(),

@@ -53,14 +53,14 @@ pub fn not_taken(o: &TestOptions, kind: &dyn Kind) -> Option<&'static str> {
         return None;
     }
     [
-        (o.direction.is_some() && !t.bulk, "--direction"),
-        (o.message.is_some() && !t.bulk, "--message"),
-        (o.request.is_some() && !t.exchange, "--request"),
-        (o.response.is_some() && !t.exchange, "--response"),
-        (o.bytes.is_some() && !t.transfer, "--bytes"),
-        (o.per.is_some() && !t.transfer, "--per"),
-        (o.reply.is_some() && !t.transfer, "--reply"),
-        (o.timeout.is_some() && !t.timeout, "--timeout"),
+        (o.stream.direction.is_some() && !t.bulk, "--direction"),
+        (o.stream.message.is_some() && !t.bulk, "--message"),
+        (o.exchange.request.is_some() && !t.exchange, "--request"),
+        (o.exchange.response.is_some() && !t.exchange, "--response"),
+        (o.stream.bytes.is_some() && !t.transfer, "--bytes"),
+        (o.stream.per.is_some() && !t.transfer, "--per"),
+        (o.stream.reply.is_some() && !t.transfer, "--reply"),
+        (o.exchange.timeout.is_some() && !t.timeout, "--timeout"),
     ]
     .into_iter()
     .find_map(|(set, name)| set.then_some(name))

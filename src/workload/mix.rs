@@ -50,20 +50,20 @@ impl Composite for Mix {
         _local: bool,
         build: &mut dyn FnMut(TestOptions) -> Result<TestSpec, String>,
     ) -> Result<Vec<Group>, GroupError> {
-        let texts = opts.groups.as_ref().ok_or_else(|| {
+        let texts = opts.run.groups.as_ref().ok_or_else(|| {
             Invalid::from(
                 "workload = \"mix\" needs groups = [\"stream --flows 4\", \"rr --rate 100\"]",
             )
         })?;
         let mut common = opts.clone();
-        common.groups = None;
-        common.label = None;
+        common.run.groups = None;
+        common.run.label = None;
         let mut out = Vec::new();
         for (i, text) in texts.iter().enumerate() {
             let name = format!("g{}", i + 1);
             let (w, o) = group::parse_group(text)?;
             let mut o = common.overlay(&o);
-            o.workload = Some(w);
+            o.run.workload = Some(w);
             let spec = build(o).map_err(|e| Invalid(format!("group {name} ({text}): {e}")))?;
             out.push(Group::new(name, text.clone(), spec));
         }

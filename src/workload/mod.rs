@@ -319,11 +319,11 @@ pub fn build(
     o: &crate::model::options::TestOptions,
     local: bool,
 ) -> Result<TestSpec, crate::model::error::Invalid> {
-    let w = o.workload.unwrap_or(TestSpec::default().workload);
-    if o.transport.is_some() {
+    let w = o.run.workload.unwrap_or(TestSpec::default().workload);
+    if o.socket.transport.is_some() {
         let mut o = o.clone();
-        let w = resolve(w, o.transport.take())?;
-        o.workload = Some(w);
+        let w = resolve(w, o.socket.transport.take())?;
+        o.run.workload = Some(w);
         return o.build_for(&facts(w), local);
     }
     o.build_for(&facts(w), local)
@@ -632,9 +632,9 @@ mod tests {
             f(&mut o);
             o
         };
-        let direction = o(|o| o.direction = Some(spec::Direction::Rx));
-        let request = o(|o| o.request = Some(crate::model::options::Size(200)));
-        let timeout = o(|o| o.timeout = Some(crate::model::options::Secs(1.0)));
+        let direction = o(|o| o.stream.direction = Some(spec::Direction::Rx));
+        let request = o(|o| o.exchange.request = Some(crate::model::options::Size(200)));
+        let timeout = o(|o| o.exchange.timeout = Some(crate::model::options::Secs(1.0)));
         let taken = |o: &TestOptions, k: Kind| kind::not_taken(o, kind_of(k)).is_none();
         assert!(taken(&direction, k("stream")) && taken(&direction, k("udp-stream")));
         assert!(!taken(&direction, k("rr")) && !taken(&direction, k("memcache")));

@@ -23,8 +23,8 @@ fn parse(line: &str) -> TestSpec {
     let args = line.replace("linerate run", "run");
     let r = Run::try_parse_from(args.split(' ')).unwrap_or_else(|e| panic!("{line}: {e}"));
     let mut o = r.opts;
-    o.workload = Some(r.workload);
-    o.ipv6 = Some(r.ipv6);
+    o.run.workload = Some(r.workload);
+    o.run.ipv6 = Some(r.ipv6);
     crate::workload::build(&o, false).unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
@@ -200,7 +200,7 @@ fn a_local_agent_shares_the_cpus_for_unpaced_udp_only() {
     let opts = |line: &str| {
         let o = Run::try_parse_from(line.split_whitespace()).unwrap();
         let mut t = o.opts;
-        t.workload = Some(o.workload);
+        t.run.workload = Some(o.workload);
         t
     };
     let udp = opts("run udp-stream --flows 8");
@@ -244,7 +244,7 @@ fn io_threads_where_a_worker_holds_one_closed_loop_flow() {
     let build = |line: &str| {
         let o = Run::try_parse_from(line.split_whitespace()).unwrap();
         let mut t = o.opts;
-        t.workload = Some(o.workload);
+        t.run.workload = Some(o.workload);
         crate::workload::build(&t, false)
     };
     let io = |line: &str| build(line).unwrap().io;
@@ -276,7 +276,7 @@ fn read_size_is_checked_and_recorded() {
     let opts = |line: &str| {
         let o = Run::try_parse_from(line.split_whitespace()).unwrap();
         let mut t = o.opts;
-        t.workload = Some(o.workload);
+        t.run.workload = Some(o.workload);
         crate::workload::build(&t, false)
     };
     assert_eq!(opts("run stream").unwrap().read_size, 64 << 10);
@@ -358,7 +358,7 @@ fn study_keys_take_the_flags_units_and_defaults() {
         300.0
     );
     let old: TestOptions = toml::from_str("threads = 2\nagent_threads = 1").unwrap();
-    assert_eq!((old.workers, old.agent_workers), (Some(2), Some(1)));
+    assert_eq!((old.run.workers, old.run.agent_workers), (Some(2), Some(1)));
     let poll: TestOptions = toml::from_str("rx_poll = \"1.5us\"").unwrap();
     assert_eq!(
         crate::workload::build(&poll, false).unwrap().rx_poll_us,
@@ -418,10 +418,13 @@ fn parsing() {
 #[test]
 fn threads_is_an_alias_of_workers() {
     let r = Run::try_parse_from(["run", "rr", "--threads", "3", "--agent-threads", "2"]).unwrap();
-    assert_eq!((r.opts.workers, r.opts.agent_workers), (Some(3), Some(2)));
+    assert_eq!(
+        (r.opts.run.workers, r.opts.run.agent_workers),
+        (Some(3), Some(2))
+    );
     let r = Run::try_parse_from(["run", "rr", "-T", "4", "--agent-workers", "1"]).unwrap();
     let mut o = r.opts;
-    o.workload = Some(r.workload);
+    o.run.workload = Some(r.workload);
     let s = crate::workload::build(&o, false).unwrap();
     assert_eq!((s.workers, s.agent_workers), (4, 1));
 }
@@ -431,8 +434,8 @@ fn overlay_replaces_only_what_is_set() {
     let base: TestOptions = toml::from_str("flows = 4\nmessage = \"64K\"").unwrap();
     let top: TestOptions = toml::from_str("flows = 8").unwrap();
     let o = base.overlay(&top);
-    assert_eq!(o.flows, Some(8));
-    assert_eq!(o.message, Some(Size(65536)));
+    assert_eq!(o.run.flows, Some(8));
+    assert_eq!(o.stream.message, Some(Size(65536)));
 }
 
 #[test]

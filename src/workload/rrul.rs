@@ -46,7 +46,7 @@ const DOWN: usize = 3;
 /// rrul's own spec from its options (what the result stores).
 pub fn spec_of(opts: &TestOptions, local: bool) -> Result<TestSpec, Invalid> {
     let mut o = opts.clone();
-    o.workload = Some(NAME);
+    o.run.workload = Some(NAME);
     let spec = super::build(&o, local)?;
     Rrul.rules(&spec)?;
     Ok(spec)
@@ -66,37 +66,37 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, GroupError>
     let total = r.idle_s + ramp + loaded;
     let phases = r.phases(ramp, loaded);
     let mut common = opts.clone();
-    common.idle = None;
-    common.probe_rate = None;
-    common.streams = None;
-    common.label = None;
-    common.groups = None;
-    common.warmup = Some(Secs(0.0));
+    common.rrul.idle = None;
+    common.rrul.probe_rate = None;
+    common.rrul.streams = None;
+    common.run.label = None;
+    common.run.groups = None;
+    common.run.warmup = Some(Secs(0.0));
     let mut out = Vec::new();
     for w in PROBES {
         let mut o = common.clone();
-        o.workload = Some(w);
-        o.flows = Some(1);
-        o.rate = Some(Rate::PerSecond(r.probe_rate));
-        o.request = Some(Size(spec.request));
-        o.response = Some(Size(spec.response));
-        o.outstanding = Some(spec.outstanding);
-        o.duration = Some(crate::model::options::Length::Secs(total));
+        o.run.workload = Some(w);
+        o.run.flows = Some(1);
+        o.load.rate = Some(Rate::PerSecond(r.probe_rate));
+        o.exchange.request = Some(Size(spec.request));
+        o.exchange.response = Some(Size(spec.response));
+        o.exchange.outstanding = Some(spec.outstanding);
+        o.run.duration = Some(crate::model::options::Length::Secs(total));
         // What a probe does not take (the streams' options).
-        o.message = None;
-        o.zerocopy = None;
+        o.stream.message = None;
+        o.stream.zerocopy = None;
         if super::facts(w).datagrams {
-            o.window = None;
-            o.read_size = None;
+            o.socket.window = None;
+            o.socket.read_size = None;
         } else {
-            o.timeout = None;
+            o.exchange.timeout = None;
             // Probes are sent 50 ms apart with up to 32 in flight: under
             // load, with Nagle on, each small request would wait for the
             // ACK of the one before (a round trip of the loaded path),
             // and the TCP probe would measure its own queue (measured
             // through 20 Mbit/s with a 1 MiB queue: p50 510 ms against
             // udp-rr's 372).
-            o.nodelay = Some(true);
+            o.socket.nodelay = Some(true);
         }
         let command = format!(
             "{} --rate {} --request {} --response {}",
@@ -111,14 +111,14 @@ pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, GroupError>
     }
     for (name, direction) in [("up", Direction::Tx), ("down", Direction::Rx)] {
         let mut o = common.clone();
-        o.workload = Some(super::stream::NAME);
-        o.flows = Some(r.streams);
-        o.direction = Some(direction);
-        o.duration = Some(crate::model::options::Length::Secs(ramp + loaded));
-        o.request = None;
-        o.response = None;
-        o.outstanding = None;
-        o.timeout = None;
+        o.run.workload = Some(super::stream::NAME);
+        o.run.flows = Some(r.streams);
+        o.stream.direction = Some(direction);
+        o.run.duration = Some(crate::model::options::Length::Secs(ramp + loaded));
+        o.exchange.request = None;
+        o.exchange.response = None;
+        o.exchange.outstanding = None;
+        o.exchange.timeout = None;
         let command = format!(
             "stream --flows {} --direction {}",
             r.streams,
@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(g[2].spec.message, 65536);
         assert_eq!(g[1].spec.cc.as_deref(), Some("reno"));
         let mut o = opts("--streams 2");
-        o.workload = Some(crate::model::spec::Workload::named("stream"));
+        o.run.workload = Some(crate::model::spec::Workload::named("stream"));
         assert!(super::super::build(&o, false)
             .unwrap_err()
             .to_string()

@@ -258,7 +258,7 @@ mod tests {
         }
         let r = Run::try_parse_from(l.split_whitespace()).map_err(|e| e.to_string())?;
         let mut o = r.opts;
-        o.workload = Some(r.workload);
+        o.run.workload = Some(r.workload);
         let s = crate::workload::build(&o, false).map_err(|e| e.to_string())?;
         check(&s).map_err(|e| e.to_string())?;
         Ok(s)
