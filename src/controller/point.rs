@@ -74,8 +74,40 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
         }
         None => p.spec,
     };
-    if let Some(r) = kind.run_here(spec, p.confidence, &p.command) {
-        return r;
+    // A kind that runs here (cipher, rpm) puts a server of its own in the
+    // lab's server namespace; the lab's record goes around it.
+    let place = match lab {
+        Some(st) => crate::workload::kind::Place {
+            server: st
+                .server_addr
+                .parse()
+                .ok()
+                .map(|ip| (ip, st.server_ns.clone())),
+            enter: Some(|ns| crate::lab::netns::enter(ns).map_err(|e| e.to_string())),
+        },
+        None => crate::workload::kind::Place::default(),
+    };
+    let here = || kind.run_here(spec, p.confidence, &p.command, &place);
+    match lab {
+        Some(st) if kind.needs() == crate::workload::kind::Needs::NOTHING => {
+            let mut out = None;
+            let rec = record::around(st, || {
+                out = here();
+                Ok::<(), ControllerError>(())
+            });
+            if let Some(r) = out {
+                let mut r = r?;
+                if let Ok((_, rec)) = rec {
+                    r.lab = Some(rec);
+                }
+                return Ok(r);
+            }
+        }
+        _ => {
+            if let Some(r) = here() {
+                return r;
+            }
+        }
     }
     let program = kind.needs().lab;
     let lab_for_program = match (program, lab) {

@@ -13,6 +13,8 @@ pub enum Section {
     Kv,
     /// cipher's algorithm.
     Cipher,
+    /// rpm's parameters.
+    Rpm,
 }
 
 /// What a kind of test is, as the code outside it needs to know: which
@@ -86,6 +88,9 @@ pub struct KindFacts {
     pub default_exchange: Option<u64>,
     pub default_outstanding: Option<u32>,
     pub default_warmup_s: Option<f64>,
+    /// Its window (or time limit) when none is given, where not the
+    /// common one.
+    pub default_duration_s: Option<f64>,
 }
 
 impl KindFacts {
@@ -121,6 +126,7 @@ impl KindFacts {
         default_exchange: None,
         default_outstanding: None,
         default_warmup_s: None,
+        default_duration_s: None,
     };
     /// A program's: every option reaches it; it runs until it ends.
     pub const ALL: KindFacts = KindFacts {

@@ -18,6 +18,7 @@ pub mod lab;
 pub mod nic;
 pub mod options;
 pub mod result;
+pub mod rpm;
 pub mod rrul;
 pub mod sample;
 pub mod search;

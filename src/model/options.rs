@@ -20,6 +20,7 @@ mod command_line;
 mod exec;
 mod keys;
 mod kv;
+mod rpm;
 mod rrul;
 mod sections;
 mod tls;
@@ -27,6 +28,7 @@ mod values;
 pub use command_line::to_command_line;
 pub use exec::ExecOptions;
 pub use kv::KvOptions;
+pub use rpm::RpmOptions;
 pub use rrul::RrulOptions;
 pub use sections::{
     ExchangeOptions, LoadOptions, PlaceOptions, RunOptions, SocketOptions, StreamOptions,
@@ -75,11 +77,14 @@ pub struct TestOptions {
     #[command(flatten)]
     #[serde(flatten)]
     pub exec: ExecOptions,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub rpm: RpmOptions,
 }
 
 impl TestOptions {
     /// Each section's keys, in the order of `set_key`'s sections.
-    fn section_fields() -> [&'static [&'static str]; 11] {
+    fn section_fields() -> [&'static [&'static str]; 12] {
         use keys::fields_of;
         [
             fields_of::<RunOptions>(),
@@ -93,6 +98,7 @@ impl TestOptions {
             fields_of::<RrulOptions>(),
             fields_of::<TlsOptions>(),
             fields_of::<ExecOptions>(),
+            fields_of::<RpmOptions>(),
         ]
     }
 
@@ -116,7 +122,8 @@ impl TestOptions {
             7 => set_one(&mut self.kv, key, value),
             8 => set_one(&mut self.rrul, key, value),
             9 => set_one(&mut self.tls, key, value),
-            _ => set_one(&mut self.exec, key, value),
+            10 => set_one(&mut self.exec, key, value),
+            _ => set_one(&mut self.rpm, key, value),
         }
     }
 }
@@ -372,7 +379,9 @@ impl TestOptions {
                     .run
                     .max_duration
                     .map_or(crate::model::auto::DEFAULT_BOUND_S, |s| s.0),
-                None => TestSpec::default_duration_s(finite),
+                None => facts
+                    .default_duration_s
+                    .unwrap_or_else(|| TestSpec::default_duration_s(finite)),
             },
             warmup_s: self
                 .run
@@ -407,6 +416,7 @@ impl TestOptions {
                 Some(f) if !f.is_empty() => Some(f.resolve()?),
                 _ => None,
             },
+            rpm: self.rpm.spec(facts)?,
             cipher: (facts.section == Section::Cipher).then(|| crate::model::cipher::CipherSpec {
                 algorithm: self
                     .tls

@@ -131,6 +131,9 @@ pub struct Iteration {
     /// cipher: what one core did with the algorithm over this iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher: Option<super::cipher::CipherFigures>,
+    /// rpm: this iteration's responsiveness test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responsiveness: Option<super::rpm::Responsiveness>,
     /// `--duration auto`: how long the window ran, the warm-up it found
     /// (left out of this iteration's figures) and why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,6 +489,9 @@ pub struct Summary {
     /// histograms merged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits: Option<super::sample::Waits>,
+    /// rpm: the responsiveness test's figures (the last iteration's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responsiveness: Option<super::rpm::Responsiveness>,
 }
 
 impl Summary {

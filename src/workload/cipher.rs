@@ -65,6 +65,7 @@ impl Kind for Cipher {
         spec: &TestSpec,
         confidence: Confidence,
         command: &[String],
+        _place: &super::kind::Place,
     ) -> Option<Result<TestResult>> {
         Some(run(spec, confidence, command.to_vec()))
     }

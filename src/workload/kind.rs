@@ -139,17 +139,34 @@ pub trait Kind: Sync {
         None
     }
     /// Runs it here, in this process, when it is a measurement of this
-    /// host and not flows, a program or a composite (cipher); None: it runs
-    /// elsewhere.
+    /// host or a client of its own (cipher, rpm) and not flows, a program
+    /// or a composite; None: it runs elsewhere. `place`: where a server it
+    /// starts for itself goes.
     fn run_here(
         &self,
         _spec: &TestSpec,
         _confidence: Confidence,
         _command: &[String],
+        _place: &Place,
     ) -> Option<crate::error::Result<TestResult>> {
         None
     }
 }
+
+/// Where a kind that runs here puts a server it starts for itself: on
+/// loopback, or in a lab's server namespace at its address (this process
+/// is then in the client namespace already).
+#[derive(Clone, Debug, Default)]
+pub struct Place {
+    /// The lab's server: its address and its network namespace.
+    pub server: Option<(std::net::IpAddr, String)>,
+    /// Moves the calling thread into a namespace by name (the lab floor's,
+    /// which this floor cannot name).
+    pub enter: Option<EnterNamespace>,
+}
+
+/// Moves the calling thread into the network namespace of that name.
+pub type EnterNamespace = fn(&str) -> Result<(), String>;
 
 /// A program timed in a lab (`crate::program` runs it): what it asks of
 /// the lab beyond the spec's command.

@@ -226,6 +226,7 @@ pub static KINDS: &[&dyn Kind] = &[
     &exec::Exec,
     &scp::Scp,
     &cipher::Cipher,
+    &rpm::kind::Rpm,
     &mix::Mix,
     &rrul::Rrul,
 ];

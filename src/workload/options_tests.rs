@@ -68,6 +68,26 @@ fn an_rrul_command_line_builds_the_same_spec_back() {
 }
 
 #[test]
+fn an_rpm_command_line_builds_the_same_spec_back() {
+    for line in [
+        "linerate run rpm",
+        "linerate run rpm --rpm-order sequential --mad 5 --rpm-interval 0.5 --tmp 90 --sdt 4 --mnp 8 --mps 50 --ptc 2 --rpm-clear --duration 12",
+        "linerate run rpm --url https://nq.example:4043/.well-known/nq --tls-name nq.example",
+    ] {
+        let s = parse(line);
+        assert!(s.rpm.is_some(), "{line}");
+        let back = to_command_line(&s, &crate::workload::facts(s.workload));
+        assert_eq!(parse(&back), s, "{line} -> {back}");
+    }
+    let s = parse("linerate run rpm");
+    assert_eq!(s.duration_s, 20.0, "the draft's test limit by default");
+    assert_eq!(
+        to_command_line(&s, &crate::workload::facts(s.workload)),
+        "linerate run rpm"
+    );
+}
+
+#[test]
 fn the_command_line_builds_the_same_spec_back() {
     let specs = [
         TestSpec::default(),

@@ -37,6 +37,7 @@ impl Kind for Unknown {
         spec: &TestSpec,
         _confidence: Confidence,
         _command: &[String],
+        _place: &super::kind::Place,
     ) -> Option<crate::error::Result<TestResult>> {
         let why = super::known(spec.workload).err()?;
         Some(Err(crate::error::usage(why.to_string())))

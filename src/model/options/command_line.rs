@@ -47,6 +47,9 @@ pub fn to_command_line(spec: &TestSpec, facts: &KindFacts) -> String {
         !streams && spec.response != rr,
         format!("--response {}", size(spec.response)),
     );
+    if let Some(r) = &spec.rpm {
+        rpm_flags(r, &mut a);
+    }
     if let Some(r) = &spec.rrul {
         let dr = RrulSpec::default();
         flag(
@@ -110,7 +113,10 @@ pub fn to_command_line(spec: &TestSpec, facts: &KindFacts) -> String {
         }
         None => flag(
             &mut a,
-            spec.duration_s != TestSpec::default_duration_s(spec.is_finite() || program),
+            spec.duration_s
+                != facts
+                    .default_duration_s
+                    .unwrap_or_else(|| TestSpec::default_duration_s(spec.is_finite() || program)),
             format!("--duration {}", spec.duration_s),
         ),
     }
@@ -364,4 +370,30 @@ fn socket_flags(spec: &TestSpec, a: &mut Vec<String>) {
         spec.close != TestSpec::default().close,
         "--close reset".into(),
     );
+}
+
+/// rpm's flags that differ from the draft's defaults.
+fn rpm_flags(r: &crate::model::rpm::RpmSpec, a: &mut Vec<String>) {
+    use crate::model::rpm::{RpmOrder, RpmSpec};
+    let d = RpmSpec::default();
+    if let Some(u) = &r.url {
+        flag(a, true, format!("--url {u}"));
+    }
+    flag(
+        a,
+        r.order == RpmOrder::Sequential,
+        "--rpm-order sequential".into(),
+    );
+    flag(a, r.mad != d.mad, format!("--mad {}", r.mad));
+    flag(
+        a,
+        r.interval_s != d.interval_s,
+        format!("--rpm-interval {}", r.interval_s),
+    );
+    flag(a, r.tmp_pct != d.tmp_pct, format!("--tmp {}", r.tmp_pct));
+    flag(a, r.sdt_pct != d.sdt_pct, format!("--sdt {}", r.sdt_pct));
+    flag(a, r.mnp != d.mnp, format!("--mnp {}", r.mnp));
+    flag(a, r.mps != d.mps, format!("--mps {}", r.mps));
+    flag(a, r.ptc_pct != d.ptc_pct, format!("--ptc {}", r.ptc_pct));
+    flag(a, r.clear, "--rpm-clear".into());
 }

@@ -131,9 +131,13 @@ impl RpmServer {
 
     /// Serves until `stop` is set; connections under way then end.
     pub fn run(self, stop: &AtomicBool) -> io::Result<()> {
+        // hyper writes with writev, which has no MSG_NOSIGNAL: a client
+        // gone mid-transfer would raise SIGPIPE in the writing thread.
+        crate::engine::signals::block_in_this_thread();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("rpm")
+            .on_thread_start(crate::engine::signals::block_in_this_thread)
             .enable_all()
             .build()?;
         let RpmServer {

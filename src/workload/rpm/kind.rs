@@ -1,0 +1,364 @@
+//! `linerate run rpm`: the responsiveness test as a kind. It runs in this
+//! process (`run_here`), against the server at `--url`, or against an RPM
+//! server it starts on loopback for the test (TLS with a generated
+//! certificate the client trusts, or clear HTTP/2 with `--rpm-clear`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::client::{self, Target};
+use super::method;
+use super::server::RpmServer;
+use crate::error::{Error, Result};
+use crate::model::result::{AgentInfo, Iteration, Pair, Status, Summary, TestResult};
+use crate::model::rpm::{Responsiveness, RpmOrder, RpmSpec};
+use crate::model::sample::Confidence;
+use crate::model::spec::{self, TestSpec, TlsSpec};
+use crate::units::{fmt_bps, fmt_us};
+use crate::workload::kind::{Kind, KindFacts, Needs, Place, Section};
+
+pub struct Rpm;
+
+pub const NAME: spec::Workload = spec::Workload::named("rpm");
+
+/// Where the system's trusted certificates are (Debian's bundle), for a
+/// server named by `--url` when no `--tls-ca` is given.
+const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+impl Kind for Rpm {
+    fn workload(&self) -> spec::Workload {
+        NAME
+    }
+
+    fn help(&self) -> &'static str {
+        "The IETF responsiveness test (RPM, draft-ietf-ippm-responsiveness): round trips per minute under working conditions, against --url or a server on loopback"
+    }
+
+    fn facts(&self) -> KindFacts {
+        KindFacts {
+            section: Section::Rpm,
+            // The draft's test is HTTP/2 over TLS: --tls-ca and --tls-name
+            // apply without --tls.
+            tls_always: true,
+            no_auto: Some("the draft's method decides when it has measured"),
+            default_warmup_s: Some(0.0),
+            default_duration_s: Some(20.0),
+            ..KindFacts::NONE
+        }
+    }
+
+    fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {
+        match &spec.rpm {
+            Some(r) => r.validate(),
+            None => Err("rpm needs its parameters".into()),
+        }
+    }
+
+    fn needs(&self) -> Needs {
+        Needs::NOTHING
+    }
+
+    fn describe(&self, spec: &TestSpec) -> String {
+        let r = spec.rpm.clone().unwrap_or_default();
+        format!(
+            "rpm ({}) against {}: {}, MAD {}, ID {} s, TMP {}%, SDT {}%, MNP {}, MPS {}; at most {} s {}",
+            crate::model::rpm::DRAFT,
+            r.url.as_deref().unwrap_or(if r.clear {
+                "a clear HTTP/2 server of its own (loopback, or a lab's server)"
+            } else {
+                "an HTTP/2 over TLS server of its own (loopback, or a lab's server)"
+            }),
+            match r.order {
+                RpmOrder::Parallel => "upload and download at once",
+                RpmOrder::Sequential => "download, then upload",
+            },
+            r.mad,
+            r.interval_s,
+            r.tmp_pct,
+            r.sdt_pct,
+            r.mnp,
+            r.mps,
+            spec.duration_s,
+            match r.order {
+                RpmOrder::Parallel => "loaded",
+                RpmOrder::Sequential => "each way",
+            },
+        )
+    }
+
+    fn describes_all(&self) -> bool {
+        true
+    }
+
+    fn run_here(
+        &self,
+        spec: &TestSpec,
+        _confidence: Confidence,
+        command: &[String],
+        place: &Place,
+    ) -> Option<Result<TestResult>> {
+        Some(run(spec, command.to_vec(), place))
+    }
+
+    fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
+        it.responsiveness.as_ref().map(lines).unwrap_or_default()
+    }
+}
+
+/// The result's lines, in the draft's words.
+fn lines(r: &Responsiveness) -> Vec<(&'static str, String)> {
+    let conf = r.confidence.map_or("none", |c| c.name());
+    let idle_rpm = if r.idle_rtt_us > 0.0 {
+        60e6 / r.idle_rtt_us
+    } else {
+        0.0
+    };
+    let mut v = vec![
+        (
+            "responsiveness",
+            format!(
+                "{:.0} RPM ({}), confidence {conf}: foreign {:.0}, self {:.0} RPM",
+                r.rpm,
+                method::rating(r.rpm),
+                r.foreign_rpm,
+                r.self_rpm
+            ),
+        ),
+        (
+            "capacity",
+            format!(
+                "download {} with {} connections, upload {} with {}",
+                fmt_bps(r.capacity_down_bps),
+                r.down_connections,
+                fmt_bps(r.capacity_up_bps),
+                r.up_connections
+            ),
+        ),
+        (
+            "idle",
+            format!(
+                "round trip {} ({:.0} RPM), loaded {:.1}x slower",
+                fmt_us(r.idle_rtt_us),
+                idle_rpm,
+                if r.rpm > 0.0 { idle_rpm / r.rpm } else { 0.0 }
+            ),
+        ),
+        (
+            "probes",
+            format!(
+                "{} foreign (TCP {}, TLS {} per round trip, HTTP {}), {} self (HTTP {}), trimmed means",
+                r.foreign_probes,
+                fmt_us(r.tcp_handshake_us),
+                fmt_us(r.tls_handshake_us),
+                fmt_us(r.http_foreign_us),
+                r.self_probes,
+                fmt_us(r.http_self_us)
+            ),
+        ),
+    ];
+    if let (Some(d), Some(u)) = (r.http_self_down_us, r.http_self_up_us) {
+        let (slow, fast, by) = if d >= u {
+            ("download", "upload", d / u.max(1e-3))
+        } else {
+            ("upload", "download", u / d.max(1e-3))
+        };
+        v.push((
+            "loaded queue",
+            format!(
+                "self probes on download connections {}, on upload connections {}: the {slow} direction's queue held them {by:.1}x the {fast}'s",
+                fmt_us(d),
+                fmt_us(u)
+            ),
+        ));
+    }
+    v
+}
+
+/// A server this run starts on loopback, stopped when dropped.
+struct LocalServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The target: `--url`'s server, or one started here.
+fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option<LocalServer>)> {
+    let tls_spec = spec.tls.clone().unwrap_or_default();
+    if let Some(url) = &r.url {
+        let tls = if url.starts_with("https://") {
+            let mut t = tls_spec.clone();
+            if t.ca_file.is_none() && std::path::Path::new(SYSTEM_CAS).exists() {
+                t.ca_file = Some(SYSTEM_CAS.into());
+            }
+            Some(
+                crate::engine::tls::client_config(&t, &[])
+                    .map_err(|e| Error::Failed(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let server_name = spec
+            .tls
+            .as_ref()
+            .map(|t| t.server_name.clone())
+            .filter(|n| n != &TlsSpec::default().server_name);
+        return Ok((
+            Target {
+                url: url.clone(),
+                tls,
+                server_name,
+            },
+            None,
+        ));
+    }
+    let limit = Duration::from_secs_f64(spec.duration_s * 2.0 + 30.0);
+    // In a lab the server is in its server namespace, at its address: the
+    // load and the probes cross the lab's link.
+    let addr: std::net::SocketAddr = match &place.server {
+        Some((ip, _)) => std::net::SocketAddr::new(*ip, 0),
+        None if spec.ipv6 => "[::1]:0".parse().expect("a loopback address"),
+        None => "127.0.0.1:0".parse().expect("a loopback address"),
+    };
+    let ns = place.server.as_ref().map(|(_, ns)| ns.clone());
+    let enter = place.enter;
+    let (server_tls, client_tls) = if r.clear {
+        (None, None)
+    } else {
+        let t = TlsSpec {
+            resume: false,
+            ..tls_spec.clone()
+        };
+        let (cfg, id) =
+            crate::engine::tls::server_config(&t).map_err(|e| Error::Failed(e.to_string()))?;
+        let client = crate::engine::tls::client_config(&t, &id.cert)
+            .map_err(|e| Error::Failed(e.to_string()))?;
+        (Some(cfg), Some(client))
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    // Bound in its thread (in the lab's server namespace when there is
+    // one); the URL comes back once it is bound.
+    let (tx, rx) = std::sync::mpsc::channel::<std::result::Result<String, String>>();
+    let thread = std::thread::Builder::new()
+        .name("rpm-server".into())
+        .spawn(move || {
+            crate::engine::signals::block_in_this_thread();
+            let bound = match (&ns, enter) {
+                (Some(ns), Some(enter)) => {
+                    enter(ns).map_err(|e| format!("the lab's server namespace: {e}"))
+                }
+                _ => Ok(()),
+            }
+            .and_then(|()| {
+                RpmServer::bind(addr, server_tls, limit).map_err(|e| format!("{addr}: {e}"))
+            });
+            match bound {
+                Ok(server) => {
+                    let _ = tx.send(Ok(server.config_url()));
+                    if let Err(e) = server.run(&flag) {
+                        eprintln!("linerate: the local RPM server stopped: {e}");
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        })
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    let mut local = LocalServer {
+        stop,
+        thread: Some(thread),
+    };
+    let url = match rx.recv() {
+        Ok(Ok(url)) => url,
+        Ok(Err(e)) => return Err(Error::Failed(format!("rpm: the local server: {e}"))),
+        Err(_) => {
+            local.thread.take().map(|t| t.join());
+            return Err(Error::Failed("rpm: the local server did not start".into()));
+        }
+    };
+    Ok((
+        Target {
+            url,
+            tls: client_tls,
+            server_name: Some(tls_spec.server_name.clone()),
+        },
+        Some(local),
+    ))
+}
+
+pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestResult> {
+    let Some(r) = &spec.rpm else {
+        return Err(Error::Failed("rpm needs its parameters".into()));
+    };
+    let host = crate::measure::host::collect();
+    let (target, local) = target(spec, r, place)?;
+    let limit = Duration::from_secs_f64(spec.duration_s);
+    let url = target.url.clone();
+    let outcome = client::run(r, target, limit, crate::engine::signals::test_interrupted)
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    drop(local);
+    let f = outcome.figures;
+    let secs = f.intervals.last().map_or(0.0, |i| i.t_s);
+    let status = if outcome.cut_short.is_some() {
+        Status::Partial
+    } else {
+        Status::Ok
+    };
+    let throughput = f.capacity_down_bps + f.capacity_up_bps;
+    let probes = f.foreign_probes + f.self_probes;
+    let it = Iteration {
+        index: 0,
+        status,
+        error: outcome.cut_short.clone(),
+        duration_s: secs,
+        bytes: (throughput / 8.0 * secs) as u64,
+        throughput_bps: throughput,
+        transactions: probes,
+        transactions_per_s: probes as f64 / secs.max(1e-9),
+        responsiveness: Some(f.clone()),
+        ..Default::default()
+    };
+    let summary = Summary {
+        workload: spec.workload.name().into(),
+        duration_s: secs,
+        bytes: it.bytes,
+        throughput_bps: throughput,
+        transactions: probes,
+        transactions_per_s: it.transactions_per_s,
+        iterations: 1,
+        flows: f.down_connections + f.up_connections,
+        status,
+        responsiveness: Some(f),
+        ..Default::default()
+    };
+    Ok(TestResult {
+        schema: crate::model::result::SCHEMA.into(),
+        schema_version: crate::model::result::SCHEMA_VERSION,
+        started_at: crate::units::rfc3339_now(),
+        command,
+        spec: spec.clone(),
+        agent: AgentInfo {
+            address: url,
+            local: r.url.is_none(),
+            pid: None,
+            ..Default::default()
+        },
+        environment: Pair {
+            client: host.clone(),
+            agent: host,
+        },
+        summary,
+        iterations: vec![it],
+        ..Default::default()
+    })
+}

@@ -1,0 +1,184 @@
+//! `linerate run rpm`, the responsiveness test's client
+//! (draft-ietf-ippm-responsiveness-08): on loopback against a server it
+//! starts, against an agent's `serve --rpm` named by `--url`, sequentially,
+//! through a lab with a deep FIFO and with fq_codel, and bad input.
+
+mod common;
+use common::*;
+use std::io::BufRead;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Quick settings: quarter-second intervals, so the draft's MAD of 4 fits
+/// a short test.
+const QUICK: &[&str] = &["--rpm-interval", "250ms", "-d", "6"];
+
+/// The responsiveness figures of a result, checked for what every run has.
+fn figures(r: &serde_json::Value) -> &serde_json::Value {
+    let x = &r["summary"]["responsiveness"];
+    assert!(f(&x["rpm"]) > 0.0, "{x}");
+    assert!(f(&x["foreign_rpm"]) > 0.0 && f(&x["self_rpm"]) > 0.0, "{x}");
+    assert!(
+        (f(&x["rpm"]) - (f(&x["foreign_rpm"]) + f(&x["self_rpm"])) / 2.0).abs() < 1e-6,
+        "RPM is the mean of foreign and self RPM: {x}"
+    );
+    assert!(f(&x["idle_rtt_us"]) > 0.0, "{x}");
+    assert!(
+        u(&x["foreign_probes"]) > 0 && u(&x["self_probes"]) > 0,
+        "{x}"
+    );
+    assert!(
+        ["low", "medium", "high"].contains(&x["confidence"].as_str().unwrap_or("")),
+        "{x}"
+    );
+    assert_eq!(x["draft"], "draft-ietf-ippm-responsiveness-08");
+    assert!(!x["intervals"].as_array().unwrap().is_empty(), "{x}");
+    x
+}
+
+#[test]
+fn on_loopback_rpm_loads_both_ways_and_reports_the_drafts_figures() {
+    let mut args = vec!["rpm"];
+    args.extend_from_slice(QUICK);
+    let (text, r) = run_json_text("rpm-loopback.json", &args, LIMIT);
+    let x = figures(&r);
+    assert_eq!(r["summary"]["status"], "ok", "{r}");
+    // Both directions at once, each with at least one connection.
+    assert!(f(&x["capacity_down_bps"]) > 1e8, "{x}");
+    assert!(f(&x["capacity_up_bps"]) > 1e8, "{x}");
+    assert!(
+        u(&x["down_connections"]) >= 1 && u(&x["up_connections"]) >= 1,
+        "{x}"
+    );
+    // Over TLS: a TLS handshake per foreign probe.
+    assert!(f(&x["tls_handshake_us"]) > 0.0, "{x}");
+    // The human lines, in the draft's words.
+    assert!(text.contains(" RPM ("), "{text}");
+    assert!(text.contains("confidence"), "{text}");
+    assert!(text.contains("capacity"), "{text}");
+}
+
+#[test]
+fn sequential_loads_download_then_upload_in_clear() {
+    let mut args = vec!["rpm", "--rpm-order", "sequential", "--rpm-clear"];
+    args.extend_from_slice(QUICK);
+    let r = run_json_args("rpm-sequential.json", &args, Duration::from_secs(180));
+    let x = figures(&r);
+    // No TLS: no TLS handshake in the foreign probes.
+    assert_eq!(f(&x["tls_handshake_us"]), 0.0, "{x}");
+    let iv = x["intervals"].as_array().unwrap();
+    let first = &iv[0];
+    let last = iv.last().unwrap();
+    assert!(
+        u(&first["down_connections"]) >= 1 && u(&first["up_connections"]) == 0,
+        "{first}"
+    );
+    assert!(
+        u(&last["up_connections"]) >= 1 && u(&last["down_connections"]) == 0,
+        "{last}"
+    );
+}
+
+/// `--url` names another server: an agent's `serve --rpm` here.
+#[test]
+fn url_tests_an_agents_rpm_server() {
+    let mut child = spawn(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--insecure-no-token",
+        "--no-crypto-twin",
+        "--rpm",
+        "127.0.0.1:0",
+        "--rpm-clear",
+        "-q",
+    ]);
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let url = line
+        .strip_prefix("linerate agent: RPM server on ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let mut args = vec!["rpm", "--url", &url];
+    args.extend_from_slice(QUICK);
+    let r = run_json_args("rpm-url.json", &args, LIMIT);
+    let _ = child.kill();
+    let _ = child.wait();
+    let x = figures(&r);
+    assert_eq!(x["url"], url.as_str());
+    assert!(f(&x["capacity_down_bps"]) > 1e8, "{x}");
+}
+
+#[test]
+fn bad_rpm_input_is_one_line_and_quick() {
+    for (args, code, says) in [
+        ("run rpm --url ftp://x/", 2, "an http:// or https:// URL"),
+        ("run rpm --mad 1", 2, "--mad 1"),
+        ("run stream --mad 4", 2, "apply to rpm"),
+        (
+            "run rpm --url http://127.0.0.1:1/.well-known/nq",
+            1,
+            "cannot reach 127.0.0.1:1",
+        ),
+    ] {
+        let o = run_str(args, Duration::from_secs(30));
+        assert_no_panic(&o);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(code), "{args}: {e}");
+        assert!(e.contains(says), "{args}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args}: {e}");
+    }
+}
+
+/// The lab: 100 Mbit/s, 20 ms. A deep FIFO (4 MiB, 335 ms) holds
+/// every probe behind the load: RPM at least 5x below the idle round
+/// trip's; fq_codel keeps new flows' packets apart from the load's and
+/// gives at least 3x the FIFO's RPM.
+#[test]
+fn through_a_slow_link_a_fifo_bloats_and_fq_codel_keeps_rpm_up() {
+    if !is_root() {
+        eprintln!("skipped: needs root for the lab");
+        return;
+    }
+    let mut rpm = Vec::new();
+    for aqm in ["fifo", "fq_codel"] {
+        let (lab, _) = Lab::up(
+            &format!("rpm-{}", &aqm[..2]),
+            &format!("--rtt 20ms --rate 100mbit --queue 4M --aqm {aqm} --no-calibrate"),
+        );
+        let r = run_json_args(
+            &format!("rpm-lab-{aqm}.json"),
+            &[
+                "rpm",
+                "--lab",
+                &lab.name,
+                "--rpm-interval",
+                "500ms",
+                "-d",
+                "10",
+            ],
+            LIMIT,
+        );
+        let x = figures(&r).clone();
+        // The link's rate bounds what was counted each way.
+        assert!(f(&x["capacity_down_bps"]) < 101e6, "{x}");
+        assert!(f(&x["capacity_up_bps"]) < 101e6, "{x}");
+        assert!(f(&x["capacity_down_bps"]) > 50e6, "{x}");
+        // The idle round trip is the lab's.
+        let idle_ms = f(&x["idle_rtt_us"]) / 1e3;
+        assert!((19.0..40.0).contains(&idle_ms), "{x}");
+        assert!(r["lab"].is_object(), "the lab's record: {r}");
+        rpm.push((f(&x["rpm"]), 60_000.0 / idle_ms));
+    }
+    let (fifo, idle) = rpm[0];
+    let (fq, _) = rpm[1];
+    assert!(fifo * 5.0 <= idle, "FIFO RPM {fifo:.0} vs idle {idle:.0}");
+    assert!(fq >= 3.0 * fifo, "fq_codel RPM {fq:.0} vs FIFO {fifo:.0}");
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
