@@ -182,3 +182,61 @@ fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The other way round: linerate's client against the network-quality
+/// project's Go server (networkqualityd, built from its public source by
+/// bench/nq_server.sh), over HTTP/2 and TLS with a certificate made here.
+#[test]
+fn rpm_measures_the_network_quality_go_server() {
+    let built = std::process::Command::new("bench/nq_server.sh")
+        .output()
+        .unwrap();
+    if !built.status.success() {
+        eprintln!(
+            "skipped: networkqualityd could not be built here (Go and its module proxy): {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        return;
+    }
+    let server = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    // A leaf, not a CA: rustls refuses a CA certificate as the server's.
+    let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (crt, key) = (tmp("nq-crt.pem"), tmp("nq-key.pem"));
+    std::fs::write(&crt, c.cert.pem()).unwrap();
+    std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut go = std::process::Command::new(&server)
+        .args(["-listen-addr", "127.0.0.1", "-public-name", "127.0.0.1"])
+        .args(["-public-port", &port])
+        .args([
+            "-cert-file",
+            crt.to_str().unwrap(),
+            "-key-file",
+            key.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok()
+    });
+    let url = format!("https://127.0.0.1:{port}/.well-known/nq");
+    let mut args = vec!["rpm", "--url", &url, "--tls-ca", crt.to_str().unwrap()];
+    args.extend_from_slice(&["--tls-name", "127.0.0.1"]);
+    args.extend_from_slice(QUICK);
+    let result = up.then(|| run_json_args("rpm-goserver.json", &args, LIMIT));
+    let _ = go.kill();
+    let _ = go.wait();
+    let r = result.expect("networkqualityd did not listen");
+    let x = figures(&r);
+    assert!(f(&x["capacity_down_bps"]) > 1e8, "{x}");
+    assert!(f(&x["capacity_up_bps"]) > 1e8, "{x}");
+    assert!(f(&x["tls_handshake_us"]) > 0.0, "{x}");
+}

@@ -625,6 +625,7 @@ const BUILTIN: &[&str] = &[
     "quic-streams",
     "quic-pages",
     "quic-handshakes",
+    "responsiveness",
 ];
 
 /// Runs built-in study `name` (or the study file `file`, a shortened
@@ -884,6 +885,52 @@ fn lab_builtin_studies_run_to_the_end() {
         "{md}"
     );
     assert!(md.contains("fq_codel keeps p99 within"), "{md}");
+}
+
+/// The responsiveness study (root: its lab), cut to a deep FIFO and
+/// FQ-CoDel: RPM and RRUL run at each, the table reads RPM beside RRUL's
+/// loaded latency, and the FIFO's RPM is the lower.
+#[test]
+fn the_responsiveness_study_reads_rpm_beside_rrul() {
+    let _turn = shared();
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: lab studies need root (CI runs as root)");
+        return;
+    }
+    let dir = cut_and_run(
+        "responsiveness",
+        &[
+            (
+                r#""lab.aqm" = ["fifo", "codel", "fq_codel"]"#,
+                r#""lab.aqm" = ["fifo", "fq_codel"]"#,
+            ),
+            (r#""lab.queue" = ["256K", "4M"]"#, r#""lab.queue" = ["4M"]"#),
+            (r#"idle = "3s""#, r#"idle = "1s""#),
+            (
+                "label = \"rpm\"\nworkload = \"rpm\"",
+                "label = \"rpm\"\nworkload = \"rpm\"\nrpm_interval = \"250ms\"",
+            ),
+        ],
+        "-d 4 --warmup 1 -i 0.5",
+    );
+    let m = json(&dir.join("manifest.json"));
+    assert_eq!(m["runs"].as_array().unwrap().len(), 4, "2 cases x 2 queues");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("| Responsiveness |"), "{md}");
+    assert!(md.contains("Loaded latency p99"), "{md}");
+    let mut rpm = std::collections::BTreeMap::new();
+    for r in m["runs"].as_array().unwrap() {
+        let res = json(&dir.join(r["file"].as_str().unwrap()));
+        if let Some(x) = res["summary"].get("responsiveness") {
+            let aqm = res["spec"]["lab"]["aqm"]
+                .as_str()
+                .unwrap_or("?")
+                .to_string();
+            rpm.insert(aqm, f(&x["rpm"]));
+        }
+    }
+    assert_eq!(rpm.len(), 2, "{rpm:?}");
+    assert!(rpm["fifo"] * 3.0 < rpm["fq_codel"], "{rpm:?}");
 }
 
 /// Built-in study `name` with its sweep cut by `(from, to)` replacements

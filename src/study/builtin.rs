@@ -78,6 +78,7 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("quic-streams", [], []),
     builtin!("quic-pages", [], []),
     builtin!("quic-handshakes", [], []),
+    builtin!("responsiveness", [], []),
 ];
 
 pub fn names() -> Vec<&'static str> {

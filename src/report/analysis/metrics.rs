@@ -23,6 +23,8 @@ pub enum Unit {
     Ratio,
     /// Megabytes (10^6 bytes) per second: a cipher's speed on one core.
     MegabytesPerSecond,
+    /// Round trips per minute (the responsiveness test's RPM).
+    PerMinute,
 }
 
 pub struct Metric {
@@ -57,6 +59,7 @@ impl Metric {
             Unit::Bytes => fmt_bytes(v.max(0.0).round() as u64),
             Unit::Ratio => format!("{v:.2}"),
             Unit::MegabytesPerSecond => format!("{:.1} MB/s", v / 1e6),
+            Unit::PerMinute => format!("{v:.0} RPM"),
         }
     }
 
@@ -74,6 +77,7 @@ impl Metric {
             Unit::Bytes => "KiB",
             Unit::Ratio => "measured/model",
             Unit::MegabytesPerSecond => "MB/s",
+            Unit::PerMinute => "round trips per minute",
         };
         format!("{} ({unit})", self.title)
     }
@@ -135,6 +139,11 @@ fn latency(
         return None;
     }
     it.latency_us.as_ref().map(pick)
+}
+
+/// rpm: an iteration's responsiveness test.
+fn responsiveness(it: &Iteration) -> Option<&crate::model::rpm::Responsiveness> {
+    it.responsiveness.as_ref()
 }
 
 /// rrul: an iteration's probes idle and under load.
@@ -497,6 +506,67 @@ pub const METRICS: &[Metric] = &[
         higher_is_better: true,
         main_of: None,
         get: |_, it| Some(under_load(it)?.down_bps),
+    },
+    // rpm: the responsiveness test's figures, and the round trip its RPM
+    // stands for (to read beside rrul's loaded latency).
+    Metric {
+        key: "rpm",
+        title: "Responsiveness",
+        unit: Unit::PerMinute,
+        higher_is_better: true,
+        main_of: None,
+        get: |_, it| Some(responsiveness(it)?.rpm),
+    },
+    Metric {
+        key: "foreign_rpm",
+        title: "Responsiveness, new connections (foreign)",
+        unit: Unit::PerMinute,
+        higher_is_better: true,
+        main_of: None,
+        get: |_, it| Some(responsiveness(it)?.foreign_rpm),
+    },
+    Metric {
+        key: "self_rpm",
+        title: "Responsiveness, loaded connections (self)",
+        unit: Unit::PerMinute,
+        higher_is_better: true,
+        main_of: None,
+        get: |_, it| Some(responsiveness(it)?.self_rpm),
+    },
+    Metric {
+        key: "rpm_rtt_us",
+        title: "Round trip under load (60,000 / RPM)",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| {
+            let r = responsiveness(it)?.rpm;
+            (r > 0.0).then(|| 60e6 / r)
+        },
+    },
+    Metric {
+        key: "rpm_idle_rtt_us",
+        title: "Idle round trip (rpm)",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| Some(responsiveness(it)?.idle_rtt_us),
+    },
+    Metric {
+        key: "rpm_down_bps",
+        title: "Capacity down (rpm)",
+        unit: Unit::BitsPerSecond,
+        higher_is_better: true,
+        main_of: None,
+        get: |_, it| Some(responsiveness(it)?.capacity_down_bps),
+    },
+    Metric {
+        key: "rpm_up_bps",
+        title: "Capacity up (rpm)",
+        unit: Unit::BitsPerSecond,
+        higher_is_better: true,
+        main_of: None,
+        get: |_, it| Some(responsiveness(it)?.capacity_up_bps),
     },
     // udp-rr's one-way delays (where the ends' clock offset was known):
     // beside a load, which direction's queue grows.
