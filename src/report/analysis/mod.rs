@@ -10,6 +10,7 @@ pub mod keypoints;
 pub mod landscape;
 pub mod metrics;
 pub mod overview;
+pub mod rpm;
 pub mod rrul;
 pub mod search;
 pub mod tunnel;

@@ -383,6 +383,9 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     // rrul points: flent's latency over time and its distribution.
     let charts = crate::report::analysis::rrul::charts(land);
     draw(charts, "rrul", &mut figures, &mut missing_figures);
+    // rpm points: RPM and the load per interval.
+    let charts = crate::report::analysis::rpm::charts(land);
+    draw(charts, "rpm", &mut figures, &mut missing_figures);
     // Capacity searches: the figure against offered load, target and knee.
     let charts = crate::report::analysis::search::charts(land);
     draw(charts, "capacity", &mut figures, &mut missing_figures);
