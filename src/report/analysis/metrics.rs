@@ -553,6 +553,22 @@ pub const METRICS: &[Metric] = &[
         get: |_, it| Some(responsiveness(it)?.idle_rtt_us),
     },
     Metric {
+        key: "rpm_self_down_us",
+        title: "Self probes on download connections (rpm)",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| responsiveness(it)?.http_self_down_us,
+    },
+    Metric {
+        key: "rpm_self_up_us",
+        title: "Self probes on upload connections (rpm)",
+        unit: Unit::Micros,
+        higher_is_better: false,
+        main_of: None,
+        get: |_, it| responsiveness(it)?.http_self_up_us,
+    },
+    Metric {
         key: "rpm_down_bps",
         title: "Capacity down (rpm)",
         unit: Unit::BitsPerSecond,

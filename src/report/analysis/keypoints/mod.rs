@@ -4,7 +4,7 @@
 //! crafted landscapes on both sides of its threshold.
 //!
 //! One file per topic (throughput, CPU, TLS, the window/RTT model, scp,
-//! UDP, memcached, latency, mixed tests, rrul, the hosts, the evidence itself, several
+//! UDP, memcached, latency, mixed tests, rrul, rpm, the hosts, the evidence itself, several
 //! environments); `shared` holds the key point and what the rules share,
 //! and this file runs them in the report's order.
 
@@ -17,6 +17,7 @@ mod latency;
 mod memcache;
 mod mix;
 mod quic;
+mod rpm;
 mod rrul;
 mod scp;
 mod security;
@@ -38,6 +39,7 @@ pub use self::latency::{against_target, tail_latency, tail_source};
 pub use self::memcache::{kv_cost, kv_saturation};
 pub use self::mix::latency_beside_load;
 pub use self::quic::quic_cost;
+pub use self::rpm::responsiveness;
 pub use self::rrul::{latency_under_load, queue_discipline};
 pub use self::scp::{scp_channel_window, scp_login};
 pub use self::security::security_state;
@@ -83,6 +85,7 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         latency_beside_load,
         latency_under_load,
         queue_discipline,
+        responsiveness,
         noise,
         firewall,
         security_state,

@@ -975,3 +975,46 @@ fn tail_source_names_the_end_whose_waits_made_the_tail() {
 
 /// The costs per transaction and QUIC against TLS over TCP.
 mod cost;
+
+#[test]
+fn responsiveness_says_rpm_against_idle_and_which_queue_grew() {
+    let rpm = |aqm: &str, v: f64, down: f64, up: f64| {
+        row(
+            &[("lab.aqm", aqm)],
+            &[
+                ("rpm", &[v]),
+                ("foreign_rpm", &[v * 1.2]),
+                ("self_rpm", &[v * 0.8]),
+                ("rpm_idle_rtt_us", &[20_000.0]),
+                ("rpm_self_down_us", &[down]),
+                ("rpm_self_up_us", &[up]),
+            ],
+            1,
+        )
+    };
+    let l = land(
+        vec![
+            rpm("fifo", 150.0, 500_000.0, 450_000.0),
+            rpm("fq_codel", 1500.0, 120_000.0, 60_000.0),
+        ],
+        None,
+    );
+    let k = responsiveness(&l);
+    assert_eq!(k.len(), 3, "{k:?}");
+    assert_eq!(
+        k[0].text,
+        "lab.aqm=fifo: 150 RPM (Poor) (new connections 180, loaded connections 120); idle, a round trip took 20.00 ms (3000 RPM): the load cut RPM 20.0x."
+    );
+    assert!(!k[0].advice.is_empty() && k[1].advice.is_empty());
+    assert!(
+        k[1].text.ends_with("waited longest on the download side (120.00 ms against 60.00 ms): that direction's queue grew."),
+        "{}",
+        k[1].text
+    );
+    assert_eq!(
+        k[2].text,
+        "Responsiveness was highest at lab.aqm=fq_codel (1500 RPM) and lowest at lab.aqm=fifo (150 RPM), 10.0x apart."
+    );
+    // No rpm points: nothing.
+    assert!(responsiveness(&land(vec![], None)).is_empty());
+}
