@@ -53,6 +53,11 @@ fn on_loopback_rpm_loads_both_ways_and_reports_the_drafts_figures() {
     );
     // Over TLS: a TLS handshake per foreign probe.
     assert!(f(&x["tls_handshake_us"]) > 0.0, "{x}");
+    // CPU of each end: the client's threads and the server's, apart.
+    let cpu = &r["summary"]["cpu"];
+    assert!(f(&cpu["client"]["process_util_pct"]) > 0.0, "{cpu}");
+    assert!(f(&cpu["agent"]["process_util_pct"]) > 0.0, "{cpu}");
+    assert!(f(&cpu["client"]["us_per_kb"]) > 0.0, "{cpu}");
     // The human lines, in the draft's words.
     assert!(text.contains(" RPM ("), "{text}");
     assert!(text.contains("confidence"), "{text}");
@@ -108,6 +113,12 @@ fn url_tests_an_agents_rpm_server() {
     let _ = child.wait();
     let x = figures(&r);
     assert_eq!(x["url"], url.as_str());
+    // The server is another process: its CPU is not this run's to claim.
+    assert!(
+        r["summary"]["cpu"]["agent"]["process_util_pct"].is_null(),
+        "{r}"
+    );
+    assert!(f(&r["summary"]["cpu"]["client"]["process_util_pct"]) > 0.0);
     assert!(f(&x["capacity_down_bps"]) > 1e8, "{x}");
 }
 

@@ -208,6 +208,43 @@ pub fn snapshot_of(pid: Option<u32>, before: Option<&CpuSnapshot>) -> CpuSnapsho
     }
 }
 
+/// The CPU so far of this process's threads whose name `pick` takes
+/// (/proc/self/task/TID/comm and stat): one part of a process, such as a
+/// client and the server it started beside it. A thread gone before the
+/// read counts nothing.
+pub fn threads_cpu(pick: fn(&str) -> bool) -> ProcCpu {
+    let mut sum = ProcCpu::default();
+    for e in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let dir = e.path();
+        let named = std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| pick(c.trim()));
+        if !named {
+            continue;
+        }
+        if let Some(c) = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|t| parse_pid_stat(&t))
+        {
+            sum.user_us += c.user_us;
+            sum.system_us += c.system_us;
+        }
+    }
+    sum
+}
+
+/// A snapshot whose process CPU is that of the threads `pick` takes.
+pub fn snapshot_threads(pick: fn(&str) -> bool) -> CpuSnapshot {
+    CpuSnapshot {
+        at: Instant::now(),
+        host: read_host(),
+        proc_: threads_cpu(pick),
+        helpers: None,
+    }
+}
+
 /// Another process's user and system time, from /proc/PID/stat (fields
 /// 14 and 15, in clock ticks, after the parenthesised command name).
 pub fn pid_cpu(pid: u32) -> Option<ProcCpu> {

@@ -39,9 +39,23 @@ use hyper::{Request, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::method::{self, ProbeTimes};
+use crate::measure::cpu;
 use crate::model::rpm::{Responsiveness, RpmInterval, RpmOrder, RpmSpec, DRAFT};
 
 type ReqBody = BoxBody<Bytes, std::convert::Infallible>;
+
+/// The client's threads (this call's and its runtime's), by name.
+const CLIENT_THREAD: &str = "rpm-client";
+
+fn is_client_thread(name: &str) -> bool {
+    name == CLIENT_THREAD
+}
+
+/// A server's threads in this process (`server.rs`: "rpm-server" and its
+/// runtime's "rpm").
+fn is_server_thread(name: &str) -> bool {
+    name == "rpm" || name == "rpm-server"
+}
 
 /// Whether the test should end now (Ctrl-C).
 pub type Stop = fn() -> bool;
@@ -121,12 +135,12 @@ pub fn run(
 ) -> Result<Outcome, RpmError> {
     let spec = spec.clone();
     let thread = std::thread::Builder::new()
-        .name("rpm-client".into())
+        .name(CLIENT_THREAD.into())
         .spawn(move || {
             crate::engine::signals::block_in_this_thread();
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
-                .thread_name("rpm-client")
+                .thread_name(CLIENT_THREAD)
                 .on_thread_start(crate::engine::signals::block_in_this_thread)
                 .enable_all()
                 .build()
@@ -151,6 +165,10 @@ pub fn run(
 /// A run's figures, and whether it ended early.
 pub struct Outcome {
     pub figures: Responsiveness,
+    /// CPU over the loaded phases: the client's threads, and the threads
+    /// of a server started in this process (theirs is zero otherwise).
+    pub cpu_client: crate::model::sample::CpuWindow,
+    pub cpu_server: crate::model::sample::CpuWindow,
     /// Why it ended before the method did (Ctrl-C), if it did.
     pub cut_short: Option<String>,
 }
@@ -429,6 +447,10 @@ impl Client {
         let mut cut_short = None;
         let mut stable_all = (true, true);
         let mut intervals_min = usize::MAX;
+        let before = (
+            cpu::snapshot_threads(is_client_thread),
+            cpu::snapshot_threads(is_server_thread),
+        );
         for dirs in phases {
             let phase = Phase::run(client.clone(), &dirs, limit, stop).await?;
             intervals_min = intervals_min.min(phase.intervals.len());
@@ -466,6 +488,10 @@ impl Client {
                 break;
             }
         }
+        let after = (
+            cpu::snapshot_threads(is_client_thread),
+            cpu::snapshot_threads(is_server_thread),
+        );
         figures.goodput_stable = stable_all.0;
         figures.responsiveness_stable = stable_all.1;
         let mad = client.spec.mad as usize;
@@ -491,7 +517,12 @@ impl Client {
         } else if cut_short.is_none() {
             cut_short = Some("no probe completed under load".into());
         }
-        Ok(Outcome { figures, cut_short })
+        Ok(Outcome {
+            figures,
+            cut_short,
+            cpu_client: cpu::window(&before.0, &after.0),
+            cpu_server: cpu::window(&before.1, &after.1),
+        })
     }
 
     /// The median of requests for the small object on one idle connection.

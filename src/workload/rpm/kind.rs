@@ -316,13 +316,41 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
     };
     let throughput = f.capacity_down_bps + f.capacity_up_bps;
     let probes = f.foreign_probes + f.self_probes;
+    let bytes = (throughput / 8.0 * secs) as u64;
+    // CPU per probe means little; per KB of the load it is the client's
+    // and the server's cost of HTTP/2 over TLS.
+    let cost = |w: &crate::model::sample::CpuWindow| crate::measure::cpu::cost(w, bytes, 0, 0.0);
+    let server_cpu = r.url.is_none().then_some(outcome.cpu_server);
+    let cpu = Pair {
+        client: Some(outcome.cpu_client),
+        agent: server_cpu,
+    };
+    let costs = Pair {
+        client: cpu.client.as_ref().map(cost).unwrap_or_default(),
+        agent: cpu.agent.as_ref().map(cost).unwrap_or_default(),
+    };
+    let fields = |w: &Option<crate::model::sample::CpuWindow>,
+                  c: &crate::model::sample::CpuCost| {
+        crate::model::result::CpuFields {
+            host_util_pct: w.as_ref().map(|_| c.host_util_pct),
+            process_util_pct: w.as_ref().map(|_| c.process_util_pct),
+            us_per_kb: c.us_per_kb,
+            us_per_tx: None,
+        }
+    };
+    let summary_cpu = Pair {
+        client: fields(&cpu.client, &costs.client),
+        agent: fields(&cpu.agent, &costs.agent),
+    };
     let it = Iteration {
         index: 0,
         status,
         error: outcome.cut_short.clone(),
         duration_s: secs,
-        bytes: (throughput / 8.0 * secs) as u64,
+        bytes,
         throughput_bps: throughput,
+        cpu,
+        cost: costs,
         transactions: probes,
         transactions_per_s: probes as f64 / secs.max(1e-9),
         responsiveness: Some(f.clone()),
@@ -336,6 +364,7 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
         transactions: probes,
         transactions_per_s: it.transactions_per_s,
         iterations: 1,
+        cpu: summary_cpu,
         flows: f.down_connections + f.up_connections,
         status,
         responsiveness: Some(f),
