@@ -128,6 +128,7 @@ fn bad_rpm_input_is_one_line_and_quick() {
         ("run rpm --url ftp://x/", 2, "an http:// or https:// URL"),
         ("run rpm --mad 1", 2, "--mad 1"),
         ("run stream --mad 4", 2, "apply to rpm"),
+        ("run rpm --agent 127.0.0.1:1", 2, "drop --agent"),
         (
             "run rpm --url http://127.0.0.1:1/.well-known/nq",
             1,

@@ -141,6 +141,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     crate::engine::signals::on_terminate();
     crate::engine::signals::interrupt_ends_test();
     let needs = crate::workload::kind_of(spec.workload).needs();
+    let c = &args.connect;
+    if !needs.agent
+        && !needs.lab
+        && (c.agent.is_some() || c.hosts.is_some() || c.perf_server.is_some())
+    {
+        return Err(usage(format!(
+            "{} runs in this process (it measures this host, or is a client with a server of its own or the one --url names): drop --agent, --hosts and --perf-server",
+            spec.workload.name()
+        )));
+    }
     let mut target = target::open(&args.connect, needs.agent)?;
     let lab = target.lab.clone();
     let point = Point {
