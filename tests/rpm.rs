@@ -6,66 +6,8 @@
 
 mod common;
 use common::*;
-use std::io::BufRead;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
-
-/// An agent serving RPM on a loopback port, killed when dropped.
-struct RpmAgent {
-    child: Child,
-    /// Its stdout, kept open (the agent prints after the first line).
-    _lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
-    /// The configuration's URL, as the agent printed it.
-    url: String,
-}
-
-/// `serve` on a loopback port with no token, serving RPM at `rpm`.
-fn serve_rpm(rpm: &str) -> Vec<&str> {
-    vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--insecure-no-token",
-        "--no-crypto-twin",
-        "--rpm",
-        rpm,
-    ]
-}
-
-impl RpmAgent {
-    fn start(clear: bool) -> RpmAgent {
-        let mut args = serve_rpm("127.0.0.1:0");
-        args.push("-q");
-        if clear {
-            args.push("--rpm-clear");
-        }
-        let mut child = spawn(&args);
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines.next().unwrap().unwrap();
-        let url = line
-            .strip_prefix("linerate agent: RPM server on ")
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("{line}"))
-            .to_string();
-        RpmAgent {
-            child,
-            _lines: lines,
-            url,
-        }
-    }
-
-    /// The server's base: the URL without the configuration's path.
-    fn base(&self) -> &str {
-        self.url.strip_suffix("/.well-known/nq").unwrap()
-    }
-}
-
-impl Drop for RpmAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// curl with `args`: (its body, then its `-w` line).
 fn curl(args: &[&str]) -> (String, String) {

@@ -5,7 +5,6 @@
 
 mod common;
 use common::*;
-use std::io::BufRead;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -88,29 +87,12 @@ fn sequential_loads_download_then_upload_in_clear() {
 /// `--url` names another server: an agent's `serve --rpm` here.
 #[test]
 fn url_tests_an_agents_rpm_server() {
-    let mut child = spawn(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--insecure-no-token",
-        "--no-crypto-twin",
-        "--rpm",
-        "127.0.0.1:0",
-        "--rpm-clear",
-        "-q",
-    ]);
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next().unwrap().unwrap();
-    let url = line
-        .strip_prefix("linerate agent: RPM server on ")
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let agent = RpmAgent::start(true);
+    let url = agent.url.clone();
     let mut args = vec!["rpm", "--url", &url];
     args.extend_from_slice(QUICK);
     let r = run_json_args("rpm-url.json", &args, LIMIT);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(agent);
     let x = figures(&r);
     assert_eq!(x["url"], url.as_str());
     // The server is another process: its CPU is not this run's to claim.

@@ -93,6 +93,21 @@ impl RpmSpec {
     }
 }
 
+/// The draft's words for an RPM (its section "Interpreting the
+/// results"): under 300 Poor, under 1000 Fair, under 6000 Good, else
+/// Excellent.
+pub fn rating(rpm: f64) -> &'static str {
+    if rpm < 300.0 {
+        "Poor"
+    } else if rpm < 1000.0 {
+        "Fair"
+    } else if rpm < 6000.0 {
+        "Good"
+    } else {
+        "Excellent"
+    }
+}
+
 /// How far the draft's stability tests got: both moving averages stable
 /// (high), one of them (medium), neither within the test's time (low).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

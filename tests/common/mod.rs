@@ -435,3 +435,60 @@ pub fn quic_perf_agent() -> (
         .unwrap();
     (agent, lines, addr)
 }
+
+/// An agent serving RPM on a loopback port, killed when dropped.
+pub struct RpmAgent {
+    child: Child,
+    /// Its stdout, kept open (the agent prints after the first line).
+    _lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    /// The configuration's URL, as the agent printed it.
+    pub url: String,
+}
+
+/// `serve` on a loopback port with no token, serving RPM at `rpm`.
+pub fn serve_rpm(rpm: &str) -> Vec<&str> {
+    vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--insecure-no-token",
+        "--no-crypto-twin",
+        "--rpm",
+        rpm,
+    ]
+}
+
+impl RpmAgent {
+    pub fn start(clear: bool) -> RpmAgent {
+        let mut args = serve_rpm("127.0.0.1:0");
+        args.push("-q");
+        if clear {
+            args.push("--rpm-clear");
+        }
+        let mut child = spawn(&args);
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines.next().unwrap().unwrap();
+        let url = line
+            .strip_prefix("linerate agent: RPM server on ")
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_string();
+        RpmAgent {
+            child,
+            _lines: lines,
+            url,
+        }
+    }
+
+    /// The server's base: the URL without the configuration's path.
+    pub fn base(&self) -> &str {
+        self.url.strip_suffix("/.well-known/nq").unwrap()
+    }
+}
+
+impl Drop for RpmAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

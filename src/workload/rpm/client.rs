@@ -71,11 +71,6 @@ const FOREIGN_BYTES: f64 = 5000.0;
 const SELF_BYTES: f64 = 1000.0;
 /// Longest a probe may take before it counts as lost (it is left out).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Unsent bytes a socket holds before it says "full" (TCP_NOTSENT_LOWAT)
-/// and what HTTP/2 buffers per stream above it: the server's settings
-/// (`server.rs`), so a self probe queues behind little on either end.
-const NOTSENT_LOWAT: i32 = 16 * 1024;
-const STREAM_SEND_BUFFER: usize = 64 * 1024;
 
 /// Where and how to test.
 pub struct Target {
@@ -345,16 +340,9 @@ impl Client {
                 source,
             })?;
         let tcp_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let _ = tcp.set_nodelay(true);
-        // What waits unsent in the socket, the client's side of a self
-        // probe's wait (the server's does the same; the draft's next
-        // revision asks both ends to).
-        let _ = crate::engine::sockopt::set_int(
-            tcp.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            NOTSENT_LOWAT,
-        );
+        // What waits unsent in the socket: the client's side of a self
+        // probe's wait.
+        super::tune(&tcp);
         // The socket's own, for what it delivered (an upload's goodput).
         let fd = tcp
             .as_fd()
@@ -368,7 +356,7 @@ impl Client {
             b.initial_stream_window_size(4 << 20)
                 .initial_connection_window_size(8 << 20)
                 .adaptive_window(true)
-                .max_send_buf_size(STREAM_SEND_BUFFER);
+                .max_send_buf_size(super::STREAM_SEND_BUFFER);
             b
         };
         let http_err = |e: hyper::Error| RpmError::Http {

@@ -108,18 +108,7 @@ pub fn confidence(intervals: usize, mad: usize, stable: bool) -> Confidence {
     }
 }
 
-/// The draft's words for an RPM.
-pub fn rating(rpm: f64) -> &'static str {
-    if rpm < 300.0 {
-        "Poor"
-    } else if rpm < 1000.0 {
-        "Fair"
-    } else if rpm < 6000.0 {
-        "Good"
-    } else {
-        "Excellent"
-    }
-}
+pub use crate::model::rpm::rating;
 
 #[cfg(test)]
 mod tests {

@@ -48,16 +48,6 @@ pub const UPLOAD_PATH: &str = "/api/v1/slurp";
 const CHUNK: usize = 256 * 1024;
 /// How often the accept loop looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
-/// Unsent bytes a connection's socket holds before it says "full"
-/// (TCP_NOTSENT_LOWAT), and what HTTP/2 buffers per stream above it. A
-/// response asked on a loaded connection (the test's self probes) waits
-/// behind what is already queued to send: left to the defaults, megabytes
-/// of the large object, seconds at 100 Mbit/s, which a client would read
-/// as the network's delay. 16 KiB is what HTTP/2 servers are tuned to for
-/// their streams' priorities (Cloudflare's nginx guidance); the window in
-/// flight is not limited by it.
-const NOTSENT_LOWAT: i32 = 16 * 1024;
-const STREAM_SEND_BUFFER: usize = 64 * 1024;
 
 /// What the server has served, for its last line.
 #[derive(Debug, Default)]
@@ -160,14 +150,7 @@ impl RpmServer {
                         continue;
                     }
                 };
-                let _ = tcp.set_nodelay(true);
-                use std::os::fd::AsRawFd;
-                let _ = crate::engine::sockopt::set_int(
-                    tcp.as_raw_fd(),
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NOTSENT_LOWAT,
-                    NOTSENT_LOWAT,
-                );
+                super::tune(&tcp);
                 shared.served.connections.fetch_add(1, Ordering::Relaxed);
                 tokio::spawn(connection(tcp, tls.clone(), shared.clone()));
             }
@@ -191,7 +174,7 @@ async fn connection(
         async move { Ok::<_, Infallible>(handle(req, &shared).await) }
     });
     let mut http = auto::Builder::new(TokioExecutor::new());
-    http.http2().max_send_buf_size(STREAM_SEND_BUFFER);
+    http.http2().max_send_buf_size(super::STREAM_SEND_BUFFER);
     // A client that goes away mid-transfer ends its connection; nothing
     // to report.
     match tls {
