@@ -463,12 +463,7 @@ impl Client {
             }
             stable_all.1 &= phase.responsiveness_stable;
             let p = phase.window_probes();
-            probes_all.tcp.extend(p.tcp);
-            probes_all.tls.extend(p.tls);
-            probes_all.http_foreign.extend(p.http_foreign);
-            probes_all.http_self.extend(p.http_self);
-            probes_all.http_self_down.extend(p.http_self_down);
-            probes_all.http_self_up.extend(p.http_self_up);
+            probes_all.append(p);
             figures.foreign_probes += phase.foreign_count;
             figures.self_probes += phase.self_count;
             if stop() {
@@ -741,16 +736,12 @@ impl Phase {
                 break;
             }
             let n: usize = self.dirs.iter().map(|d| d.conns.len()).sum();
-            let mut pick = rand::Rng::random_range(rng, 0..n);
+            let pick = rand::Rng::random_range(rng, 0..n);
             let on = self
                 .dirs
                 .iter()
                 .flat_map(|d| d.conns.iter())
-                .find(|_| {
-                    let hit = pick == 0;
-                    pick = pick.saturating_sub(1);
-                    hit
-                })
+                .nth(pick)
                 .map(|c| (c.send.clone(), c.up));
             if let Some((on, up)) = on {
                 self.foreign_count += 1;

@@ -58,6 +58,18 @@ pub struct ProbeTimes {
     pub http_self_up: Vec<f64>,
 }
 
+impl ProbeTimes {
+    /// Adds `other`'s probes (a sequential test's next phase).
+    pub fn append(&mut self, other: ProbeTimes) {
+        self.tcp.extend(other.tcp);
+        self.tls.extend(other.tls);
+        self.http_foreign.extend(other.http_foreign);
+        self.http_self.extend(other.http_self);
+        self.http_self_down.extend(other.http_self_down);
+        self.http_self_up.extend(other.http_self_up);
+    }
+}
+
 /// RPM and its two halves, and the trimmed means (ms) they came from.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Rpm {
