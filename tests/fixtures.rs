@@ -397,6 +397,12 @@ const FIGURES: &[&str] = &[
     "cipher_mb_per_s",
     "cipher_us_per_kb",
     "cipher_us_per_op",
+    "rpm",
+    "foreign_rpm",
+    "self_rpm",
+    "rpm_idle_rtt_us",
+    "rpm_down_bps",
+    "rpm_up_bps",
     "idle_p50_us",
     "idle_p99_us",
     "loaded_p50_us",
@@ -462,6 +468,10 @@ fn figure(r: &Value, key: &str) -> Option<f64> {
         "cipher_us_per_op" => r["iterations"][0]["cipher"]["cpu_us_per_op"].as_f64(),
         "idle_p50_us" | "idle_p99_us" | "loaded_p50_us" | "loaded_p99_us" | "added_p99_us"
         | "up_bps" | "down_bps" => s["latency_under_load"][key].as_f64(),
+        "rpm" | "foreign_rpm" | "self_rpm" => r["iterations"][0]["responsiveness"][key].as_f64(),
+        "rpm_idle_rtt_us" => r["iterations"][0]["responsiveness"]["idle_rtt_us"].as_f64(),
+        "rpm_down_bps" => r["iterations"][0]["responsiveness"]["capacity_down_bps"].as_f64(),
+        "rpm_up_bps" => r["iterations"][0]["responsiveness"]["capacity_up_bps"].as_f64(),
         "transfer_s" => r["exec"]
             .is_object()
             .then(|| r["iterations"][0]["duration_s"].as_f64())
@@ -482,7 +492,8 @@ fn shown(key: &str, v: f64) -> String {
         "capacity_per_s" | "capacity_achieved_per_s" | "cipher_ops_per_s" => fmt_rate(v),
         "cipher_mb_per_s" => format!("{:.1} MB/s", v / 1e6),
         "cipher_us_per_kb" => format!("{v:.3} µs/KB"),
-        "up_bps" | "down_bps" => fmt_bps(v),
+        "up_bps" | "down_bps" | "rpm_down_bps" | "rpm_up_bps" => fmt_bps(v),
+        "rpm" | "foreign_rpm" | "self_rpm" => format!("{v:.0} RPM"),
         "transfer_s" if v >= 100.0 => format!("{v:.0} s"),
         "transfer_s" if v >= 10.0 => format!("{v:.1} s"),
         "transfer_s" if v >= 1.0 => format!("{v:.2} s"),
@@ -1547,6 +1558,33 @@ fn rrul_fixture_reports_latency_idle_and_under_load() {
         assert!(p.r["lab"].is_object());
     }
     compare_with_itself("rrul");
+}
+
+#[test]
+fn rpm_fixture_reports_responsiveness_and_reads_back_byte_for_byte() {
+    // Its own charts: RPM and goodput per interval.
+    let d = draw_with("rpm", &["case", "runs"], 2);
+    assert_eq!(d.points.len(), 2);
+    for p in &d.points {
+        assert!(p.fig("rpm").unwrap() > 0.0, "{}", p.id);
+        assert!(p.fig("rpm_down_bps").unwrap() > 0.0, "{}", p.id);
+        assert!(p.r["summary"]["responsiveness"]["intervals"].is_array());
+    }
+    compare_with_itself("rpm");
+    // Written by the binary before rpm's sections left `model/` (they
+    // ride in `model::own` now): each result reads and writes back as it
+    // was, key for key, in the same order.
+    for e in std::fs::read_dir(fixture("rpm").join("points")).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let r: linerate::model::result::TestResult = serde_json::from_str(&text).unwrap();
+        let again = serde_json::to_string_pretty(&r).unwrap();
+        assert!(
+            again.trim_end() == text.trim_end(),
+            "{}: the result does not write back as it was read",
+            path.display()
+        );
+    }
 }
 
 #[test]

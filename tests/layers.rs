@@ -853,3 +853,33 @@ fn the_function_finder_measures_bodies_not_declarations() {
     assert!(names_a_kind("if spec.workload.is_udp() {"));
     assert!(!names_a_kind("fn kind(&self) -> spec::Workload {"));
 }
+
+/// Kinds whose own section `model/` still types (`model::kind::Section`'s
+/// variants other than `None` and `Own`): a kind's options, parameters and
+/// figures belong in its folder (`Section::Own`, `model::own`). The count
+/// may only fall, as each of them moves.
+const TYPED_SECTIONS: usize = 3;
+
+#[test]
+fn model_types_no_more_kind_sections() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/kind.rs");
+    let text = code(&std::fs::read_to_string(src).unwrap());
+    let body = text
+        .split("pub enum Section {")
+        .nth(1)
+        .and_then(|b| b.split('}').next())
+        .expect("model::kind::Section");
+    let typed: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.trim_end_matches(','))
+        .filter(|v| *v != "None" && !v.starts_with("Own("))
+        .collect();
+    assert!(
+        typed.len() <= TYPED_SECTIONS,
+        "model::kind::Section types {} kinds' sections ({}): a new kind's section is `Section::Own` (its folder registers it)",
+        typed.len(),
+        typed.join(", ")
+    );
+}

@@ -183,6 +183,7 @@ const LINES: &[(&str, &str)] = &[
     ("memcache", "memcache --flows 4 -T 1 --agent-workers 1"),
     ("cipher", "cipher --cipher aes256-gcm"),
     ("rrul", "rrul -T 2 --agent-workers 2 --io epoll"),
+    ("rpm", "rpm --rpm-order sequential --mad 5 --mnp 8"),
     ("scp", "scp --bytes 8M"),
     (
         "exec",

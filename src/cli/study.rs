@@ -178,7 +178,7 @@ pub fn study(args: StudyArgs) -> Result<()> {
             ))),
         },
         StudyCommand::Metrics => {
-            for m in metrics::METRICS {
+            for m in metrics::all() {
                 println!("{:<22} {}", m.key, m.axis_label());
             }
             Ok(())

@@ -165,7 +165,7 @@ pub fn iteration(
         load_beside_bps: None,
         latency_under_load: None,
         cipher: None,
-        responsiveness: None,
+        own: Default::default(),
         auto: None,
     }
 }
@@ -622,7 +622,7 @@ pub fn summarize_with(
         search_figure: None,
         auto: its.last().and_then(|i| i.auto.clone()),
         waits: None,
-        responsiveness: None,
+        own: Default::default(),
     }
 }
 

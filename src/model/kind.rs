@@ -13,8 +13,9 @@ pub enum Section {
     Kv,
     /// cipher's algorithm.
     Cipher,
-    /// rpm's parameters.
-    Rpm,
+    /// A kind's own section, by its key (`model::own`): the kind's
+    /// folder holds its type and registers its options.
+    Own(&'static str),
 }
 
 /// What a kind of test is, as the code outside it needs to know: which

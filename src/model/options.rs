@@ -8,7 +8,7 @@
 //! .overlay(point)`), and the defaults apply only in `build`.
 
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::error::{Invalid, ModelError};
@@ -20,7 +20,7 @@ mod command_line;
 mod exec;
 mod keys;
 mod kv;
-mod rpm;
+mod own;
 mod rrul;
 mod sections;
 mod tls;
@@ -28,7 +28,7 @@ mod values;
 pub use command_line::to_command_line;
 pub use exec::ExecOptions;
 pub use kv::KvOptions;
-pub use rpm::RpmOptions;
+pub use own::{sections as own_sections, KindOptions, OwnOptions, OwnSection};
 pub use rrul::RrulOptions;
 pub use sections::{
     ExchangeOptions, LoadOptions, PlaceOptions, RunOptions, SocketOptions, StreamOptions,
@@ -77,16 +77,18 @@ pub struct TestOptions {
     #[command(flatten)]
     #[serde(flatten)]
     pub exec: ExecOptions,
+    /// The kinds' own sections, each registered from its kind's file.
     #[command(flatten)]
     #[serde(flatten)]
-    pub rpm: RpmOptions,
+    pub own: OwnOptions,
 }
 
 impl TestOptions {
-    /// Each section's keys, in the order of `set_key`'s sections.
-    fn section_fields() -> [&'static [&'static str]; 12] {
+    /// Each section's keys, in the order of `set_key`'s sections: the
+    /// common ones, then the kinds' own (`own_sections()`).
+    fn section_fields() -> Vec<&'static [&'static str]> {
         use keys::fields_of;
-        [
+        let mut v = vec![
             fields_of::<RunOptions>(),
             fields_of::<PlaceOptions>(),
             fields_of::<SocketOptions>(),
@@ -98,8 +100,9 @@ impl TestOptions {
             fields_of::<RrulOptions>(),
             fields_of::<TlsOptions>(),
             fields_of::<ExecOptions>(),
-            fields_of::<RpmOptions>(),
-        ]
+        ];
+        v.extend(own_sections().iter().map(|s| s.fields()));
+        v
     }
 
     /// Sets `key` of the section `owner` from a study file's (or JSON's)
@@ -123,7 +126,14 @@ impl TestOptions {
             8 => set_one(&mut self.rrul, key, value),
             9 => set_one(&mut self.tls, key, value),
             10 => set_one(&mut self.exec, key, value),
-            _ => set_one(&mut self.rpm, key, value),
+            n => {
+                // A kind's own section reads the value as JSON; its error
+                // is raised here, so the file's deserializer places it.
+                let v = serde_json::Value::deserialize(value)?;
+                self.own
+                    .set_key(n - 11, key, v)
+                    .map_err(serde::de::Error::custom)
+            }
         }
     }
 }
@@ -142,6 +152,12 @@ pub fn axis_keys() -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
+    // The kinds' own keys (their sections write only what is set).
+    for s in own_sections() {
+        keys.extend(s.fields().iter().map(|f| f.to_string()));
+    }
+    keys.sort();
+    keys.dedup();
     keys.extend(
         crate::model::lab::LAB_AXES
             .iter()
@@ -416,7 +432,7 @@ impl TestOptions {
                 Some(f) if !f.is_empty() => Some(f.resolve()?),
                 _ => None,
             },
-            rpm: self.rpm.spec(facts)?,
+            own: self.own.specs(facts)?,
             cipher: (facts.section == Section::Cipher).then(|| crate::model::cipher::CipherSpec {
                 algorithm: self
                     .tls

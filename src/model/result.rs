@@ -131,9 +131,10 @@ pub struct Iteration {
     /// cipher: what one core did with the algorithm over this iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher: Option<super::cipher::CipherFigures>,
-    /// rpm: this iteration's responsiveness test.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub responsiveness: Option<super::rpm::Responsiveness>,
+    /// The kinds' own figures (rpm's `responsiveness` ...), each read by
+    /// its kind (`model::own`); flattened, as the spec's.
+    #[serde(flatten, default)]
+    pub own: super::own::Own,
     /// `--duration auto`: how long the window ran, the warm-up it found
     /// (left out of this iteration's figures) and why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -489,9 +490,10 @@ pub struct Summary {
     /// histograms merged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits: Option<super::sample::Waits>,
-    /// rpm: the responsiveness test's figures (the last iteration's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub responsiveness: Option<super::rpm::Responsiveness>,
+    /// The kinds' own figures (rpm's `responsiveness`: the last
+    /// iteration's), as the iterations'.
+    #[serde(flatten, default)]
+    pub own: super::own::Own,
 }
 
 impl Summary {

@@ -342,9 +342,11 @@ pub struct TestSpec {
     /// cipher: the algorithm measured (the record size is `message`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher: Option<super::cipher::CipherSpec>,
-    /// rpm: the responsiveness test's parameters (None otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rpm: Option<super::rpm::RpmSpec>,
+    /// The kinds' own sections (rpm's parameters under `rpm` ...), each
+    /// read by its kind (`model::own`). Flattened: the section's key is a
+    /// key of the spec.
+    #[serde(flatten, default)]
+    pub own: super::own::Own,
     /// `--search`: this test is a capacity search (model::search): the
     /// controller runs it at offered rates and keeps the highest that met
     /// the target. None: one test.
@@ -548,7 +550,7 @@ impl Default for TestSpec {
             ports: None,
             firewall: None,
             cipher: None,
-            rpm: None,
+            own: Default::default(),
             search: None,
             auto: None,
             rate_ramp_s: None,

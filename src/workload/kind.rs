@@ -104,6 +104,12 @@ pub trait Kind: Sync {
         RateColumn::None
     }
     /// Lines of its own in a result, after the rate: (label, text).
+    /// Its own metrics (`model::metric`), beside the common ones the
+    /// report keeps: what its own figures (`Iteration::own`) hold.
+    fn metrics(&self) -> &'static [crate::model::metric::Metric] {
+        &[]
+    }
+
     fn report_lines(&self, _spec: &TestSpec, _it: &Iteration) -> Vec<(&'static str, String)> {
         Vec::new()
     }

@@ -75,7 +75,10 @@ fn an_rpm_command_line_builds_the_same_spec_back() {
         "linerate run rpm --url https://nq.example:4043/.well-known/nq --tls-name nq.example",
     ] {
         let s = parse(line);
-        assert!(s.rpm.is_some(), "{line}");
+        assert!(
+            crate::workload::rpm::params::RpmSpec::of(&s).unwrap().is_some(),
+            "{line}"
+        );
         let back = to_command_line(&s, &crate::workload::facts(s.workload));
         assert_eq!(parse(&back), s, "{line} -> {back}");
     }

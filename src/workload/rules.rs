@@ -36,6 +36,17 @@ pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
     if spec.cipher.is_some() && t.section != Section::Cipher {
         return Err("the cipher spec belongs to the cipher workload".into());
     }
+    // A kind's own section on another kind's spec (a hand-written or
+    // edited spec: options refuse it before).
+    for s in crate::model::options::own_sections() {
+        if spec.own.raw(s.key).is_some() && t.section != Section::Own(s.key) {
+            return Err(format!(
+                "the spec's `{}` section belongs to another kind than {name}",
+                s.key
+            )
+            .into());
+        }
+    }
     kind.rules(spec)
 }
 

@@ -47,9 +47,8 @@ pub fn to_command_line(spec: &TestSpec, facts: &KindFacts) -> String {
         !streams && spec.response != rr,
         format!("--response {}", size(spec.response)),
     );
-    if let Some(r) = &spec.rpm {
-        rpm_flags(r, &mut a);
-    }
+    // Each kind's own section writes its own flags.
+    a.extend(super::own::own_flags(&spec.own));
     if let Some(r) = &spec.rrul {
         let dr = RrulSpec::default();
         flag(
@@ -370,30 +369,4 @@ fn socket_flags(spec: &TestSpec, a: &mut Vec<String>) {
         spec.close != TestSpec::default().close,
         "--close reset".into(),
     );
-}
-
-/// rpm's flags that differ from the draft's defaults.
-fn rpm_flags(r: &crate::model::rpm::RpmSpec, a: &mut Vec<String>) {
-    use crate::model::rpm::{RpmOrder, RpmSpec};
-    let d = RpmSpec::default();
-    if let Some(u) = &r.url {
-        flag(a, true, format!("--url {u}"));
-    }
-    flag(
-        a,
-        r.order == RpmOrder::Sequential,
-        "--rpm-order sequential".into(),
-    );
-    flag(a, r.mad != d.mad, format!("--mad {}", r.mad));
-    flag(
-        a,
-        r.interval_s != d.interval_s,
-        format!("--rpm-interval {}", r.interval_s),
-    );
-    flag(a, r.tmp_pct != d.tmp_pct, format!("--tmp {}", r.tmp_pct));
-    flag(a, r.sdt_pct != d.sdt_pct, format!("--sdt {}", r.sdt_pct));
-    flag(a, r.mnp != d.mnp, format!("--mnp {}", r.mnp));
-    flag(a, r.mps != d.mps, format!("--mps {}", r.mps));
-    flag(a, r.ptc_pct != d.ptc_pct, format!("--ptc {}", r.ptc_pct));
-    flag(a, r.clear, "--rpm-clear".into());
 }

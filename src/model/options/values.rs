@@ -284,7 +284,7 @@ impl<'de> Deserialize<'de> for RxPoll {
 }
 
 /// A percentage written `2` or `2%`.
-pub(super) fn parse_pct(s: &str) -> Result<f64, ModelError> {
+pub fn parse_pct(s: &str) -> Result<f64, ModelError> {
     s.trim()
         .trim_end_matches('%')
         .trim()

@@ -9,7 +9,7 @@ use crate::measure::stats;
 use crate::model::result::TestResult;
 use crate::model::sample::Estimate;
 use crate::report::analysis::figure::{Chart, Curve, HLine, Series};
-use crate::report::analysis::metrics::{self, Metric, METRICS};
+use crate::report::analysis::metrics::{self, Metric};
 use crate::report::analysis::wanmodel::{self, PointModel, WindowSource};
 use crate::study::file::{LineRate, PlotSpec, Study};
 use crate::study::folder::Loaded;
@@ -65,7 +65,7 @@ pub const LEVEL_PCT: f64 = 95.0;
 /// Estimates for one point from its results.
 pub fn row(point: Point, results: Vec<TestResult>) -> Row {
     let mut values = BTreeMap::new();
-    for m in METRICS {
+    for m in metrics::all() {
         let samples: Vec<f64> = results
             .iter()
             .flat_map(|r| r.iterations.iter().filter_map(move |it| m.value(r, it)))
@@ -244,8 +244,9 @@ impl Landscape {
 
     /// Metrics with a value at any point, in catalogue order.
     pub fn present(&self) -> Vec<&'static Metric> {
-        METRICS
+        metrics::all()
             .iter()
+            .copied()
             .filter(|m| self.rows.iter().any(|r| r.value(m.key).is_some()))
             .collect()
     }

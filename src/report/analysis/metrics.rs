@@ -3,110 +3,11 @@
 //! value is the mean over every iteration of every repetition and its error
 //! bar the confidence interval over the same samples.
 
+pub use crate::model::metric::{Metric, Unit};
 use crate::model::result::{Iteration, TestResult};
 use crate::model::spec::MainMetric;
 use crate::report::analysis::wanmodel;
-use crate::units::{fmt_bps, fmt_bytes, fmt_rate, fmt_us};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unit {
-    BitsPerSecond,
-    PerSecond,
-    Micros,
-    Percent,
-    MicrosPerKb,
-    MicrosPerTx,
-    Seconds,
-    Millis,
-    Bytes,
-    /// A dimensionless measured/model ratio.
-    Ratio,
-    /// Megabytes (10^6 bytes) per second: a cipher's speed on one core.
-    MegabytesPerSecond,
-    /// Round trips per minute (the responsiveness test's RPM).
-    PerMinute,
-}
-
-pub struct Metric {
-    pub key: &'static str,
-    pub title: &'static str,
-    pub unit: Unit,
-    /// True when a larger value is better (throughput), false for costs.
-    pub higher_is_better: bool,
-    /// The workloads whose main figure this metric is (None: any test's).
-    /// A plot of it leaves the other tests out when both kinds are there.
-    pub main_of: Option<MainMetric>,
-    get: fn(&TestResult, &Iteration) -> Option<f64>,
-}
-
-impl Metric {
-    pub fn value(&self, r: &TestResult, it: &Iteration) -> Option<f64> {
-        (self.get)(r, it).filter(|v| v.is_finite())
-    }
-
-    /// A value in this metric's unit, for tables and key points.
-    pub fn fmt(&self, v: f64) -> String {
-        match self.unit {
-            Unit::BitsPerSecond => fmt_bps(v),
-            // fmt_rate carries its own "/s".
-            Unit::PerSecond => fmt_rate(v),
-            Unit::Micros => fmt_us(v),
-            Unit::Percent => format!("{v:.1}%"),
-            Unit::MicrosPerKb => format!("{v:.3} µs/KB"),
-            Unit::MicrosPerTx => format!("{v:.2} µs/tx"),
-            Unit::Seconds => fmt_seconds(v),
-            Unit::Millis => format!("{v:.2} ms"),
-            Unit::Bytes => fmt_bytes(v.max(0.0).round() as u64),
-            Unit::Ratio => format!("{v:.2}"),
-            Unit::MegabytesPerSecond => format!("{:.1} MB/s", v / 1e6),
-            Unit::PerMinute => format!("{v:.0} RPM"),
-        }
-    }
-
-    /// Axis label with the unit the plot scales to.
-    pub fn axis_label(&self) -> String {
-        let unit = match self.unit {
-            Unit::BitsPerSecond => "Gbit/s",
-            Unit::PerSecond => "per second",
-            Unit::Micros => "µs",
-            Unit::Percent => "%",
-            Unit::MicrosPerKb => "µs per KB",
-            Unit::MicrosPerTx => "µs per transaction",
-            Unit::Seconds => "s",
-            Unit::Millis => "ms",
-            Unit::Bytes => "KiB",
-            Unit::Ratio => "measured/model",
-            Unit::MegabytesPerSecond => "MB/s",
-            Unit::PerMinute => "round trips per minute",
-        };
-        format!("{} ({unit})", self.title)
-    }
-
-    /// The factor plots divide by (bits/s are drawn in Gbit/s, bytes in KiB).
-    pub fn plot_scale(&self) -> f64 {
-        match self.unit {
-            Unit::BitsPerSecond => 1e9,
-            Unit::Bytes => 1024.0,
-            Unit::MegabytesPerSecond => 1e6,
-            _ => 1.0,
-        }
-    }
-}
-
-/// Seconds with about three significant digits: transfer times run from
-/// milliseconds (loopback) to minutes (a small window on a long path).
-fn fmt_seconds(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 {
-        format!("{v:.0} s")
-    } else if a >= 10.0 {
-        format!("{v:.1} s")
-    } else if a >= 1.0 {
-        format!("{v:.2} s")
-    } else {
-        format!("{v:.3} s")
-    }
-}
+use std::sync::OnceLock;
 
 /// A transfer with an end: an iteration's duration is then the time of the
 /// transfer (first byte to the reply, or the command's wall time), not a
@@ -141,11 +42,6 @@ fn latency(
     it.latency_us.as_ref().map(pick)
 }
 
-/// rpm: an iteration's responsiveness test.
-fn responsiveness(it: &Iteration) -> Option<&crate::model::rpm::Responsiveness> {
-    it.responsiveness.as_ref()
-}
-
 /// rrul: an iteration's probes idle and under load.
 fn under_load(it: &Iteration) -> Option<&crate::model::rrul::LatencyUnderLoad> {
     it.latency_under_load.as_ref()
@@ -163,6 +59,7 @@ fn owd(
         .map(pick)
 }
 
+/// The metrics every kind may have (a kind's own are its `Kind::metrics`).
 pub const METRICS: &[Metric] = &[
     // A capacity search's answer (`--search`): per result, not per iteration.
     Metric {
@@ -507,83 +404,6 @@ pub const METRICS: &[Metric] = &[
         main_of: None,
         get: |_, it| Some(under_load(it)?.down_bps),
     },
-    // rpm: the responsiveness test's figures, and the round trip its RPM
-    // stands for (to read beside rrul's loaded latency).
-    Metric {
-        key: "rpm",
-        title: "Responsiveness",
-        unit: Unit::PerMinute,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| Some(responsiveness(it)?.rpm),
-    },
-    Metric {
-        key: "foreign_rpm",
-        title: "Responsiveness, new connections (foreign)",
-        unit: Unit::PerMinute,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| Some(responsiveness(it)?.foreign_rpm),
-    },
-    Metric {
-        key: "self_rpm",
-        title: "Responsiveness, loaded connections (self)",
-        unit: Unit::PerMinute,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| Some(responsiveness(it)?.self_rpm),
-    },
-    Metric {
-        key: "rpm_rtt_us",
-        title: "Round trip under load (60,000 / RPM)",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| {
-            let r = responsiveness(it)?.rpm;
-            (r > 0.0).then(|| 60e6 / r)
-        },
-    },
-    Metric {
-        key: "rpm_idle_rtt_us",
-        title: "Idle round trip (rpm)",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| Some(responsiveness(it)?.idle_rtt_us),
-    },
-    Metric {
-        key: "rpm_self_down_us",
-        title: "Self probes on download connections (rpm)",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| responsiveness(it)?.http_self_down_us,
-    },
-    Metric {
-        key: "rpm_self_up_us",
-        title: "Self probes on upload connections (rpm)",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| responsiveness(it)?.http_self_up_us,
-    },
-    Metric {
-        key: "rpm_down_bps",
-        title: "Capacity down (rpm)",
-        unit: Unit::BitsPerSecond,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| Some(responsiveness(it)?.capacity_down_bps),
-    },
-    Metric {
-        key: "rpm_up_bps",
-        title: "Capacity up (rpm)",
-        unit: Unit::BitsPerSecond,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| Some(responsiveness(it)?.capacity_up_bps),
-    },
     // udp-rr's one-way delays (where the ends' clock offset was known):
     // beside a load, which direction's queue grows.
     Metric {
@@ -760,12 +580,24 @@ pub const METRICS: &[Metric] = &[
     },
 ];
 
+/// Every metric: the common ones (`METRICS`), then each kind's own
+/// (`Kind::metrics`, in the registry's order).
+pub fn all() -> &'static [&'static Metric] {
+    static ALL: OnceLock<Vec<&'static Metric>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        METRICS
+            .iter()
+            .chain(crate::workload::KINDS.iter().flat_map(|k| k.metrics()))
+            .collect()
+    })
+}
+
 pub fn find(key: &str) -> Option<&'static Metric> {
-    METRICS.iter().find(|m| m.key == key)
+    all().iter().copied().find(|m| m.key == key)
 }
 
 pub fn names() -> String {
-    METRICS.iter().map(|m| m.key).collect::<Vec<_>>().join(", ")
+    all().iter().map(|m| m.key).collect::<Vec<_>>().join(", ")
 }
 
 /// memcache: a percentile of the gets' (or sets') latency, µs.

@@ -5,22 +5,22 @@
 //! stable). Time runs from the loaded phase's start; a sequential test's
 //! upload phase follows its download phase.
 
-use crate::model::rpm::Responsiveness;
 use crate::report::analysis::figure::{Chart, Series};
 use crate::report::analysis::landscape::{Landscape, Row};
+use crate::workload::rpm::params::Responsiveness;
 
 /// A row's first result with the responsiveness figures (a point's
 /// repetitions run the method to their own ends: their intervals do not
 /// line up, so one is drawn).
-fn first(r: &Row) -> Option<&Responsiveness> {
+fn first(r: &Row) -> Option<Responsiveness> {
     r.results
         .iter()
-        .find_map(|x| x.summary.responsiveness.as_ref())
+        .find_map(|x| Responsiveness::of(&x.summary.own))
 }
 
 /// rpm's charts for `land` (none without rpm points).
 pub fn charts(land: &Landscape) -> Vec<Chart> {
-    let rows: Vec<(&Row, &Responsiveness)> = land
+    let rows: Vec<(&Row, Responsiveness)> = land
         .rows
         .iter()
         .filter_map(|r| Some((r, first(r)?)))
@@ -43,7 +43,7 @@ pub fn charts(land: &Landscape) -> Vec<Chart> {
         for (way, pick) in [
             (
                 "down",
-                (|i: &crate::model::rpm::RpmInterval| i.down_bps) as fn(_) -> f64,
+                (|i: &crate::workload::rpm::params::RpmInterval| i.down_bps) as fn(_) -> f64,
             ),
             ("up", |i| i.up_bps),
         ] {

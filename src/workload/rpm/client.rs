@@ -40,7 +40,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::method::{self, ProbeTimes};
 use crate::measure::cpu;
-use crate::model::rpm::{Responsiveness, RpmInterval, RpmOrder, RpmSpec, DRAFT};
+use crate::workload::rpm::params::{Responsiveness, RpmInterval, RpmOrder, RpmSpec, DRAFT};
 
 type ReqBody = BoxBody<Bytes, std::convert::Infallible>;
 

@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use super::client::{self, Target};
 use super::method;
+use super::params;
 use super::server::RpmServer;
 use crate::error::{Error, Result};
 use crate::model::result::{AgentInfo, Iteration, Pair, Status, Summary, TestResult};
-use crate::model::rpm::{Responsiveness, RpmOrder, RpmSpec};
 use crate::model::sample::Confidence;
 use crate::model::spec::{self, TestSpec, TlsSpec};
 use crate::units::{fmt_bps, fmt_us};
 use crate::workload::kind::{Kind, KindFacts, Needs, Place, Section};
+use crate::workload::rpm::params::{Responsiveness, RpmOrder, RpmSpec};
 
 pub struct Rpm;
 
@@ -37,7 +38,7 @@ impl Kind for Rpm {
 
     fn facts(&self) -> KindFacts {
         KindFacts {
-            section: Section::Rpm,
+            section: Section::Own(params::SECTION),
             // The draft's test is HTTP/2 over TLS: --tls-ca and --tls-name
             // apply without --tls.
             tls_always: true,
@@ -49,9 +50,10 @@ impl Kind for Rpm {
     }
 
     fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {
-        match &spec.rpm {
-            Some(r) => r.validate(),
-            None => Err("rpm needs its parameters".into()),
+        match RpmSpec::of(spec) {
+            Ok(Some(r)) => r.validate(),
+            Ok(None) => Err("rpm needs its parameters".into()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -60,10 +62,10 @@ impl Kind for Rpm {
     }
 
     fn describe(&self, spec: &TestSpec) -> String {
-        let r = spec.rpm.clone().unwrap_or_default();
+        let r = RpmSpec::of(spec).ok().flatten().unwrap_or_default();
         format!(
             "rpm ({}) against {}: {}, MAD {}, ID {} s, TMP {}%, SDT {}%, MNP {}, MPS {}; at most {} s {}",
-            crate::model::rpm::DRAFT,
+            crate::workload::rpm::params::DRAFT,
             r.url.as_deref().unwrap_or(if r.clear {
                 "a clear HTTP/2 server of its own (loopback, or a lab's server)"
             } else {
@@ -101,8 +103,15 @@ impl Kind for Rpm {
         Some(run(spec, command.to_vec(), place))
     }
 
+    fn metrics(&self) -> &'static [crate::model::metric::Metric] {
+        super::metrics::METRICS
+    }
+
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
-        it.responsiveness.as_ref().map(lines).unwrap_or_default()
+        Responsiveness::of(&it.own)
+            .as_ref()
+            .map(lines)
+            .unwrap_or_default()
     }
 }
 
@@ -297,8 +306,10 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
 }
 
 pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestResult> {
-    let Some(r) = &spec.rpm else {
-        return Err(Error::Failed("rpm needs its parameters".into()));
+    let r = &match RpmSpec::of(spec) {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(Error::Failed("rpm needs its parameters".into())),
+        Err(e) => return Err(Error::Failed(e)),
     };
     let host = crate::measure::host::collect();
     let (target, local) = target(spec, r, place)?;
@@ -353,9 +364,10 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
         cost: costs,
         transactions: probes,
         transactions_per_s: probes as f64 / secs.max(1e-9),
-        responsiveness: Some(f.clone()),
         ..Default::default()
     };
+    let mut it = it;
+    it.own.set(params::FIGURES, Some(&f));
     let summary = Summary {
         workload: spec.workload.name().into(),
         duration_s: secs,
@@ -367,9 +379,10 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
         cpu: summary_cpu,
         flows: f.down_connections + f.up_connections,
         status,
-        responsiveness: Some(f),
         ..Default::default()
     };
+    let mut summary = summary;
+    summary.own.set(params::FIGURES, Some(&f));
     Ok(TestResult {
         schema: crate::model::result::SCHEMA.into(),
         schema_version: crate::model::result::SCHEMA_VERSION,

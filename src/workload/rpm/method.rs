@@ -5,7 +5,7 @@
 //! the current one), the single-sided trimmed mean (the lowest TMP percent
 //! kept), and RPM from the probes' trimmed means.
 
-use crate::model::rpm::Confidence;
+use crate::workload::rpm::params::Confidence;
 
 /// The moving average at the last interval: the mean of the last `mad`
 /// values (None until there are that many).
@@ -120,7 +120,7 @@ pub fn confidence(intervals: usize, mad: usize, stable: bool) -> Confidence {
     }
 }
 
-pub use crate::model::rpm::rating;
+pub use crate::workload::rpm::params::rating;
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,9 @@
 pub mod client;
 pub mod kind;
 pub mod method;
+pub mod metrics;
+pub mod options;
+pub mod params;
 pub mod server;
 
 /// Unsent bytes a connection's socket holds before it says "full"

@@ -3,9 +3,9 @@
 //! loaded requests, and across points which kept RPM highest.
 
 use super::shared::KeyPoint;
-use crate::model::rpm::rating;
 use crate::report::analysis::landscape::{Landscape, Row};
 use crate::units::fmt_us;
+use crate::workload::rpm::params::rating;
 
 /// What RPM counts and what raises it.
 const ADVICE: &str = "RPM counts the round trips a minute allows under working conditions: 60,000 / ms. A new connection's (foreign) probes wait in the bottleneck's queue; a loaded connection's (self) probes also wait behind that connection's own data in the senders' buffers. An AQM with flow queuing at the bottleneck (fq_codel, cake) brings the foreign probes back to the idle round trip; a small TCP_NOTSENT_LOWAT and HTTP/2 send buffer at the sender shorten the self probes' wait. Sweep lab.aqm and lab.queue in a study and compare rpm.";

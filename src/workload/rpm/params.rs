@@ -1,14 +1,21 @@
 //! The responsiveness test's spec and figures (`rpm`:
 //! draft-ietf-ippm-responsiveness, "Responsiveness under Working
-//! Conditions"): the draft's parameters, with its defaults, and what a run
-//! reports (`summary.responsiveness` in the JSON, docs/result-schema.md).
+//! Conditions"): the draft's parameters, with its defaults (the spec's
+//! section `rpm`), and what a run reports (`summary.responsiveness` in the
+//! JSON, docs/result-schema.md). The schema carries both as the kind's own
+//! sections (`model::own`), under `SECTION` and `FIGURES`.
 
 use serde::{Deserialize, Serialize};
 
-use super::error::Invalid;
+use crate::model::error::Invalid;
 
 /// The draft revision the method follows.
 pub const DRAFT: &str = "draft-ietf-ippm-responsiveness-08";
+
+/// The spec's section (`spec.own`) that holds `RpmSpec`.
+pub const SECTION: &str = "rpm";
+/// The iteration's and summary's section that holds `Responsiveness`.
+pub const FIGURES: &str = "responsiveness";
 
 /// How the two directions are loaded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -67,6 +74,11 @@ impl Default for RpmSpec {
 }
 
 impl RpmSpec {
+    /// A spec's rpm section (None: not an rpm spec).
+    pub fn of(spec: &crate::model::spec::TestSpec) -> Result<Option<RpmSpec>, String> {
+        spec.own.try_get(SECTION)
+    }
+
     pub fn validate(&self) -> Result<(), Invalid> {
         let pct = |v: f64| v > 0.0 && v <= 100.0;
         if self.mad < 2 || self.mad > 100 {
@@ -139,6 +151,13 @@ impl Confidence {
             Confidence::Medium => "medium",
             Confidence::High => "high",
         }
+    }
+}
+
+impl Responsiveness {
+    /// An iteration's or a summary's figures (None: not an rpm result).
+    pub fn of(own: &crate::model::own::Own) -> Option<Responsiveness> {
+        own.get(FIGURES)
     }
 }
 
