@@ -245,9 +245,10 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
     // TLS points with it off run in this study run again with the mask,
     // on the same folder, after the others.
     let points = crate::study::sweep::expand(&study, &opts.overrides)?;
-    let off = points
-        .iter()
-        .any(|p| (p.spec.tls.is_some() || p.spec.cipher.is_some()) && !p.spec.crypto_hw);
+    let off = points.iter().any(|p| {
+        (p.spec.tls.is_some() || crate::workload::facts(p.spec.workload).crypto_alone)
+            && !p.spec.crypto_hw
+    });
     let masked = crate::measure::crypto::hw_masked();
     let mut opts = opts;
     opts.crypto_pass = Some(a.crypto_pass.map_or(!masked, |s| s.0));

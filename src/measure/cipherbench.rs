@@ -6,12 +6,68 @@
 //! same library the TLS backend uses, aws-lc-rs; the block ciphers its
 //! safe API leaves out (3DES, DES, AES-192) through aws-lc's EVP.
 
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 use super::crypto::{aws_lc_library, hw_masked};
 use super::error::CipherError;
 use super::MeasureError;
-use crate::model::cipher::{is_signature, CipherFigures};
+
+/// The algorithms a `cipher` point may name, bulk ciphers first (a TLS
+/// record sealed: AEAD, or CBC encryption plus its HMAC), then
+/// signatures (a TLS server signs once per full handshake, the client
+/// verifies), then plain hashes (seed 003's CPACF SHA).
+pub const ALGORITHMS: &[&str] = &[
+    "aes128-gcm",
+    "aes256-gcm",
+    "chacha20-poly1305",
+    "aes128-cbc-hmac-sha1",
+    "aes128-cbc-hmac-sha256",
+    "aes192-cbc-hmac-sha256",
+    "aes256-cbc-hmac-sha256",
+    "3des-cbc-hmac-sha1",
+    "des-cbc-hmac-sha1",
+    "rsa2048-sign",
+    "rsa2048-verify",
+    "rsa4096-sign",
+    "rsa4096-verify",
+    "ecdsa-p256-sign",
+    "ecdsa-p256-verify",
+    "sha1",
+    "sha256",
+];
+
+/// Whether `algorithm` is a signature (its figure is operations/s; bytes
+/// per second mean nothing there).
+pub fn is_signature(algorithm: &str) -> bool {
+    algorithm.ends_with("-sign") || algorithm.ends_with("-verify")
+}
+
+/// What one iteration of a `cipher` point measured on one core.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CipherFigures {
+    pub algorithm: String,
+    /// The library and its version ("aws-lc-rs 1.x", "OpenSSL 3.0.x EVP").
+    pub library: String,
+    /// Bytes per operation (the record; for a signature, the message).
+    pub record_bytes: usize,
+    /// Operations (records sealed, signatures made or checked).
+    pub ops: u64,
+    /// Wall time of the loop, seconds.
+    pub seconds: f64,
+    /// CPU time of the measuring thread over the loop, seconds.
+    pub cpu_s: f64,
+    pub ops_per_s: f64,
+    /// Plaintext bytes per second (None for signatures).
+    pub bytes_per_s: Option<f64>,
+    /// CPU microseconds per KB of plaintext (None for signatures).
+    pub cpu_us_per_kb: Option<f64>,
+    /// CPU microseconds per operation.
+    pub cpu_us_per_op: f64,
+    /// The CPU's crypto extensions were masked (OPENSSL_ia32cap).
+    #[serde(default)]
+    pub hw_masked: bool,
+}
 
 /// One operation; false when it failed.
 type Op = Box<dyn FnMut() -> bool>;
@@ -315,7 +371,7 @@ mod tests {
     #[test]
     fn every_algorithm_this_build_has_is_measured() {
         let d = Duration::from_millis(15);
-        for a in crate::model::cipher::ALGORITHMS {
+        for a in ALGORITHMS {
             match measure(a, 1024, Duration::ZERO, d) {
                 Ok(f) => {
                     assert!(

@@ -164,7 +164,6 @@ pub fn iteration(
         start_skew_us: None,
         load_beside_bps: None,
         latency_under_load: None,
-        cipher: None,
         own: Default::default(),
         auto: None,
     }

@@ -11,8 +11,6 @@ pub enum Section {
     Rrul,
     /// memcache's key-value mix.
     Kv,
-    /// cipher's algorithm.
-    Cipher,
     /// A kind's own section, by its key (`model::own`): the kind's
     /// folder holds its type and registers its options.
     Own(&'static str),

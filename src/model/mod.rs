@@ -5,7 +5,6 @@
 //! so a schema change is audited in one folder. docs/result-schema.md
 //! mirrors `result`.
 pub mod auto;
-pub mod cipher;
 pub mod cryptohw;
 pub mod error;
 pub mod exec;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::error::{Invalid, ModelError};
-use super::kind::{KindFacts, Section};
+use super::kind::KindFacts;
 use super::sample::Confidence;
 use super::spec::{IoMode, Per, TestSpec, MAX_READ_SIZE};
 
@@ -432,14 +432,7 @@ impl TestOptions {
                 Some(f) if !f.is_empty() => Some(f.resolve()?),
                 _ => None,
             },
-            own: self.own.specs(facts)?,
-            cipher: (facts.section == Section::Cipher).then(|| crate::model::cipher::CipherSpec {
-                algorithm: self
-                    .tls
-                    .cipher
-                    .clone()
-                    .unwrap_or_else(|| "aes256-gcm".into()),
-            }),
+            own: self.own.specs(self, facts)?,
             search: self.search_spec()?,
             auto: self.auto_spec()?,
             rate_ramp_s: self.load.rate_ramp.map(|s| s.0),

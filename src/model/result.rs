@@ -128,9 +128,6 @@ pub struct Iteration {
     /// throughput and the timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
-    /// cipher: what one core did with the algorithm over this iteration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cipher: Option<super::cipher::CipherFigures>,
     /// The kinds' own figures (rpm's `responsiveness` ...), each read by
     /// its kind (`model::own`); flattened, as the spec's.
     #[serde(flatten, default)]

@@ -339,9 +339,6 @@ pub struct TestSpec {
     /// for this point (None: the namespace's own, untouched).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<super::firewall::FirewallSpec>,
-    /// cipher: the algorithm measured (the record size is `message`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cipher: Option<super::cipher::CipherSpec>,
     /// The kinds' own sections (rpm's parameters under `rpm` ...), each
     /// read by its kind (`model::own`). Flattened: the section's key is a
     /// key of the spec.
@@ -549,7 +546,6 @@ impl Default for TestSpec {
             rrul: None,
             ports: None,
             firewall: None,
-            cipher: None,
             own: Default::default(),
             search: None,
             auto: None,

@@ -645,7 +645,8 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             return true;
         };
         m.point(&m.runs[i].point).is_none_or(|p| {
-            let crypto = p.spec.tls.is_some() || p.spec.cipher.is_some();
+            let crypto =
+                p.spec.tls.is_some() || crate::workload::facts(p.spec.workload).crypto_alone;
             (!crypto || p.spec.crypto_hw) == pass
         })
     };
@@ -796,16 +797,9 @@ fn finished_line(r: &crate::model::result::TestResult) -> String {
         .map(|i| i.main_value(metric))
         .sum::<f64>()
         / n;
-    if let Some(c) = r.iterations.iter().find_map(|i| i.cipher.as_ref()) {
-        // A cipher point: one core's figures, not a network's.
-        return format!(
-            "{:.0} ops/s{}, {:.2} µs CPU per op",
-            c.ops_per_s,
-            c.bytes_per_s
-                .map(|b| format!(", {:.1} MB/s", b / 1e6))
-                .unwrap_or_default(),
-            c.cpu_us_per_op
-        );
+    if let Some(s) = crate::workload::kind_of(r.spec.workload).sentence(r) {
+        // A kind that says its own (cipher: one core's figures).
+        return s;
     }
     if let Some(s) = &r.search {
         // A capacity search: its answer, not the figures of its last step.

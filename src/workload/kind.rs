@@ -110,6 +110,12 @@ pub trait Kind: Sync {
         &[]
     }
 
+    /// A point's figures in one sentence for a study's progress, when the
+    /// kind's are not the main metric's (None: the main metric's).
+    fn sentence(&self, _r: &crate::model::result::TestResult) -> Option<String> {
+        None
+    }
+
     fn report_lines(&self, _spec: &TestSpec, _it: &Iteration) -> Vec<(&'static str, String)> {
         Vec::new()
     }

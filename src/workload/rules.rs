@@ -33,9 +33,6 @@ pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
     if !spec.crypto_hw && spec.tls.is_none() && !t.crypto_alone {
         return Err("--crypto-hw off applies to TLS tests (--tls, tls-handshake)".into());
     }
-    if spec.cipher.is_some() && t.section != Section::Cipher {
-        return Err("the cipher spec belongs to the cipher workload".into());
-    }
     // A kind's own section on another kind's spec (a hand-written or
     // edited spec: options refuse it before).
     for s in crate::model::options::own_sections() {

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use super::super::error::Invalid;
 use super::super::kind::KindFacts;
+use super::TestOptions;
 
 /// What a kind's own options section is: clap flags (with their
 /// `--help` heading) and serde keys, each optional, built into the
@@ -27,7 +28,9 @@ pub trait KindOptions:
 
     /// Its spec section for a kind whose facts name `KEY`; for any other
     /// kind None, with any of its options refused.
-    fn spec(&self, facts: &KindFacts) -> Result<Option<Self::Spec>, Invalid>;
+    /// `all`: every option given (a kind may read a common one: cipher's
+    /// algorithm is `--cipher`).
+    fn spec(&self, all: &TestOptions, facts: &KindFacts) -> Result<Option<Self::Spec>, Invalid>;
 
     /// The flags that write `spec` back (those off their defaults).
     fn flags(spec: &Self::Spec) -> Vec<String>;
@@ -40,7 +43,7 @@ pub struct OwnSection {
     from_matches: fn(&ArgMatches) -> Result<Value, clap::Error>,
     fields: fn() -> &'static [&'static str],
     set: fn(&mut Value, &'static str, Value) -> Result<(), String>,
-    spec: fn(&Value, &KindFacts) -> Result<Option<Value>, Invalid>,
+    spec: fn(&Value, &TestOptions, &KindFacts) -> Result<Option<Value>, Invalid>,
     flags: fn(&Value) -> Vec<String>,
 }
 
@@ -82,9 +85,13 @@ fn set<T: KindOptions>(into: &mut Value, key: &'static str, value: Value) -> Res
     Ok(())
 }
 
-fn spec<T: KindOptions>(v: &Value, facts: &KindFacts) -> Result<Option<Value>, Invalid> {
+fn spec<T: KindOptions>(
+    v: &Value,
+    all: &TestOptions,
+    facts: &KindFacts,
+) -> Result<Option<Value>, Invalid> {
     let t: T = typed(v).map_err(Invalid::from)?;
-    match t.spec(facts)? {
+    match t.spec(all, facts)? {
         Some(s) => Ok(Some(
             serde_json::to_value(s).map_err(|e| Invalid::from(e.to_string()))?,
         )),
@@ -164,11 +171,15 @@ impl OwnOptions {
     }
 
     /// Every section's spec for the kind of `facts`: (key, section).
-    pub(super) fn specs(&self, facts: &KindFacts) -> Result<super::super::own::Own, Invalid> {
+    pub(super) fn specs(
+        &self,
+        all: &TestOptions,
+        facts: &KindFacts,
+    ) -> Result<super::super::own::Own, Invalid> {
         let mut own = super::super::own::Own::default();
         let empty = Value::Object(Default::default());
         for s in sections() {
-            if let Some(v) = (s.spec)(self.0.get(s.key).unwrap_or(&empty), facts)? {
+            if let Some(v) = (s.spec)(self.0.get(s.key).unwrap_or(&empty), all, facts)? {
                 own.set_raw(s.key, v);
             }
         }

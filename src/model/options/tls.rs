@@ -1,7 +1,7 @@
 //! TLS's options: the library, the suite, the handshake and the trust.
 
 use super::super::error::Invalid;
-use super::super::kind::{KindFacts, Section};
+use super::super::kind::KindFacts;
 use super::super::spec::TlsSpec;
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,7 @@ impl TlsOptions {
     /// line that is a mistake worth naming.
     pub fn set_without_tls(&self, facts: &KindFacts) -> Option<&'static str> {
         // tls-handshake is TLS; cipher's --cipher is its algorithm.
-        if self.on == Some(true) || facts.tls_always || facts.section == Section::Cipher {
+        if self.on == Some(true) || facts.tls_always || facts.crypto_alone {
             return None;
         }
         [

@@ -93,39 +93,6 @@ pub const METRICS: &[Metric] = &[
                 .and_then(|p| p.p99_us)
         },
     },
-    // The cipher workload's figures (one core, in linerate's process).
-    Metric {
-        key: "cipher_ops_per_s",
-        title: "Cipher operations (records or signatures)",
-        unit: Unit::PerSecond,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| it.cipher.as_ref().map(|c| c.ops_per_s),
-    },
-    Metric {
-        key: "cipher_mb_per_s",
-        title: "Cipher speed on one core",
-        unit: Unit::MegabytesPerSecond,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| it.cipher.as_ref().and_then(|c| c.bytes_per_s),
-    },
-    Metric {
-        key: "cipher_us_per_kb",
-        title: "Cipher CPU per KB",
-        unit: Unit::MicrosPerKb,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| it.cipher.as_ref().and_then(|c| c.cpu_us_per_kb),
-    },
-    Metric {
-        key: "cipher_us_per_op",
-        title: "Cipher CPU per operation",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| it.cipher.as_ref().map(|c| c.cpu_us_per_op),
-    },
     Metric {
         key: "throughput_bps",
         title: "Throughput",

@@ -5,7 +5,7 @@
 use super::params::{RpmOrder, RpmSpec, SECTION};
 use crate::model::error::Invalid;
 use crate::model::kind::{KindFacts, Section};
-use crate::model::options::{parse_pct, KindOptions, OwnSection, Secs};
+use crate::model::options::{parse_pct, KindOptions, OwnSection, Secs, TestOptions};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
@@ -64,7 +64,7 @@ impl KindOptions for RpmOptions {
 
     /// rpm's spec, the draft's defaults where nothing is given; for another
     /// kind none, and any of these refused.
-    fn spec(&self, facts: &KindFacts) -> Result<Option<RpmSpec>, Invalid> {
+    fn spec(&self, _: &TestOptions, facts: &KindFacts) -> Result<Option<RpmSpec>, Invalid> {
         if facts.section != Section::Own(SECTION) {
             // A switch reads as Some(false) from a command line that
             // lacks it: only Some(true) is set.
@@ -134,7 +134,6 @@ impl KindOptions for RpmOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::options::TestOptions;
 
     fn read(text: &str) -> Result<TestOptions, String> {
         toml::from_str(text).map_err(|e| {

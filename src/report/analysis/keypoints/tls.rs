@@ -241,7 +241,7 @@ pub fn crypto_accelerator(l: &Landscape) -> Vec<KeyPoint> {
         .rows
         .iter()
         .map(|r| &r.point.spec)
-        .filter(|s| s.tls.is_some() || s.cipher.is_some())
+        .filter(|s| s.tls.is_some() || crate::workload::facts(s.workload).crypto_alone)
         .collect();
     if crypto.is_empty() {
         return Vec::new();
@@ -302,7 +302,7 @@ mod accelerator_tests {
     fn crypto_points_say_no_accelerator_was_used_and_clear_ones_do_not() {
         assert!(crypto_accelerator(&land(vec![TestSpec::default()])).is_empty());
         let cipher = |hw: bool| TestSpec {
-            cipher: Some(Default::default()),
+            workload: crate::workload::cipher::NAME,
             crypto_hw: hw,
             ..Default::default()
         };

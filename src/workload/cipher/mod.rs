@@ -5,6 +5,10 @@
 //! result's two ends are this host).
 
 use super::kind::{Kind, Needs};
+use options::{CipherSpec, SECTION};
+
+pub mod metrics;
+pub mod options;
 use crate::model::spec::{self, TestSpec};
 use crate::units::{fmt_bytes, fmt_rate, fmt_us};
 use std::time::Duration;
@@ -29,27 +33,26 @@ impl Kind for Cipher {
     }
     fn facts(&self) -> super::kind::KindFacts {
         super::kind::KindFacts {
-            section: super::kind::Section::Cipher,
+            section: super::kind::Section::Own(SECTION),
             crypto_alone: true,
             no_auto: Some("it runs in linerate's own process"),
-            default_message: Some(crate::model::cipher::DEFAULT_RECORD),
+            default_message: Some(options::DEFAULT_RECORD),
             ..super::kind::KindFacts::NONE
         }
     }
     fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {
-        match &spec.cipher {
-            Some(c) => c.validate(),
-            None => Err("cipher needs its algorithm".into()),
+        match CipherSpec::of(spec) {
+            Ok(Some(c)) => c.validate(),
+            Ok(None) => Err("cipher needs its algorithm".into()),
+            Err(e) => Err(e.into()),
         }
     }
     fn needs(&self) -> Needs {
         Needs::NOTHING
     }
     fn describe(&self, spec: &TestSpec) -> String {
-        let alg = spec
-            .cipher
-            .as_ref()
-            .map_or("(no --cipher)", |c| c.algorithm.as_str());
+        let c = CipherSpec::of(spec).ok().flatten();
+        let alg = c.as_ref().map_or("(no --cipher)", |c| c.algorithm.as_str());
         format!(
             "cipher {alg}, {} per operation, on one core of this host (in linerate's process, no network): {} s after {} s warm-up",
             fmt_bytes(spec.message as u64),
@@ -69,8 +72,25 @@ impl Kind for Cipher {
     ) -> Option<Result<TestResult>> {
         Some(run(spec, confidence, command.to_vec()))
     }
+    fn metrics(&self) -> &'static [crate::model::metric::Metric] {
+        metrics::METRICS
+    }
+
+    fn sentence(&self, r: &TestResult) -> Option<String> {
+        // One core's figures, not a network's.
+        let c = r.iterations.iter().find_map(metrics::figures)?;
+        Some(format!(
+            "{:.0} ops/s{}, {:.2} µs CPU per op",
+            c.ops_per_s,
+            c.bytes_per_s
+                .map(|b| format!(", {:.1} MB/s", b / 1e6))
+                .unwrap_or_default(),
+            c.cpu_us_per_op
+        ))
+    }
+
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
-        let Some(c) = &it.cipher else {
+        let Some(c) = metrics::figures(it) else {
             return Vec::new();
         };
         let mut speed = format!("operations at {}", fmt_rate(c.ops_per_s));
@@ -103,8 +123,10 @@ impl Kind for Cipher {
 /// Runs `spec`'s algorithm for its warm-up and window, `confidence.min`
 /// times (at least once).
 pub fn run(spec: &TestSpec, confidence: Confidence, command: Vec<String>) -> Result<TestResult> {
-    let Some(c) = &spec.cipher else {
-        return Err(usage("cipher needs its algorithm (--cipher)"));
+    let c = match CipherSpec::of(spec) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Err(usage("cipher needs its algorithm (--cipher)")),
+        Err(e) => return Err(usage(e)),
     };
     if spec.crypto_hw == crate::measure::crypto::hw_masked() {
         return Err(Error::Failed(format!(
@@ -139,7 +161,11 @@ pub fn run(spec: &TestSpec, confidence: Confidence, command: Vec<String>) -> Res
             throughput_bps: bytes as f64 * 8.0 / secs,
             transactions: f.ops,
             transactions_per_s: f.ops as f64 / secs,
-            cipher: Some(f),
+            own: {
+                let mut own = crate::model::own::Own::default();
+                own.set(SECTION, Some(&f));
+                own
+            },
             ..Default::default()
         });
     }
