@@ -1560,6 +1560,8 @@ fn rrul_fixture_reports_latency_idle_and_under_load() {
         assert!(p.r["lab"].is_object());
     }
     compare_with_itself("rrul");
+    // Written before rrul's sections left `model/`.
+    reads_back_byte_for_byte("rrul");
 }
 
 #[test]

@@ -496,7 +496,7 @@ fn total_iterations(folders: &[Folder], shifts: &[Shift]) -> Vec<Iteration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::rrul::Phase;
+    use crate::model::phase::Phase;
     use crate::workload::group::parse_group;
 
     /// A probe over 13 s and streams over its last 10 s, no warm-up.

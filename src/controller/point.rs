@@ -125,8 +125,8 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
     if !program && conn.is_none() {
         return Err(Error::Failed("no agent to run flows on".into()));
     }
-    // rrul's timeline: the idle phase and the streams' ramp before its window.
-    let expected_s = spec.duration_s + spec.rrul.as_ref().map_or(0.0, |r| r.idle_s + spec.warmup_s);
+    // A kind's lead before its window (rrul's idle phase and ramp).
+    let expected_s = spec.duration_s + crate::workload::kind_of(spec.workload).lead_s(spec);
     let mut progress = Progress::new(
         &p.label,
         expected_s,

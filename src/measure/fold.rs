@@ -163,7 +163,6 @@ pub fn iteration(
         hosts: Vec::new(),
         start_skew_us: None,
         load_beside_bps: None,
-        latency_under_load: None,
         own: Default::default(),
         auto: None,
     }
@@ -617,7 +616,6 @@ pub fn summarize_with(
         hit_ratio: kv.as_ref().and_then(|k| k.hit_ratio),
         kv,
         load_beside_bps: None,
-        latency_under_load: None,
         search_figure: None,
         auto: its.last().and_then(|i| i.auto.clone()),
         waits: None,

@@ -7,8 +7,6 @@
 pub enum Section {
     #[default]
     None,
-    /// rrul's phases and probes.
-    Rrul,
     /// memcache's key-value mix.
     Kv,
     /// A kind's own section, by its key (`model::own`): the kind's

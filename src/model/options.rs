@@ -21,15 +21,15 @@ mod exec;
 mod keys;
 mod kv;
 mod own;
-mod rrul;
 mod sections;
 mod tls;
 mod values;
 pub use command_line::to_command_line;
 pub use exec::ExecOptions;
+#[cfg(test)]
+pub use keys::read_toml;
 pub use kv::KvOptions;
 pub use own::{sections as own_sections, KindOptions, OwnOptions, OwnSection};
-pub use rrul::RrulOptions;
 pub use sections::{
     ExchangeOptions, LoadOptions, PlaceOptions, RunOptions, SocketOptions, StreamOptions,
     UdpOptions,
@@ -70,9 +70,6 @@ pub struct TestOptions {
     pub kv: KvOptions,
     #[command(flatten)]
     #[serde(flatten)]
-    pub rrul: RrulOptions,
-    #[command(flatten)]
-    #[serde(flatten)]
     pub tls: TlsOptions,
     #[command(flatten)]
     #[serde(flatten)]
@@ -97,7 +94,6 @@ impl TestOptions {
             fields_of::<LoadOptions>(),
             fields_of::<UdpOptions>(),
             fields_of::<KvOptions>(),
-            fields_of::<RrulOptions>(),
             fields_of::<TlsOptions>(),
             fields_of::<ExecOptions>(),
         ];
@@ -123,15 +119,14 @@ impl TestOptions {
             5 => set_one(&mut self.load, key, value),
             6 => set_one(&mut self.udp, key, value),
             7 => set_one(&mut self.kv, key, value),
-            8 => set_one(&mut self.rrul, key, value),
-            9 => set_one(&mut self.tls, key, value),
-            10 => set_one(&mut self.exec, key, value),
+            8 => set_one(&mut self.tls, key, value),
+            9 => set_one(&mut self.exec, key, value),
             n => {
                 // A kind's own section reads the value as JSON; its error
                 // is raised here, so the file's deserializer places it.
                 let v = serde_json::Value::deserialize(value)?;
                 self.own
-                    .set_key(n - 11, key, v)
+                    .set_key(n - 10, key, v)
                     .map_err(serde::de::Error::custom)
             }
         }
@@ -311,12 +306,10 @@ impl TestOptions {
         let workload = self.run.workload.unwrap_or(d.workload);
         let program = facts.program;
         self.refuse_out_of_place(facts)?;
-        let rrul = self.rrul.spec(self, facts)?;
-        // rrul's flows are its probes' and its streams'.
-        let flows = match &rrul {
-            Some(r) => 2 * r.streams + 2,
-            None => self.run.flows.unwrap_or(d.flows),
-        };
+        let own = self.own.specs(self, facts)?;
+        // A kind's section may imply its flows (rrul: its streams' and
+        // probes').
+        let flows = own::own_flows(&own).unwrap_or(self.run.flows.unwrap_or(d.flows));
         let workers = self
             .run
             .workers
@@ -426,13 +419,12 @@ impl TestOptions {
             sysctl: self.place.sysctl.clone().unwrap_or_default(),
             nic: crate::model::nic::normalize_all(&self.place.nic.clone().unwrap_or_default())?,
             crypto_hw: self.tls.crypto_hw.is_none_or(|s| s.0),
-            rrul,
             ports: self.run.ports,
             firewall: match &self.place.firewall {
                 Some(f) if !f.is_empty() => Some(f.resolve()?),
                 _ => None,
             },
-            own: self.own.specs(self, facts)?,
+            own,
             search: self.search_spec()?,
             auto: self.auto_spec()?,
             rate_ramp_s: self.load.rate_ramp.map(|s| s.0),

@@ -28,6 +28,11 @@ impl Own {
         }
     }
 
+    /// The section `key` as `T`; `missing` (the kind's words) when absent.
+    pub fn need<T: DeserializeOwned>(&self, key: &str, missing: &str) -> Result<T, String> {
+        self.try_get(key)?.ok_or_else(|| missing.to_string())
+    }
+
     /// The section `key` as `T`, None when absent or unreadable (the
     /// report's reading of results from other versions).
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
@@ -83,6 +88,7 @@ mod tests {
         o.set("part", Some(&Part { a: 3 }));
         assert_eq!(o.get::<Part>("part"), Some(Part { a: 3 }));
         assert_eq!(o.try_get::<Part>("other"), Ok(None));
+        assert_eq!(o.need::<Part>("other", "no part"), Err("no part".into()));
         o.set_raw("bad", serde_json::json!({"a": "three"}));
         assert!(o.try_get::<Part>("bad").unwrap_err().contains("`bad`"));
         assert_eq!(o.get::<Part>("bad"), None);

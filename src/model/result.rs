@@ -124,12 +124,9 @@ pub struct Iteration {
     /// the same window (the load beside this group's traffic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_beside_bps: Option<f64>,
-    /// rrul: this iteration's probes idle and under load, the streams'
-    /// throughput and the timeline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
-    /// The kinds' own figures (rpm's `responsiveness` ...), each read by
-    /// its kind (`model::own`); flattened, as the spec's.
+    /// The kinds' own figures (rpm's `responsiveness`, rrul's
+    /// `latency_under_load`, cipher's `cipher`), each read by its kind
+    /// (`model::own`); flattened, as the spec's.
     #[serde(flatten, default)]
     pub own: super::own::Own,
     /// `--duration auto`: how long the window ran, the warm-up it found
@@ -471,11 +468,6 @@ pub struct Summary {
     /// throughput the other groups carried beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_beside_bps: Option<f64>,
-    /// rrul: the probes' round trips idle and under load (latency merged
-    /// over every iteration), the streams' throughput each way, the
-    /// phases and the timeline (docs/result-schema.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_under_load: Option<super::rrul::LatencyUnderLoad>,
     /// A step of a capacity search: the searched figure over every
     /// iteration with its confidence interval (model::search).
     #[serde(default, skip_serializing_if = "Option::is_none")]

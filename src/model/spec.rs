@@ -323,9 +323,6 @@ pub struct TestSpec {
     /// crypto libraries, `--crypto-hw off`).
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub crypto_hw: bool,
-    /// rrul: its idle phase, probe rate and streams (None otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rrul: Option<super::rrul::RrulSpec>,
     /// NIC settings (`nic.gro`, `nic.rx-ring` ...) on the data interfaces
     /// of both ends: set by the lab in its hosts' namespaces, or by an
     /// agent started with `serve --allow-nic` (model::nic).
@@ -543,7 +540,6 @@ impl Default for TestSpec {
             sysctl: Default::default(),
             nic: Default::default(),
             crypto_hw: true,
-            rrul: None,
             ports: None,
             firewall: None,
             own: Default::default(),

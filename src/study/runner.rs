@@ -797,39 +797,24 @@ fn finished_line(r: &crate::model::result::TestResult) -> String {
         .map(|i| i.main_value(metric))
         .sum::<f64>()
         / n;
-    if let Some(s) = crate::workload::kind_of(r.spec.workload).sentence(r) {
-        // A kind that says its own (cipher: one core's figures).
-        return s;
-    }
     if let Some(s) = &r.search {
         // A capacity search: its answer, not the figures of its last step.
         return s.sentence();
     }
-    let main = match (&r.summary.latency_under_load, metric) {
-        // An rrul point: its figures are the probes' wait, not the
-        // timeline's average throughput.
-        (Some(l), _) => rrul_line(l),
-        (None, MainMetric::Throughput) => fmt_bps(v),
-        (None, MainMetric::TransactionRate) => format!("{} transactions", fmt_rate(v)),
-        (None, MainMetric::PacketRate) => format!("{} packets received", fmt_rate(v)),
+    // A kind that says its own (rrul: its probes' wait; cipher: one
+    // core's figures), or its main metric.
+    let main = match crate::workload::kind_of(r.spec.workload).sentence(r) {
+        Some(s) => s,
+        None => match metric {
+            MainMetric::Throughput => fmt_bps(v),
+            MainMetric::TransactionRate => format!("{} transactions", fmt_rate(v)),
+            MainMetric::PacketRate => format!("{} packets received", fmt_rate(v)),
+        },
     };
     match r.iterations.iter().find_map(|i| i.error.as_deref()) {
         Some(e) if !r.summary.status.is_ok() => format!("{main} (partial: {e})"),
         _ => main,
     }
-}
-
-/// "probe p99 21.23 ms idle, 978.85 ms loaded; up 18.15 Mbit/s, down 18.13 Mbit/s".
-fn rrul_line(l: &crate::model::rrul::LatencyUnderLoad) -> String {
-    use crate::units::{fmt_bps, fmt_us};
-    let us = |v: Option<f64>| v.map_or("-".to_string(), fmt_us);
-    format!(
-        "probe p99 {} idle, {} loaded; up {}, down {}",
-        us(l.idle_p99_us),
-        us(l.loaded_p99_us),
-        fmt_bps(l.up_bps),
-        fmt_bps(l.down_bps)
-    )
 }
 
 /// The error for a study that stopped early (partial), with a resume hint.
@@ -847,7 +832,7 @@ mod tests {
 
     #[test]
     fn an_rrul_point_finishes_with_its_probes_wait_not_a_throughput() {
-        let l = crate::model::rrul::LatencyUnderLoad {
+        let l = crate::workload::rrul::params::LatencyUnderLoad {
             idle_p99_us: Some(21_230.0),
             loaded_p99_us: Some(978_850.0),
             up_bps: 18.15e6,
@@ -855,7 +840,10 @@ mod tests {
             ..Default::default()
         };
         let mut r = crate::model::result::TestResult::default();
-        r.summary.latency_under_load = Some(l);
+        r.spec.workload = crate::workload::rrul::NAME;
+        r.summary
+            .own
+            .set(crate::workload::rrul::params::FIGURES, Some(&l));
         assert_eq!(
             finished_line(&r),
             "probe p99 21.23 ms idle, 978.85 ms loaded; up 18.15 Mbit/s, down 18.13 Mbit/s"

@@ -425,7 +425,8 @@ mod tests {
             last.spec.workload,
             crate::model::spec::Workload::named("rrul")
         );
-        assert_eq!(last.spec.rrul.as_ref().unwrap().streams, 8);
+        let r = crate::workload::rrul::params::RrulSpec::of(&last.spec).unwrap();
+        assert_eq!(r.streams, 8);
         assert_eq!(last.groups.len(), 4);
         assert_eq!(last.groups[2].spec.flows, 8);
         assert_eq!(last.groups[2].offset_s, 2.0);

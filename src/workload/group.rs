@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::error::SpecError;
 use crate::model::options::TestOptions;
-use crate::model::rrul::Phase;
+use crate::model::phase::Phase;
 use crate::model::spec::{TestSpec, Workload};
 use crate::model::Invalid;
 

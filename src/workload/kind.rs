@@ -110,6 +110,12 @@ pub trait Kind: Sync {
         &[]
     }
 
+    /// Seconds it runs before its window (rrul: its idle phase and its
+    /// streams' ramp), for the progress bar's length.
+    fn lead_s(&self, _spec: &TestSpec) -> f64 {
+        0.0
+    }
+
     /// A point's figures in one sentence for a study's progress, when the
     /// kind's are not the main metric's (None: the main metric's).
     fn sentence(&self, _r: &crate::model::result::TestResult) -> Option<String> {

@@ -54,7 +54,8 @@ fn an_rrul_command_line_builds_the_same_spec_back() {
         "linerate run rrul --request 200 --message 64K --outstanding 4 --cc reno",
     ] {
         let s = parse(line);
-        assert_eq!(s.flows, 2 * s.rrul.as_ref().unwrap().streams + 2);
+        let r = crate::workload::rrul::params::RrulSpec::of(&s).unwrap();
+        assert_eq!(s.flows, 2 * r.streams + 2);
         let back = to_command_line(&s, &crate::workload::facts(s.workload));
         assert_eq!(parse(&back), s, "{line} -> {back}");
     }
@@ -76,7 +77,7 @@ fn an_rpm_command_line_builds_the_same_spec_back() {
     ] {
         let s = parse(line);
         assert!(
-            crate::workload::rpm::params::RpmSpec::of(&s).unwrap().is_some(),
+            crate::workload::rpm::params::RpmSpec::of(&s).is_ok(),
             "{line}"
         );
         let back = to_command_line(&s, &crate::workload::facts(s.workload));

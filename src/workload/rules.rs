@@ -24,9 +24,6 @@ pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
     if spec.exec.is_some() && !t.program {
         return Err("a command applies to the exec workload".into());
     }
-    if spec.rrul.is_some() && t.section != Section::Rrul {
-        return Err("--idle, --probe-rate and --streams apply to rrul".into());
-    }
     if spec.kv.is_some() && t.section != Section::Kv {
         return Err("--service, --target, --keys, --values, --get-set apply to memcache".into());
     }

@@ -1,7 +1,6 @@
 //! A spec back to the `linerate run` command line that runs it.
 
 use super::super::kind::KindFacts;
-use super::super::rrul::RrulSpec;
 use super::super::spec::{KvDialect, KvSpec, TestSpec, TlsSpec, WindowMode};
 use crate::units;
 
@@ -49,24 +48,6 @@ pub fn to_command_line(spec: &TestSpec, facts: &KindFacts) -> String {
     );
     // Each kind's own section writes its own flags.
     a.extend(super::own::own_flags(&spec.own));
-    if let Some(r) = &spec.rrul {
-        let dr = RrulSpec::default();
-        flag(
-            &mut a,
-            r.idle_s != dr.idle_s,
-            format!("--idle {}", r.idle_s),
-        );
-        flag(
-            &mut a,
-            r.probe_rate != dr.probe_rate,
-            format!("--probe-rate {}", r.probe_rate),
-        );
-        flag(
-            &mut a,
-            r.streams != dr.streams,
-            format!("--streams {}", r.streams),
-        );
-    }
     if let Some(b) = spec.bytes {
         flag(&mut a, true, format!("--bytes {}", size(b)));
         flag(&mut a, spec.per != d.per, "--per transaction".into());

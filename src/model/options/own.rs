@@ -34,6 +34,12 @@ pub trait KindOptions:
 
     /// The flags that write `spec` back (those off their defaults).
     fn flags(spec: &Self::Spec) -> Vec<String>;
+
+    /// The flows its spec implies, where they follow from the section
+    /// (rrul: its streams and probes) rather than `--flows`.
+    fn flows(_spec: &Self::Spec) -> Option<u32> {
+        None
+    }
 }
 
 /// One registered section, its type behind function pointers.
@@ -45,6 +51,7 @@ pub struct OwnSection {
     set: fn(&mut Value, &'static str, Value) -> Result<(), String>,
     spec: fn(&Value, &TestOptions, &KindFacts) -> Result<Option<Value>, Invalid>,
     flags: fn(&Value) -> Vec<String>,
+    flows: fn(&Value) -> Option<u32>,
 }
 
 inventory::collect!(OwnSection);
@@ -60,6 +67,7 @@ impl OwnSection {
             set: set::<T>,
             spec: spec::<T>,
             flags: flags::<T>,
+            flows: flows::<T>,
         }
     }
 
@@ -103,6 +111,10 @@ fn flags<T: KindOptions>(v: &Value) -> Vec<String> {
     T::Spec::deserialize(v)
         .map(|s| T::flags(&s))
         .unwrap_or_default()
+}
+
+fn flows<T: KindOptions>(v: &Value) -> Option<u32> {
+    T::Spec::deserialize(v).ok().as_ref().and_then(T::flows)
 }
 
 /// Every registered section, by key (a stable order for `--help` and the
@@ -194,6 +206,13 @@ pub(super) fn own_flags(own: &super::super::own::Own) -> Vec<String> {
         .filter_map(|s| own.raw(s.key).map(|v| (s.flags)(v)))
         .flatten()
         .collect()
+}
+
+/// The flows an own section of `own` implies, if one does.
+pub(super) fn own_flows(own: &super::super::own::Own) -> Option<u32> {
+    sections()
+        .iter()
+        .find_map(|s| own.raw(s.key).and_then(|v| (s.flows)(v)))
 }
 
 impl Serialize for OwnOptions {

@@ -42,11 +42,6 @@ fn latency(
     it.latency_us.as_ref().map(pick)
 }
 
-/// rrul: an iteration's probes idle and under load.
-fn under_load(it: &Iteration) -> Option<&crate::model::rrul::LatencyUnderLoad> {
-    it.latency_under_load.as_ref()
-}
-
 /// udp-rr's one-way delay up (client to agent) or down, where measured.
 fn owd(
     it: &Iteration,
@@ -312,64 +307,6 @@ pub const METRICS: &[Metric] = &[
         higher_is_better: false,
         main_of: None,
         get: |r, it| latency(r, it, |l| l.p999),
-    },
-    // rrul: the TCP probe's round trips idle and over the loaded phase,
-    // what the load added, and the streams' goodput each way.
-    Metric {
-        key: "idle_p50_us",
-        title: "Idle latency p50",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| under_load(it)?.idle_p50_us,
-    },
-    Metric {
-        key: "idle_p99_us",
-        title: "Idle latency p99",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| under_load(it)?.idle_p99_us,
-    },
-    Metric {
-        key: "loaded_p50_us",
-        title: "Loaded latency p50",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| under_load(it)?.loaded_p50_us,
-    },
-    Metric {
-        key: "loaded_p99_us",
-        title: "Loaded latency p99",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| under_load(it)?.loaded_p99_us,
-    },
-    Metric {
-        key: "added_p99_us",
-        title: "Latency p99 added under load",
-        unit: Unit::Micros,
-        higher_is_better: false,
-        main_of: None,
-        get: |_, it| under_load(it)?.added_p99_us,
-    },
-    Metric {
-        key: "up_bps",
-        title: "Upload under load",
-        unit: Unit::BitsPerSecond,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| Some(under_load(it)?.up_bps),
-    },
-    Metric {
-        key: "down_bps",
-        title: "Download under load",
-        unit: Unit::BitsPerSecond,
-        higher_is_better: true,
-        main_of: None,
-        get: |_, it| Some(under_load(it)?.down_bps),
     },
     // udp-rr's one-way delays (where the ends' clock offset was known):
     // beside a load, which direction's queue grows.

@@ -9,22 +9,22 @@
 //! the point's colour. Several repetitions of a point are averaged per
 //! interval and per percentile.
 
-use crate::model::rrul::LatencyUnderLoad;
 use crate::model::sample::LatencySummary;
 use crate::report::analysis::figure::{Chart, Curve, Series};
 use crate::report::analysis::landscape::{Landscape, Row};
+use crate::workload::rrul::params::LatencyUnderLoad;
 
 /// The probe the figures draw: the first, rrul's headline (the TCP one;
 /// the kind lists its probes in that order).
-fn headline(l: &LatencyUnderLoad) -> Option<&crate::model::rrul::ProbeLatency> {
+fn headline(l: &LatencyUnderLoad) -> Option<&crate::workload::rrul::params::ProbeLatency> {
     l.probes.first()
 }
 
 /// The summaries of a row's results that have rrul's figures.
-fn under_load(r: &Row) -> Vec<&LatencyUnderLoad> {
+fn under_load(r: &Row) -> Vec<LatencyUnderLoad> {
     r.results
         .iter()
-        .filter_map(|x| x.summary.latency_under_load.as_ref())
+        .filter_map(|x| LatencyUnderLoad::of(&x.summary.own))
         .collect()
 }
 
@@ -84,11 +84,15 @@ fn idle(l: &LatencyUnderLoad) -> Option<&LatencySummary> {
 
 /// rrul's charts for `land` (none without rrul points).
 pub fn charts(land: &Landscape) -> Vec<Chart> {
-    let rows: Vec<(&Row, Vec<&LatencyUnderLoad>)> = land
+    let owned: Vec<(&Row, Vec<LatencyUnderLoad>)> = land
         .rows
         .iter()
         .map(|r| (r, under_load(r)))
         .filter(|(_, ls)| !ls.is_empty())
+        .collect();
+    let rows: Vec<(&Row, Vec<&LatencyUnderLoad>)> = owned
+        .iter()
+        .map(|(r, ls)| (*r, ls.iter().collect()))
         .collect();
     if rows.is_empty() {
         return Vec::new();
@@ -148,8 +152,8 @@ pub fn charts(land: &Landscape) -> Vec<Chart> {
 mod tests {
     use super::*;
     use crate::model::result::TestResult;
-    use crate::model::rrul::{PointLatency, ProbeLatency, SeriesPoint};
     use crate::study::sweep::Point;
+    use crate::workload::rrul::params::{PointLatency, ProbeLatency, SeriesPoint};
 
     fn summary(p50: f64) -> LatencySummary {
         LatencySummary {
@@ -182,17 +186,21 @@ mod tests {
             })
             .collect();
         let mut r = TestResult::default();
-        r.summary.latency_under_load = Some(LatencyUnderLoad {
-            idle_s: 2.0,
-            probes: vec![ProbeLatency {
-                probe: "rr".into(),
-                idle_us: Some(summary(idle_us)),
-                loaded_us: Some(summary(loaded_us)),
+        r.spec.workload = crate::workload::rrul::NAME;
+        r.summary.own.set(
+            crate::workload::rrul::params::FIGURES,
+            Some(&LatencyUnderLoad {
+                idle_s: 2.0,
+                probes: vec![ProbeLatency {
+                    probe: "rr".into(),
+                    idle_us: Some(summary(idle_us)),
+                    loaded_us: Some(summary(loaded_us)),
+                    ..Default::default()
+                }],
+                series,
                 ..Default::default()
-            }],
-            series,
-            ..Default::default()
-        });
+            }),
+        );
         crate::report::analysis::landscape::row(
             Point {
                 groups: Vec::new(),

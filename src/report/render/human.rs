@@ -1,6 +1,7 @@
 //! The human table printed after a test: intervals, then the result with
 //! CPU and service demand on both ends, placement and the kernel's view.
 
+use crate::workload::rrul::params::LatencyUnderLoad;
 use std::fmt::Write;
 
 use crate::model::result::{Iteration, TestInterval, TestResult};
@@ -332,7 +333,7 @@ fn iteration(
 ) {
     let show_tx = rate == RateColumn::Transactions;
     // rrul: its timeline and its probes idle and loaded, the CPU.
-    if let Some(l) = &it.latency_under_load {
+    if let Some(l) = &LatencyUnderLoad::of(&it.own) {
         if intervals {
             super::rrul::table(o, l);
         }
@@ -494,7 +495,10 @@ fn placement_and_kernel(o: &mut String, it: &Iteration) {
 /// The lines over all iterations: rrul's merged latency, the confidence
 /// interval (and whether its target was met), and TLS with its cost.
 fn overall(o: &mut String, r: &TestResult) {
-    if let (Some(l), true) = (&r.summary.latency_under_load, r.iterations.len() > 1) {
+    if let (Some(l), true) = (
+        &LatencyUnderLoad::of(&r.summary.own),
+        r.iterations.len() > 1,
+    ) {
         let _ = writeln!(o, "\nall iterations (latency merged, throughput means)");
         super::rrul::lines(o, l);
     }

@@ -41,17 +41,13 @@ impl Kind for Cipher {
         }
     }
     fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {
-        match CipherSpec::of(spec) {
-            Ok(Some(c)) => c.validate(),
-            Ok(None) => Err("cipher needs its algorithm".into()),
-            Err(e) => Err(e.into()),
-        }
+        CipherSpec::of(spec)?.validate()
     }
     fn needs(&self) -> Needs {
         Needs::NOTHING
     }
     fn describe(&self, spec: &TestSpec) -> String {
-        let c = CipherSpec::of(spec).ok().flatten();
+        let c = CipherSpec::of(spec).ok();
         let alg = c.as_ref().map_or("(no --cipher)", |c| c.algorithm.as_str());
         format!(
             "cipher {alg}, {} per operation, on one core of this host (in linerate's process, no network): {} s after {} s warm-up",
@@ -123,11 +119,7 @@ impl Kind for Cipher {
 /// Runs `spec`'s algorithm for its warm-up and window, `confidence.min`
 /// times (at least once).
 pub fn run(spec: &TestSpec, confidence: Confidence, command: Vec<String>) -> Result<TestResult> {
-    let c = match CipherSpec::of(spec) {
-        Ok(Some(c)) => c,
-        Ok(None) => return Err(usage("cipher needs its algorithm (--cipher)")),
-        Err(e) => return Err(usage(e)),
-    };
+    let c = CipherSpec::of(spec).map_err(usage)?;
     if spec.crypto_hw == crate::measure::crypto::hw_masked() {
         return Err(Error::Failed(format!(
             "cipher {}: this process runs with the crypto extensions {}, but the point asks for them {}",

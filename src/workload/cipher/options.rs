@@ -41,9 +41,10 @@ impl CipherSpec {
 }
 
 impl CipherSpec {
-    /// A spec's cipher section (None: not a cipher spec).
-    pub fn of(spec: &crate::model::spec::TestSpec) -> Result<Option<CipherSpec>, String> {
-        spec.own.try_get(SECTION)
+    /// A spec's cipher section.
+    pub fn of(spec: &crate::model::spec::TestSpec) -> Result<CipherSpec, String> {
+        spec.own
+            .need(SECTION, "cipher needs its algorithm (--cipher)")
     }
 }
 

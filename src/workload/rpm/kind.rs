@@ -50,11 +50,7 @@ impl Kind for Rpm {
     }
 
     fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {
-        match RpmSpec::of(spec) {
-            Ok(Some(r)) => r.validate(),
-            Ok(None) => Err("rpm needs its parameters".into()),
-            Err(e) => Err(e.into()),
-        }
+        RpmSpec::of(spec)?.validate()
     }
 
     fn needs(&self) -> Needs {
@@ -62,7 +58,7 @@ impl Kind for Rpm {
     }
 
     fn describe(&self, spec: &TestSpec) -> String {
-        let r = RpmSpec::of(spec).ok().flatten().unwrap_or_default();
+        let r = RpmSpec::of(spec).unwrap_or_default();
         format!(
             "rpm ({}) against {}: {}, MAD {}, ID {} s, TMP {}%, SDT {}%, MNP {}, MPS {}; at most {} s {}",
             crate::workload::rpm::params::DRAFT,
@@ -306,11 +302,7 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
 }
 
 pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestResult> {
-    let r = &match RpmSpec::of(spec) {
-        Ok(Some(r)) => r,
-        Ok(None) => return Err(Error::Failed("rpm needs its parameters".into())),
-        Err(e) => return Err(Error::Failed(e)),
-    };
+    let r = &RpmSpec::of(spec).map_err(Error::Failed)?;
     let host = crate::measure::host::collect();
     let (target, local) = target(spec, r, place)?;
     let limit = Duration::from_secs_f64(spec.duration_s);

@@ -135,15 +135,7 @@ impl KindOptions for RpmOptions {
 mod tests {
     use super::*;
 
-    fn read(text: &str) -> Result<TestOptions, String> {
-        toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start].matches('\n').count() + 1)
-                .unwrap_or(0);
-            format!("{line}: {}", e.message())
-        })
-    }
+    use crate::model::options::read_toml as read;
 
     #[test]
     fn its_keys_reach_it_through_the_registry_and_a_bad_value_names_its_line() {
@@ -184,7 +176,7 @@ mod tests {
             ..Default::default()
         });
         let spec = o.build(&facts(Section::Own(SECTION))).unwrap();
-        let r = RpmSpec::of(&spec).unwrap().unwrap();
+        let r = RpmSpec::of(&spec).unwrap();
         assert_eq!((r.mad, r.mnp), (3, RpmSpec::default().mnp));
         // The JSON keeps the section under its key, among the spec's.
         let v = serde_json::to_value(&spec).unwrap();
@@ -193,7 +185,7 @@ mod tests {
         assert!(e.contains("apply to rpm"), "{e}");
         // Nothing of rpm's set: another kind's spec has no rpm section.
         let plain = TestOptions::default().build(&facts(Section::None)).unwrap();
-        assert_eq!(RpmSpec::of(&plain), Ok(None));
+        assert!(RpmSpec::of(&plain).is_err());
     }
 
     #[test]

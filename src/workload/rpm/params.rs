@@ -74,9 +74,9 @@ impl Default for RpmSpec {
 }
 
 impl RpmSpec {
-    /// A spec's rpm section (None: not an rpm spec).
-    pub fn of(spec: &crate::model::spec::TestSpec) -> Result<Option<RpmSpec>, String> {
-        spec.own.try_get(SECTION)
+    /// A spec's rpm section.
+    pub fn of(spec: &crate::model::spec::TestSpec) -> Result<RpmSpec, String> {
+        spec.own.need(SECTION, "rpm needs its parameters")
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {

@@ -1,13 +1,14 @@
 //! rrul's options: its idle phase, its probes and its streams.
 
-use super::super::error::Invalid;
-use super::super::kind::{KindFacts, Section};
-use super::super::rrul::RrulSpec;
-use super::TestOptions;
+use super::params::{RrulSpec, SECTION};
+use crate::model::error::Invalid;
+use crate::model::kind::{KindFacts, Section};
+use crate::model::options::{Count, KindOptions, OwnSection, Secs, TestOptions};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::values::{Count, Secs};
+// Its flags and study keys join `TestOptions` (`model::options::own`).
+inventory::submit!(OwnSection::of::<RrulOptions>());
 
 /// Flattened into `TestOptions` (keys and flags as written here).
 #[derive(Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -24,11 +25,14 @@ pub struct RrulOptions {
     pub streams: Option<u32>,
 }
 
-impl RrulOptions {
+impl KindOptions for RrulOptions {
+    const KEY: &'static str = SECTION;
+    type Spec = RrulSpec;
+
     /// rrul's own options (and the options its groups set themselves,
     /// refused with what to write instead); for another workload, none.
-    pub fn spec(&self, o: &TestOptions, facts: &KindFacts) -> Result<Option<RrulSpec>, Invalid> {
-        if facts.section != Section::Rrul {
+    fn spec(&self, o: &TestOptions, facts: &KindFacts) -> Result<Option<RrulSpec>, Invalid> {
+        if facts.section != Section::Own(SECTION) {
             if self.idle.is_some() || self.probe_rate.is_some() || self.streams.is_some() {
                 return Err("--idle, --probe-rate and --streams apply to rrul".into());
             }
@@ -67,5 +71,26 @@ impl RrulOptions {
             streams: self.streams.unwrap_or(d.streams),
         };
         Ok(Some(r))
+    }
+
+    /// Its flows are its probes' and its streams'.
+    fn flows(r: &RrulSpec) -> Option<u32> {
+        Some(2 * r.streams + 2)
+    }
+
+    /// Its flags off their defaults.
+    fn flags(r: &RrulSpec) -> Vec<String> {
+        let d = RrulSpec::default();
+        [
+            (r.idle_s != d.idle_s, format!("--idle {}", r.idle_s)),
+            (
+                r.probe_rate != d.probe_rate,
+                format!("--probe-rate {}", r.probe_rate),
+            ),
+            (r.streams != d.streams, format!("--streams {}", r.streams)),
+        ]
+        .into_iter()
+        .filter_map(|(set, f)| set.then_some(f))
+        .collect()
     }
 }

@@ -21,7 +21,7 @@
 //! from its due time: an epoll worker wakes up to a millisecond late for a
 //! due request (timer granularity), which on loopback would be most of the
 //! idle figure and is the engine's, not the path's; with
-//! `model::rrul::PROBE_OUTSTANDING` (32) requests allowed in flight, a
+//! `params::PROBE_OUTSTANDING` (32) requests allowed in flight, a
 //! probe waits for an earlier one only past a 1.6 s round trip at 20/s
 //! (each group's own summary in `groups[]` keeps the corrected figures).
 
@@ -32,7 +32,13 @@ use super::RateColumn;
 use crate::measure::histogram::{self, new_hist, Hist};
 use crate::model::options::{Rate, Secs, Size, TestOptions};
 use crate::model::result::{Iteration, TestInterval, TestResult};
-use crate::model::rrul::{LatencyUnderLoad, Phase, PointLatency, ProbeLatency, SeriesPoint};
+use params::{
+    LatencyUnderLoad, Phase, PointLatency, ProbeLatency, RrulSpec, SeriesPoint, FIGURES, SECTION,
+};
+
+pub mod metrics;
+pub mod options;
+pub mod params;
 use crate::model::sample::LatencySummary;
 use crate::model::spec::{self, Direction, TestSpec, Workload};
 use crate::model::Invalid;
@@ -58,17 +64,12 @@ pub fn spec_of(opts: &TestOptions, local: bool) -> Result<TestSpec, Invalid> {
 /// group that takes them.
 pub fn groups(opts: &TestOptions, local: bool) -> Result<Vec<Group>, GroupError> {
     let spec = spec_of(opts, local)?;
-    let r = spec
-        .rrul
-        .clone()
-        .ok_or(Invalid::from("rrul needs its phases and probes"))?;
+    let r = RrulSpec::of(&spec).map_err(Invalid::from)?;
     let (ramp, loaded) = (spec.warmup_s, spec.duration_s);
     let total = r.idle_s + ramp + loaded;
     let phases = r.phases(ramp, loaded);
     let mut common = opts.clone();
-    common.rrul.idle = None;
-    common.rrul.probe_rate = None;
-    common.rrul.streams = None;
+    common.own.put(&options::RrulOptions::default());
     common.run.label = None;
     common.run.groups = None;
     common.run.warmup = Some(Secs(0.0));
@@ -143,7 +144,7 @@ fn group(name: &str, command: String, o: &TestOptions, local: bool) -> Result<Gr
 /// window: the mix's, with `spec` as its own and `latency_under_load` in
 /// its summary and in each iteration.
 fn finish(spec: &TestSpec, groups: &[Group], mixed: Mixed) -> Result<TestResult, GroupError> {
-    if groups.len() != 4 || spec.rrul.is_none() {
+    if groups.len() != 4 || RrulSpec::of(spec).is_err() {
         return Err(GroupError::NotItsGroups("rrul"));
     }
     let mut r = mixed.result;
@@ -192,9 +193,9 @@ fn finish(spec: &TestSpec, groups: &[Group], mixed: Mixed) -> Result<TestResult,
         total.series = mean_series(&each);
     }
     for (it, l) in r.iterations.iter_mut().zip(each) {
-        it.latency_under_load = Some(l);
+        it.own.set(FIGURES, Some(&l));
     }
-    r.summary.latency_under_load = Some(total);
+    r.summary.own.set(FIGURES, Some(&total));
     Ok(r)
 }
 
@@ -224,7 +225,7 @@ fn under_load(
     its: &[Option<&Iteration>],
     hists: &[&[Hist]],
 ) -> LatencyUnderLoad {
-    let r = spec.rrul.clone().unwrap_or_default();
+    let r = RrulSpec::of(spec).unwrap_or_default();
     let mut l = LatencyUnderLoad {
         streams: r.streams,
         probe_rate: r.probe_rate,
@@ -375,8 +376,7 @@ fn mean_series(each: &[LatencyUnderLoad]) -> Vec<SeriesPoint> {
 
 /// The phases of `spec` (an rrul's), for those who draw them.
 pub fn phases(spec: &TestSpec) -> Vec<Phase> {
-    spec.rrul
-        .as_ref()
+    RrulSpec::of(spec)
         .map(|r| r.phases(spec.warmup_s, spec.duration_s))
         .unwrap_or_default()
 }
@@ -396,22 +396,19 @@ impl Kind for Rrul {
     }
     fn facts(&self) -> super::kind::KindFacts {
         super::kind::KindFacts {
-            section: super::kind::Section::Rrul,
+            section: super::kind::Section::Own(SECTION),
             derived_flows: true,
             default_exchange: Some(crate::model::options::UDP_RR),
-            default_outstanding: Some(crate::model::rrul::PROBE_OUTSTANDING),
+            default_outstanding: Some(params::PROBE_OUTSTANDING),
             default_warmup_s: Some(1.0),
             ..super::kind::KindFacts::GROUPS
         }
     }
     fn rules(&self, spec: &TestSpec) -> Result<(), Invalid> {
-        match &spec.rrul {
-            Some(r) => r.validate(spec.warmup_s, spec.interval_s),
-            None => Err("rrul needs its phases and probes".into()),
-        }
+        RrulSpec::of(spec)?.validate(spec.warmup_s, spec.interval_s)
     }
     fn describe(&self, spec: &TestSpec) -> String {
-        let r = spec.rrul.clone().unwrap_or_default();
+        let r = RrulSpec::of(spec).unwrap_or_default();
         format!(
             "rrul: {} TCP stream{} each way beside two probes (rr and udp-rr {}/{} B at {}/s each, open loop): {} s idle, {} s ramp, {} s loaded",
             r.streams,
@@ -427,6 +424,28 @@ impl Kind for Rrul {
     fn describes_all(&self) -> bool {
         // It says its phases; its groups' flows are below it.
         true
+    }
+    fn lead_s(&self, spec: &TestSpec) -> f64 {
+        // The idle phase and the streams' ramp come before its window.
+        RrulSpec::of(spec).map_or(0.0, |r| r.idle_s + spec.warmup_s)
+    }
+    fn metrics(&self) -> &'static [crate::model::metric::Metric] {
+        metrics::METRICS
+    }
+    fn sentence(&self, r: &TestResult) -> Option<String> {
+        // Its figures are the probes' wait, not the timeline's average
+        // throughput: "probe p99 21.23 ms idle, 978.85 ms loaded; up
+        // 18.15 Mbit/s, down 18.13 Mbit/s".
+        use crate::units::{fmt_bps, fmt_us};
+        let l = LatencyUnderLoad::of(&r.summary.own)?;
+        let us = |v: Option<f64>| v.map_or("-".to_string(), fmt_us);
+        Some(format!(
+            "probe p99 {} idle, {} loaded; up {}, down {}",
+            us(l.idle_p99_us),
+            us(l.loaded_p99_us),
+            fmt_bps(l.up_bps),
+            fmt_bps(l.down_bps)
+        ))
     }
     fn rate_column(&self, _spec: &TestSpec) -> RateColumn {
         RateColumn::Transactions

@@ -1,6 +1,8 @@
 //! RRUL (flent's Realtime Response Under Load) as data: what `linerate run
-//! rrul` adds to a test's spec (its phases and probes), and the section it
-//! adds to a result, `latency_under_load` (docs/result-schema.md).
+//! rrul` adds to a test's spec (its phases and probes, the spec's section
+//! `rrul`), and the section it adds to a result, `latency_under_load`
+//! (docs/result-schema.md); the schema carries both as the kind's own
+//! (`model::own`).
 //!
 //! The timeline: the probes (an rr and a udp-rr, open loop at a modest
 //! rate) run alone for `idle_s`, then the streams start (N up, N down);
@@ -12,8 +14,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::Invalid;
-use super::sample::LatencySummary;
+use crate::model::error::Invalid;
+pub use crate::model::phase::Phase;
+use crate::model::sample::LatencySummary;
+
+/// The spec's section (`spec.own`) that holds `RrulSpec`.
+pub const SECTION: &str = "rrul";
+/// The iterations' and summary's section that holds `LatencyUnderLoad`.
+pub const FIGURES: &str = "latency_under_load";
 
 /// What rrul adds to a spec.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -27,6 +35,11 @@ pub struct RrulSpec {
 }
 
 impl RrulSpec {
+    /// A spec's rrul section.
+    pub fn of(spec: &crate::model::spec::TestSpec) -> Result<RrulSpec, String> {
+        spec.own.need(SECTION, "rrul needs its phases and probes")
+    }
+
     /// Its phases begin on interval edges (each phase's latency is the
     /// merge of whole intervals'): the idle phase and the ramp (`warmup_s`)
     /// are whole intervals.
@@ -96,16 +109,6 @@ pub const MAX_IDLE_S: f64 = 30.0;
 /// Requests each probe may have in flight: at 20/s a probe waits for an
 /// earlier one only past a 1.6 s round trip.
 pub const PROBE_OUTSTANDING: u32 = 32;
-
-/// A stretch of the common timeline.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct Phase {
-    /// `idle`, `ramp` or `loaded`.
-    pub name: String,
-    /// Seconds since the common start.
-    pub start_s: f64,
-    pub end_s: f64,
-}
 
 /// One probe's round trips per phase (from each request's actual send).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -186,6 +189,11 @@ pub struct LatencyUnderLoad {
 }
 
 impl LatencyUnderLoad {
+    /// An iteration's or a summary's figures (None: not an rrul result).
+    pub fn of(own: &crate::model::own::Own) -> Option<LatencyUnderLoad> {
+        own.get(FIGURES)
+    }
+
     /// The phase an instant (seconds since the common start) falls in.
     pub fn phase_at(&self, t_s: f64) -> Option<&Phase> {
         self.phases
