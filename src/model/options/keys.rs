@@ -268,6 +268,18 @@ mod tests {
     }
 
     #[test]
+    fn no_two_sections_own_one_key() {
+        // A kind's own section (registered from its folder) must not take
+        // a common key: the first owner would win silently.
+        let mut keys: Vec<&str> = TestOptions::section_fields().concat();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n);
+        assert!(keys.contains(&"mad") && keys.contains(&"streams"));
+    }
+
+    #[test]
     fn aliases_are_keys_too() {
         let o = read("threads = 3\nagent_threads = 2\n").unwrap();
         assert_eq!((o.run.workers, o.run.agent_workers), (Some(3), Some(2)));

@@ -529,6 +529,19 @@ mod tests {
     }
 
     #[test]
+    fn every_metric_key_names_one_metric_common_or_a_kinds() {
+        let mut keys: Vec<&str> = all().iter().map(|m| m.key).collect();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "a kind's metric shadows another's key");
+        // The kinds' own are in the catalogue.
+        for k in ["rpm", "cipher_mb_per_s", "idle_p99_us"] {
+            assert!(find(k).is_some(), "{k}");
+        }
+    }
+
+    #[test]
     fn rates_print_their_unit_once() {
         let m = find("transactions_per_s").unwrap();
         assert_eq!(m.fmt(16_100.0), "16.1k/s");
