@@ -80,12 +80,16 @@ pub struct TestOptions {
     pub own: OwnOptions,
 }
 
+/// The sections `TestOptions` types itself (before the kinds' own, in
+/// `section_fields` and `set_key`).
+const COMMON_SECTIONS: usize = 10;
+
 impl TestOptions {
     /// Each section's keys, in the order of `set_key`'s sections: the
     /// common ones, then the kinds' own (`own_sections()`).
     fn section_fields() -> Vec<&'static [&'static str]> {
         use keys::fields_of;
-        let mut v = vec![
+        let common: [&'static [&'static str]; COMMON_SECTIONS] = [
             fields_of::<RunOptions>(),
             fields_of::<PlaceOptions>(),
             fields_of::<SocketOptions>(),
@@ -97,6 +101,7 @@ impl TestOptions {
             fields_of::<TlsOptions>(),
             fields_of::<ExecOptions>(),
         ];
+        let mut v = common.to_vec();
         v.extend(own_sections().iter().map(|s| s.fields()));
         v
     }
@@ -126,7 +131,7 @@ impl TestOptions {
                 // is raised here, so the file's deserializer places it.
                 let v = serde_json::Value::deserialize(value)?;
                 self.own
-                    .set_key(n - 10, key, v)
+                    .set_key(n - COMMON_SECTIONS, key, v)
                     .map_err(serde::de::Error::custom)
             }
         }

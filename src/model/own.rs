@@ -39,17 +39,19 @@ impl Own {
         self.try_get(key).ok().flatten()
     }
 
-    /// Sets the section `key` to `value` (None removes it).
-    pub fn set<T: Serialize>(&mut self, key: &str, value: Option<&T>) {
-        match value.map(serde_json::to_value) {
-            Some(Ok(v)) => {
-                self.0.insert(key.into(), v);
-            }
-            // A kind's types serialize (plain data); nothing to keep else.
-            Some(Err(_)) | None => {
-                self.0.remove(key);
-            }
+    /// Sets the section `key` to `value`.
+    pub fn set<T: Serialize>(&mut self, key: &str, value: &T) {
+        // A kind's types are plain data: they always serialize.
+        if let Ok(v) = serde_json::to_value(value) {
+            self.0.insert(key.into(), v);
         }
+    }
+
+    /// Only the section `key`, set to `value` (a result's figures).
+    pub fn with<T: Serialize>(key: &str, value: &T) -> Own {
+        let mut own = Own::default();
+        own.set(key, value);
+        own
     }
 
     /// Sets the section `key` to a value its kind already wrote as JSON.
@@ -60,15 +62,6 @@ impl Own {
     /// The section `key` as JSON.
     pub fn raw(&self, key: &str) -> Option<&serde_json::Value> {
         self.0.get(key)
-    }
-
-    /// The keys present.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
@@ -84,16 +77,18 @@ mod tests {
     #[test]
     fn a_section_reads_back_as_its_type_and_a_wrong_one_names_its_key() {
         let mut o = Own::default();
-        assert!(o.is_empty());
-        o.set("part", Some(&Part { a: 3 }));
+        assert_eq!(o.raw("part"), None);
+        o.set("part", &Part { a: 3 });
         assert_eq!(o.get::<Part>("part"), Some(Part { a: 3 }));
         assert_eq!(o.try_get::<Part>("other"), Ok(None));
         assert_eq!(o.need::<Part>("other", "no part"), Err("no part".into()));
         o.set_raw("bad", serde_json::json!({"a": "three"}));
         assert!(o.try_get::<Part>("bad").unwrap_err().contains("`bad`"));
         assert_eq!(o.get::<Part>("bad"), None);
-        o.set::<Part>("part", None);
-        assert_eq!(o.keys().collect::<Vec<_>>(), vec!["bad"]);
+        assert_eq!(
+            Own::with("part", &Part { a: 3 }).get::<Part>("part"),
+            Some(Part { a: 3 })
+        );
     }
 
     #[derive(Serialize, Deserialize, Debug, PartialEq)]

@@ -843,7 +843,7 @@ mod tests {
         r.spec.workload = crate::workload::rrul::NAME;
         r.summary
             .own
-            .set(crate::workload::rrul::params::FIGURES, Some(&l));
+            .set(crate::workload::rrul::params::FIGURES, &l);
         assert_eq!(
             finished_line(&r),
             "probe p99 21.23 ms idle, 978.85 ms loaded; up 18.15 Mbit/s, down 18.13 Mbit/s"

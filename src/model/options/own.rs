@@ -99,12 +99,9 @@ fn spec<T: KindOptions>(
     facts: &KindFacts,
 ) -> Result<Option<Value>, Invalid> {
     let t: T = typed(v).map_err(Invalid::from)?;
-    match t.spec(all, facts)? {
-        Some(s) => Ok(Some(
-            serde_json::to_value(s).map_err(|e| Invalid::from(e.to_string()))?,
-        )),
-        None => Ok(None),
-    }
+    t.spec(all, facts)?
+        .map(|s| serde_json::to_value(s).map_err(|e| Invalid::from(e.to_string())))
+        .transpose()
 }
 
 fn flags<T: KindOptions>(v: &Value) -> Vec<String> {

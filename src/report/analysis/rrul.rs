@@ -33,7 +33,7 @@ fn mean(v: &[f64]) -> Option<f64> {
 }
 
 /// The probe's per-interval p50 over time (ms), repetitions averaged.
-fn over_time(ls: &[&LatencyUnderLoad]) -> Vec<(f64, f64, Option<f64>)> {
+fn over_time(ls: &[LatencyUnderLoad]) -> Vec<(f64, f64, Option<f64>)> {
     let n = ls.iter().map(|l| l.series.len()).min().unwrap_or(0);
     (0..n)
         .filter_map(|k| {
@@ -54,7 +54,7 @@ fn over_time(ls: &[&LatencyUnderLoad]) -> Vec<(f64, f64, Option<f64>)> {
 /// (latency ms, percentile) through a phase's percentiles, repetitions
 /// averaged; empty when no repetition has the phase.
 fn cdf(
-    ls: &[&LatencyUnderLoad],
+    ls: &[LatencyUnderLoad],
     pick: fn(&LatencyUnderLoad) -> Option<&LatencySummary>,
 ) -> Vec<(f64, f64)> {
     let phases: Vec<&LatencySummary> = ls.iter().filter_map(|l| pick(l)).collect();
@@ -84,15 +84,11 @@ fn idle(l: &LatencyUnderLoad) -> Option<&LatencySummary> {
 
 /// rrul's charts for `land` (none without rrul points).
 pub fn charts(land: &Landscape) -> Vec<Chart> {
-    let owned: Vec<(&Row, Vec<LatencyUnderLoad>)> = land
+    let rows: Vec<(&Row, Vec<LatencyUnderLoad>)> = land
         .rows
         .iter()
         .map(|r| (r, under_load(r)))
         .filter(|(_, ls)| !ls.is_empty())
-        .collect();
-    let rows: Vec<(&Row, Vec<&LatencyUnderLoad>)> = owned
-        .iter()
-        .map(|(r, ls)| (*r, ls.iter().collect()))
         .collect();
     if rows.is_empty() {
         return Vec::new();
@@ -189,7 +185,7 @@ mod tests {
         r.spec.workload = crate::workload::rrul::NAME;
         r.summary.own.set(
             crate::workload::rrul::params::FIGURES,
-            Some(&LatencyUnderLoad {
+            &LatencyUnderLoad {
                 idle_s: 2.0,
                 probes: vec![ProbeLatency {
                     probe: "rr".into(),
@@ -199,7 +195,7 @@ mod tests {
                 }],
                 series,
                 ..Default::default()
-            }),
+            },
         );
         crate::report::analysis::landscape::row(
             Point {

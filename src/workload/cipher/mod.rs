@@ -4,13 +4,13 @@
 //! result like any other, so a study's landscape and tables read it; the
 //! result's two ends are this host).
 
-use super::kind::{Kind, Needs};
-use options::{CipherSpec, SECTION};
-
 pub mod metrics;
 pub mod options;
+
+use super::kind::{Kind, Needs};
 use crate::model::spec::{self, TestSpec};
 use crate::units::{fmt_bytes, fmt_rate, fmt_us};
+use options::{CipherSpec, SECTION};
 use std::time::Duration;
 
 use crate::error::{usage, Error, Result};
@@ -153,11 +153,7 @@ pub fn run(spec: &TestSpec, confidence: Confidence, command: Vec<String>) -> Res
             throughput_bps: bytes as f64 * 8.0 / secs,
             transactions: f.ops,
             transactions_per_s: f.ops as f64 / secs,
-            own: {
-                let mut own = crate::model::own::Own::default();
-                own.set(SECTION, Some(&f));
-                own
-            },
+            own: crate::model::own::Own::with(SECTION, &f),
             ..Default::default()
         });
     }

@@ -347,6 +347,7 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
     };
     let it = Iteration {
         index: 0,
+        own: crate::model::own::Own::with(params::FIGURES, &f),
         status,
         error: outcome.cut_short.clone(),
         duration_s: secs,
@@ -358,8 +359,6 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
         transactions_per_s: probes as f64 / secs.max(1e-9),
         ..Default::default()
     };
-    let mut it = it;
-    it.own.set(params::FIGURES, Some(&f));
     let summary = Summary {
         workload: spec.workload.name().into(),
         duration_s: secs,
@@ -371,10 +370,9 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
         cpu: summary_cpu,
         flows: f.down_connections + f.up_connections,
         status,
+        own: crate::model::own::Own::with(params::FIGURES, &f),
         ..Default::default()
     };
-    let mut summary = summary;
-    summary.own.set(params::FIGURES, Some(&f));
     Ok(TestResult {
         schema: crate::model::result::SCHEMA.into(),
         schema_version: crate::model::result::SCHEMA_VERSION,

@@ -193,9 +193,9 @@ fn finish(spec: &TestSpec, groups: &[Group], mixed: Mixed) -> Result<TestResult,
         total.series = mean_series(&each);
     }
     for (it, l) in r.iterations.iter_mut().zip(each) {
-        it.own.set(FIGURES, Some(&l));
+        it.own.set(FIGURES, &l);
     }
-    r.summary.own.set(FIGURES, Some(&total));
+    r.summary.own.set(FIGURES, &total);
     Ok(r)
 }
 
