@@ -1098,6 +1098,10 @@ fn memcache_fixture_reports_operations_hit_ratio_and_saturation() {
     }
     // memcached's rules speak of operations, not bytes or transactions.
     d.silent("transaction_cost");
+    // Written before memcache's sections left `model/` (its spec, figures
+    // and flow counts ride in `model::own` now), and before the counters'
+    // `bytes_delivered`: every key it has reads back, in its order.
+    reads_back_every_key("memcache");
     d.silent("scaling_peak");
     d.silent("service_demand_trend");
     loopback_rules(&d);
@@ -1594,6 +1598,47 @@ fn reads_back_byte_for_byte(name: &str) {
             "{}: the result does not write back as it was read",
             path.display()
         );
+    }
+}
+
+/// Each result of fixture `name` writes back with every key it has, each
+/// with its value and in its order, where newer fields only add keys.
+fn reads_back_every_key(name: &str) {
+    fn same(was: &Value, now: &Value, at: &str) {
+        match (was, now) {
+            (Value::Object(w), Value::Object(n)) => {
+                let order: Vec<usize> = w
+                    .keys()
+                    .map(|k| {
+                        n.keys()
+                            .position(|m| m == k)
+                            .unwrap_or_else(|| panic!("{at}.{k}: gone"))
+                    })
+                    .collect();
+                assert!(
+                    order.windows(2).all(|p| p[0] < p[1]),
+                    "{at}: keys reordered"
+                );
+                for (k, v) in w {
+                    same(v, &n[k], &format!("{at}.{k}"));
+                }
+            }
+            (Value::Array(w), Value::Array(n)) => {
+                assert_eq!(w.len(), n.len(), "{at}: length");
+                for (i, (a, b)) in w.iter().zip(n).enumerate() {
+                    same(a, b, &format!("{at}[{i}]"));
+                }
+            }
+            _ => assert_eq!(was, now, "{at}"),
+        }
+    }
+    for e in std::fs::read_dir(fixture(name).join("points")).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let r: linerate::model::result::TestResult = serde_json::from_str(&text).unwrap();
+        let again: Value = serde_json::to_value(&r).unwrap();
+        let was: Value = serde_json::from_str(&text).unwrap();
+        same(&was, &again, &path.display().to_string());
     }
 }
 

@@ -290,14 +290,13 @@ pub fn run_groups(
         .collect();
     let spec = crate::workload::mixed_spec(groups);
     let iterations = total_iterations(&folders, &shifts(groups));
-    let summary = crate::measure::fold::summarize_with(
+    let summary = crate::measure::fold::summarize(
         &spec,
         Figures::default(),
         &iterations,
         (None, None),
         conf.level_pct,
         MainMetric::Throughput,
-        None,
     );
     let result = TestResult {
         schema: result::SCHEMA.into(),

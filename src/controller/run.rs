@@ -3,7 +3,7 @@
 
 use super::error::ControllerError;
 use crate::controller::driver::{IterationRun, Live};
-use crate::measure::fold::{KvHists, OwdHists};
+use crate::measure::fold::OwdHists;
 use crate::measure::histogram::{self, new_hist, Hist, WaitHists};
 use crate::model::result::HostRun;
 
@@ -75,8 +75,9 @@ pub struct Folder {
     hist_c: Hist,
     /// Each end's waits over every iteration: (client, agent).
     waits: (WaitHists, WaitHists),
-    kv_hists: KvHists,
     owd_hists: OwdHists,
+    /// The kind's own figures (memcache's `kv`), folded by the kind.
+    own: Option<Box<dyn crate::workload::OwnFold>>,
 }
 
 impl Folder {
@@ -91,8 +92,8 @@ impl Folder {
             hist: new_hist(),
             hist_c: new_hist(),
             waits: Default::default(),
-            kv_hists: KvHists::default(),
             owd_hists: OwdHists::default(),
+            own: crate::workload::own_fold(spec),
         }
     }
 
@@ -156,13 +157,15 @@ impl Folder {
             self.figures,
         );
         crate::measure::fold::one_way(&mut it, &mut self.owd_hists);
-        it.kv = crate::measure::fold::kv_figures(
-            &mut it,
-            run.prefill.clone(),
-            run.agent.service.clone().or(run.client.service.clone()),
-            &mut self.kv_hists,
-            self.figures,
-        );
+        if let Some(own) = &mut self.own {
+            own.iteration(
+                &mut it,
+                crate::workload::Beside {
+                    prefill: run.prefill.as_ref(),
+                    service: run.agent.service.as_ref().or(run.client.service.as_ref()),
+                },
+            );
+        }
         self.values.push(it.main_value(self.metric));
         self.iterations.push(it);
         self.phase_hists.push(run.phase_hists);
@@ -266,7 +269,7 @@ impl Folder {
 
     /// The summary over the iterations folded.
     pub fn summary(&self, conf: &Confidence) -> Summary {
-        let mut s = crate::measure::fold::summarize_with(
+        let mut s = crate::measure::fold::summarize(
             &self.spec,
             self.figures,
             &self.iterations,
@@ -276,8 +279,10 @@ impl Folder {
             ),
             conf.level_pct,
             self.metric,
-            Some(&self.kv_hists),
         );
+        if let Some(own) = &self.own {
+            own.summary(&self.iterations, &mut s);
+        }
         crate::measure::fold::one_way_summary(&mut s, &self.iterations, &self.owd_hists);
         s.search_figure = self.search_figure();
         s.waits = WaitHists::summary(&self.waits.0, &self.waits.1);

@@ -350,7 +350,7 @@ fn fmt_figure(s: &SearchSpec, v: f64) -> String {
 }
 
 /// Each end's CPU as a percent of the cores its workers could use (as the
-/// `cpu_bound` key point counts it), and memcached's of its threads.
+/// `cpu_bound` key point counts it), and a server program's (memcached's) of its threads.
 fn cpu_shares(
     spec: &TestSpec,
     summary: &Summary,
@@ -372,43 +372,10 @@ fn cpu_shares(
         result.environment.agent.cpus,
         spec.agent_workers,
     );
-    let server = summary.kv.as_ref().and_then(|k| {
-        let cores = k.server_us_per_op? * k.ops_per_s / 1e6;
-        let threads = spec
-            .kv
-            .as_ref()
-            .and_then(|kv| kv.service.as_deref())
-            .map_or(4, memcached_threads);
+    // A server program the kind loads (memcached): of its threads.
+    let server = crate::workload::served(spec, Some(summary)).and_then(|s| {
         let cpus = result.environment.agent.cpus.max(1);
-        Some(100.0 * cores / threads.min(cpus) as f64)
+        Some(100.0 * s.busy_cores? / s.threads.min(cpus) as f64)
     });
     (client, agent, server)
-}
-
-/// memcached's worker threads from its command line (`-t N`, default 4).
-fn memcached_threads(command: &str) -> usize {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    words
-        .iter()
-        .position(|w| *w == "-t" || *w == "--threads")
-        .and_then(|i| words.get(i + 1))
-        .or_else(|| {
-            words
-                .iter()
-                .find_map(|w| w.strip_prefix("--threads=").map(|_| w))
-        })
-        .and_then(|w| w.trim_start_matches("--threads=").parse().ok())
-        .unwrap_or(4)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memcacheds_threads_are_read_from_its_command_line() {
-        assert_eq!(memcached_threads("memcached -t 2 -m 1024"), 2);
-        assert_eq!(memcached_threads("memcached --threads=8"), 8);
-        assert_eq!(memcached_threads("memcached -m 64"), 4);
-    }
 }

@@ -596,8 +596,8 @@ impl FlowBase {
             window_clamp_repairs: self.clamp.as_ref().map(|c| c.repairs),
             reads: (self.reads > 0).then_some(self.reads),
             udp: None,
-            kv: None,
             quic: None,
+            own: Default::default(),
         }
     }
 }

@@ -21,11 +21,10 @@ use crate::measure::histogram::{self, new_hist, Hist};
 use crate::measure::{cpu, stats};
 use crate::model::flow::FlowReport;
 use crate::model::result::{
-    CpuFields, Iteration, KvFigures, LatencyFields, Pair, Status, Summary, TestInterval, UdpFigures,
+    CpuFields, Iteration, LatencyFields, Pair, Status, Summary, TestInterval, UdpFigures,
 };
 use crate::model::sample::{
-    Counters, CpuWindow, IntervalSample, KernelUdp, KvPrefill, LatencySummary, ServiceWindow,
-    WorkerPlacement,
+    Counters, CpuWindow, IntervalSample, KernelUdp, LatencySummary, ServiceWindow, WorkerPlacement,
 };
 use crate::model::spec::{Figures, MainMetric, TestSpec};
 
@@ -159,155 +158,12 @@ pub fn iteration(
             agent: agent.errors,
         },
         udp: None,
-        kv: None,
         hosts: Vec::new(),
         start_skew_us: None,
         load_beside_bps: None,
         own: Default::default(),
         auto: None,
     }
-}
-
-/// memcache: per-type latency histograms merged over flows (and, kept by
-/// the caller, over iterations).
-pub struct KvHists {
-    pub get: Hist,
-    pub set: Hist,
-    pub get_corrected: Hist,
-    pub set_corrected: Hist,
-}
-
-impl Default for KvHists {
-    fn default() -> Self {
-        KvHists {
-            get: new_hist(),
-            set: new_hist(),
-            get_corrected: new_hist(),
-            set_corrected: new_hist(),
-        }
-    }
-}
-
-impl KvHists {
-    fn add(&mut self, o: &KvHists) {
-        histogram::merge(&mut self.get, &o.get);
-        histogram::merge(&mut self.set, &o.set);
-        histogram::merge(&mut self.get_corrected, &o.get_corrected);
-        histogram::merge(&mut self.set_corrected, &o.set_corrected);
-    }
-}
-
-/// A memcache iteration's figures from the client's counters and flow
-/// reports; the flows' histograms are merged into `totals` and dropped
-/// from the flow reports (they are in the figures now).
-pub fn kv_figures(
-    it: &mut Iteration,
-    prefill: Option<KvPrefill>,
-    server: Option<ServiceWindow>,
-    totals: &mut KvHists,
-    figures: Figures,
-) -> Option<KvFigures> {
-    if !figures.kv {
-        return None;
-    }
-    let mut h = KvHists::default();
-    let mut first_problem = None;
-    for f in it.flows.client.iter_mut() {
-        let Some(k) = f.kv.as_mut() else { continue };
-        let pairs = [
-            (&mut k.get_latency, &mut h.get),
-            (&mut k.set_latency, &mut h.set),
-            (&mut k.get_corrected, &mut h.get_corrected),
-            (&mut k.set_corrected, &mut h.set_corrected),
-        ];
-        for (text, into) in pairs {
-            if let Some(t) = text.take() {
-                if let Ok(x) = histogram::decode(&t) {
-                    histogram::merge(into, &x);
-                }
-            }
-        }
-        if first_problem.is_none() {
-            first_problem = k.first_problem.clone();
-        }
-    }
-    totals.add(&h);
-    let c = &it.counters.client;
-    let secs = it.duration_s.max(1e-9);
-    let ops = c.kv_gets + c.kv_sets;
-    let per_op = |w: &Option<CpuWindow>| {
-        w.as_ref()
-            .filter(|_| ops > 0)
-            .map(|w| w.process_cpu_s * 1e6 / ops as f64)
-    };
-    Some(KvFigures {
-        ops_per_s: ops as f64 / secs,
-        gets_per_s: c.kv_gets as f64 / secs,
-        sets_per_s: c.kv_sets as f64 / secs,
-        gets: c.kv_gets,
-        sets: c.kv_sets,
-        hits: c.kv_hits,
-        misses: c.kv_misses,
-        hit_ratio: (c.kv_hits + c.kv_misses > 0)
-            .then(|| c.kv_hits as f64 / (c.kv_hits + c.kv_misses) as f64),
-        bad_values: c.kv_bad_values,
-        errors: c.kv_errors,
-        first_problem,
-        get_latency_us: histogram::summarize(&h.get),
-        set_latency_us: histogram::summarize(&h.set),
-        get_corrected_us: histogram::summarize(&h.get_corrected),
-        set_corrected_us: histogram::summarize(&h.set_corrected),
-        sent_bps: 8.0 * c.bytes_tx as f64 / secs,
-        received_bps: 8.0 * c.bytes_rx as f64 / secs,
-        client_us_per_op: per_op(&it.cpu.client),
-        server_us_per_op: per_op(&it.cpu.agent),
-        prefill,
-        server,
-    })
-}
-
-/// Means of the iterations' memcache figures (counts summed, latency from
-/// every iteration's histograms).
-fn mean_kv(its: &[Iteration], totals: Option<&KvHists>) -> Option<KvFigures> {
-    let ks: Vec<&KvFigures> = its.iter().filter_map(|i| i.kv.as_ref()).collect();
-    let last = *ks.last()?;
-    let n = ks.len() as f64;
-    let mean = |f: fn(&KvFigures) -> f64| ks.iter().map(|k| f(k)).sum::<f64>() / n;
-    let mean_opt = |f: fn(&KvFigures) -> Option<f64>| {
-        let v: Vec<f64> = ks.iter().filter_map(|k| f(k)).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    let sum = |f: fn(&KvFigures) -> u64| ks.iter().map(|k| f(k)).sum::<u64>();
-    let (hits, misses) = (sum(|k| k.hits), sum(|k| k.misses));
-    let lat = |pick: fn(&KvHists) -> &Hist, each: fn(&KvFigures) -> Option<LatencySummary>| {
-        match totals {
-            Some(t) => histogram::summarize(pick(t)),
-            None => each(last),
-        }
-    };
-    Some(KvFigures {
-        ops_per_s: mean(|k| k.ops_per_s),
-        gets_per_s: mean(|k| k.gets_per_s),
-        sets_per_s: mean(|k| k.sets_per_s),
-        gets: sum(|k| k.gets),
-        sets: sum(|k| k.sets),
-        hits,
-        misses,
-        hit_ratio: (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64),
-        bad_values: sum(|k| k.bad_values),
-        errors: sum(|k| k.errors),
-        first_problem: ks.iter().find_map(|k| k.first_problem.clone()),
-        get_latency_us: lat(|t| &t.get, |k| k.get_latency_us.clone()),
-        set_latency_us: lat(|t| &t.set, |k| k.set_latency_us.clone()),
-        get_corrected_us: lat(|t| &t.get_corrected, |k| k.get_corrected_us.clone()),
-        set_corrected_us: lat(|t| &t.set_corrected, |k| k.set_corrected_us.clone()),
-        sent_bps: mean(|k| k.sent_bps),
-        received_bps: mean(|k| k.received_bps),
-        client_us_per_op: mean_opt(|k| k.client_us_per_op),
-        server_us_per_op: mean_opt(|k| k.server_us_per_op),
-        prefill: ks.iter().find_map(|k| k.prefill.clone()),
-        server: last.server.clone(),
-    })
 }
 
 /// A UDP iteration's figures from both ends' counters, flow reports and
@@ -508,41 +364,19 @@ fn mean_udp(its: &[Iteration]) -> Option<UdpFigures> {
     })
 }
 
-/// The summary over all iterations. Latency comes from the merged histogram
-/// of every iteration (passed in), not from averaging percentiles.
+/// The summary over all iterations. Latency comes from the merged
+/// histograms of every iteration (passed in: as measured, and corrected for
+/// coordinated omission), not from averaging percentiles. A kind's own
+/// figures are its own to fold (`workload::OwnFold`).
 pub fn summarize(
-    spec: &TestSpec,
-    figures: Figures,
-    its: &[Iteration],
-    latency: Option<LatencySummary>,
-    latency_corrected: Option<LatencySummary>,
-    level_pct: f64,
-    metric: MainMetric,
-) -> Summary {
-    summarize_with(
-        spec,
-        figures,
-        its,
-        (latency, latency_corrected),
-        level_pct,
-        metric,
-        None,
-    )
-}
-
-/// `summarize`, with memcache's per-type histograms over all iterations.
-/// `latency` is (as measured, corrected for coordinated omission).
-pub fn summarize_with(
     spec: &TestSpec,
     figures: Figures,
     its: &[Iteration],
     latency: (Option<LatencySummary>, Option<LatencySummary>),
     level_pct: f64,
     metric: MainMetric,
-    kv: Option<&KvHists>,
 ) -> Summary {
     let (latency, latency_corrected) = latency;
-    let kv = mean_kv(its, kv);
     let n = its.len().max(1) as f64;
     let mean = |f: &dyn Fn(&Iteration) -> f64| its.iter().map(f).sum::<f64>() / n;
     let mean_opt = |f: &dyn Fn(&Iteration) -> Option<f64>| {
@@ -613,8 +447,6 @@ pub fn summarize_with(
             w.get(w.len() / 2).map(|&v| v as u64)
         },
         udp: mean_udp(its),
-        hit_ratio: kv.as_ref().and_then(|k| k.hit_ratio),
-        kv,
         load_beside_bps: None,
         search_figure: None,
         auto: its.last().and_then(|i| i.auto.clone()),
@@ -778,8 +610,7 @@ mod tests {
                 ..Default::default()
             },
             &[it.clone(), it],
-            None,
-            None,
+            (None, None),
             99.0,
             MainMetric::TransactionRate,
         );
@@ -855,8 +686,7 @@ mod tests {
             &spec,
             figures,
             &its,
-            None,
-            None,
+            (None, None),
             99.0,
             MainMetric::TransactionRate,
         );
@@ -882,8 +712,7 @@ mod tests {
             &spec,
             figures,
             &its,
-            None,
-            None,
+            (None, None),
             99.0,
             MainMetric::TransactionRate,
         );

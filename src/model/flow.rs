@@ -38,12 +38,13 @@ pub struct FlowReport {
     pub reads: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpFlowStats>,
-    /// memcache clients: this flow's operations over the window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv: Option<KvFlowStats>,
     /// QUIC flows: the connection's own view of its path and its datagrams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicFlowStats>,
+    /// The kind's own counts of this flow (memcache's `kv`), read by its
+    /// kind (`model::own`); flattened, as the spec's.
+    #[serde(flatten, default)]
+    pub own: super::own::Own,
 }
 
 /// One QUIC connection at one end, over the whole test (handshake and
@@ -84,32 +85,6 @@ pub struct QuicFlowStats {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// One memcache connection over the window: its operations, and the
-/// latency of its gets and of its sets kept apart (HDR, hex V2), so that
-/// the controller merges them over flows and hosts exactly. The result
-/// keeps the merged summaries; per-flow histograms are dropped after.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct KvFlowStats {
-    pub gets: u64,
-    pub sets: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub bad_values: u64,
-    pub errors: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub get_latency: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set_latency: Option<String>,
-    /// Open loop: from each request's intended send time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub get_corrected: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set_corrected: Option<String>,
-    /// The first value that failed verification or error reply, as seen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_problem: Option<String>,
 }
 
 /// One UDP flow at one end, over the whole test (warm-up included).

@@ -7,8 +7,6 @@
 pub enum Section {
     #[default]
     None,
-    /// memcache's key-value mix.
-    Kv,
     /// A kind's own section, by its key (`model::own`): the kind's
     /// folder holds its type and registers its options.
     Own(&'static str),

@@ -19,7 +19,6 @@ use super::spec::{IoMode, Per, TestSpec, MAX_READ_SIZE};
 mod command_line;
 mod exec;
 mod keys;
-mod kv;
 mod own;
 mod sections;
 mod tls;
@@ -28,7 +27,6 @@ pub use command_line::to_command_line;
 pub use exec::ExecOptions;
 #[cfg(test)]
 pub use keys::read_toml;
-pub use kv::KvOptions;
 pub use own::{sections as own_sections, KindOptions, OwnOptions, OwnSection};
 pub use sections::{
     ExchangeOptions, LoadOptions, PlaceOptions, RunOptions, SocketOptions, StreamOptions,
@@ -67,9 +65,6 @@ pub struct TestOptions {
     pub udp: UdpOptions,
     #[command(flatten)]
     #[serde(flatten)]
-    pub kv: KvOptions,
-    #[command(flatten)]
-    #[serde(flatten)]
     pub tls: TlsOptions,
     #[command(flatten)]
     #[serde(flatten)]
@@ -82,7 +77,7 @@ pub struct TestOptions {
 
 /// The sections `TestOptions` types itself (before the kinds' own, in
 /// `section_fields` and `set_key`).
-const COMMON_SECTIONS: usize = 10;
+const COMMON_SECTIONS: usize = 9;
 
 impl TestOptions {
     /// Each section's keys, in the order of `set_key`'s sections: the
@@ -97,7 +92,6 @@ impl TestOptions {
             fields_of::<ExchangeOptions>(),
             fields_of::<LoadOptions>(),
             fields_of::<UdpOptions>(),
-            fields_of::<KvOptions>(),
             fields_of::<TlsOptions>(),
             fields_of::<ExecOptions>(),
         ];
@@ -123,9 +117,8 @@ impl TestOptions {
             4 => set_one(&mut self.exchange, key, value),
             5 => set_one(&mut self.load, key, value),
             6 => set_one(&mut self.udp, key, value),
-            7 => set_one(&mut self.kv, key, value),
-            8 => set_one(&mut self.tls, key, value),
-            9 => set_one(&mut self.exec, key, value),
+            7 => set_one(&mut self.tls, key, value),
+            8 => set_one(&mut self.exec, key, value),
             n => {
                 // A kind's own section reads the value as JSON; its error
                 // is raised here, so the file's deserializer places it.
@@ -419,7 +412,6 @@ impl TestOptions {
             rtt_s: self.place.rtt.map(|s| s.0),
             clients: self.place.clients,
             exec: self.exec.spec(facts),
-            kv: self.kv.spec(facts)?,
             lab: self.place.lab.clone().filter(|l| !l.is_empty()),
             sysctl: self.place.sysctl.clone().unwrap_or_default(),
             nic: crate::model::nic::normalize_all(&self.place.nic.clone().unwrap_or_default())?,

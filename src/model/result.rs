@@ -8,7 +8,7 @@ use super::flow::TlsInfo;
 use super::host::HostInfo;
 use super::lab::LabRecord;
 use super::sample::{Confidence, Counters, CpuCost, CpuWindow, Estimate};
-use super::sample::{KvPrefill, LatencySummary, ServiceWindow, WorkerPlacement};
+use super::sample::{LatencySummary, WorkerPlacement};
 use super::spec::{MainMetric, TestSpec};
 use crate::model::exec::ExecRecord;
 use crate::model::flow::FlowReport;
@@ -107,10 +107,6 @@ pub struct Iteration {
     /// UDP workloads: packets, loss, drops and jitter over the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpFigures>,
-    /// memcache: operations by type, hit ratio, latency per type, the
-    /// prefill and memcached's own counts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv: Option<KvFigures>,
     /// Many hosts: each host's own figures over the common window (empty
     /// when the controller was the only client of one agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -206,52 +202,6 @@ pub struct UdpFigures {
     /// offset's error exceeded that delay), recorded as 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owd_clamped: Option<u64>,
-}
-
-/// What a memcache test measured over its window (client side, with the
-/// server's own counts beside it).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct KvFigures {
-    /// Keys asked for by gets plus sets done, per second (memcached's
-    /// cmd_get + cmd_set); `summary.transactions_per_s` is the same figure.
-    pub ops_per_s: f64,
-    pub gets_per_s: f64,
-    pub sets_per_s: f64,
-    pub gets: u64,
-    pub sets: u64,
-    pub hits: u64,
-    pub misses: u64,
-    /// hits / (hits + misses); None without gets.
-    pub hit_ratio: Option<f64>,
-    /// Values whose length or content was not what their key and version
-    /// say was set (corruption, truncation, another writer).
-    pub bad_values: u64,
-    /// ERROR / CLIENT_ERROR / SERVER_ERROR replies.
-    pub errors: u64,
-    /// The first bad value or error reply, as seen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_problem: Option<String>,
-    /// Per request (a multi-get is one), µs.
-    pub get_latency_us: Option<LatencySummary>,
-    pub set_latency_us: Option<LatencySummary>,
-    /// Open loop: from each request's intended send time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub get_corrected_us: Option<LatencySummary>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set_corrected_us: Option<LatencySummary>,
-    /// Bytes/s the clients sent (requests, values set) and received.
-    pub sent_bps: f64,
-    pub received_bps: f64,
-    /// CPU µs per operation: the clients' process, and memcached's.
-    pub client_us_per_op: Option<f64>,
-    pub server_us_per_op: Option<f64>,
-    /// The prefill before the window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefill: Option<KvPrefill>,
-    /// memcached's own `stats` over the window (when an agent started it,
-    /// or read from the client for --target).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<ServiceWindow>,
 }
 
 /// One host's clock against the controller's, as estimated before the
@@ -457,13 +407,6 @@ pub struct Summary {
     /// UDP workloads: means over iterations (counts summed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpFigures>,
-    /// memcache: gets that found their key, over all iterations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hit_ratio: Option<f64>,
-    /// memcache: rates are means over iterations, counts summed, latency
-    /// from every iteration's merged histograms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv: Option<KvFigures>,
     /// A group of a mixed test: the mean over iterations of the
     /// throughput the other groups carried beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

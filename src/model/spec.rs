@@ -308,9 +308,6 @@ pub struct TestSpec {
     /// exec/scp: the program to run.
     #[serde(default)]
     pub exec: Option<super::exec::ExecSpec>,
-    /// memcache: the server and the key-value mix.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv: Option<KvSpec>,
     /// Studies with a lab: this point's lab settings over the study's
     /// `[lab]` (the runner reshapes the lab to them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -421,77 +418,6 @@ impl Arrivals {
     }
 }
 
-/// Which memcached commands carry the load.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum KvDialect {
-    /// get / set (the classic text protocol).
-    #[default]
-    Text,
-    /// mg / ms (meta commands, memcached >= 1.6).
-    Meta,
-}
-
-/// A memcache test: where memcached is, and what the clients ask of it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct KvSpec {
-    /// The memcached command line the agent starts on its host, e.g.
-    /// "memcached -t 4 -m 1024" (linerate adds the address and port).
-    /// None: `target`.
-    pub service: Option<String>,
-    /// An existing memcached, host:port (no server process to measure).
-    pub target: Option<String>,
-    /// Keys in the key space, each set before the window.
-    pub keys: u64,
-    /// Bytes per key.
-    pub key_size: usize,
-    /// Key popularity: zipf with this exponent (None: uniform).
-    pub zipf: Option<f64>,
-    /// Value sizes: "1K", "1K-2K", or a weighted mix "4-100,1K-2K,5K-20K".
-    pub values: String,
-    /// Gets and sets in this ratio (9:1 = 90% gets).
-    pub gets: u32,
-    pub sets: u32,
-    /// Keys per get command (multi-get).
-    pub multiget: u32,
-    pub dialect: KvDialect,
-}
-
-impl Default for KvSpec {
-    fn default() -> Self {
-        KvSpec {
-            service: Some("memcached".into()),
-            target: None,
-            keys: 10_000,
-            key_size: 16,
-            zipf: None,
-            values: "1K".into(),
-            gets: 9,
-            sets: 1,
-            multiget: 1,
-            dialect: KvDialect::Text,
-        }
-    }
-}
-
-impl KvSpec {
-    /// Checks what a flag alone cannot; the value sizes, key space and
-    /// service command are the workload's to parse (`workload::memcache`).
-    pub fn validate(&self) -> Result<(), Invalid> {
-        if self.gets == 0 && self.sets == 0 {
-            return Err("--get-set 0:0 asks for no operation: use e.g. 9:1".into());
-        }
-        if !(1..=100).contains(&self.multiget) {
-            return Err("--multiget is 1 to 100 keys per get".into());
-        }
-        match (&self.service, &self.target) {
-            (Some(_), Some(_)) => Err("--service and --target exclude each other".into()),
-            (None, None) => Err("memcache needs --service memcached or --target HOST:PORT".into()),
-            _ => Ok(()),
-        }
-    }
-}
-
 impl Default for TestSpec {
     fn default() -> Self {
         TestSpec {
@@ -535,7 +461,6 @@ impl Default for TestSpec {
             rate_bps: None,
             timeout_s: default_timeout(),
             exec: None,
-            kv: None,
             lab: None,
             sysctl: Default::default(),
             nic: Default::default(),

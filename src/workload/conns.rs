@@ -382,7 +382,8 @@ impl Routes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::spec::{KvSpec, Workload};
+    use crate::model::spec::Workload;
+    use crate::workload::memcache::params::KvSpec;
 
     fn spec(workload: Workload) -> TestSpec {
         TestSpec {
@@ -468,11 +469,14 @@ mod tests {
         assert!(!tcp.prefill(true, true));
         assert!(tcp.watch().is_none());
         let kv = |target: Option<&str>| TestSpec {
-            kv: Some(KvSpec {
-                service: target.is_none().then(|| "memcached".into()),
-                target: target.map(String::from),
-                ..Default::default()
-            }),
+            own: crate::model::own::Own::with(
+                "kv",
+                &KvSpec {
+                    service: target.is_none().then(|| "memcached".into()),
+                    target: target.map(String::from),
+                    ..Default::default()
+                },
+            ),
             ..spec(crate::model::spec::Workload::named("memcache"))
         };
         let own = Routes::new(&kv(None), Pattern::Service).unwrap();

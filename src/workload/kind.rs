@@ -116,6 +116,12 @@ pub trait Kind: Sync {
         0.0
     }
 
+    /// Its own figures of a summary in a few words, for a group's line
+    /// beside the common ones (None: it has none).
+    fn words(&self, _s: &crate::model::result::Summary) -> Option<String> {
+        None
+    }
+
     /// A point's figures in one sentence for a study's progress, when the
     /// kind's are not the main metric's (None: the main metric's).
     fn sentence(&self, _r: &crate::model::result::TestResult) -> Option<String> {
@@ -278,5 +284,11 @@ impl<T: Plugin> Kind for T {
     }
     fn flows(&self) -> Option<&dyn Plugin> {
         Some(self)
+    }
+    fn metrics(&self) -> &'static [crate::model::metric::Metric] {
+        Plugin::metrics(self)
+    }
+    fn words(&self, s: &crate::model::result::Summary) -> Option<String> {
+        Plugin::words(self, s)
     }
 }

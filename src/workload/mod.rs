@@ -22,13 +22,14 @@ use crate::engine::flow::{Flow, FlowBase};
 use crate::engine::side::ServiceProbe;
 use crate::engine::tls::{Role, TlsConn};
 use crate::kv::service::Service;
-use crate::model::result::Iteration;
+use crate::model::result::{Iteration, Summary};
 use crate::model::sample::PeerClock;
 use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 pub use error::{PrefillError, SpecError, WorkloadError};
 pub use kind::{Composite, Kind, Needs, Program};
+pub use own::{Beside, OwnFold, Served};
 
 pub mod cipher;
 pub mod conn;
@@ -40,6 +41,7 @@ pub mod group;
 pub mod kind;
 pub mod memcache;
 pub mod mix;
+pub mod own;
 pub mod per_conn;
 pub mod quic;
 pub mod rpm;
@@ -185,6 +187,24 @@ pub trait Plugin: Sync {
     /// server's CPU).
     fn server_cpu(&self, _service_started: bool) -> bool {
         true
+    }
+    /// Its own figures in a few words (`Kind::words`).
+    fn words(&self, _s: &Summary) -> Option<String> {
+        None
+    }
+    /// Its own metrics (`Kind::metrics`).
+    fn metrics(&self) -> &'static [crate::model::metric::Metric] {
+        &[]
+    }
+    /// Its own figures' fold over one test's iterations (`own::OwnFold`);
+    /// None: the common figures are all it reports.
+    fn own_fold(&self, _spec: &TestSpec) -> Option<Box<dyn OwnFold>> {
+        None
+    }
+    /// The server program it loads in the agent's place (`own::Served`),
+    /// with what `summary` measured of it; None: the agent serves.
+    fn served(&self, _spec: &TestSpec, _summary: Option<&Summary>) -> Option<Served> {
+        None
     }
 }
 
@@ -433,6 +453,17 @@ pub fn twin(spec: &TestSpec) -> TestSpec {
     }
     t.workload = kind.clear_twin();
     t
+}
+
+/// The fold of `spec`'s own figures, when its kind has any.
+pub fn own_fold(spec: &TestSpec) -> Option<Box<dyn OwnFold>> {
+    of(spec).ok()?.own_fold(spec)
+}
+
+/// The server program `spec` loads in the agent's place, if any, with
+/// what `summary` measured of it.
+pub fn served(spec: &TestSpec, summary: Option<&Summary>) -> Option<Served> {
+    of(spec).ok()?.served(spec, summary)
 }
 
 /// What the results of `spec` carry (programs and mixes: bytes and CPU).

@@ -2,6 +2,7 @@ use crate::model::error::ModelError;
 use crate::model::exec::ExecSpec;
 use crate::model::options::*;
 use crate::model::spec::*;
+use crate::workload::memcache::params::{KvDialect, KvSpec};
 use clap::Parser;
 use std::collections::BTreeMap;
 
@@ -100,26 +101,32 @@ fn the_command_line_builds_the_same_spec_back() {
             flows: 8,
             outstanding: 4,
             rate: Some(5000.0),
-            kv: Some(KvSpec {
-                keys: 100_000,
-                key_size: 32,
-                zipf: Some(0.99),
-                values: "4-100:1,1K-2K:1".into(),
-                gets: 4,
-                sets: 1,
-                multiget: 10,
-                dialect: KvDialect::Meta,
-                ..Default::default()
-            }),
+            own: crate::model::own::Own::with(
+                "kv",
+                &KvSpec {
+                    keys: 100_000,
+                    key_size: 32,
+                    zipf: Some(0.99),
+                    values: "4-100:1,1K-2K:1".into(),
+                    gets: 4,
+                    sets: 1,
+                    multiget: 10,
+                    dialect: KvDialect::Meta,
+                    ..Default::default()
+                },
+            ),
             ..Default::default()
         },
         TestSpec {
             workload: crate::model::spec::Workload::named("memcache"),
-            kv: Some(KvSpec {
-                service: None,
-                target: Some("127.0.0.1:11211".into()),
-                ..Default::default()
-            }),
+            own: crate::model::own::Own::with(
+                "kv",
+                &KvSpec {
+                    service: None,
+                    target: Some("127.0.0.1:11211".into()),
+                    ..Default::default()
+                },
+            ),
             ..Default::default()
         },
         TestSpec {

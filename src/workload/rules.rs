@@ -24,9 +24,6 @@ pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
     if spec.exec.is_some() && !t.program {
         return Err("a command applies to the exec workload".into());
     }
-    if spec.kv.is_some() && t.section != Section::Kv {
-        return Err("--service, --target, --keys, --values, --get-set apply to memcache".into());
-    }
     if !spec.crypto_hw && spec.tls.is_none() && !t.crypto_alone {
         return Err("--crypto-hw off applies to TLS tests (--tls, tls-handshake)".into());
     }
@@ -287,10 +284,13 @@ mod tests {
     fn a_section_belongs_to_its_kind() {
         let rr = TestSpec::default();
         let kv = TestSpec {
-            kv: Some(Default::default()),
+            own: crate::model::own::Own::with(
+                "kv",
+                &crate::workload::memcache::params::KvSpec::default(),
+            ),
             ..rr.clone()
         };
-        assert!(refusal(&kv).contains("apply to memcache"));
+        assert!(refusal(&kv).contains("`kv` section belongs to another kind"));
         let memcache = TestSpec {
             workload: crate::model::spec::Workload::named("memcache"),
             ..rr.clone()

@@ -1,7 +1,7 @@
 //! A spec back to the `linerate run` command line that runs it.
 
 use super::super::kind::KindFacts;
-use super::super::spec::{KvDialect, KvSpec, TestSpec, TlsSpec, WindowMode};
+use super::super::spec::{TestSpec, TlsSpec, WindowMode};
 use crate::units;
 
 /// The `linerate run` command line that runs `spec`: the flags that differ
@@ -114,9 +114,6 @@ pub fn to_command_line(spec: &TestSpec, facts: &KindFacts) -> String {
     if let Some(t) = &spec.tls {
         tls_flags(t, facts.tls_always, &mut a);
     }
-    if let Some(kv) = &spec.kv {
-        kv_flags(kv, &mut a);
-    }
     flag(&mut a, !spec.crypto_hw, "--crypto-hw off".into());
     if let (Some(e), true) = (&spec.exec, facts.user_command) {
         flag(&mut a, e.sshd, "--sshd".into());
@@ -164,43 +161,6 @@ fn tls_flags(t: &TlsSpec, tls_always: bool, a: &mut Vec<String>) {
     if let Some(c) = &t.ca_file {
         flag(a, true, format!("--tls-ca {c}"));
     }
-}
-
-/// memcache's key-value flags that differ from their defaults.
-fn kv_flags(kv: &KvSpec, a: &mut Vec<String>) {
-    let dk = KvSpec::default();
-    if let Some(sv) = kv
-        .service
-        .as_ref()
-        .filter(|s| Some(*s) != dk.service.as_ref())
-    {
-        let q = if sv.contains(' ') { "'" } else { "" };
-        flag(a, true, format!("--service {q}{sv}{q}"));
-    }
-    if let Some(t) = &kv.target {
-        flag(a, true, format!("--target {t}"));
-    }
-    flag(a, kv.keys != dk.keys, format!("--keys {}", kv.keys));
-    flag(
-        a,
-        kv.key_size != dk.key_size,
-        format!("--key-size {}", kv.key_size),
-    );
-    if let Some(z) = kv.zipf {
-        flag(a, true, format!("--zipf {z}"));
-    }
-    flag(a, kv.values != dk.values, format!("--values {}", kv.values));
-    flag(
-        a,
-        (kv.gets, kv.sets) != (dk.gets, dk.sets),
-        format!("--get-set {}:{}", kv.gets, kv.sets),
-    );
-    flag(
-        a,
-        kv.multiget != dk.multiget,
-        format!("--multiget {}", kv.multiget),
-    );
-    flag(a, kv.dialect == KvDialect::Meta, "--protocol meta".into());
 }
 
 /// What the line needs around it: the lab to bring up, its sysctls, NIC

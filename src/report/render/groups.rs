@@ -48,13 +48,9 @@ fn extras(g: &GroupResult) -> String {
             ));
         }
     }
-    if let Some(k) = &s.kv {
-        parts.push(format!(
-            "{} ops, hit ratio {}",
-            fmt_rate(k.ops_per_s),
-            k.hit_ratio
-                .map_or("-".into(), |h| format!("{:.1}%", h * 100.0))
-        ));
+    // The kind's own figures in a few words (memcache: operations).
+    if let Some(w) = crate::workload::kind_of(g.spec.workload).words(s) {
+        parts.push(w);
     }
     if !s.status.is_ok() {
         parts.push(s.status.word().to_string());

@@ -7,12 +7,14 @@ use crate::report::analysis::landscape::Landscape;
 use crate::report::analysis::search::{figure, searches};
 use crate::units::fmt_rate;
 
-/// What the server is, for the sentence: memcached with its threads, or
-/// the agent.
+/// What the server is, for the sentence: the server program the kind
+/// loads (memcached) with its command, or the agent.
 fn what(r: &TestResult) -> String {
-    match r.spec.kv.as_ref().and_then(|k| k.service.clone()) {
-        Some(cmd) => format!("{cmd} on {} cores", r.environment.agent.cpus),
-        None if r.spec.kv.is_some() => "the memcached at the target".into(),
+    match crate::workload::served(&r.spec, None) {
+        Some(crate::workload::Served {
+            command: Some(cmd), ..
+        }) => format!("{cmd} on {} cores", r.environment.agent.cpus),
+        Some(s) => format!("the {} at the target", s.name),
         None => format!(
             "the agent ({} on {} cores)",
             r.spec.workload.name(),

@@ -17,23 +17,31 @@ use mio::{Registry, Token};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream as StdStream};
+use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::{Conns, Pattern, Plugin, PrefillError, WorkloadError};
+use super::{Conns, Pattern, Plugin, WorkloadError};
 use crate::engine::flow::{Ctx, Flow, FlowBase, Io, Status, BUDGET};
 use crate::engine::pace::{self, Next, Schedule};
-use crate::engine::side::{ServiceProbe, ServiceStats, Stats};
+use crate::engine::side::ServiceProbe;
 use crate::kv::keyspace::{self, KeySpace, ValueSizes};
 use crate::kv::protocol::{self, Dialect, ErrorKind, Reply};
 use crate::kv::service::Service;
 use crate::measure::histogram::{self, new_hist, record_ns, Hist};
-use crate::model::flow::{FlowReport, KvFlowStats};
-use crate::model::result::{Iteration, KvFigures};
-use crate::model::sample::{KvPrefill, ServiceWindow};
-use crate::model::spec::{self, KvDialect, KvSpec, MainMetric, TestSpec};
+use crate::model::flow::FlowReport;
+use crate::model::result::{Iteration, Summary};
+use crate::model::spec::{self, MainMetric, TestSpec};
+use params::{KvDialect, KvFigures, KvFlowStats, KvSpec, SECTION};
+
+mod fold;
+mod service;
+
+use service::{memcached_threads, watch};
+pub use service::{open, serve, target, watch_target};
+pub mod metrics;
+pub mod options;
+pub mod params;
 use crate::units::{fmt_bytes, fmt_rate, fmt_us};
 use std::fmt::Write as _;
 
@@ -53,7 +61,7 @@ impl Plugin for Memcache {
 
     fn facts(&self) -> super::kind::KindFacts {
         super::kind::KindFacts {
-            section: super::kind::Section::Kv,
+            section: super::kind::Section::Own(SECTION),
             search_latency: true,
             paced: true,
             rate: true,
@@ -62,10 +70,7 @@ impl Plugin for Memcache {
     }
 
     fn rules(&self, spec: &TestSpec) -> Result<(), crate::model::error::Invalid> {
-        match &spec.kv {
-            Some(kv) => kv.validate()?,
-            None => return Err("memcache needs its key-value mix".into()),
-        }
+        KvSpec::of(spec)?.validate()?;
         if spec.tls.is_some() {
             return Err(
                 "--tls: memcached's TLS is not supported by linerate's memcache load".into(),
@@ -86,8 +91,41 @@ impl Plugin for Memcache {
         service_started
     }
 
+    fn own_fold(&self, _spec: &TestSpec) -> Option<Box<dyn super::OwnFold>> {
+        Some(Box::<fold::KvFold>::default())
+    }
+
+    /// memcached, with the threads of its command (`-t N`, default 4) and
+    /// the cores it kept busy (its CPU per operation times operations).
+    fn served(&self, spec: &TestSpec, summary: Option<&Summary>) -> Option<super::Served> {
+        let kv = KvSpec::of(spec).ok()?;
+        let busy_cores = summary
+            .and_then(|s| KvFigures::of(&s.own))
+            .and_then(|k| Some(k.server_us_per_op? * k.ops_per_s / 1e6));
+        Some(super::Served {
+            name: "memcached",
+            threads: kv.service.as_deref().map_or(4, memcached_threads),
+            command: kv.service,
+            busy_cores,
+        })
+    }
+
+    fn metrics(&self) -> &'static [crate::model::metric::Metric] {
+        metrics::METRICS
+    }
+
+    fn words(&self, s: &Summary) -> Option<String> {
+        let k = KvFigures::of(&s.own)?;
+        Some(format!(
+            "{} ops, hit ratio {}",
+            fmt_rate(k.ops_per_s),
+            k.hit_ratio
+                .map_or("-".into(), |h| format!("{:.1}%", h * 100.0))
+        ))
+    }
+
     fn describe(&self, spec: &TestSpec) -> String {
-        let kv = spec.kv.clone().unwrap_or_default();
+        let kv = KvSpec::of(spec).unwrap_or_default();
         let server = match (&kv.service, &kv.target) {
             (_, Some(t)) => format!("memcached at {t}"),
             (Some(s), None) => format!("`{s}` on the agent"),
@@ -118,7 +156,10 @@ impl Plugin for Memcache {
     }
 
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
-        it.kv.as_ref().map(kv_lines).unwrap_or_default()
+        KvFigures::of(&it.own)
+            .as_ref()
+            .map(kv_lines)
+            .unwrap_or_default()
     }
 
     fn main_metric(&self, _spec: &TestSpec) -> MainMetric {
@@ -126,7 +167,7 @@ impl Plugin for Memcache {
     }
 
     fn validate(&self, spec: &TestSpec) -> Result<(), WorkloadError> {
-        let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
+        let kv = &mix_of(spec)?;
         ValueSizes::parse(&kv.values).map_err(|e| WorkloadError::Values(e.to_string()))?;
         KeySpace::new(kv.keys, kv.key_size, kv.zipf)
             .map_err(|e| WorkloadError::KeySpace(e.to_string()))?;
@@ -298,7 +339,7 @@ pub struct Mix {
 
 impl Mix {
     pub fn new(spec: &TestSpec) -> Result<Mix, WorkloadError> {
-        let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
+        let kv = &mix_of(spec)?;
         Mix::of(kv)
     }
 
@@ -765,13 +806,16 @@ impl Flow for KvFlow {
     fn report(&self) -> Option<FlowReport> {
         let enc = |h: &Hist| (!h.is_empty()).then(|| histogram::encode(h));
         let mut r = self.base.report();
-        r.kv = Some(KvFlowStats {
-            get_latency: enc(&self.get_hist),
-            set_latency: enc(&self.set_hist),
-            get_corrected: enc(&self.get_corr),
-            set_corrected: enc(&self.set_corr),
-            ..self.stats.clone()
-        });
+        r.own.set(
+            SECTION,
+            &KvFlowStats {
+                get_latency: enc(&self.get_hist),
+                set_latency: enc(&self.set_hist),
+                get_corrected: enc(&self.get_corr),
+                set_corrected: enc(&self.set_corr),
+                ..self.stats.clone()
+            },
+        );
         Some(r)
     }
 
@@ -780,209 +824,11 @@ impl Flow for KvFlow {
     }
 }
 
-/// The server half of a memcache test: memcached started on `ip`
-/// (`--service`), or nothing at all (`--target`: the clients load a
-/// server this agent does not own). No flows arrive at the agent.
-pub fn serve(spec: &TestSpec, ip: IpAddr) -> Result<Option<Service>, WorkloadError> {
-    let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
-    kv.service
-        .as_deref()
-        .map(|cmd| Service::start(cmd, ip).map_err(|e| WorkloadError::Service(e.to_string())))
-        .transpose()
-}
-
-/// `--target`, resolved: the memcached every client loads (None: each
-/// server agent starts its own).
-pub fn target(spec: &TestSpec) -> Result<Option<SocketAddr>, WorkloadError> {
-    spec.kv
-        .as_ref()
-        .and_then(|k| k.target.as_deref())
-        .map(|t| crate::kv::resolve_target(t).map_err(|e| WorkloadError::KvInput(e.to_string())))
-        .transpose()
-}
-
-/// memcached's own counts, read by a side that watches it: its `stats`
-/// at the window's edges (the engine never speaks memcached).
-struct MemcachedStats {
-    /// "memcached 1.6.38".
-    name: String,
-    pid: Option<u32>,
-    addr: SocketAddr,
-}
-
-impl ServiceStats for MemcachedStats {
-    fn read(&self) -> Option<Stats> {
-        crate::kv::service::stats(self.addr).ok()
+/// A spec's key-value mix, or why it has none.
+fn mix_of(spec: &TestSpec) -> Result<KvSpec, WorkloadError> {
+    match spec.own.try_get(SECTION) {
+        Ok(Some(kv)) => Ok(kv),
+        Ok(None) => Err(WorkloadError::NoKvMix),
+        Err(e) => Err(WorkloadError::KvInput(e)),
     }
-
-    fn window(&self, first: &Stats, last: &Stats) -> ServiceWindow {
-        crate::kv::service::window(&self.name, self.pid, first, last)
-    }
-}
-
-/// The memcached this agent started, watched over the window: its CPU
-/// and its counts.
-fn watch(svc: &Service) -> ServiceProbe {
-    ServiceProbe {
-        pid: Some(svc.pid()),
-        stats: Some(Box::new(MemcachedStats {
-            name: svc.name.clone(),
-            pid: Some(svc.pid()),
-            addr: svc.addr,
-        })),
-    }
-}
-
-/// A memcached nobody here started (`--target`), watched from the client
-/// side: its counts only.
-pub fn watch_target(addr: SocketAddr) -> ServiceProbe {
-    ServiceProbe {
-        pid: None,
-        stats: Some(Box::new(MemcachedStats {
-            name: crate::kv::service::version(addr).unwrap_or_else(|_| "memcached".into()),
-            pid: None,
-            addr,
-        })),
-    }
-}
-
-/// The client side's connections to one memcached: one per flow, no
-/// header (memcached's protocol from the first byte). With `fill`, the key
-/// space is set first (one client per server is asked to).
-pub fn open(
-    targets: &[(u32, SocketAddr)],
-    spec: &TestSpec,
-    timeout: Duration,
-    fill: bool,
-) -> Result<(Conns, Option<KvPrefill>), WorkloadError> {
-    let kv = spec.kv.as_ref().ok_or(WorkloadError::NoKvMix)?;
-    let prefill = match targets.first() {
-        Some((_, addr)) if fill => Some(prefill(*addr, kv, spec.flows.min(8), timeout)?),
-        _ => None,
-    };
-    let flows = crate::engine::setup::connect_plain(targets, spec, timeout)?;
-    let mut conns = Conns::new(0, None);
-    conns.established = flows.into_iter().map(|(id, s)| (id, s, None)).collect();
-    Ok((conns, prefill))
-}
-
-/// Sets every key once, version 0, from `conns` blocking connections in
-/// parallel (each a share of the keys, pipelined 256 sets at a time).
-pub fn prefill(
-    addr: SocketAddr,
-    kv: &KvSpec,
-    conns: u32,
-    timeout: Duration,
-) -> Result<KvPrefill, WorkloadError> {
-    let mix = Arc::new(Mix::of(kv)?);
-    let n = conns.max(1) as u64;
-    let t0 = Instant::now();
-    let deadline = t0 + timeout;
-    let handles: Vec<_> = (0..n)
-        .map(|k| {
-            let mix = mix.clone();
-            std::thread::spawn(move || prefill_share(addr, &mix, k, n, deadline))
-        })
-        .collect();
-    let mut total = KvPrefill {
-        connections: n as u32,
-        ..Default::default()
-    };
-    let mut first_err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok((keys, bytes, errors))) => {
-                total.keys += keys;
-                total.bytes += bytes;
-                total.errors += errors;
-            }
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(PrefillError::Panicked);
-            }
-        }
-    }
-    if let Some(source) = first_err {
-        return Err(WorkloadError::Prefill { addr, source });
-    }
-    total.seconds = t0.elapsed().as_secs_f64();
-    Ok(total)
-}
-
-/// Keys k, k+n, k+2n, ...: (keys set, value bytes, error replies).
-fn prefill_share(
-    addr: SocketAddr,
-    mix: &Mix,
-    k: u64,
-    n: u64,
-    deadline: Instant,
-) -> Result<(u64, u64, u64), PrefillError> {
-    let left = || {
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1))
-    };
-    let mut s = StdStream::connect_timeout(&addr, left()).map_err(PrefillError::Io)?;
-    let _ = s.set_nodelay(true);
-    let mut out = Vec::with_capacity(1 << 20);
-    let mut inbuf: Vec<u8> = Vec::with_capacity(64 << 10);
-    let mut chunk = vec![0u8; 64 << 10];
-    let mut key = Vec::new();
-    let (mut keys, mut bytes, mut errors) = (0u64, 0u64, 0u64);
-    let mut i = k;
-    while i < mix.keys.len() {
-        out.clear();
-        let mut batch = 0;
-        while i < mix.keys.len() && batch < 256 && out.len() < (1 << 20) {
-            let len = mix.sizes.size_for(i, 0);
-            let w = keyspace::word(i, 0);
-            mix.keys.key(i, &mut key);
-            protocol::encode_set(
-                mix.dialect,
-                &key,
-                0,
-                len,
-                |b| keyspace::fill(b, w),
-                &mut out,
-            );
-            bytes += len as u64;
-            batch += 1;
-            i += n;
-        }
-        s.set_write_timeout(Some(left()))
-            .map_err(PrefillError::Io)?;
-        s.write_all(&out).map_err(PrefillError::Gone)?;
-        let mut got = 0;
-        while got < batch {
-            let mut at = 0;
-            while let Some((reply, used)) = protocol::parse(mix.dialect, &inbuf[at..])? {
-                at += used;
-                got += 1;
-                match reply {
-                    Reply::Stored => keys += 1,
-                    Reply::Error { .. } | Reply::NotStored => errors += 1,
-                    other => return Err(PrefillError::UnexpectedReply(format!("{other:?}"))),
-                }
-                if got == batch {
-                    break;
-                }
-            }
-            inbuf.drain(..at);
-            if got == batch {
-                break;
-            }
-            s.set_read_timeout(Some(left())).map_err(PrefillError::Io)?;
-            let r = s.read(&mut chunk).map_err(PrefillError::Gone)?;
-            if r == 0 {
-                return Err(PrefillError::Closed);
-            }
-            inbuf.extend_from_slice(&chunk[..r]);
-        }
-        if Instant::now() >= deadline {
-            return Err(PrefillError::Late { keys });
-        }
-    }
-    Ok((keys, bytes, errors))
 }

@@ -1,13 +1,14 @@
 //! memcache's options: the service it loads and the mix it sends.
 
-use super::super::error::Invalid;
-use super::super::kind::{KindFacts, Section};
-use super::super::spec::KvSpec;
+use super::params::{KvDialect, KvSpec, SECTION};
+use crate::model::error::Invalid;
+use crate::model::kind::{KindFacts, Section};
+use crate::model::options::{Count, GetSet, KindOptions, OwnSection, TestOptions};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::super::spec::KvDialect;
-use super::values::{Count, GetSet};
+// Its flags and study keys join `TestOptions` (`model::options::own`).
+inventory::submit!(OwnSection::of::<KvOptions>());
 
 /// Flattened into `TestOptions` (keys and flags as written here).
 #[derive(Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -42,9 +43,14 @@ pub struct KvOptions {
     pub protocol: Option<KvDialect>,
 }
 
-impl KvOptions {
-    pub fn spec(&self, facts: &KindFacts) -> Result<Option<KvSpec>, Invalid> {
-        if facts.section != Section::Kv {
+impl KindOptions for KvOptions {
+    const KEY: &'static str = SECTION;
+    type Spec = KvSpec;
+
+    /// memcache's spec, its defaults where nothing is given; for another
+    /// kind none, and any of these refused.
+    fn spec(&self, _: &TestOptions, facts: &KindFacts) -> Result<Option<KvSpec>, Invalid> {
+        if facts.section != Section::Own(SECTION) {
             let set = [
                 (self.service.is_some(), "--service"),
                 (self.target.is_some(), "--target"),
@@ -85,5 +91,46 @@ impl KvOptions {
             multiget: self.multiget.unwrap_or(d.multiget),
             dialect: self.protocol.unwrap_or_default(),
         }))
+    }
+
+    /// memcache's flags that differ from their defaults.
+    fn flags(kv: &KvSpec) -> Vec<String> {
+        let dk = KvSpec::default();
+        let mut a = Vec::new();
+        let mut flag = |cond: bool, s: String| {
+            if cond {
+                a.push(s);
+            }
+        };
+        if let Some(sv) = kv
+            .service
+            .as_ref()
+            .filter(|s| Some(*s) != dk.service.as_ref())
+        {
+            let q = if sv.contains(' ') { "'" } else { "" };
+            flag(true, format!("--service {q}{sv}{q}"));
+        }
+        if let Some(t) = &kv.target {
+            flag(true, format!("--target {t}"));
+        }
+        flag(kv.keys != dk.keys, format!("--keys {}", kv.keys));
+        flag(
+            kv.key_size != dk.key_size,
+            format!("--key-size {}", kv.key_size),
+        );
+        if let Some(z) = kv.zipf {
+            flag(true, format!("--zipf {z}"));
+        }
+        flag(kv.values != dk.values, format!("--values {}", kv.values));
+        flag(
+            (kv.gets, kv.sets) != (dk.gets, dk.sets),
+            format!("--get-set {}:{}", kv.gets, kv.sets),
+        );
+        flag(
+            kv.multiget != dk.multiget,
+            format!("--multiget {}", kv.multiget),
+        );
+        flag(kv.dialect == KvDialect::Meta, "--protocol meta".into());
+        a
     }
 }
