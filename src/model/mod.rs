@@ -5,6 +5,7 @@
 //! so a schema change is audited in one folder. docs/result-schema.md
 //! mirrors `result`.
 pub mod auto;
+pub mod chart;
 pub mod cryptohw;
 pub mod error;
 pub mod exec;

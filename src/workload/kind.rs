@@ -116,6 +116,22 @@ pub trait Kind: Sync {
         0.0
     }
 
+    /// Its own charts of a study's points (each point's label and
+    /// results; points of other kinds are among them, with none of its
+    /// figures), drawn in the report after the study's plots, in files
+    /// named after the kind.
+    fn charts(&self, _points: &[PointResults]) -> Vec<crate::model::chart::Chart> {
+        Vec::new()
+    }
+
+    /// Its own figures (`own`: an iteration's, or the summary's over every
+    /// iteration) as text, in place of the common interval table and lines
+    /// of a result shown as text; None: the common ones. `intervals`: the
+    /// user asked for the per-interval lines.
+    fn text(&self, _own: &crate::model::own::Own, _intervals: bool) -> Option<String> {
+        None
+    }
+
     /// Its own figures of a summary in a few words, for a group's line
     /// beside the common ones (None: it has none).
     fn words(&self, _s: &crate::model::result::Summary) -> Option<String> {
@@ -175,6 +191,13 @@ pub trait Kind: Sync {
     ) -> Option<crate::error::Result<TestResult>> {
         None
     }
+}
+
+/// A study's point as a kind's charts see it.
+pub struct PointResults<'a> {
+    /// The point's label (its parameters).
+    pub label: String,
+    pub results: &'a [TestResult],
 }
 
 /// Where a kind that runs here puts a server it starts for itself: on

@@ -28,7 +28,7 @@ use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 pub use error::{PrefillError, SpecError, WorkloadError};
-pub use kind::{Composite, Kind, Needs, Program};
+pub use kind::{Composite, Kind, Needs, PointResults, Program};
 pub use own::{Beside, OwnFold, Served};
 
 pub mod cipher;

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use crate::measure::stats;
+use crate::model::chart::{Chart, Curve, HLine, Series};
 use crate::model::result::TestResult;
 use crate::model::sample::Estimate;
-use crate::report::analysis::figure::{Chart, Curve, HLine, Series};
 use crate::report::analysis::metrics::{self, Metric};
 use crate::report::analysis::wanmodel::{self, PointModel, WindowSource};
 use crate::study::file::{LineRate, PlotSpec, Study};

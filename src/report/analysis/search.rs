@@ -2,8 +2,8 @@
 //! offered rate (the curve the search walked), the target as a line, the
 //! capacity (the knee) marked. The key point is `keypoints::capacity`.
 
+use crate::model::chart::{Chart, HLine, Series};
 use crate::model::search::{SearchPoint, SearchResult};
-use crate::report::analysis::figure::{Chart, HLine, Series};
 use crate::report::analysis::landscape::{Landscape, Row};
 use crate::units::fmt_rate;
 

@@ -190,7 +190,7 @@ fn axis_overview(study: &crate::study::file::Study, land: &Landscape) -> Option<
 /// Draws `charts` as SVG figures named `{prefix}-N.svg`; a chart that
 /// cannot be drawn is listed with why.
 fn draw(
-    charts: impl IntoIterator<Item = crate::report::analysis::figure::Chart>,
+    charts: impl IntoIterator<Item = crate::model::chart::Chart>,
     prefix: &str,
     figures: &mut Vec<Figure>,
     missing: &mut Vec<String>,
@@ -380,12 +380,25 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     let mut missing_figures = Vec::new();
     let charts = study.plots.iter().map(|p| land.chart(p));
     draw(charts, "plot", &mut figures, &mut missing_figures);
-    // rrul points: flent's latency over time and its distribution.
-    let charts = crate::report::analysis::rrul::charts(land);
-    draw(charts, "rrul", &mut figures, &mut missing_figures);
-    // rpm points: RPM and the load per interval.
-    let charts = crate::report::analysis::rpm::charts(land);
-    draw(charts, "rpm", &mut figures, &mut missing_figures);
+    // Each kind's own charts of its points (rrul: flent's latency over
+    // time and its distribution; rpm: RPM and the load per interval).
+    let points: Vec<crate::workload::PointResults> = land
+        .rows
+        .iter()
+        .map(|r| crate::workload::PointResults {
+            label: r.point.label(),
+            results: &r.results,
+        })
+        .collect();
+    for kind in crate::workload::KINDS {
+        let charts = kind.charts(&points);
+        draw(
+            charts,
+            kind.workload().name(),
+            &mut figures,
+            &mut missing_figures,
+        );
+    }
     // Capacity searches: the figure against offered load, target and knee.
     let charts = crate::report::analysis::search::charts(land);
     draw(charts, "capacity", &mut figures, &mut missing_figures);

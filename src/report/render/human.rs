@@ -1,7 +1,6 @@
 //! The human table printed after a test: intervals, then the result with
 //! CPU and service demand on both ends, placement and the kernel's view.
 
-use crate::workload::rrul::params::LatencyUnderLoad;
 use std::fmt::Write;
 
 use crate::model::result::{Iteration, TestInterval, TestResult};
@@ -319,7 +318,7 @@ pub fn render(r: &TestResult, intervals: bool) -> String {
     o
 }
 
-/// One iteration's lines: rrul's timeline and probes, or the intervals,
+/// One iteration's lines: a kind's own text (rrul's timeline and probes), or the intervals,
 /// throughput, rates, the workload's own lines, latency and CPU; then,
 /// unless a program ran, placement, the kernel's view, errors and hosts.
 fn iteration(
@@ -332,12 +331,10 @@ fn iteration(
     rate: RateColumn,
 ) {
     let show_tx = rate == RateColumn::Transactions;
-    // rrul: its timeline and its probes idle and loaded, the CPU.
-    if let Some(l) = &LatencyUnderLoad::of(&it.own) {
-        if intervals {
-            super::rrul::table(o, l);
-        }
-        super::rrul::lines(o, l);
+    // A kind's own text in place of the intervals (rrul: its timeline
+    // and its probes idle and loaded), then the CPU.
+    if let Some(t) = kind.text(&it.own, intervals) {
+        o.push_str(&t);
         let _ = writeln!(o, "  {:<12} {}", "cpu client", cpu_line(it, false));
         let _ = writeln!(o, "  {:<12} {}", "cpu agent", cpu_line(it, true));
         if let Some(e) = &it.error {
@@ -492,15 +489,13 @@ fn placement_and_kernel(o: &mut String, it: &Iteration) {
     }
 }
 
-/// The lines over all iterations: rrul's merged latency, the confidence
+/// The lines over all iterations: a kind's own (rrul's merged latency), the confidence
 /// interval (and whether its target was met), and TLS with its cost.
 fn overall(o: &mut String, r: &TestResult) {
-    if let (Some(l), true) = (
-        &LatencyUnderLoad::of(&r.summary.own),
-        r.iterations.len() > 1,
-    ) {
+    let kind = crate::workload::kind_of(r.spec.workload);
+    if let (Some(t), true) = (kind.text(&r.summary.own, false), r.iterations.len() > 1) {
         let _ = writeln!(o, "\nall iterations (latency merged, throughput means)");
-        super::rrul::lines(o, l);
+        o.push_str(&t);
     }
     if let Some(c) = &r.summary.confidence {
         let target = r.confidence_target.width_pct / 2.0;

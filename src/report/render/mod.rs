@@ -7,5 +7,4 @@ pub mod html;
 pub mod human;
 pub mod markdown;
 pub mod plot;
-pub mod rrul;
 pub mod search;

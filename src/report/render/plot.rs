@@ -20,7 +20,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::report::analysis::figure::Chart;
+use crate::model::chart::Chart;
 
 /// Chart size in pixels: wide enough for a sweep of a dozen points and a
 /// legend, small enough to put two side by side on a laptop screen.

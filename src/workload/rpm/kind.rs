@@ -103,6 +103,10 @@ impl Kind for Rpm {
         super::metrics::METRICS
     }
 
+    fn charts(&self, points: &[crate::workload::PointResults]) -> Vec<crate::model::chart::Chart> {
+        super::charts::charts(points)
+    }
+
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {
         Responsiveness::of(&it.own)
             .as_ref()

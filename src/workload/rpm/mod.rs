@@ -9,6 +9,7 @@
 //! sink, over HTTP/2 with TLS (or clear, for hosts without TLS), so that
 //! any RPM client can test against a linerate agent.
 
+pub mod charts;
 pub mod client;
 pub mod kind;
 pub mod method;

@@ -36,9 +36,11 @@ use params::{
     LatencyUnderLoad, Phase, PointLatency, ProbeLatency, RrulSpec, SeriesPoint, FIGURES, SECTION,
 };
 
+pub mod charts;
 pub mod metrics;
 pub mod options;
 pub mod params;
+pub mod text;
 use crate::model::sample::LatencySummary;
 use crate::model::spec::{self, Direction, TestSpec, Workload};
 use crate::model::Invalid;
@@ -431,6 +433,19 @@ impl Kind for Rrul {
     }
     fn metrics(&self) -> &'static [crate::model::metric::Metric] {
         metrics::METRICS
+    }
+    fn charts(&self, points: &[super::PointResults]) -> Vec<crate::model::chart::Chart> {
+        charts::charts(points)
+    }
+    /// Its timeline (with the intervals) and its probes idle and loaded.
+    fn text(&self, own: &crate::model::own::Own, intervals: bool) -> Option<String> {
+        let l = LatencyUnderLoad::of(own)?;
+        let mut o = String::new();
+        if intervals {
+            text::table(&mut o, &l);
+        }
+        text::lines(&mut o, &l);
+        Some(o)
     }
     fn sentence(&self, r: &TestResult) -> Option<String> {
         // Its figures are the probes' wait, not the timeline's average

@@ -1,5 +1,5 @@
 use super::*;
-use crate::report::analysis::figure::{Curve, HLine, Series};
+use crate::model::chart::{Curve, HLine, Series};
 
 /// A small XML well-formedness check: tags nest and balance, attribute
 /// values are quoted and free of `<`, text holds no raw `<`, and every

@@ -1,7 +1,7 @@
 //! What a chart shows, as data: measured series, model lines and curves,
-//! axis labels and scales. The landscape describes its charts with these;
-//! `render::plot` draws them (as SVG), so the analysis never depends on
-//! how a chart is drawn.
+//! axis labels and scales. The report's landscape and a kind's own charts
+//! (`Kind::charts`) describe them with these; the report's `render::plot`
+//! draws them (as SVG), so neither depends on how a chart is drawn.
 
 /// One measured curve.
 pub struct Series {

@@ -6,9 +6,9 @@
 
 use std::fmt::Write;
 
+use super::params::{LatencyUnderLoad, ProbeLatency};
 use crate::model::sample::LatencySummary;
 use crate::units::{fmt_bps, fmt_us};
-use crate::workload::rrul::params::{LatencyUnderLoad, ProbeLatency};
 
 /// The probes' names in the table's heading, short: a request/response
 /// probe over another transport by its transport ("udp").

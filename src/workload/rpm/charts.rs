@@ -5,33 +5,30 @@
 //! stable). Time runs from the loaded phase's start; a sequential test's
 //! upload phase follows its download phase.
 
-use crate::report::analysis::figure::{Chart, Series};
-use crate::report::analysis::landscape::{Landscape, Row};
-use crate::workload::rpm::params::Responsiveness;
+use super::params::{Responsiveness, RpmInterval};
+use crate::model::chart::{Chart, Series};
+use crate::workload::PointResults;
 
-/// A row's first result with the responsiveness figures (a point's
+/// A point's first result with the responsiveness figures (a point's
 /// repetitions run the method to their own ends: their intervals do not
 /// line up, so one is drawn).
-fn first(r: &Row) -> Option<Responsiveness> {
+fn first(r: &PointResults) -> Option<Responsiveness> {
     r.results
         .iter()
         .find_map(|x| Responsiveness::of(&x.summary.own))
 }
 
-/// rpm's charts for `land` (none without rpm points).
-pub fn charts(land: &Landscape) -> Vec<Chart> {
-    let rows: Vec<(&Row, Responsiveness)> = land
-        .rows
-        .iter()
-        .filter_map(|r| Some((r, first(r)?)))
-        .collect();
+/// rpm's charts of a study's points (none without rpm points).
+pub fn charts(points: &[PointResults]) -> Vec<Chart> {
+    let rows: Vec<(&PointResults, Responsiveness)> =
+        points.iter().filter_map(|r| Some((r, first(r)?))).collect();
     if rows.is_empty() {
         return Vec::new();
     }
     let mut rpm = Vec::new();
     let mut goodput = Vec::new();
     for (r, x) in &rows {
-        let name = r.point.label();
+        let name = r.label.clone();
         rpm.push(Series {
             name: name.clone(),
             points: x
@@ -41,10 +38,7 @@ pub fn charts(land: &Landscape) -> Vec<Chart> {
                 .collect(),
         });
         for (way, pick) in [
-            (
-                "down",
-                (|i: &crate::workload::rpm::params::RpmInterval| i.down_bps) as fn(_) -> f64,
-            ),
+            ("down", (|i: &RpmInterval| i.down_bps) as fn(_) -> f64),
             ("up", |i| i.up_bps),
         ] {
             let points: Vec<(f64, f64, Option<f64>)> = x

@@ -9,19 +9,19 @@
 //! the point's colour. Several repetitions of a point are averaged per
 //! interval and per percentile.
 
+use super::params::{LatencyUnderLoad, ProbeLatency};
+use crate::model::chart::{Chart, Curve, Series};
 use crate::model::sample::LatencySummary;
-use crate::report::analysis::figure::{Chart, Curve, Series};
-use crate::report::analysis::landscape::{Landscape, Row};
-use crate::workload::rrul::params::LatencyUnderLoad;
+use crate::workload::PointResults;
 
 /// The probe the figures draw: the first, rrul's headline (the TCP one;
 /// the kind lists its probes in that order).
-fn headline(l: &LatencyUnderLoad) -> Option<&crate::workload::rrul::params::ProbeLatency> {
+fn headline(l: &LatencyUnderLoad) -> Option<&ProbeLatency> {
     l.probes.first()
 }
 
-/// The summaries of a row's results that have rrul's figures.
-fn under_load(r: &Row) -> Vec<LatencyUnderLoad> {
+/// The summaries of a point's results that have rrul's figures.
+fn under_load(r: &PointResults) -> Vec<LatencyUnderLoad> {
     r.results
         .iter()
         .filter_map(|x| LatencyUnderLoad::of(&x.summary.own))
@@ -82,10 +82,9 @@ fn idle(l: &LatencyUnderLoad) -> Option<&LatencySummary> {
     headline(l)?.idle_us.as_ref()
 }
 
-/// rrul's charts for `land` (none without rrul points).
-pub fn charts(land: &Landscape) -> Vec<Chart> {
-    let rows: Vec<(&Row, Vec<LatencyUnderLoad>)> = land
-        .rows
+/// rrul's charts of a study's points (none without rrul points).
+pub fn charts(points: &[PointResults]) -> Vec<Chart> {
+    let rows: Vec<(&PointResults, Vec<LatencyUnderLoad>)> = points
         .iter()
         .map(|r| (r, under_load(r)))
         .filter(|(_, ls)| !ls.is_empty())
@@ -98,7 +97,7 @@ pub fn charts(land: &Landscape) -> Vec<Chart> {
     let mut dist = Vec::new();
     let mut dashed = Vec::new();
     for (r, ls) in &rows {
-        let name = r.point.label();
+        let name = r.label.clone();
         time.push(Series {
             name: name.clone(),
             points: over_time(ls),
@@ -148,7 +147,6 @@ pub fn charts(land: &Landscape) -> Vec<Chart> {
 mod tests {
     use super::*;
     use crate::model::result::TestResult;
-    use crate::study::sweep::Point;
     use crate::workload::rrul::params::{PointLatency, ProbeLatency, SeriesPoint};
 
     fn summary(p50: f64) -> LatencySummary {
@@ -164,7 +162,7 @@ mod tests {
         }
     }
 
-    fn row(rate: &str, idle_us: f64, loaded_us: f64) -> Row {
+    fn row(rate: &str, idle_us: f64, loaded_us: f64) -> (String, Vec<TestResult>) {
         let series = (0..4)
             .map(|k| SeriesPoint {
                 start_s: k as f64,
@@ -197,26 +195,25 @@ mod tests {
                 ..Default::default()
             },
         );
-        crate::report::analysis::landscape::row(
-            Point {
-                groups: Vec::new(),
-                index: 0,
-                id: rate.into(),
-                params: vec![("lab.rate".into(), rate.into())],
-                spec: Default::default(),
-                confidence: Default::default(),
-            },
-            vec![r],
-        )
+        (format!("lab.rate={rate}"), vec![r])
+    }
+
+    fn points(rows: &[(String, Vec<TestResult>)]) -> Vec<PointResults<'_>> {
+        rows.iter()
+            .map(|(label, results)| PointResults {
+                label: label.clone(),
+                results,
+            })
+            .collect()
     }
 
     #[test]
     fn latency_over_time_and_its_distribution_per_point() {
-        let land = crate::report::analysis::landscape::testing::land(vec![
+        let rows = [
             row("20mbit", 10_000.0, 130_000.0),
             row("1gbit", 1_000.0, 3_000.0),
-        ]);
-        let c = charts(&land);
+        ];
+        let c = charts(&points(&rows));
         assert_eq!(c.len(), 2);
         let t = &c[0];
         assert_eq!(t.series.len(), 2);
@@ -230,7 +227,8 @@ mod tests {
         assert_eq!(d.curves[0].series, 0);
         assert_eq!(d.curves[1].points[3], (4.0, 99.0));
         // Without rrul points, nothing.
-        let none = crate::report::analysis::landscape::testing::land(vec![]);
-        assert!(charts(&none).is_empty());
+        assert!(charts(&[]).is_empty());
+        let other = [(String::from("flows=1"), vec![TestResult::default()])];
+        assert!(charts(&points(&other)).is_empty());
     }
 }
