@@ -20,6 +20,7 @@ pub mod nic;
 pub mod options;
 pub mod own;
 pub mod phase;
+pub mod points;
 pub mod result;
 pub mod sample;
 pub mod search;

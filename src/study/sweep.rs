@@ -67,25 +67,7 @@ pub fn params_phrase<'a>(params: impl IntoIterator<Item = &'a (String, String)>)
         .join(" ")
 }
 
-/// A case's label and a mixed point's group name themselves: shown as
-/// their value alone, not `key=value`.
-fn stands_alone(key: &str) -> bool {
-    key == "case" || key == "group"
-}
-
-pub fn params_label<'a>(params: impl IntoIterator<Item = &'a (String, String)>) -> String {
-    params
-        .into_iter()
-        .map(|(k, v)| {
-            if stands_alone(k) {
-                v.clone()
-            } else {
-                format!("{k}={v}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+pub use crate::model::points::{params_label, stands_alone};
 
 impl Point {
     /// "flows=8 direction=tx", or the case label alone.

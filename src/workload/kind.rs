@@ -11,6 +11,7 @@ use super::group::{Group, GroupError, Mixed};
 use super::{Plugin, RateColumn};
 use crate::model::error::Invalid;
 use crate::model::options::TestOptions;
+use crate::model::points::{KeyPoint, PointView};
 use crate::model::result::{Iteration, TestResult};
 use crate::model::sample::Confidence;
 use crate::model::spec::{self, Figures, MainMetric, TestSpec};
@@ -116,11 +117,17 @@ pub trait Kind: Sync {
         0.0
     }
 
-    /// Its own charts of a study's points (each point's label and
-    /// results; points of other kinds are among them, with none of its
-    /// figures), drawn in the report after the study's plots, in files
-    /// named after the kind.
-    fn charts(&self, _points: &[PointResults]) -> Vec<crate::model::chart::Chart> {
+    /// Its own charts of a study's points (points of other kinds are
+    /// among them, with none of its figures), drawn in the report after
+    /// the study's plots, in files named after the kind.
+    fn charts(&self, _points: &[PointView]) -> Vec<crate::model::chart::Chart> {
+        Vec::new()
+    }
+
+    /// Its own key points over a study's points (its rules on its figures;
+    /// points of other kinds are among them), listed in the report's Key
+    /// Points after the common rules on latency.
+    fn key_points(&self, _points: &[PointView]) -> Vec<KeyPoint> {
         Vec::new()
     }
 
@@ -191,13 +198,6 @@ pub trait Kind: Sync {
     ) -> Option<crate::error::Result<TestResult>> {
         None
     }
-}
-
-/// A study's point as a kind's charts see it.
-pub struct PointResults<'a> {
-    /// The point's label (its parameters).
-    pub label: String,
-    pub results: &'a [TestResult],
 }
 
 /// Where a kind that runs here puts a server it starts for itself: on
@@ -313,5 +313,8 @@ impl<T: Plugin> Kind for T {
     }
     fn words(&self, s: &crate::model::result::Summary) -> Option<String> {
         Plugin::words(self, s)
+    }
+    fn key_points(&self, points: &[PointView]) -> Vec<KeyPoint> {
+        Plugin::key_points(self, points)
     }
 }

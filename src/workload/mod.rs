@@ -28,7 +28,7 @@ use crate::model::spec::{self, Direction, Figures, MainMetric, TestSpec};
 
 pub use conns::Pattern;
 pub use error::{PrefillError, SpecError, WorkloadError};
-pub use kind::{Composite, Kind, Needs, PointResults, Program};
+pub use kind::{Composite, Kind, Needs, Program};
 pub use own::{Beside, OwnFold, Served};
 
 pub mod cipher;
@@ -191,6 +191,13 @@ pub trait Plugin: Sync {
     /// Its own figures in a few words (`Kind::words`).
     fn words(&self, _s: &Summary) -> Option<String> {
         None
+    }
+    /// Its own key points (`Kind::key_points`).
+    fn key_points(
+        &self,
+        _points: &[crate::model::points::PointView],
+    ) -> Vec<crate::model::points::KeyPoint> {
+        Vec::new()
     }
     /// Its own metrics (`Kind::metrics`).
     fn metrics(&self) -> &'static [crate::model::metric::Metric] {

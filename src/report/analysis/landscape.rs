@@ -16,6 +16,8 @@ use crate::study::folder::Loaded;
 use crate::study::sweep::{params_phrase, Point};
 use crate::units;
 
+pub use crate::model::points::{axis_number, axis_value, duration_axis};
+
 pub struct Row {
     pub point: Point,
     /// One result per finished repetition.
@@ -220,6 +222,19 @@ pub fn fmt_estimate(m: &Metric, e: &Estimate) -> String {
 }
 
 impl Landscape {
+    /// Its rows as a kind reads them (`Kind::key_points`, `Kind::charts`).
+    pub fn views(&self) -> Vec<crate::model::points::PointView<'_>> {
+        self.rows
+            .iter()
+            .map(|r| crate::model::points::PointView {
+                params: &r.point.params,
+                spec: &r.point.spec,
+                results: &r.results,
+                means: r.values.iter().map(|(k, e)| (*k, e.mean)).collect(),
+            })
+            .collect()
+    }
+
     /// Each row at `dim = other` with the row at `dim = base` that agrees on
     /// every other parameter: (those parameters' label, base row, other
     /// row). What environment ratios and on/off comparisons pair up.
@@ -596,34 +611,6 @@ fn model_curves(
         });
     }
     out
-}
-
-/// Axes whose values are durations: the factor from seconds and the unit
-/// they are drawn in (round trips in ms, test lengths in s).
-fn duration_axis(dim: &str) -> Option<(f64, &'static str)> {
-    match dim {
-        "rtt" => Some((1e3, "ms")),
-        "duration" | "warmup" | "interval" => Some((1.0, "s")),
-        _ => None,
-    }
-}
-
-/// A sweep value of axis `dim` as a number: durations ("50ms") in the
-/// axis's unit (see `duration_axis`), others as `axis_number`.
-pub fn axis_value(dim: &str, v: &str) -> Option<f64> {
-    match duration_axis(dim) {
-        Some((factor, _)) => units::parse_duration(v)
-            .ok()
-            .map(|d| d.as_secs_f64() * factor),
-        None => axis_number(v),
-    }
-}
-
-/// A sweep value as a number when it is one (sizes such as "32K" included).
-pub fn axis_number(v: &str) -> Option<f64> {
-    v.parse::<f64>()
-        .ok()
-        .or_else(|| units::parse_size(v).ok().map(|b| b as f64))
 }
 
 /// Window/RTT landscapes and plots as the wan-window study makes them, for

@@ -382,14 +382,7 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
     draw(charts, "plot", &mut figures, &mut missing_figures);
     // Each kind's own charts of its points (rrul: flent's latency over
     // time and its distribution; rpm: RPM and the load per interval).
-    let points: Vec<crate::workload::PointResults> = land
-        .rows
-        .iter()
-        .map(|r| crate::workload::PointResults {
-            label: r.point.label(),
-            results: &r.results,
-        })
-        .collect();
+    let points = land.views();
     for kind in crate::workload::KINDS {
         let charts = kind.charts(&points);
         draw(

@@ -35,6 +35,7 @@ use crate::model::spec::{self, MainMetric, TestSpec};
 use params::{KvDialect, KvFigures, KvFlowStats, KvSpec, SECTION};
 
 mod fold;
+pub mod keypoints;
 mod service;
 
 use service::{memcached_threads, watch};
@@ -112,6 +113,17 @@ impl Plugin for Memcache {
 
     fn metrics(&self) -> &'static [crate::model::metric::Metric] {
         metrics::METRICS
+    }
+
+    /// Where more connections stop buying operations, memcached's CPU
+    /// per operation and the hit ratio.
+    fn key_points(
+        &self,
+        points: &[crate::model::points::PointView],
+    ) -> Vec<crate::model::points::KeyPoint> {
+        let mut k = keypoints::kv_saturation(points);
+        k.extend(keypoints::kv_cost(points));
+        k
     }
 
     fn words(&self, s: &Summary) -> Option<String> {

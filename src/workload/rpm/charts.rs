@@ -7,20 +7,20 @@
 
 use super::params::{Responsiveness, RpmInterval};
 use crate::model::chart::{Chart, Series};
-use crate::workload::PointResults;
+use crate::model::points::PointView;
 
 /// A point's first result with the responsiveness figures (a point's
 /// repetitions run the method to their own ends: their intervals do not
 /// line up, so one is drawn).
-fn first(r: &PointResults) -> Option<Responsiveness> {
+fn first(r: &PointView) -> Option<Responsiveness> {
     r.results
         .iter()
         .find_map(|x| Responsiveness::of(&x.summary.own))
 }
 
 /// rpm's charts of a study's points (none without rpm points).
-pub fn charts(points: &[PointResults]) -> Vec<Chart> {
-    let rows: Vec<(&PointResults, Responsiveness)> =
+pub fn charts(points: &[PointView]) -> Vec<Chart> {
+    let rows: Vec<(&PointView, Responsiveness)> =
         points.iter().filter_map(|r| Some((r, first(r)?))).collect();
     if rows.is_empty() {
         return Vec::new();
@@ -28,7 +28,7 @@ pub fn charts(points: &[PointResults]) -> Vec<Chart> {
     let mut rpm = Vec::new();
     let mut goodput = Vec::new();
     for (r, x) in &rows {
-        let name = r.label.clone();
+        let name = r.label();
         rpm.push(Series {
             name: name.clone(),
             points: x

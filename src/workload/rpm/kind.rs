@@ -3,6 +3,7 @@
 //! server it starts on loopback for the test (TLS with a generated
 //! certificate the client trusts, or clear HTTP/2 with `--rpm-clear`).
 
+use crate::model::points::{KeyPoint, PointView};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,8 +104,12 @@ impl Kind for Rpm {
         super::metrics::METRICS
     }
 
-    fn charts(&self, points: &[crate::workload::PointResults]) -> Vec<crate::model::chart::Chart> {
+    fn charts(&self, points: &[PointView]) -> Vec<crate::model::chart::Chart> {
         super::charts::charts(points)
+    }
+
+    fn key_points(&self, points: &[PointView]) -> Vec<KeyPoint> {
+        super::keypoints::responsiveness(points)
     }
 
     fn report_lines(&self, _spec: &TestSpec, it: &Iteration) -> Vec<(&'static str, String)> {

@@ -11,6 +11,7 @@
 
 pub mod charts;
 pub mod client;
+pub mod keypoints;
 pub mod kind;
 pub mod method;
 pub mod metrics;

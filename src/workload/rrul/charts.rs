@@ -11,8 +11,8 @@
 
 use super::params::{LatencyUnderLoad, ProbeLatency};
 use crate::model::chart::{Chart, Curve, Series};
+use crate::model::points::PointView;
 use crate::model::sample::LatencySummary;
-use crate::workload::PointResults;
 
 /// The probe the figures draw: the first, rrul's headline (the TCP one;
 /// the kind lists its probes in that order).
@@ -21,7 +21,7 @@ fn headline(l: &LatencyUnderLoad) -> Option<&ProbeLatency> {
 }
 
 /// The summaries of a point's results that have rrul's figures.
-fn under_load(r: &PointResults) -> Vec<LatencyUnderLoad> {
+fn under_load(r: &PointView) -> Vec<LatencyUnderLoad> {
     r.results
         .iter()
         .filter_map(|x| LatencyUnderLoad::of(&x.summary.own))
@@ -83,8 +83,8 @@ fn idle(l: &LatencyUnderLoad) -> Option<&LatencySummary> {
 }
 
 /// rrul's charts of a study's points (none without rrul points).
-pub fn charts(points: &[PointResults]) -> Vec<Chart> {
-    let rows: Vec<(&PointResults, Vec<LatencyUnderLoad>)> = points
+pub fn charts(points: &[PointView]) -> Vec<Chart> {
+    let rows: Vec<(&PointView, Vec<LatencyUnderLoad>)> = points
         .iter()
         .map(|r| (r, under_load(r)))
         .filter(|(_, ls)| !ls.is_empty())
@@ -97,7 +97,7 @@ pub fn charts(points: &[PointResults]) -> Vec<Chart> {
     let mut dist = Vec::new();
     let mut dashed = Vec::new();
     for (r, ls) in &rows {
-        let name = r.label.clone();
+        let name = r.label();
         time.push(Series {
             name: name.clone(),
             points: over_time(ls),
@@ -162,7 +162,9 @@ mod tests {
         }
     }
 
-    fn row(rate: &str, idle_us: f64, loaded_us: f64) -> (String, Vec<TestResult>) {
+    type Row = (Vec<(String, String)>, Vec<TestResult>);
+
+    fn row(rate: &str, idle_us: f64, loaded_us: f64) -> Row {
         let series = (0..4)
             .map(|k| SeriesPoint {
                 start_s: k as f64,
@@ -195,14 +197,18 @@ mod tests {
                 ..Default::default()
             },
         );
-        (format!("lab.rate={rate}"), vec![r])
+        (vec![("lab.rate".into(), rate.into())], vec![r])
     }
 
-    fn points(rows: &[(String, Vec<TestResult>)]) -> Vec<PointResults<'_>> {
+    fn points(rows: &[Row]) -> Vec<PointView<'_>> {
+        static SPEC: std::sync::LazyLock<crate::model::spec::TestSpec> =
+            std::sync::LazyLock::new(Default::default);
         rows.iter()
-            .map(|(label, results)| PointResults {
-                label: label.clone(),
+            .map(|(params, results)| PointView {
+                params,
+                spec: &SPEC,
                 results,
+                means: Default::default(),
             })
             .collect()
     }
@@ -228,7 +234,10 @@ mod tests {
         assert_eq!(d.curves[1].points[3], (4.0, 99.0));
         // Without rrul points, nothing.
         assert!(charts(&[]).is_empty());
-        let other = [(String::from("flows=1"), vec![TestResult::default()])];
+        let other = [(
+            vec![("flows".to_string(), "1".to_string())],
+            vec![TestResult::default()],
+        )];
         assert!(charts(&points(&other)).is_empty());
     }
 }

@@ -31,12 +31,14 @@ use super::kind::Kind;
 use super::RateColumn;
 use crate::measure::histogram::{self, new_hist, Hist};
 use crate::model::options::{Rate, Secs, Size, TestOptions};
+use crate::model::points::{KeyPoint, PointView};
 use crate::model::result::{Iteration, TestInterval, TestResult};
 use params::{
     LatencyUnderLoad, Phase, PointLatency, ProbeLatency, RrulSpec, SeriesPoint, FIGURES, SECTION,
 };
 
 pub mod charts;
+pub mod keypoints;
 pub mod metrics;
 pub mod options;
 pub mod params;
@@ -434,8 +436,15 @@ impl Kind for Rrul {
     fn metrics(&self) -> &'static [crate::model::metric::Metric] {
         metrics::METRICS
     }
-    fn charts(&self, points: &[super::PointResults]) -> Vec<crate::model::chart::Chart> {
+    fn charts(&self, points: &[PointView]) -> Vec<crate::model::chart::Chart> {
         charts::charts(points)
+    }
+    /// What the load added at each point, and what the queue discipline
+    /// did to it.
+    fn key_points(&self, points: &[PointView]) -> Vec<KeyPoint> {
+        let mut k = keypoints::latency_under_load(points);
+        k.extend(keypoints::queue_discipline(points));
+        k
     }
     /// Its timeline (with the intervals) and its probes idle and loaded.
     fn text(&self, own: &crate::model::own::Own, intervals: bool) -> Option<String> {

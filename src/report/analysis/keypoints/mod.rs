@@ -4,9 +4,11 @@
 //! crafted landscapes on both sides of its threshold.
 //!
 //! One file per topic (throughput, CPU, TLS, the window/RTT model, scp,
-//! UDP, memcached, latency, mixed tests, rrul, rpm, the hosts, the evidence itself, several
-//! environments); `shared` holds the key point and what the rules share,
-//! and this file runs them in the report's order.
+//! UDP, latency, mixed tests, the hosts, the evidence itself, several
+//! environments); `shared` holds what the rules share, and this file runs
+//! them in the report's order. A kind's rules on its own figures are the
+//! kind's (`Kind::key_points`: memcache, rrul, rpm), run at one place in
+//! that order.
 
 mod capacity;
 mod cpu;
@@ -14,11 +16,8 @@ mod environments;
 mod evidence;
 mod hosts;
 mod latency;
-mod memcache;
 mod mix;
 mod quic;
-mod rpm;
-mod rrul;
 mod scp;
 mod security;
 mod shared;
@@ -36,11 +35,8 @@ pub use self::environments::environments;
 pub use self::evidence::{missing, noise};
 pub use self::hosts::{firewall, shared_host};
 pub use self::latency::{against_target, tail_latency, tail_source};
-pub use self::memcache::{kv_cost, kv_saturation};
 pub use self::mix::latency_beside_load;
 pub use self::quic::quic_cost;
-pub use self::rpm::responsiveness;
-pub use self::rrul::{latency_under_load, queue_discipline};
 pub use self::scp::{scp_channel_window, scp_login};
 pub use self::security::security_state;
 pub use self::shared::{KeyPoint, MODEL_TOLERANCE};
@@ -52,6 +48,15 @@ pub use self::window::{model_mismatch, window_not_proportional, window_or_rate_b
 
 pub use self::evidence::{unavailable, window_edges};
 use crate::report::analysis::landscape::Landscape;
+
+/// Every kind's own rules over the study's points, in the registry's order.
+pub fn kinds(l: &Landscape) -> Vec<KeyPoint> {
+    let points = l.views();
+    crate::workload::KINDS
+        .iter()
+        .flat_map(|k| k.key_points(&points))
+        .collect()
+}
 
 /// Every rule, in the order the report lists them.
 pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
@@ -75,17 +80,13 @@ pub fn derive(l: &Landscape) -> Vec<KeyPoint> {
         scp_channel_window,
         udp_receiver_drops,
         udp_batching,
-        kv_saturation,
-        kv_cost,
         crypto_hw_saving,
         crypto_accelerator,
         tail_latency,
         tail_source,
         capacity,
         latency_beside_load,
-        latency_under_load,
-        queue_discipline,
-        responsiveness,
+        kinds,
         noise,
         firewall,
         security_state,

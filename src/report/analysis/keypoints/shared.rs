@@ -2,56 +2,14 @@
 //! dimension, which workloads a study holds, and the words and figures the
 //! sentences are made of.
 
-use crate::report::analysis::landscape::{axis_value, Landscape};
+use crate::report::analysis::landscape::Landscape;
 use crate::units::fmt_bytes;
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct KeyPoint {
-    /// The rule's name (stable, for tests and scripts).
-    pub rule: &'static str,
-    pub text: String,
-    /// What to change, and where.
-    pub advice: String,
-}
+pub use crate::model::points::{plural, suffix, KeyPoint};
 
-/// One metric along `dim`: rows grouped by every other parameter, each
-/// group as (value of `dim`, mean of `metric`) sorted by `dim`; rows
-/// without the metric are left out.
+/// One metric along `dim` over the landscape's points (`points::curves`).
 pub(super) fn curves(l: &Landscape, dim: &str, metric: &str) -> Vec<(String, Vec<(f64, f64)>)> {
-    let mut out: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for r in &l.rows {
-        let (Some(x), Some(y)) = (
-            r.point.param(dim).and_then(|v| axis_value(dim, v)),
-            r.mean(metric),
-        ) else {
-            continue;
-        };
-        let key = r.point.label_except(dim);
-        match out.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push((x, y)),
-            None => out.push((key, vec![(x, y)])),
-        }
-    }
-    for (_, v) in &mut out {
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    out
-}
-
-pub(super) fn suffix(group: &str) -> String {
-    if group.is_empty() {
-        String::new()
-    } else {
-        format!(" ({group})")
-    }
-}
-
-pub(super) fn plural(n: f64, one: &str, many: &str) -> String {
-    if n == 1.0 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
+    crate::model::points::curves(&l.views(), dim, metric)
 }
 
 /// Every point of the study is a UDP test: packets, not bytes, are its unit.
@@ -62,7 +20,8 @@ pub(super) fn all_udp(l: &Landscape) -> bool {
             .all(|r| crate::workload::figures(&r.point.spec).udp)
 }
 
-/// Every point is a memcache test.
+/// Every point is a key-value service's test (memcache): operations, not
+/// bytes, are its unit, and its kind has its own rules on them.
 pub(super) fn all_kv(l: &Landscape) -> bool {
     !l.rows.is_empty()
         && l.rows

@@ -10,6 +10,15 @@ use crate::report::analysis::wanmodel::{self, SSH_CHANNEL_WINDOW};
 use crate::study::sweep::Point;
 use std::collections::BTreeMap;
 
+/// The kinds' own key points (`Kind::key_points`, through `kinds`) of
+/// these rules.
+pub(super) fn kind_rules(l: &Landscape, rules: &[&str]) -> Vec<KeyPoint> {
+    kinds(l)
+        .into_iter()
+        .filter(|k| rules.contains(&k.rule))
+        .collect()
+}
+
 /// A row with the given params and metric samples.
 fn row(params: &[(&str, &str)], metrics: &[(&'static str, &[f64])], threads: u32) -> Row {
     let flows = params
@@ -206,7 +215,7 @@ fn memcached_saturation_cost_and_hit_ratio() {
         ],
         None,
     );
-    let s = kv_saturation(&l);
+    let s = kind_rules(&l, &["kv_saturation"]);
     assert_eq!(s.len(), 1, "{s:?}");
     assert!(
         s[0].text.contains("saturates at 4 connections"),
@@ -219,7 +228,7 @@ fn memcached_saturation_cost_and_hit_ratio() {
         "{}",
         s[0].text
     );
-    let c = kv_cost(&l);
+    let c = kind_rules(&l, &["kv_cost", "kv_hit_ratio"]);
     assert_eq!(c.len(), 1, "{c:?}");
     assert!(
         c[0].text
@@ -239,8 +248,8 @@ fn memcached_saturation_cost_and_hit_ratio() {
         ],
         None,
     );
-    assert!(kv_saturation(&grow).is_empty());
-    let h: Vec<_> = kv_cost(&grow)
+    assert!(kind_rules(&grow, &["kv_saturation"]).is_empty());
+    let h: Vec<_> = kind_rules(&grow, &["kv_cost", "kv_hit_ratio"])
         .into_iter()
         .filter(|k| k.rule == "kv_hit_ratio")
         .collect();
@@ -250,7 +259,9 @@ fn memcached_saturation_cost_and_hit_ratio() {
         "{}",
         h[0].text
     );
-    assert!(kv_cost(&l).iter().all(|k| k.rule != "kv_hit_ratio"));
+    assert!(kind_rules(&l, &["kv_cost", "kv_hit_ratio"])
+        .iter()
+        .all(|k| k.rule != "kv_hit_ratio"));
 }
 
 #[test]

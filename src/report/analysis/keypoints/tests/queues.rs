@@ -1,8 +1,7 @@
 //! The rules on latency under load: rrul's probes idle and loaded, the
 //! queue disciplines against a FIFO, and rpm's responsiveness.
 
-use super::super::*;
-use super::{land, row};
+use super::{kind_rules, land, row};
 
 #[test]
 fn latency_under_load_says_what_the_load_added_per_point() {
@@ -20,7 +19,7 @@ fn latency_under_load_says_what_the_load_added_per_point() {
         )
     };
     let one = land(vec![rrul("20mbit", 20_000.0, 370_000.0)], None);
-    let k = latency_under_load(&one);
+    let k = kind_rules(&one, &["latency_under_load"]);
     assert_eq!(k.len(), 1);
     assert_eq!(
         k[0].text,
@@ -33,7 +32,7 @@ fn latency_under_load_says_what_the_load_added_per_point() {
         ],
         None,
     );
-    let k = latency_under_load(&two);
+    let k = kind_rules(&two, &["latency_under_load"]);
     assert_eq!(k.len(), 3);
     // One piece of advice for the rule, not one per point.
     assert!(!k[0].advice.is_empty());
@@ -50,7 +49,7 @@ fn latency_under_load_says_what_the_load_added_per_point() {
         vec![row(&[("flows", "1")], &[("latency_p50_us", &[30.0])], 1)],
         None,
     );
-    assert!(latency_under_load(&other).is_empty());
+    assert!(kind_rules(&other, &["latency_under_load"]).is_empty());
 }
 
 #[test]
@@ -78,14 +77,14 @@ fn queue_discipline_compares_each_aqm_with_the_fifo_at_the_same_rest() {
         ],
         None,
     );
-    let k = queue_discipline(&l);
+    let k = kind_rules(&l, &["queue_discipline"]);
     assert_eq!(k.len(), 1, "100mbit has no AQM point to compare");
     assert_eq!(
         k[0].text,
         "At lab.rate=20mbit: with a FIFO the probes wait 330.00 ms under load (p50; p99 980.00 ms); fq_codel keeps p99 within 2.40 ms of idle at 100% of the FIFO's throughput; codel keeps p99 within 258.00 ms of idle at 96% of the FIFO's throughput."
     );
     // Without an lab.aqm axis: nothing.
-    assert!(queue_discipline(&land(vec![], None)).is_empty());
+    assert!(kind_rules(&land(vec![], None), &["queue_discipline"]).is_empty());
 }
 
 #[test]
@@ -111,7 +110,7 @@ fn responsiveness_says_rpm_against_idle_and_which_queue_grew() {
         ],
         None,
     );
-    let k = responsiveness(&l);
+    let k = kind_rules(&l, &["responsiveness"]);
     assert_eq!(k.len(), 3, "{k:?}");
     assert_eq!(
         k[0].text,
@@ -128,5 +127,5 @@ fn responsiveness_says_rpm_against_idle_and_which_queue_grew() {
         "Responsiveness was highest at lab.aqm=fq_codel (1500 RPM) and lowest at lab.aqm=fifo (150 RPM), 10.0x apart."
     );
     // No rpm points: nothing.
-    assert!(responsiveness(&land(vec![], None)).is_empty());
+    assert!(kind_rules(&land(vec![], None), &["responsiveness"]).is_empty());
 }

@@ -1,19 +1,23 @@
 //! memcached: where more connections stop buying operations, its CPU per
 //! operation, and the hit ratio.
 
-use super::shared::{all_kv, curves, plural, suffix, KeyPoint};
-use crate::report::analysis::landscape::Landscape;
+use crate::model::points::{curves, plural, suffix, KeyPoint, PointView};
 use crate::units::fmt_us;
+
+/// Every point is a memcache test (its rules speak of operations).
+fn all_memcache(points: &[PointView]) -> bool {
+    !points.is_empty() && points.iter().all(|p| p.spec.workload == super::NAME)
+}
 
 /// memcache: where more connections stop buying operations (the server
 /// saturates), per group, and what the extra connections cost in latency.
-pub fn kv_saturation(l: &Landscape) -> Vec<KeyPoint> {
+pub fn kv_saturation(points: &[PointView]) -> Vec<KeyPoint> {
     let mut out = Vec::new();
-    if !all_kv(l) {
+    if !all_memcache(points) {
         return out;
     }
-    let p99 = curves(l, "flows", "get_p99_us");
-    for (group, v) in curves(l, "flows", "ops_per_s") {
+    let p99 = curves(points, "flows", "get_p99_us");
+    for (group, v) in curves(points, "flows", "ops_per_s") {
         if v.len() < 3 {
             continue;
         }
@@ -60,16 +64,16 @@ pub fn kv_saturation(l: &Landscape) -> Vec<KeyPoint> {
 /// memcache: the server's CPU per operation and the hit ratio, per group at
 /// the most connections measured; a hit ratio below 99% is named (the key
 /// space does not fit memcached's memory, or sets fail).
-pub fn kv_cost(l: &Landscape) -> Vec<KeyPoint> {
+pub fn kv_cost(points: &[PointView]) -> Vec<KeyPoint> {
     let mut out = Vec::new();
-    if !all_kv(l) {
+    if !all_memcache(points) {
         return out;
     }
-    let hits = curves(l, "flows", "hit_ratio_pct");
-    let client = curves(l, "flows", "client_us_per_op");
+    let hits = curves(points, "flows", "hit_ratio_pct");
+    let client = curves(points, "flows", "client_us_per_op");
     let mut parts = Vec::new();
     let mut at = 0.0;
-    for (group, v) in curves(l, "flows", "server_us_per_op") {
+    for (group, v) in curves(points, "flows", "server_us_per_op") {
         let Some(&(n, us)) = v.last() else { continue };
         at = n;
         let c = client

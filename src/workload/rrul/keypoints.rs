@@ -2,15 +2,14 @@
 //! probes' round trips at each point, and across points which kept it
 //! smallest.
 
-use super::shared::KeyPoint;
-use crate::report::analysis::landscape::{Landscape, Row};
+use crate::model::points::{KeyPoint, PointView};
 use crate::units::{fmt_bps, fmt_us};
 
 /// Where the probes wait, and what shortens the wait.
 const ADVICE: &str = "What a probe gains under load is the time it waits in queues behind the streams' bytes: at the bottleneck (a lab's lab.queue, a router's buffer) and in the senders' socket buffers. A shorter queue or an AQM at the bottleneck, or a congestion control that keeps its queue short (--cc bbr), keeps it small; sweep them in a study and compare loaded_p99_us.";
 
 /// (idle p50, loaded p50, loaded p99) of an rrul row.
-fn figures(r: &Row) -> Option<(f64, f64, f64)> {
+fn figures(r: &PointView) -> Option<(f64, f64, f64)> {
     Some((
         r.mean("idle_p50_us")?,
         r.mean("loaded_p50_us")?,
@@ -19,9 +18,8 @@ fn figures(r: &Row) -> Option<(f64, f64, f64)> {
 }
 
 /// Each rrul point's probe idle and loaded, and which point added least.
-pub fn latency_under_load(l: &Landscape) -> Vec<KeyPoint> {
-    let rows: Vec<(&Row, (f64, f64, f64))> = l
-        .rows
+pub fn latency_under_load(points: &[PointView]) -> Vec<KeyPoint> {
+    let rows: Vec<(&PointView, (f64, f64, f64))> = points
         .iter()
         .filter_map(|r| Some((r, figures(r)?)))
         .collect();
@@ -42,7 +40,7 @@ pub fn latency_under_load(l: &Landscape) -> Vec<KeyPoint> {
             rule: "latency_under_load",
             text: format!(
                 "{}: under load{load} the TCP probe's round trip went from {} idle to {} at p50{growth} and {} at p99.",
-                r.point.label(),
+                r.label(),
                 fmt_us(*idle),
                 fmt_us(*p50),
                 fmt_us(*p99)
@@ -64,9 +62,9 @@ pub fn latency_under_load(l: &Landscape) -> Vec<KeyPoint> {
             rule: "latency_under_load",
             text: format!(
                 "The load added least at {} (+{} at p50) and most at {} (+{}).",
-                best.0.point.label(),
+                best.0.label(),
                 fmt_us(added(&best.1).max(0.0)),
-                worst.0.point.label(),
+                worst.0.label(),
                 fmt_us(added(&worst.1).max(0.0))
             ),
             advice: String::new(),
@@ -83,17 +81,13 @@ const QUEUE_ADVICE: &str = "A FIFO delays every packet by the whole queue the bu
 /// FQ-CoDel kept, at what share of the FIFO's throughput (issue 25's
 /// sentence: "with a 4 MB FIFO the probes wait X ms under load; fq_codel
 /// keeps p99 within Y ms of idle at Z% of the throughput").
-pub fn queue_discipline(l: &Landscape) -> Vec<KeyPoint> {
+pub fn queue_discipline(points: &[PointView]) -> Vec<KeyPoint> {
     const AXIS: &str = "lab.aqm";
-    let total = |r: &Row| Some(r.mean("up_bps")? + r.mean("down_bps")?);
+    let total = |r: &PointView| Some(r.mean("up_bps")? + r.mean("down_bps")?);
     let mut out = Vec::new();
     let mut seen = Vec::new();
-    for fifo in l
-        .rows
-        .iter()
-        .filter(|r| r.point.param(AXIS) == Some("fifo"))
-    {
-        let rest = fifo.point.label_except(AXIS);
+    for fifo in points.iter().filter(|r| r.param(AXIS) == Some("fifo")) {
+        let rest = fifo.label_except(AXIS);
         if seen.contains(&rest) {
             continue;
         }
@@ -113,10 +107,9 @@ pub fn queue_discipline(l: &Landscape) -> Vec<KeyPoint> {
             });
         let mut parts = Vec::new();
         for kind in ["fq_codel", "codel"] {
-            let Some(r) = l
-                .rows
+            let Some(r) = points
                 .iter()
-                .find(|r| r.point.param(AXIS) == Some(kind) && r.point.label_except(AXIS) == rest)
+                .find(|r| r.param(AXIS) == Some(kind) && r.label_except(AXIS) == rest)
             else {
                 continue;
             };

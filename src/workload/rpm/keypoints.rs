@@ -2,19 +2,17 @@
 //! words against its idle round trip, the direction whose queue held the
 //! loaded requests, and across points which kept RPM highest.
 
-use super::shared::KeyPoint;
-use crate::report::analysis::landscape::{Landscape, Row};
+use super::params::rating;
+use crate::model::points::{KeyPoint, PointView};
 use crate::units::fmt_us;
-use crate::workload::rpm::params::rating;
 
 /// What RPM counts and what raises it.
 const ADVICE: &str = "RPM counts the round trips a minute allows under working conditions: 60,000 / ms. A new connection's (foreign) probes wait in the bottleneck's queue; a loaded connection's (self) probes also wait behind that connection's own data in the senders' buffers. An AQM with flow queuing at the bottleneck (fq_codel, cake) brings the foreign probes back to the idle round trip; a small TCP_NOTSENT_LOWAT and HTTP/2 send buffer at the sender shorten the self probes' wait. Sweep lab.aqm and lab.queue in a study and compare rpm.";
 
 /// Each rpm point's RPM against idle, which way's queue held its loaded
 /// requests, and which point kept RPM highest and lowest.
-pub fn responsiveness(l: &Landscape) -> Vec<KeyPoint> {
-    let rows: Vec<(&Row, f64)> = l
-        .rows
+pub fn responsiveness(points: &[PointView]) -> Vec<KeyPoint> {
+    let rows: Vec<(&PointView, f64)> = points
         .iter()
         .filter_map(|r| Some((r, r.mean("rpm")?)))
         .filter(|(_, v)| *v > 0.0)
@@ -55,7 +53,7 @@ pub fn responsiveness(l: &Landscape) -> Vec<KeyPoint> {
             rule: "responsiveness",
             text: format!(
                 "{}: {rpm:.0} RPM ({}){halves}{idle}{queue}.",
-                r.point.label(),
+                r.label(),
                 rating(*rpm)
             ),
             advice: if out.is_empty() { ADVICE } else { "" }.into(),
@@ -74,9 +72,9 @@ pub fn responsiveness(l: &Landscape) -> Vec<KeyPoint> {
             rule: "responsiveness",
             text: format!(
                 "Responsiveness was highest at {} ({:.0} RPM) and lowest at {} ({:.0} RPM), {:.1}x apart.",
-                best.0.point.label(),
+                best.0.label(),
                 best.1,
-                worst.0.point.label(),
+                worst.0.label(),
                 worst.1,
                 best.1 / worst.1
             ),
