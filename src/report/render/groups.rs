@@ -112,3 +112,67 @@ pub fn lines(o: &mut String, r: &TestResult) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::own::Own;
+    use crate::model::result::Summary;
+    use crate::model::spec::{MainMetric, TestSpec, Workload};
+
+    fn group(name: &str, workload: &'static str, summary: Summary) -> GroupResult {
+        GroupResult {
+            name: name.into(),
+            command: workload.into(),
+            workload: workload.into(),
+            spec: TestSpec {
+                workload: Workload::named(workload),
+                ..Default::default()
+            },
+            summary: Summary {
+                main_metric: Some(MainMetric::TransactionRate),
+                ..summary
+            },
+            iterations: Vec::new(),
+            offset_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_group_line_carries_its_kinds_own_words() {
+        // memcache's figures ride in the summary's own section: its kind
+        // says them (`Kind::words`), the line does not name memcache.
+        let kv = serde_json::json!({
+            "ops_per_s": 120000.0, "gets_per_s": 108000.0, "sets_per_s": 12000.0,
+            "gets": 1, "sets": 1, "hits": 1, "misses": 0, "hit_ratio": 0.995,
+            "bad_values": 0, "errors": 0, "get_latency_us": null, "set_latency_us": null,
+            "sent_bps": 0.0, "received_bps": 0.0, "client_us_per_op": null,
+            "server_us_per_op": null
+        });
+        let mut own = Own::default();
+        own.set_raw("kv", kv);
+        let memcache = group(
+            "g1",
+            "memcache",
+            Summary {
+                own,
+                ..Default::default()
+            },
+        );
+        let rr = group("g2", "rr", Summary::default());
+        let r = TestResult {
+            groups: vec![memcache, rr],
+            ..Default::default()
+        };
+        let mut o = String::new();
+        lines(&mut o, &r);
+        let line = |name: &str| {
+            o.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap()
+                .to_string()
+        };
+        assert!(line("g1").contains("120.0k/s ops, hit ratio 99.5%"), "{o}");
+        assert!(!line("g2").contains("ops"), "{o}");
+    }
+}
