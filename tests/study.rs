@@ -933,6 +933,40 @@ fn the_responsiveness_study_reads_rpm_beside_rrul() {
     assert!(rpm["fifo"] * 3.0 < rpm["fq_codel"], "{rpm:?}");
 }
 
+/// RPM through an asymmetric link (10 Mbit/s up, 100 Mbit/s down, the
+/// queue under fq_codel): a request on a loaded upload connection waits
+/// behind that connection's data at a tenth of the download's rate, so
+/// the report's key point names the upload side as the queue that grew,
+/// with its self probes' round trip beside the download's.
+#[test]
+fn rpm_through_an_asymmetric_link_names_the_slow_directions_queue() {
+    let _turn = shared();
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: lab studies need root (CI runs as root)");
+        return;
+    }
+    let file = write_study(
+        "rpm-asymmetric",
+        "title = \"RPM through an asymmetric link\"\n\
+         description = \"10 Mbit/s up, 100 Mbit/s down, fq_codel.\"\n\
+         [lab]\nrtt = \"20ms\"\nrate = \"10mbit/100mbit\"\nqueue = \"1M\"\naqm = \"fq_codel\"\ncc = \"cubic\"\n\
+         [test]\nworkload = \"rpm\"\nrpm_interval = \"250ms\"\n",
+    );
+    let dir = runs_to_the_end_with("rpm-asymmetric", Some(&file), "-d 5 --warmup 1 -i 0.5");
+    let m = json(&dir.join("manifest.json"));
+    let run = &m["runs"][0];
+    let res = json(&dir.join(run["file"].as_str().unwrap()));
+    let x = &res["summary"]["responsiveness"];
+    // The lab's rates each way, as the capacity the test measured.
+    let (up, down) = (f(&x["capacity_up_bps"]), f(&x["capacity_down_bps"]));
+    assert!(up < 10.5e6 && down > 2.0 * up, "up {up}, down {down}: {x}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("requests on loaded connections waited longest on the upload side"),
+        "{md}"
+    );
+}
+
 /// Built-in study `name` with its sweep cut by `(from, to)` replacements
 /// (each must apply), written to a file and run to its end with `extra`.
 fn cut_and_run(name: &str, cuts: &[(&str, &str)], extra: &str) -> PathBuf {
