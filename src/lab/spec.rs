@@ -56,7 +56,7 @@ pub struct LabOptions {
     /// Congestion control in the client and server namespaces (default cubic; this kernel defaults to bbr).
     #[arg(long)]
     pub cc: Option<String>,
-    /// Emulate per packet even without loss (GSO super-packets are one unit otherwise; costs CPU).
+    /// Emulate per packet even without loss (GSO super-packets are one unit otherwise; costs CPU). Links below 250 Mbit/s are emulated per packet anyway.
     #[arg(long)]
     #[serde(default)]
     pub per_packet: bool,
@@ -459,6 +459,33 @@ mod tests {
         assert_eq!(s.links[1].queue_bytes, Some(65536));
         assert!(s.has_loss());
         assert!(s.describe().contains("loss 1%/0%"), "{}", s.describe());
+    }
+
+    #[test]
+    fn a_slow_lossy_or_asked_link_is_emulated_per_packet() {
+        let spec = |rate: &str, loss: Option<&str>, per_packet: bool| {
+            LabOptions {
+                rtt: Some("20ms".into()),
+                rate: Some(rate.into()),
+                loss: loss.map(String::from),
+                per_packet,
+                ..Default::default()
+            }
+            .build()
+            .unwrap()
+        };
+        // GSO units where a unit is short on the wire.
+        let fast = spec("1gbit", None, false);
+        assert!(!fast.emulates_per_packet());
+        assert!(!fast.describe().contains("emulated per packet"));
+        // One direction below 250 Mbit/s is enough, and the lab says so.
+        for rate in ["20mbit", "10mbit/1gbit", "1gbit/100mbit"] {
+            let s = spec(rate, None, false);
+            assert!(s.emulates_per_packet(), "{rate}");
+            assert!(s.describe().contains("emulated per packet"), "{rate}");
+        }
+        assert!(spec("1gbit", Some("1%"), false).emulates_per_packet());
+        assert!(spec("1gbit", None, true).emulates_per_packet());
     }
 
     #[test]

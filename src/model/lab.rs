@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::aqm::trim;
+pub use super::aqm::{Aqm, AqmKind};
 use super::error::ModelError;
 use super::tunnel::{TunnelBytes, TunnelInfo, TunnelKind};
 use crate::units;
@@ -13,6 +15,12 @@ pub const FRAMING_BYTES: u64 = 38;
 
 /// The default drop-tail queue's floor: room for 16 GSO bursts of 64 KiB.
 pub const DEFAULT_QUEUE_MIN_BYTES: u64 = 1 << 20;
+
+/// Below this wire rate the emulator passes packets one by one, not as GSO
+/// units of up to 64 KiB (over 2 ms on such a wire): one flow through a
+/// 20 ms lab got 89-97% of 20-200 Mbit/s as units, 100% per packet, at
+/// 16-19% of a core instead of 6-7% (bench/RESULTS.md).
+pub const PER_PACKET_BELOW_BPS: f64 = 250e6;
 
 /// The queue a link of `rate_bps` gets when none is given: one
 /// bandwidth-delay product at the lab's round trip, at least
@@ -194,88 +202,6 @@ impl std::str::FromStr for LinkKind {
     }
 }
 
-/// Which queue discipline holds the packets waiting for a lab link's
-/// bottleneck (`lab up --aqm`). The kernel here has neither netem nor
-/// fq_codel, so the user-space emulator is where they live.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum AqmKind {
-    /// Drop-tail: a packet that would take the queue over its limit is dropped.
-    #[default]
-    Fifo,
-    /// CoDel (RFC 8289): drops (or ECN-marks) at dequeue once the sojourn
-    /// time stayed above `target` for an `interval`, ever more often while it stays.
-    Codel,
-    /// FQ-CoDel (RFC 8290): flows hashed into 1024 queues, served by deficit
-    /// round robin (quantum one MTU) with new flows first, CoDel on each.
-    FqCodel,
-}
-
-impl AqmKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            AqmKind::Fifo => "fifo",
-            AqmKind::Codel => "codel",
-            AqmKind::FqCodel => "fq_codel",
-        }
-    }
-}
-
-impl std::str::FromStr for AqmKind {
-    type Err = ModelError;
-    fn from_str(s: &str) -> Result<Self, ModelError> {
-        match s {
-            "fifo" | "droptail" | "drop-tail" => Ok(AqmKind::Fifo),
-            "codel" => Ok(AqmKind::Codel),
-            "fq_codel" | "fq-codel" | "fqcodel" => Ok(AqmKind::FqCodel),
-            _ => Err(ModelError::Form {
-                input: s.into(),
-                form: "fifo, codel or fq_codel",
-            }),
-        }
-    }
-}
-
-/// A queue discipline and its parameters (the same for both directions).
-/// CoDel's defaults are the RFC's (target 5 ms, interval 100 ms); ECN is on
-/// as in Linux's fq_codel: an ECN-capable (ECT) IPv4 packet is marked CE
-/// where it would have been dropped (IPv6 ones are dropped: the mark is set
-/// by an iptables TOS rule, which is IPv4 only).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Aqm {
-    pub kind: AqmKind,
-    pub target_us: u64,
-    pub interval_us: u64,
-    pub ecn: bool,
-}
-
-impl Default for Aqm {
-    fn default() -> Self {
-        Aqm {
-            kind: AqmKind::Fifo,
-            target_us: 5_000,
-            interval_us: 100_000,
-            ecn: true,
-        }
-    }
-}
-
-impl Aqm {
-    /// "fifo", or "fq_codel (target 5 ms, interval 100 ms, ecn)".
-    pub fn describe(&self) -> String {
-        if self.kind == AqmKind::Fifo {
-            return "fifo".into();
-        }
-        format!(
-            "{} (target {} ms, interval {} ms{})",
-            self.kind.name(),
-            trim(self.target_us as f64 / 1e3),
-            trim(self.interval_us as f64 / 1e3),
-            if self.ecn { ", ecn" } else { ", no ecn" }
-        )
-    }
-}
-
 /// Where the user-space emulator runs.
 ///
 /// Its verdict calls run the kernel's forwarding and the receivers' TCP for
@@ -346,6 +272,13 @@ impl LabSpec {
     /// Any loss set: the emulator must see single packets, not GSO bursts.
     pub fn has_loss(&self) -> bool {
         self.links.iter().any(|l| l.loss > 0.0)
+    }
+
+    /// Whether the emulator passes packets one by one: asked, with loss,
+    /// or on a link slower than `PER_PACKET_BELOW_BPS`.
+    pub fn emulates_per_packet(&self) -> bool {
+        let slow = |l: &LinkSpec| l.rate_bps.is_some_and(|r| r < PER_PACKET_BELOW_BPS);
+        self.per_packet || self.has_loss() || self.links.iter().any(slow)
     }
 
     /// TCP payload per packet at this MTU (IPv4, 20 B IP + 32 B TCP with
@@ -428,7 +361,7 @@ impl LabSpec {
                 self.tunnel.mtu(self.mtu)
             ));
         }
-        if self.per_packet || self.has_loss() {
+        if self.emulates_per_packet() {
             parts.push("emulated per packet".into());
         }
         parts.join(", ")
@@ -989,9 +922,4 @@ impl LabRecord {
         }
         v
     }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

@@ -4,6 +4,7 @@
 //! imports another floor of linerate (only the leaves `units` and `error`),
 //! so a schema change is audited in one folder. docs/result-schema.md
 //! mirrors `result`.
+pub mod aqm;
 pub mod auto;
 pub mod chart;
 pub mod cryptohw;
