@@ -67,7 +67,8 @@ pub fn params_phrase<'a>(params: impl IntoIterator<Item = &'a (String, String)>)
         .join(" ")
 }
 
-pub use crate::model::points::{params_label, stands_alone};
+pub use crate::model::points::params_label;
+use crate::model::points::stands_alone;
 
 impl Point {
     /// "flows=8 direction=tx", or the case label alone.
