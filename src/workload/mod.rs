@@ -38,6 +38,7 @@ pub mod crr;
 pub mod error;
 pub mod exec;
 pub mod group;
+pub mod http;
 pub mod kind;
 pub mod memcache;
 pub mod mix;
@@ -254,6 +255,7 @@ pub static KINDS: &[&dyn Kind] = &[
     &scp::Scp,
     &cipher::Cipher,
     &rpm::kind::Rpm,
+    &http::Http,
     &mix::Mix,
     &rrul::Rrul,
 ];
