@@ -429,16 +429,20 @@ fn iteration(
 /// Where the iteration's workers ran, the kernel's view of its first
 /// client flow (with the retransmissions of all), and its flow errors.
 fn placement_and_kernel(o: &mut String, it: &Iteration) {
+    // A kind that runs in this process places no worker.
+    let placed = !(it.placement.client.is_empty() && it.placement.agent.is_empty());
     let agent = match it.placement.agent.is_empty() {
         true => "-".to_string(),
         false => placement_line(&it.placement.agent),
     };
-    let _ = writeln!(
-        o,
-        "  {:<12} client {} | agent {agent}",
-        "placement",
-        placement_line(&it.placement.client),
-    );
+    if placed {
+        let _ = writeln!(
+            o,
+            "  {:<12} client {} | agent {agent}",
+            "placement",
+            placement_line(&it.placement.client),
+        );
+    }
     let flows: Vec<_> = it
         .flows
         .client
