@@ -626,6 +626,7 @@ const BUILTIN: &[&str] = &[
     "quic-pages",
     "quic-handshakes",
     "responsiveness",
+    "http-objects",
 ];
 
 /// Runs built-in study `name` (or the study file `file`, a shortened
@@ -1472,6 +1473,34 @@ fn quic_pages_compares_pages_per_transaction_over_tls_and_quic() {
         "{md}"
     );
     assert!(md.contains("QUIC's transaction rate is"), "{md}");
+}
+
+/// http-objects, cut to two sizes: HTTP/1.1 and HTTP/2, clear and TLS,
+/// each point a real http run against the server of its own, the object
+/// as the axis says, and the report plots requests/s by size.
+#[test]
+fn http_objects_runs_http1_and_http2_clear_and_tls() {
+    let _turn = shared();
+    let dir = cut_and_run(
+        "http-objects",
+        &[(
+            r#"response = ["40", "1K", "16K", "256K", "1M"]"#,
+            r#"response = ["40", "64K"]"#,
+        )],
+        "-d 0.5 --warmup 0.3 -i 0.1",
+    );
+    let h2 = json(&dir.join("points/HTTP-2_tls-true_response-64K.r1.json"));
+    assert_eq!(h2["spec"]["workload"], "http", "{}", h2["spec"]);
+    let x = &h2["summary"]["http_figures"];
+    assert_eq!(x["protocol"], "HTTP/2", "{x}");
+    assert_eq!(h2["summary"]["tls"]["protocol"], "TLSv1.3");
+    let n = u(&h2["summary"]["transactions"]);
+    assert!(n > 0 && u(&x["bytes_down"]) == n * 65536, "{x}");
+    let h1 = json(&dir.join("points/HTTP-1.1_tls-false_response-40.r1.json"));
+    assert_eq!(h1["summary"]["http_figures"]["protocol"], "HTTP/1.1");
+    assert!(h1["summary"]["tls"].is_null());
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("Requests per second by object size"), "{md}");
 }
 
 /// quic-handshakes: handshakes over TCP and over QUIC, full and resumed;

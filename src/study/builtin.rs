@@ -79,6 +79,7 @@ pub const BUILTIN: &[Builtin] = &[
     builtin!("quic-pages", [], []),
     builtin!("quic-handshakes", [], []),
     builtin!("responsiveness", [], []),
+    builtin!("http-objects", [], []),
 ];
 
 pub fn names() -> Vec<&'static str> {
