@@ -10,11 +10,14 @@ need=()
 # iptables-legacy NFQUEUE target), ethtool, and OpenSSH server and client
 # for the scp workload. memcached is the server of the memcache workload
 # (tests/memcache.rs). curl reads the RPM server over HTTP/2 (tests/rpm.rs).
+# nginx is the foreign HTTP server of tests/http.rs; h2load and wrk are the
+# peers of bench/http.sh.
 for pkg_cmd in iproute2:ip iperf3:iperf3 sockperf:sockperf qperf:qperf chromium:chromium \
                memcached:memcached \
                wireguard-go:wireguard-go wireguard-tools:wg \
                openssl:openssl perl:perl make:make iptables:iptables-legacy \
-               ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp curl:curl; do
+               ethtool:ethtool openssh-server:/usr/sbin/sshd openssh-client:scp curl:curl \
+               nginx-light:/usr/sbin/nginx nghttp2-client:h2load wrk:wrk; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
