@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the real results folders under tests/fixtures/ that
 # tests/fixtures.rs draws every report from: udp, memcache, tls,
-# tls-handshake, conn, mix, search, cipher, rpm, hosts,
+# tls-handshake, conn, mix, search, cipher, rpm, http, hosts,
 # environments/{loopback,lab},
 # rrul and exec. Each is a short study
 # (bench/fixtures/NAME.toml) run on this machine's loopback; only its inputs
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LR=${LR:-target/release/linerate}
-ONLY=${ONLY:-udp memcache tls tls-handshake conn mix search cipher rpm hosts environments rrul exec}
+ONLY=${ONLY:-udp memcache tls tls-handshake conn mix search cipher rpm http hosts environments rrul exec}
 RUN=target/fixtures-run
 FIX=tests/fixtures
 # Every command is bounded in time.
@@ -79,7 +79,7 @@ agent() {
 
 for name in $ONLY; do
     case $name in
-    udp | memcache | tls | tls-handshake | conn | mix | search | cipher | rpm)
+    udp | memcache | tls | tls-handshake | conn | mix | search | cipher | rpm | http)
         dir=$(study "$name" "$name")
         keep "$dir" "$name"
         ;;

@@ -1584,6 +1584,20 @@ fn rpm_fixture_reports_responsiveness_and_reads_back_byte_for_byte() {
     reads_back_byte_for_byte("rpm");
 }
 
+#[test]
+fn http_fixture_reports_requests_and_reads_back_byte_for_byte() {
+    let d = draw_with("http", &["case", "runs"], 0);
+    assert_eq!(d.points.len(), 2);
+    for p in &d.points {
+        assert!(p.fig("transactions_per_s").unwrap() > 0.0, "{}", p.id);
+        let x = &p.r["summary"]["http_figures"];
+        let n = p.r["summary"]["transactions"].as_u64().unwrap();
+        assert_eq!(x["bytes_down"].as_u64(), Some(n * 1024), "{}", p.id);
+    }
+    compare_with_itself("http");
+    reads_back_byte_for_byte("http");
+}
+
 /// Each result of fixture `name` reads and writes back as it was, key for
 /// key, in the same order (floats included): for kinds whose sections
 /// moved out of `model/` after their fixture was written.

@@ -184,6 +184,10 @@ const LINES: &[(&str, &str)] = &[
     ("cipher", "cipher --cipher aes256-gcm"),
     ("rrul", "rrul -T 2 --agent-workers 2 --io epoll"),
     ("rpm", "rpm --rpm-order sequential --mad 5 --mnp 8"),
+    (
+        "http",
+        "http --http-version 1.1 --http-method post --request 2K --response 16K --flows 4 --tls",
+    ),
     ("scp", "scp --bytes 8M"),
     (
         "exec",
