@@ -527,7 +527,7 @@ fn doc_counts_are_current() {
 
 fn words(n: usize) -> &'static str {
     [
-        "none", "one", "two", "three", "four", "five", "six", "seven", "eight",
+        "none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
     ]
     .get(n)
     .copied()
