@@ -40,6 +40,7 @@ pub mod exec;
 pub mod group;
 pub mod http;
 pub mod kind;
+pub mod local_server;
 pub mod memcache;
 pub mod mix;
 pub mod own;

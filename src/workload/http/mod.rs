@@ -191,7 +191,10 @@ fn target(
     spec: &TestSpec,
     h: &HttpSpec,
     place: &Place,
-) -> Result<(client::Load, Option<server::LocalServer>)> {
+) -> Result<(
+    client::Load,
+    Option<crate::workload::local_server::LocalServer>,
+)> {
     let fail = |e: String| Error::Failed(e);
     let tls_spec = spec.tls.clone().unwrap_or_default();
     let (url, tls, local) = match &h.url {
@@ -218,7 +221,7 @@ fn target(
                 }
                 None => (None, None),
             };
-            let local = server::start(
+            let (local, url) = server::start(
                 place,
                 spec.ipv6,
                 spec.response,
@@ -226,7 +229,7 @@ fn target(
                 spec.agent_workers as usize,
             )
             .map_err(fail)?;
-            (local.url.clone(), client_tls, Some(local))
+            (url, client_tls, Some(local))
         }
     };
     let uri: hyper::Uri = url.parse().map_err(|e| fail(format!("http: {url}: {e}")))?;

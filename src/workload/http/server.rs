@@ -8,8 +8,7 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 
 use crate::workload::kind::Place;
+use crate::workload::local_server::{self, LocalServer};
 
 /// The threads of a server in this process, by name (its CPU is theirs).
 pub const THREAD: &str = "http-server";
@@ -31,47 +31,16 @@ const H2_WINDOW: u32 = (1 << 30) - 1;
 /// How often the accept loop looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
-/// What the server has served.
-#[derive(Debug, Default)]
-pub struct Served {
-    pub connections: AtomicU64,
-    pub requests: AtomicU64,
-}
-
-/// A server started for one test, stopped (and joined) when dropped.
-pub struct LocalServer {
-    /// Its URL, as the client reaches it.
-    pub url: String,
-    pub served: Arc<Served>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for LocalServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Starts a server answering `object` bytes: at `place`'s server address
-/// in its namespace (a lab) or on loopback; with `tls`, HTTPS.
+/// Starts a server answering `object` bytes where `place` says (the lab's
+/// server namespace, or loopback); with `tls`, HTTPS. Its URL, and the
+/// guard that stops it.
 pub fn start(
     place: &Place,
     ipv6: bool,
     object: u64,
     tls: Option<Arc<rustls::ServerConfig>>,
     threads: usize,
-) -> Result<LocalServer, String> {
-    let addr: SocketAddr = match &place.server {
-        Some((ip, _)) => SocketAddr::new(*ip, 0),
-        None if ipv6 => "[::1]:0".parse().expect("a loopback address"),
-        None => "127.0.0.1:0".parse().expect("a loopback address"),
-    };
-    let ns = place.server.as_ref().map(|(_, ns)| ns.clone());
-    let enter = place.enter;
+) -> Result<(LocalServer, String), String> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let tls = tls.map(|cfg| {
         let mut cfg = (*cfg).clone();
@@ -79,53 +48,12 @@ pub fn start(
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
     });
     let object = Bytes::from(vec![b'x'; object as usize]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let served = Arc::new(Served::default());
-    let (flag, count) = (stop.clone(), served.clone());
-    let (tx, rx) = std::sync::mpsc::channel::<Result<SocketAddr, String>>();
-    let thread = std::thread::Builder::new()
-        .name(THREAD.into())
-        .spawn(move || {
-            // hyper writes with writev, which has no MSG_NOSIGNAL.
-            crate::engine::signals::block_in_this_thread();
-            let bound = match (&ns, enter) {
-                (Some(ns), Some(enter)) => {
-                    enter(ns).map_err(|e| format!("the lab's server namespace: {e}"))
-                }
-                _ => Ok(()),
-            }
-            .and_then(|()| {
-                let l = std::net::TcpListener::bind(addr).map_err(|e| format!("{addr}: {e}"))?;
-                l.set_nonblocking(true).map_err(|e| e.to_string())?;
-                Ok(l)
-            });
-            match bound {
-                Ok(listener) => {
-                    let _ = tx.send(listener.local_addr().map_err(|e| e.to_string()));
-                    if let Err(e) = serve(listener, tls, object, count, &flag, threads) {
-                        eprintln!("linerate: the local HTTP server stopped: {e}");
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
-            }
-        })
-        .map_err(|e| e.to_string())?;
-    let mut server = LocalServer {
-        url: String::new(),
-        served,
-        stop,
-        thread: Some(thread),
-    };
-    match rx.recv() {
-        Ok(Ok(at)) => {
-            server.url = format!("{scheme}://{at}/");
-            Ok(server)
-        }
-        Ok(Err(e)) => Err(format!("http: the local server: {e}")),
-        Err(_) => Err("http: the local server did not start".into()),
-    }
+    let server = local_server::start(place, ipv6, THREAD, move |listener, stop| {
+        serve(listener, tls, object, stop, threads)
+    })
+    .map_err(|e| format!("http: the local server: {e}"))?;
+    let url = format!("{scheme}://{}/", server.addr);
+    Ok((server, url))
 }
 
 /// Serves until `stop` is set.
@@ -133,7 +61,6 @@ fn serve(
     listener: std::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     object: Bytes,
-    served: Arc<Served>,
     stop: &AtomicBool,
     threads: usize,
 ) -> io::Result<()> {
@@ -155,8 +82,7 @@ fn serve(
                 continue;
             };
             let _ = tcp.set_nodelay(true);
-            served.connections.fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(connection(tcp, tls.clone(), object.clone(), served.clone()));
+            tokio::spawn(connection(tcp, tls.clone(), object.clone()));
         }
         Ok::<(), io::Error>(())
     });
@@ -169,11 +95,10 @@ async fn connection(
     tcp: tokio::net::TcpStream,
     tls: Option<tokio_rustls::TlsAcceptor>,
     object: Bytes,
-    served: Arc<Served>,
 ) {
     let service = hyper::service::service_fn(move |req| {
-        let (object, served) = (object.clone(), served.clone());
-        async move { Ok::<_, Infallible>(answer(req, object, &served).await) }
+        let object = object.clone();
+        async move { Ok::<_, Infallible>(answer(req, object).await) }
     });
     let mut http = auto::Builder::new(TokioExecutor::new());
     // What a POST may send before the server reads it: as the client's.
@@ -194,8 +119,7 @@ async fn connection(
 }
 
 /// One request: a body read to its end, then the object.
-async fn answer(req: Request<Incoming>, object: Bytes, served: &Served) -> Response<Full<Bytes>> {
-    served.requests.fetch_add(1, Ordering::Relaxed);
+async fn answer(req: Request<Incoming>, object: Bytes) -> Response<Full<Bytes>> {
     let status = match *req.method() {
         Method::GET | Method::HEAD => StatusCode::OK,
         Method::POST | Method::PUT => {

@@ -4,8 +4,6 @@
 //! certificate the client trusts, or clear HTTP/2 with `--rpm-clear`).
 
 use crate::model::points::{KeyPoint, PointView};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::client::{self, Target};
@@ -18,6 +16,7 @@ use crate::model::sample::Confidence;
 use crate::model::spec::{self, TestSpec, TlsSpec};
 use crate::units::{fmt_bps, fmt_us};
 use crate::workload::kind::{Kind, KindFacts, Needs, Place, Section};
+use crate::workload::local_server::{self, LocalServer};
 use crate::workload::rpm::params::{Responsiveness, RpmOrder, RpmSpec};
 
 pub struct Rpm;
@@ -189,21 +188,6 @@ fn lines(r: &Responsiveness) -> Vec<(&'static str, String)> {
     v
 }
 
-/// A server this run starts on loopback, stopped when dropped.
-struct LocalServer {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for LocalServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// The target: `--url`'s server, or one started here.
 fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option<LocalServer>)> {
     let tls_spec = spec.tls.clone().unwrap_or_default();
@@ -235,15 +219,6 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
         ));
     }
     let limit = Duration::from_secs_f64(spec.duration_s * 2.0 + 30.0);
-    // In a lab the server is in its server namespace, at its address: the
-    // load and the probes cross the lab's link.
-    let addr: std::net::SocketAddr = match &place.server {
-        Some((ip, _)) => std::net::SocketAddr::new(*ip, 0),
-        None if spec.ipv6 => "[::1]:0".parse().expect("a loopback address"),
-        None => "127.0.0.1:0".parse().expect("a loopback address"),
-    };
-    let ns = place.server.as_ref().map(|(_, ns)| ns.clone());
-    let enter = place.enter;
     let (server_tls, client_tls) = if r.clear {
         (None, None)
     } else {
@@ -257,49 +232,18 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
             .map_err(|e| Error::Failed(e.to_string()))?;
         (Some(cfg), Some(client))
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    // Bound in its thread (in the lab's server namespace when there is
-    // one); the URL comes back once it is bound.
-    let (tx, rx) = std::sync::mpsc::channel::<std::result::Result<String, String>>();
-    let thread = std::thread::Builder::new()
-        .name("rpm-server".into())
-        .spawn(move || {
-            crate::engine::signals::block_in_this_thread();
-            let bound = match (&ns, enter) {
-                (Some(ns), Some(enter)) => {
-                    enter(ns).map_err(|e| format!("the lab's server namespace: {e}"))
-                }
-                _ => Ok(()),
-            }
-            .and_then(|()| {
-                RpmServer::bind(addr, server_tls, limit).map_err(|e| format!("{addr}: {e}"))
-            });
-            match bound {
-                Ok(server) => {
-                    let _ = tx.send(Ok(server.config_url()));
-                    if let Err(e) = server.run(&flag) {
-                        eprintln!("linerate: the local RPM server stopped: {e}");
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
-            }
-        })
-        .map_err(|e| Error::Failed(e.to_string()))?;
-    let mut local = LocalServer {
-        stop,
-        thread: Some(thread),
-    };
-    let url = match rx.recv() {
-        Ok(Ok(url)) => url,
-        Ok(Err(e)) => return Err(Error::Failed(format!("rpm: the local server: {e}"))),
-        Err(_) => {
-            local.thread.take().map(|t| t.join());
-            return Err(Error::Failed("rpm: the local server did not start".into()));
-        }
-    };
+    // In a lab the server is in its server namespace, at its address: the
+    // load and the probes cross the lab's link.
+    let local = local_server::start(place, spec.ipv6, "rpm-server", move |listener, stop| {
+        RpmServer::on(listener, server_tls, limit)?.run(stop)
+    })
+    .map_err(|e| Error::Failed(format!("rpm: the local server: {e}")))?;
+    let url = format!(
+        "{}://{}{}",
+        if r.clear { "http" } else { "https" },
+        local.addr,
+        super::server::CONFIG_PATH
+    );
     Ok((
         Target {
             url,

@@ -86,6 +86,15 @@ impl RpmServer {
     ) -> io::Result<RpmServer> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
+        RpmServer::on(listener, tls, limit)
+    }
+
+    /// The server on a bound, non-blocking listener.
+    pub fn on(
+        listener: std::net::TcpListener,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        limit: Duration,
+    ) -> io::Result<RpmServer> {
         let local = listener.local_addr()?;
         let tls = tls.map(|cfg| {
             let mut cfg = (*cfg).clone();
