@@ -16,6 +16,7 @@ pub mod tls;
 pub mod tls_common;
 #[cfg(feature = "openssl")]
 pub mod tls_openssl;
+pub mod tls_web;
 pub mod udp;
 pub mod worker;
 

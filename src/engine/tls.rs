@@ -83,7 +83,7 @@ pub fn offered() -> Vec<String> {
 }
 
 /// The provider for a spec: one suite (or the defaults) and one kx group.
-fn provider(
+pub(super) fn provider(
     t: &TlsSpec,
 ) -> Result<
     (
@@ -208,11 +208,8 @@ pub fn server_config(t: &TlsSpec) -> Result<(Arc<ServerConfig>, Arc<Identity>), 
     Ok((Arc::new(cfg), id))
 }
 
-/// A client config trusting exactly `agent_cert` (or the CA in the spec's
-/// `ca_file`). Resumption (when asked) is shared by every connection made
-/// with this config, so each worker should hold one.
-pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>, EngineError> {
-    let (provider, versions) = provider(t)?;
+/// The certificates a client trusts: `--tls-ca`'s, else the agent's own.
+pub(super) fn roots(t: &TlsSpec, agent_cert: &[u8]) -> Result<rustls::RootCertStore, EngineError> {
     let mut roots = rustls::RootCertStore::empty();
     match &t.ca_file {
         Some(path) => {
@@ -246,6 +243,12 @@ pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>
             .add(CertificateDer::from(agent_cert.to_vec()))
             .map_err(EngineError::AgentCertUnusable)?,
     }
+    Ok(roots)
+}
+
+pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>, EngineError> {
+    let (provider, versions) = provider(t)?;
+    let roots = roots(t, agent_cert)?;
     let mut cfg = ClientConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
         .map_err(|source| EngineError::Rustls {

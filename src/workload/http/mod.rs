@@ -20,7 +20,6 @@ pub mod client;
 pub mod options;
 pub mod server;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -37,10 +36,6 @@ pub struct Http;
 
 /// This kind's name in a spec, on the command line and in the registry.
 pub const NAME: spec::Workload = spec::Workload::named("http");
-
-/// Debian's bundle of trusted certificates, for an https:// server named
-/// without `--tls-ca`.
-const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 impl Kind for Http {
     fn workload(&self) -> spec::Workload {
@@ -200,11 +195,10 @@ fn target(
     let (url, tls, local) = match &h.url {
         Some(url) => {
             let tls = if h.https() {
-                let mut t = tls_spec.clone();
-                if t.ca_file.is_none() && std::path::Path::new(SYSTEM_CAS).exists() {
-                    t.ca_file = Some(SYSTEM_CAS.into());
-                }
-                Some(foreign_tls(&t).map_err(fail)?)
+                Some(
+                    crate::engine::tls_web::web_client_config(&tls_spec)
+                        .map_err(|e| fail(e.to_string()))?,
+                )
             } else {
                 None
             };
@@ -270,53 +264,6 @@ fn target(
         },
         local,
     ))
-}
-
-/// TLS settings for a server that is not linerate's: the spec's suites,
-/// versions and CAs (the engine checks them and reads the CA file), with
-/// every key exchange group this build has offered after the spec's own.
-/// A foreign server picks the group it has, and in TLS 1.2 an ECDSA
-/// certificate is usable only when its curve is among the client's groups
-/// (RFC 8422): nginx 1.22 with a P-256 certificate refuses a client that
-/// offers x25519 alone ("no shared cipher").
-fn foreign_tls(t: &TlsSpec) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
-    use rustls::pki_types::{pem::PemObject, CertificateDer};
-    let base = crate::engine::tls::client_config(t, &[]).map_err(|e| e.to_string())?;
-    let mut provider = (**base.crypto_provider()).clone();
-    for g in rustls::crypto::aws_lc_rs::default_provider().kx_groups {
-        if !provider.kx_groups.iter().any(|k| k.name() == g.name()) {
-            provider.kx_groups.push(g);
-        }
-    }
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
-        (&rustls::version::TLS13, "1.2"),
-        (&rustls::version::TLS12, "1.3"),
-    ]
-    .into_iter()
-    .filter(|(v, not)| {
-        t.version.as_deref() != Some(*not)
-            && provider
-                .cipher_suites
-                .iter()
-                .any(|s| s.version().version == v.version)
-    })
-    .map(|(v, _)| v)
-    .collect();
-    let mut roots = rustls::RootCertStore::empty();
-    if let Some(ca) = &t.ca_file {
-        let certs = CertificateDer::pem_file_iter(ca).map_err(|e| format!("--tls-ca {ca}: {e}"))?;
-        for c in certs {
-            let c = c.map_err(|e| format!("--tls-ca {ca}: {e}"))?;
-            // A bundle may hold certificates this verifier cannot use.
-            let _ = roots.add(c);
-        }
-    }
-    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
-        .with_protocol_versions(&versions)
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(cfg))
 }
 
 fn is_server_thread(name: &str) -> bool {

@@ -23,10 +23,6 @@ pub struct Rpm;
 
 pub const NAME: spec::Workload = spec::Workload::named("rpm");
 
-/// Where the system's trusted certificates are (Debian's bundle), for a
-/// server named by `--url` when no `--tls-ca` is given.
-const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";
-
 impl Kind for Rpm {
     fn workload(&self) -> spec::Workload {
         NAME
@@ -193,12 +189,8 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
     let tls_spec = spec.tls.clone().unwrap_or_default();
     if let Some(url) = &r.url {
         let tls = if url.starts_with("https://") {
-            let mut t = tls_spec.clone();
-            if t.ca_file.is_none() && std::path::Path::new(SYSTEM_CAS).exists() {
-                t.ca_file = Some(SYSTEM_CAS.into());
-            }
             Some(
-                crate::engine::tls::client_config(&t, &[])
+                crate::engine::tls_web::web_client_config(&tls_spec)
                     .map_err(|e| Error::Failed(e.to_string()))?,
             )
         } else {
