@@ -249,15 +249,26 @@ pub(super) fn roots(t: &TlsSpec, agent_cert: &[u8]) -> Result<rustls::RootCertSt
 pub fn client_config(t: &TlsSpec, agent_cert: &[u8]) -> Result<Arc<ClientConfig>, EngineError> {
     let (provider, versions) = provider(t)?;
     let roots = roots(t, agent_cert)?;
+    build_client(provider, &versions, roots, t.resume)
+}
+
+/// A client config from its parts; with `resume`, sessions are kept for
+/// resumption (shared by every connection made with it).
+pub(super) fn build_client(
+    provider: CryptoProvider,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    roots: rustls::RootCertStore,
+    resume: bool,
+) -> Result<Arc<ClientConfig>, EngineError> {
     let mut cfg = ClientConfig::builder_with_provider(Arc::new(provider))
-        .with_protocol_versions(&versions)
+        .with_protocol_versions(versions)
         .map_err(|source| EngineError::Rustls {
             what: "TLS client settings",
             source,
         })?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    cfg.resumption = if t.resume {
+    cfg.resumption = if resume {
         rustls::client::Resumption::in_memory_sessions(4096)
     } else {
         rustls::client::Resumption::disabled()

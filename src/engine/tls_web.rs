@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rustls::crypto::aws_lc_rs;
 use rustls::ClientConfig;
 
-use super::tls::{provider, roots};
+use super::tls::{build_client, provider, roots};
 use super::EngineError;
 use crate::model::spec::TlsSpec;
 
@@ -39,20 +39,7 @@ pub fn web_client_config(t: &TlsSpec) -> Result<Arc<ClientConfig>, EngineError> 
     } else {
         rustls::RootCertStore::empty()
     };
-    let mut cfg = ClientConfig::builder_with_provider(Arc::new(provider))
-        .with_protocol_versions(&versions)
-        .map_err(|source| EngineError::Rustls {
-            what: "TLS client settings",
-            source,
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.resumption = if t.resume {
-        rustls::client::Resumption::in_memory_sessions(4096)
-    } else {
-        rustls::client::Resumption::disabled()
-    };
-    Ok(Arc::new(cfg))
+    build_client(provider, &versions, roots, t.resume)
 }
 
 #[cfg(test)]
