@@ -592,12 +592,18 @@ async fn connection(shared: Arc<Shared>, mut sender: Sender, tally: Arc<Mutex<Ta
 /// until the test ends or the connection fails.
 async fn requests(shared: &Shared, mut sender: Sender, tally: &Mutex<Tally>) {
     let load = &shared.load;
-    let h1 = matches!(sender, Sender::H1(_));
+    let target = match Target::of(load, matches!(sender, Sender::H1(_))) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = shared.first_error.set(e);
+            return;
+        }
+    };
     while !shared.done.load(Ordering::Relaxed) {
         if !sender.ready().await {
             return;
         }
-        let req = match request(load, h1, &shared.body) {
+        let req = match request(&target, &shared.body) {
             Ok(r) => r,
             Err(e) => {
                 let _ = shared.first_error.set(e);
@@ -654,27 +660,51 @@ async fn requests(shared: &Shared, mut sender: Sender, tally: &Mutex<Tally>) {
     }
 }
 
-/// The request: absolute URI for HTTP/2 (its :authority), origin form and
-/// a Host header for HTTP/1.1.
-fn request(load: &Load, h1: bool, body: &Bytes) -> Result<Request<ReqBody>, String> {
-    let method = if load.upload > 0 { "POST" } else { "GET" };
-    let b = Request::builder().method(method);
-    let b = if h1 {
-        let path = load
-            .url
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
-        b.uri(path).header(
-            hyper::header::HOST,
-            load.url.authority().map_or("", |a| a.as_str()),
-        )
-    } else {
-        b.uri(load.url.clone())
-    };
+/// What every request of a loop asks, parsed once: the URI (origin form
+/// for HTTP/1.1, absolute for HTTP/2, its :authority) and, for HTTP/1.1,
+/// the Host header.
+struct Target {
+    method: hyper::Method,
+    uri: Uri,
+    host: Option<hyper::header::HeaderValue>,
+}
+
+impl Target {
+    fn of(load: &Load, h1: bool) -> Result<Target, String> {
+        let method = if load.upload > 0 {
+            hyper::Method::POST
+        } else {
+            hyper::Method::GET
+        };
+        if !h1 {
+            return Ok(Target {
+                method,
+                uri: load.url.clone(),
+                host: None,
+            });
+        }
+        let path = load.url.path_and_query().map_or("/", |p| p.as_str());
+        let host = load.url.authority().map_or("", |a| a.as_str());
+        Ok(Target {
+            method,
+            uri: path.parse().map_err(|e| format!("{path}: {e}"))?,
+            host: Some(host.parse().map_err(|e| format!("{host}: {e}"))?),
+        })
+    }
+}
+
+/// One request: the URI and header values are shared (reference counted),
+/// the body is the loop's one buffer.
+fn request(t: &Target, body: &Bytes) -> Result<Request<ReqBody>, String> {
+    let mut b = Request::builder()
+        .method(t.method.clone())
+        .uri(t.uri.clone());
+    if let Some(host) = &t.host {
+        b = b.header(hyper::header::HOST, host.clone());
+    }
     b.header(
-        "user-agent",
-        concat!("linerate/", env!("CARGO_PKG_VERSION")),
+        hyper::header::USER_AGENT,
+        hyper::header::HeaderValue::from_static(concat!("linerate/", env!("CARGO_PKG_VERSION"))),
     )
     .body(Full::new(body.clone()))
     .map_err(|e| e.to_string())
@@ -701,14 +731,14 @@ mod tests {
     #[test]
     fn http1_asks_in_origin_form_with_a_host_and_http2_with_the_whole_uri() {
         let body = Bytes::new();
-        let r = request(&load(0), true, &body).unwrap();
+        let r = request(&Target::of(&load(0), true).unwrap(), &body).unwrap();
         assert_eq!(r.method(), "GET");
         assert_eq!(r.uri(), "/a/b?c=1");
         assert_eq!(r.headers()["host"], "example.test:8080");
-        let r = request(&load(0), false, &body).unwrap();
+        let r = request(&Target::of(&load(0), false).unwrap(), &body).unwrap();
         assert_eq!(r.uri(), "http://example.test:8080/a/b?c=1");
         let body = Bytes::from(vec![b'x'; 100]);
-        let r = request(&load(100), false, &body).unwrap();
+        let r = request(&Target::of(&load(100), false).unwrap(), &body).unwrap();
         assert_eq!(r.method(), "POST");
         use hyper::body::Body;
         assert_eq!(r.body().size_hint().exact(), Some(100));
