@@ -736,3 +736,90 @@ fn a_capacity_search_runs_on_a_fleet() {
         .sum();
     assert_eq!(per_host, total);
 }
+
+/// RPM from two client hosts at once toward one RPM server (`serve --rpm`
+/// with a certificate of its own, named by `--url`): each client agent runs
+/// the draft's method from one scheduled start, trusting the `--tls-ca`
+/// the controller read and carried to it; the result pools their probes
+/// and keeps each client's figures and host row.
+#[test]
+fn rpm_runs_from_two_client_hosts_toward_one_rpm_server() {
+    let rig = Rig::start("rpm", [0; 3]);
+    let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (crt, key) = (tmp("hosts-rpm-crt.pem"), tmp("hosts-rpm-key.pem"));
+    std::fs::write(&crt, c.cert.pem()).unwrap();
+    std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
+    let mut serve = serve_rpm("127.0.0.1:0");
+    serve.extend(["-q", "--tls-cert", crt.to_str().unwrap()]);
+    serve.extend(["--tls-key", key.to_str().unwrap()]);
+    let mut child = spawn(&serve);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let line = lines.next().unwrap().unwrap();
+    let url = line
+        .strip_prefix("linerate agent: RPM server on ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let args = format!(
+        "--hosts {} --clients d1,d2 --url {url} --tls-ca {} --tls-name 127.0.0.1 --rpm-interval 250ms -d 4",
+        rig.file.display(),
+        crt.display()
+    );
+    let mut all = vec!["rpm"];
+    all.extend(args.split_whitespace());
+    let (text, r) = run_json_text("hosts-rpm.json", &all, Duration::from_secs(90));
+    let _ = child.kill();
+    let _ = child.wait();
+    let x = &r["summary"]["responsiveness"];
+    let clients = x["clients"].as_array().expect("each client's figures");
+    let names: Vec<&str> = clients
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["d1", "d2"], "{x}");
+    // Capacity is what both carried at once; the pooled foreign RPM lies
+    // between the clients' own.
+    let sum: f64 = clients.iter().map(|c| f(&c["capacity_down_bps"])).sum();
+    assert!((f(&x["capacity_down_bps"]) - sum).abs() < 1.0, "{x}");
+    for c in clients {
+        assert!(f(&c["capacity_down_bps"]) > 1e7, "{c}");
+        assert!(f(&c["rpm"]) > 0.0, "{c}");
+    }
+    let foreign: Vec<f64> = clients.iter().map(|c| f(&c["foreign_rpm"])).collect();
+    let (lo, hi) = (foreign[0].min(foreign[1]), foreign[0].max(foreign[1]));
+    let pooled = f(&x["foreign_rpm"]);
+    assert!(
+        pooled >= lo * 0.999 && pooled <= hi * 1.001,
+        "{pooled} not in {lo}..{hi}"
+    );
+    assert_eq!(x["url"], url.as_str());
+    // The stored spec is the one asked: no certificate carried in it.
+    assert!(
+        r["spec"]["own"]["rpm"]["trust_der"].is_null(),
+        "{}",
+        r["spec"]
+    );
+    for n in ["d1", "d2"] {
+        let h = host(&r, n);
+        assert_eq!(h["role"], "client");
+        assert!(f(&h["throughput_bps"]) > 1e7, "{h}");
+        assert!(f(&h["start_offset_us"]) < 100_000.0, "{h}");
+    }
+    assert!(text.contains("clients      d1 "), "{text}");
+    assert!(text.contains("2 clients"), "{text}");
+    // Without --url there is no server both hosts reach: one line, exit 2.
+    let o = run(
+        &[
+            "run",
+            "rpm",
+            "--hosts",
+            rig.file.to_str().unwrap(),
+            "-d",
+            "2",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("give --url"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}

@@ -172,6 +172,60 @@ fn through_a_slow_link_a_fifo_bloats_and_fq_codel_keeps_rpm_up() {
     assert!(fq >= 3.0 * fifo, "fq_codel RPM {fq:.0} vs FIFO {fifo:.0}");
 }
 
+/// Several clients toward one server in a rack lab (`lab up --clients
+/// 2`): an agent in each client namespace runs the draft's method from one
+/// scheduled start against the RPM server this run starts in the server's
+/// namespace (its generated certificate carried to the agents in the
+/// spec); each client's path is its own 100 Mbit/s link, so together they
+/// carry more than one link's rate.
+#[test]
+fn two_rack_clients_run_rpm_against_one_server_on_one_window() {
+    if !is_root() {
+        eprintln!("skipped: needs root for the lab");
+        return;
+    }
+    let (lab, _) = Lab::up(
+        "rpm-rack",
+        "--clients 2 --servers 1 --rtt 10ms --rate 100mbit --queue 1M --aqm fq_codel --no-calibrate",
+    );
+    let (text, r) = run_json_text(
+        "rpm-rack.json",
+        &[
+            "rpm",
+            "--lab",
+            &lab.name,
+            "--rpm-interval",
+            "250ms",
+            "-d",
+            "6",
+        ],
+        LIMIT,
+    );
+    let x = figures(&r).clone();
+    let clients = x["clients"].as_array().expect("each client's figures");
+    assert_eq!(clients.len(), 2, "{x}");
+    for c in clients {
+        assert!(f(&c["capacity_down_bps"]) > 30e6, "{c}");
+        assert!(f(&c["capacity_down_bps"]) < 101e6, "one link's rate: {c}");
+        let idle_ms = f(&c["idle_rtt_us"]) / 1e3;
+        assert!((9.0..30.0).contains(&idle_ms), "{c}");
+    }
+    assert!(f(&x["capacity_down_bps"]) > 101e6, "two links at once: {x}");
+    assert!(
+        u(&x["foreign_probes"]) > 0 && u(&x["self_probes"]) > 0,
+        "{x}"
+    );
+    // Both started together, and the server's CPU is this process's.
+    let skew = f(&r["iterations"][0]["start_skew_us"]);
+    assert!(skew < 50_000.0, "{skew} µs");
+    assert!(
+        f(&r["summary"]["cpu"]["agent"]["process_util_pct"]) > 0.0,
+        "{r}"
+    );
+    assert!(r["lab"].is_object(), "the lab's record: {r}");
+    assert!(text.contains("clients      c1 "), "{text}");
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }

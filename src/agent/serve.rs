@@ -458,6 +458,19 @@ fn session(c: Spoken, ticket: Ticket, sh: &Shared) {
                     }
                 }
             }
+            Ok(Some(Msg::RunHere { spec, at_ns })) => {
+                log!(
+                    sh,
+                    "controller {peer}: running {} here, one client of several",
+                    spec.workload.name()
+                );
+                if let Err(e) = here::run_here(*spec, at_ns, &mut stream, sh) {
+                    log!(sh, "controller {peer}: {e}");
+                }
+                if check_broken(&mut stream) || gone.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
             Ok(Some(Msg::Bye)) | Ok(None) | Err(_) => break,
             // The stop of a test that ended here first (at the agent's own
             // bound, a minute past its window): nothing runs, so nothing
@@ -564,4 +577,6 @@ fn send_error(stream: &mut Wire, code: ErrorCode, message: &str) -> std::io::Res
 
 // One test, from its Setup to its Final, is in test.rs.
 mod test;
+// A kind that runs in its client's process, as one client of several.
+mod here;
 use self::test::{run_test, Role, TestEnd};

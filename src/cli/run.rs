@@ -140,18 +140,21 @@ pub fn run(args: RunArgs) -> Result<()> {
     crate::engine::signals::on_signals(&[libc::SIGINT], true);
     crate::engine::signals::on_terminate();
     crate::engine::signals::interrupt_ends_test();
-    let needs = crate::workload::kind_of(spec.workload).needs();
+    let kind = crate::workload::kind_of(spec.workload);
+    let needs = kind.needs();
     let c = &args.connect;
+    let fleet = kind.clients().is_some();
     if !needs.agent
         && !needs.lab
-        && (c.agent.is_some() || c.hosts.is_some() || c.perf_server.is_some())
+        && (c.agent.is_some() || (c.hosts.is_some() && !fleet) || c.perf_server.is_some())
     {
         return Err(usage(format!(
-            "{} runs in this process (it measures this host, or is a client with a server of its own or the one --url names): drop --agent, --hosts and --perf-server",
-            spec.workload.name()
+            "{} runs in this process (it measures this host, or is a client with a server of its own or the one --url names): drop {}--perf-server",
+            spec.workload.name(),
+            if fleet { "--agent and " } else { "--agent, --hosts and " }
         )));
     }
-    let mut target = target::open(&args.connect, needs.agent)?;
+    let mut target = target::open_for(&args.connect, kind)?;
     let lab = target.lab.clone();
     let point = Point {
         spec: &spec,

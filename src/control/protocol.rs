@@ -39,8 +39,9 @@ pub const PROTOCOL: &str = "linerate-control";
 /// clients prefill it). v5: every message after the challenge sealed with
 /// a sequence number and an HMAC tag. v6: a stop in two steps (`Stop`,
 /// `Halted`, `Close`): no end closes its sockets before every end has
-/// stopped counting.
-pub const VERSION: u32 = 6;
+/// stopped counting. v7: `RunHere`/`RanHere`: a kind that runs in its
+/// client's process (rpm) run by several client agents on one window.
+pub const VERSION: u32 = 7;
 /// Frames larger than this are refused (a result with 10k flows is ~5 MB).
 pub const MAX_FRAME: usize = 64 << 20;
 /// Frames before authentication (hello, auth) are small: a peer that has
@@ -222,6 +223,22 @@ pub enum Msg {
         /// loops; older agents send none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         waits: Option<crate::model::sample::EncodedWaits>,
+    },
+    /// Run a kind that runs in its client's process (rpm) here, as one
+    /// client of several toward one server (the spec names it), from when
+    /// the agent's monotonic clock reads `at_ns`; the agent answers
+    /// `RanHere`, or `Error` when it cannot.
+    RunHere {
+        spec: Box<TestSpec>,
+        #[serde(default)]
+        at_ns: Option<u64>,
+    },
+    /// What a `RunHere` measured: the kind's own result on this agent.
+    RanHere {
+        result: Box<crate::model::result::TestResult>,
+        /// How late the agent's thread woke for the scheduled start.
+        #[serde(default)]
+        late_ns: u64,
     },
     Bye,
 }

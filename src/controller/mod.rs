@@ -5,6 +5,7 @@
 //! and for every point of a study, with its progress line; mixed tests
 //! (`mix`, `together`) and rrul, a mix built in (`rrul`).
 pub mod auto;
+pub mod clients;
 pub mod conn;
 pub mod driver;
 pub mod error;

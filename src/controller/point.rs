@@ -87,6 +87,11 @@ pub fn run_point(target: &mut Target, lab: Option<&LabState>, p: &Point) -> Resu
         },
         None => crate::workload::kind::Place::default(),
     };
+    // Several client agents (a rack lab's, a hosts file's): each runs it
+    // toward one server on one window.
+    if let Some(r) = super::clients::on_clients(target, lab, kind, spec, &place, &p.command) {
+        return r;
+    }
     let here = || kind.run_here(spec, p.confidence, &p.command, &place);
     match lab {
         Some(st) if kind.needs() == crate::workload::kind::Needs::NOTHING => {

@@ -123,6 +123,23 @@ pub fn token_if_any(file: &Option<PathBuf>) -> Result<String> {
     }
 }
 
+/// Opens the target `c` names for a test of `kind`: agents where it runs
+/// flows, or where it runs in its client's process and `c` names several
+/// clients (a hosts file, a rack lab: `Kind::clients`); else only a lab.
+pub fn open_for(c: &ConnectArgs, kind: &dyn crate::workload::Kind) -> Result<Target> {
+    let fleet = kind.clients().is_some()
+        && (c.hosts.is_some()
+            || c.lab
+                .as_deref()
+                .is_some_and(|n| load_lab(n, c.ipv6).is_ok_and(|st| is_rack(&st))));
+    open(c, kind.needs().agent || fleet)
+}
+
+/// A lab of several client or server namespaces, or server ports.
+fn is_rack(st: &LabState) -> bool {
+    st.client_hosts().len() > 1 || st.server_hosts().len() > 1 || st.spec.ports > 1
+}
+
 /// Opens the target `c` names. `agent` false: only programs will run, so
 /// no agent is started (a lab is still entered).
 pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
@@ -175,8 +192,7 @@ pub fn open(c: &ConnectArgs, agent: bool) -> Result<Target> {
     if let Some(st) = &lab {
         // Server ports (lab up --ports) are addresses of one agent: the
         // many-host path spreads flows over them and counts each.
-        let rack = st.client_hosts().len() > 1 || st.server_hosts().len() > 1 || st.spec.ports > 1;
-        if rack && agent {
+        if is_rack(st) && agent {
             if !extra.is_empty() {
                 return Err(usage(
                     "--tls-cert/--tls-key are not passed to a rack lab's agents: drop them",

@@ -24,11 +24,30 @@ const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// certificate refuses a client that offers x25519 alone ("no shared
 /// cipher").
 pub fn web_client_config(t: &TlsSpec) -> Result<Arc<ClientConfig>, EngineError> {
+    web_client_config_trusting(t, &[])
+}
+
+/// `web_client_config` that trusts `certs` (DER) alone when there are any:
+/// a certificate carried to this host in a spec (a fleet's clients of one
+/// server, which hold no file of the controller's host).
+pub fn web_client_config_trusting(
+    t: &TlsSpec,
+    certs: &[Vec<u8>],
+) -> Result<Arc<ClientConfig>, EngineError> {
     let (mut provider, versions) = provider(t)?;
     for g in aws_lc_rs::default_provider().kx_groups {
         if !provider.kx_groups.iter().any(|k| k.name() == g.name()) {
             provider.kx_groups.push(g);
         }
+    }
+    if !certs.is_empty() {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in certs {
+            roots
+                .add(rustls::pki_types::CertificateDer::from(c.clone()))
+                .map_err(EngineError::AgentCertUnusable)?;
+        }
+        return build_client(provider, &versions, roots, t.resume);
     }
     let mut t = t.clone();
     if t.ca_file.is_none() && std::path::Path::new(SYSTEM_CAS).exists() {
@@ -40,6 +59,16 @@ pub fn web_client_config(t: &TlsSpec) -> Result<Arc<ClientConfig>, EngineError> 
         rustls::RootCertStore::empty()
     };
     build_client(provider, &versions, roots, t.resume)
+}
+
+/// The certificates (DER) of a PEM file's text, to carry where the file is
+/// not (`web_client_config_trusting`); Err when it holds none.
+pub fn pem_certs(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let certs = super::tls_common::rustls_pemfile_certs(pem).map_err(|e| e.to_string())?;
+    if certs.is_empty() {
+        return Err("no PEM certificate in it".into());
+    }
+    Ok(certs.into_iter().map(|c| c.to_vec()).collect())
 }
 
 #[cfg(test)]

@@ -198,6 +198,50 @@ pub trait Kind: Sync {
     ) -> Option<crate::error::Result<TestResult>> {
         None
     }
+    /// When it runs here: how several client agents run it at once toward
+    /// one server, on one window (`--lab` of a rack, `--hosts`); None: it
+    /// runs in this process only.
+    fn clients(&self) -> Option<&dyn Clients> {
+        None
+    }
+}
+
+/// A kind that runs in its client's process, run by several client agents
+/// at once (each runs `Kind::run_here` on the spec `server` gives) toward
+/// one server: the server they share, and one result from theirs.
+pub trait Clients: Sync {
+    /// The server the clients share, started here where `place` says (a
+    /// lab's server namespace) or the one the spec names, and the spec
+    /// every client runs: its target filled in, whatever a client host
+    /// needs to trust it carried in the spec (no file of this host).
+    fn server(&self, spec: &TestSpec, place: &Place) -> crate::error::Result<SharedServer>;
+    /// One result from every client's own (`runs`, in the fleet's order),
+    /// for the test `spec` asked; `server` is what `server` returned, still
+    /// up (the clients are done).
+    fn merge(
+        &self,
+        spec: &TestSpec,
+        runs: &[ClientRun],
+        server: &SharedServer,
+    ) -> Result<TestResult, String>;
+}
+
+/// The server of a test several clients run at once.
+pub struct SharedServer {
+    /// What every client runs.
+    pub spec: TestSpec,
+    /// Where the clients reach it (for the result's agent address).
+    pub address: String,
+    /// Keeps a server this process started up until dropped (after
+    /// `merge`, which may read it: the server's CPU).
+    pub guard: Option<Box<dyn std::any::Any + Send>>,
+}
+
+/// One client's run of a test several clients ran at once.
+pub struct ClientRun {
+    /// Its host's name (the hosts file's, or the rack's c1..cN).
+    pub name: String,
+    pub result: TestResult,
 }
 
 /// Where a kind that runs here puts a server it starts for itself: on

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Releases the concurrent-test slot when a test ends, however it ends.
-pub(super) struct Slot<'a>(&'a AtomicUsize);
+pub(super) struct Slot<'a>(pub(super) &'a AtomicUsize);
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);

@@ -16,6 +16,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 mod fold;
+mod here;
 mod place;
 mod report;
 mod setup;
@@ -33,6 +34,7 @@ use crate::model::host::HostInfo;
 use crate::model::result::{Pair, TestInterval};
 use crate::model::sample::{CpuWindow, IntervalSample, WorkerPlacement};
 use crate::model::spec::TestSpec;
+pub use here::HereRun;
 use report::Report;
 use window::Window;
 

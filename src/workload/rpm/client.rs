@@ -53,7 +53,7 @@ fn is_client_thread(name: &str) -> bool {
 
 /// A server's threads in this process (`server.rs`: "rpm-server" and its
 /// runtime's "rpm").
-fn is_server_thread(name: &str) -> bool {
+pub(super) fn is_server_thread(name: &str) -> bool {
     name == "rpm" || name == "rpm-server"
 }
 

@@ -9,14 +9,13 @@ use std::time::Duration;
 use super::client::{self, Target};
 use super::method;
 use super::params;
-use super::server::RpmServer;
 use crate::error::{Error, Result};
 use crate::model::result::{AgentInfo, Iteration, Pair, Status, Summary, TestResult};
 use crate::model::sample::Confidence;
 use crate::model::spec::{self, TestSpec, TlsSpec};
 use crate::units::{fmt_bps, fmt_us};
 use crate::workload::kind::{Kind, KindFacts, Needs, Place, Section};
-use crate::workload::local_server::{self, LocalServer};
+use crate::workload::local_server::LocalServer;
 use crate::workload::rpm::params::{Responsiveness, RpmOrder, RpmSpec};
 
 pub struct Rpm;
@@ -95,6 +94,10 @@ impl Kind for Rpm {
         Some(run(spec, command.to_vec(), place))
     }
 
+    fn clients(&self) -> Option<&dyn crate::workload::kind::Clients> {
+        Some(&super::fleet::RpmClients)
+    }
+
     fn metrics(&self) -> &'static [crate::model::metric::Metric] {
         super::metrics::METRICS
     }
@@ -166,6 +169,24 @@ fn lines(r: &Responsiveness) -> Vec<(&'static str, String)> {
             ),
         ),
     ];
+    // Several clients at once: each one's own figures after the pooled.
+    for (k, c) in r.clients.iter().enumerate() {
+        v.push((
+            if k == 0 { "clients" } else { "" },
+            format!(
+                "{} {:.0} RPM ({}), confidence {}: foreign {:.0}, self {:.0}; download {}, upload {}; idle {}",
+                c.name,
+                c.rpm,
+                method::rating(c.rpm),
+                c.confidence.map_or("none", |x| x.name()),
+                c.foreign_rpm,
+                c.self_rpm,
+                fmt_bps(c.capacity_down_bps),
+                fmt_bps(c.capacity_up_bps),
+                fmt_us(c.idle_rtt_us)
+            ),
+        ));
+    }
     if let (Some(d), Some(u)) = (r.http_self_down_us, r.http_self_up_us) {
         let (slow, fast, by) = if d >= u {
             ("download", "upload", d / u.max(1e-3))
@@ -190,17 +211,20 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
     if let Some(url) = &r.url {
         let tls = if url.starts_with("https://") {
             Some(
-                crate::engine::tls_web::web_client_config(&tls_spec)
+                crate::engine::tls_web::web_client_config_trusting(&tls_spec, &r.trust_der)
                     .map_err(|e| Error::Failed(e.to_string()))?,
             )
         } else {
             None
         };
+        // A carried certificate is an agent's (or --tls-ca's, whose name
+        // --tls-name gives): the name to check is the spec's.
         let server_name = spec
             .tls
             .as_ref()
             .map(|t| t.server_name.clone())
-            .filter(|n| n != &TlsSpec::default().server_name);
+            .filter(|n| !r.trust_der.is_empty() || n != &TlsSpec::default().server_name)
+            .or_else(|| (!r.trust_der.is_empty()).then(|| tls_spec.server_name.clone()));
         return Ok((
             Target {
                 url: url.clone(),
@@ -210,39 +234,14 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
             None,
         ));
     }
-    let limit = Duration::from_secs_f64(spec.duration_s * 2.0 + 30.0);
-    let (server_tls, client_tls) = if r.clear {
-        (None, None)
-    } else {
-        let t = TlsSpec {
-            resume: false,
-            ..tls_spec.clone()
-        };
-        let (cfg, id) =
-            crate::engine::tls::server_config(&t).map_err(|e| Error::Failed(e.to_string()))?;
-        let client = crate::engine::tls::client_config(&t, &id.cert)
-            .map_err(|e| Error::Failed(e.to_string()))?;
-        (Some(cfg), Some(client))
-    };
-    // In a lab the server is in its server namespace, at its address: the
-    // load and the probes cross the lab's link.
-    let local = local_server::start(place, spec.ipv6, "rpm-server", move |listener, stop| {
-        RpmServer::on(listener, server_tls, limit)?.run(stop)
-    })
-    .map_err(|e| Error::Failed(format!("rpm: the local server: {e}")))?;
-    let url = format!(
-        "{}://{}{}",
-        if r.clear { "http" } else { "https" },
-        local.addr,
-        super::server::CONFIG_PATH
-    );
+    let own = super::local::own_server(spec, r, place)?;
     Ok((
         Target {
-            url,
-            tls: client_tls,
+            url: own.url.clone(),
+            tls: own.client_tls.clone(),
             server_name: Some(tls_spec.server_name.clone()),
         },
-        Some(local),
+        Some(own.server),
     ))
 }
 

@@ -11,8 +11,10 @@
 
 pub mod charts;
 pub mod client;
+pub mod fleet;
 pub mod keypoints;
 pub mod kind;
+pub mod local;
 pub mod method;
 pub mod metrics;
 pub mod options;

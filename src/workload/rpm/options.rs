@@ -92,6 +92,7 @@ impl KindOptions for RpmOptions {
             mps: self.mps.unwrap_or(d.mps),
             ptc_pct: self.ptc.unwrap_or(d.ptc_pct),
             clear: self.rpm_clear.unwrap_or(false),
+            trust_der: Vec::new(),
         };
         if s.clear && s.url.is_some() {
             return Err("--rpm-clear is for the server this run starts; give an http:// --url for a clear one".into());

@@ -54,6 +54,13 @@ pub struct RpmSpec {
     /// Clear HTTP/2 (h2c, prior knowledge) to the local server, not TLS.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub clear: bool,
+    /// Certificates (DER) the client trusts for `url`, carried in the spec
+    /// to the client agents of a fleet: the certificate of the server this
+    /// test started, or `--tls-ca`'s read on the controller's host (the
+    /// clients' hosts hold no file of it). Empty: `--tls-ca` or the
+    /// system's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trust_der: Vec<Vec<u8>>,
 }
 
 impl Default for RpmSpec {
@@ -69,6 +76,7 @@ impl Default for RpmSpec {
             mps: 100,
             ptc_pct: 5.0,
             clear: false,
+            trust_der: Vec::new(),
         }
     }
 }
@@ -222,4 +230,22 @@ pub struct Responsiveness {
     /// Interval by interval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<RpmInterval>,
+    /// Several clients at once (`workload::rpm::fleet`): each one's own
+    /// figures; the ones above pool them. Empty: one client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<ClientRpm>,
+}
+
+/// One client's figures of a test several clients ran at once.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientRpm {
+    /// Its host (the hosts file's name, or the rack's c1..cN).
+    pub name: String,
+    pub rpm: f64,
+    pub foreign_rpm: f64,
+    pub self_rpm: f64,
+    pub confidence: Option<Confidence>,
+    pub idle_rtt_us: f64,
+    pub capacity_down_bps: f64,
+    pub capacity_up_bps: f64,
 }
