@@ -289,3 +289,86 @@ fn sizes_in_the_human_output_stay_within_their_unit() {
         }
     }
 }
+
+/// linerate's whole output, read as it comes (a completion script is larger
+/// than a pipe holds).
+fn output_of(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("linerate runs")
+}
+
+/// The long flags a help page lists.
+fn long_flags(help: &str) -> std::collections::BTreeSet<String> {
+    help.split(|c: char| c.is_whitespace() || c == ',' || c == '=')
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| {
+            w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_string()
+        })
+        .filter(|w| w.len() > 2)
+        .collect()
+}
+
+/// Completions and man pages come from the command-line definitions:
+/// every flag `run --help` lists is in the bash script and in
+/// linerate-run.1, and every command `linerate --help` lists has its page.
+#[test]
+fn completions_and_man_pages_cover_every_command_and_flag() {
+    let help = stdout(&run(&["run", "--help"], LIMIT));
+    let flags = long_flags(&help);
+    assert!(
+        flags.contains("--rpm-interval") && flags.len() > 80,
+        "{flags:?}"
+    );
+    let o = output_of(&["completions", "bash"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bash = stdout(&o);
+    assert!(bash.contains("_linerate()"), "{bash}");
+    for f in &flags {
+        assert!(bash.contains(f.as_str()), "bash completion lacks {f}");
+    }
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let o = output_of(&["completions", shell]);
+        assert!(o.status.success() && o.stdout.len() > 1000, "{shell}");
+    }
+    let o = output_of(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("possible values"), "{}", stderr(&o));
+    let dir = tmp("man-pages");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = run(&["man", "--out", dir.to_str().unwrap()], LIMIT);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("man pages in"), "{}", stdout(&o));
+    let page = std::fs::read_to_string(dir.join("linerate-run.1")).unwrap();
+    assert!(page.starts_with(".ie") || page.contains(".TH"), "{page}");
+    let text = page.replace('\\', "");
+    for f in &flags {
+        assert!(text.contains(f.as_str()), "linerate-run.1 lacks {f}");
+    }
+    // Every command of `linerate --help` (its "Commands:" section).
+    let top = stdout(&run(&["--help"], LIMIT));
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // A command's line, not its description's continuation.
+        .filter(|l| !l[2..].starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{top}");
+    for c in commands {
+        assert!(
+            dir.join(format!("linerate-{c}.1")).exists(),
+            "no page for {c}"
+        );
+    }
+    for sub in ["lab-up", "study-run", "cluster-up"] {
+        assert!(dir.join(format!("linerate-{sub}.1")).exists(), "{sub}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@ use crate::error::Error;
 
 pub mod cluster;
 pub mod crypto;
+pub mod docs;
 pub mod lab;
 pub mod quick;
 pub mod run;
@@ -51,6 +52,10 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// Agents on many hosts (a hosts file): start them over ssh, check them, stop them.
     Cluster(cluster::ClusterArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionsArgs),
+    /// Write a man page per command and subcommand (linerate-run.1, ...).
+    Man(docs::ManArgs),
 }
 
 /// Writes `value` as pretty JSON to `path` ("-": standard output).
@@ -165,6 +170,8 @@ pub fn main() -> i32 {
         Some(Command::Crypto(a)) => crypto::crypto(a),
         Some(Command::Lab(a)) => lab::lab(a),
         Some(Command::Cluster(a)) => cluster::cluster(a),
+        Some(Command::Completions(a)) => docs::completions(a),
+        Some(Command::Man(a)) => docs::man(a),
         None => quick::run(quick::QuickArgs {
             out: PathBuf::from("results"),
             ..Default::default()
