@@ -224,6 +224,37 @@ fn two_rack_clients_run_rpm_against_one_server_on_one_window() {
     );
     assert!(r["lab"].is_object(), "the lab's record: {r}");
     assert!(text.contains("clients      c1 "), "{text}");
+    // A study's rpm point in that lab runs on both clients too.
+    let file = tmp("rpm-rack-study.toml");
+    std::fs::write(
+        &file,
+        "title = \"rpm, two clients\"\ndescription = \"a rack\"\n[test]\nduration = \"4s\"\nrpm_interval = \"250ms\"\n[[case]]\nlabel = \"rpm\"\nworkload = \"rpm\"\n",
+    )
+    .unwrap();
+    let out = tmp("rpm-rack-study");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = run(
+        &[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "--lab",
+            &lab.name,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let point = std::fs::read_to_string(first_dir(&out).join("points/rpm.r1.json")).unwrap();
+    let p: serde_json::Value = serde_json::from_str(&point).unwrap();
+    assert_eq!(
+        p["hosts"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        p["hosts"]
+    );
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 fn is_root() -> bool {

@@ -127,12 +127,20 @@ pub fn token_if_any(file: &Option<PathBuf>) -> Result<String> {
 /// flows, or where it runs in its client's process and `c` names several
 /// clients (a hosts file, a rack lab: `Kind::clients`); else only a lab.
 pub fn open_for(c: &ConnectArgs, kind: &dyn crate::workload::Kind) -> Result<Target> {
-    let fleet = kind.clients().is_some()
-        && (c.hosts.is_some()
+    open(c, wants_agents(c, kind))
+}
+
+/// Whether a test of `kind` on `c`'s target runs on agents: its flows do,
+/// and so does a kind that runs in its client's process where `c` names
+/// several clients (a hosts file, a rack lab).
+pub fn wants_agents(c: &ConnectArgs, kind: &dyn crate::workload::Kind) -> bool {
+    let several = || {
+        c.hosts.is_some()
             || c.lab
                 .as_deref()
-                .is_some_and(|n| load_lab(n, c.ipv6).is_ok_and(|st| is_rack(&st))));
-    open(c, kind.needs().agent || fleet)
+                .is_some_and(|n| load_lab(n, c.ipv6).is_ok_and(|st| is_rack(&st)))
+    };
+    kind.needs().agent || (kind.clients().is_some() && several())
 }
 
 /// A lab of several client or server namespaces, or server ports.

@@ -697,7 +697,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
     let flows = m
         .points
         .iter()
-        .any(|p| crate::workload::kind_of(p.spec.workload).needs().agent);
+        .any(|p| target::wants_agents(&connect, crate::workload::kind_of(p.spec.workload)));
     let mut target = match target::open(&connect, flows) {
         Ok(t) => t,
         Err(e) => {

@@ -8,7 +8,8 @@
 //! of the clients' trimmed means weighted by their probe counts (the
 //! trimmed mean of the pooled probes, up to the trimming), RPM the mean of
 //! the foreign and the self RPM as the draft forms it; capacity is the sum
-//! of what the clients carried at once; confidence the lowest of theirs.
+//! of what the clients carried at once; confidence the lowest of theirs;
+//! intervals are summed over the ones every client ran.
 //! Each client's own figures are kept (`clients`).
 
 use super::client::is_server_thread;
@@ -217,8 +218,10 @@ fn pool(each: &[(&ClientRun, Responsiveness)], url: &str) -> Responsiveness {
     let foreign_rpm = mean(&by_foreign, &|r| ms(r.foreign_rpm)).map_or(0.0, |m| 60_000.0 / m);
     let self_rpm = mean(&by_self, &|r| ms(r.self_rpm)).map_or(0.0, |m| 60_000.0 / m);
     let one = |_: &Responsiveness| 1.0;
-    let longest = rs.iter().map(|r| r.intervals.len()).max().unwrap_or(0);
-    let intervals = (0..longest)
+    // The common window: the intervals every client ran (a client whose
+    // method ended sooner stops adding to the sums).
+    let common = rs.iter().map(|r| r.intervals.len()).min().unwrap_or(0);
+    let intervals = (0..common)
         .map(|k| {
             let at: Vec<&RpmInterval> = rs.iter().filter_map(|r| r.intervals.get(k)).collect();
             let rpms: Vec<f64> = at.iter().filter_map(|i| i.rpm).collect();
@@ -280,7 +283,15 @@ mod tests {
     use super::*;
 
     fn client(name: &str, foreign: f64, own: f64, probes: u64, down: f64) -> ClientRun {
+        let ran = if name == "c1" { 3 } else { 2 };
         let r = Responsiveness {
+            intervals: (0..ran)
+                .map(|k| RpmInterval {
+                    t_s: k as f64 + 1.0,
+                    down_bps: down,
+                    ..Default::default()
+                })
+                .collect(),
             rpm: (foreign + own) / 2.0,
             foreign_rpm: foreign,
             self_rpm: own,
@@ -330,5 +341,8 @@ mod tests {
         assert_eq!(p.confidence, Some(params::Confidence::High));
         assert_eq!(p.clients.len(), 2);
         assert_eq!(p.clients[1].name, "c2");
+        // c1 ran 3 intervals, c2 2: the common window is 2, each both's.
+        assert_eq!(p.intervals.len(), 2);
+        assert_eq!(p.intervals[1].down_bps, 100e6);
     }
 }
