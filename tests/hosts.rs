@@ -823,3 +823,37 @@ fn rpm_runs_from_two_client_hosts_toward_one_rpm_server() {
     assert!(stderr(&o).contains("give --url"), "{}", stderr(&o));
     assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
 }
+
+/// A client host whose agent dies during a several-client rpm: the other
+/// client's result is kept, the result is partial and names the host
+/// (exit 3), within the test's bound.
+#[test]
+fn an_rpm_client_host_killed_mid_test_leaves_the_others_result() {
+    let mut rig = Rig::start("rpm-kill", [0; 3]);
+    let server = RpmAgent::start(true);
+    let out = tmp("hosts-rpm-kill.json");
+    let args = format!(
+        "rpm --hosts {} --clients d1,d2 --url {} --rpm-interval 250ms -d 6 -q --json {}",
+        rig.file.display(),
+        server.url,
+        out.display()
+    );
+    let mut all = vec!["run"];
+    all.extend(args.split_whitespace());
+    let child = spawn(&all);
+    std::thread::sleep(Duration::from_millis(2000));
+    rig.agents[2].1.kill();
+    let o = wait(child, Duration::from_secs(60));
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("host d2"), "{}", stderr(&o));
+    let r = json(&out);
+    assert_eq!(r["summary"]["status"], "partial");
+    let clients = r["summary"]["responsiveness"]["clients"]
+        .as_array()
+        .unwrap();
+    assert_eq!(clients.len(), 1, "{clients:?}");
+    assert_eq!(clients[0]["name"], "d1");
+    assert!(f(&clients[0]["rpm"]) > 0.0);
+    assert!(!host(&r, "d2")["errors"].as_array().unwrap().is_empty());
+}

@@ -73,7 +73,12 @@ fn run(
         .collect();
     let failed: Vec<String> = runs
         .iter()
-        .filter_map(|r| r.result.as_ref().err().map(|e| format!("{}: {e}", r.name)))
+        .filter_map(|r| {
+            r.result
+                .as_ref()
+                .err()
+                .map(|e| format!("host {}: {e}", r.name))
+        })
         .collect();
     if ok.is_empty() {
         let why = format!("no client measured: {}", failed.join("; "));
