@@ -749,17 +749,13 @@ fn rpm_runs_from_two_client_hosts_toward_one_rpm_server() {
     let (crt, key) = (tmp("hosts-rpm-crt.pem"), tmp("hosts-rpm-key.pem"));
     std::fs::write(&crt, c.cert.pem()).unwrap();
     std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
-    let mut serve = serve_rpm("127.0.0.1:0");
-    serve.extend(["-q", "--tls-cert", crt.to_str().unwrap()]);
-    serve.extend(["--tls-key", key.to_str().unwrap()]);
-    let mut child = spawn(&serve);
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    let line = lines.next().unwrap().unwrap();
-    let url = line
-        .strip_prefix("linerate agent: RPM server on ")
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let server = RpmAgent::start_with(&[
+        "--tls-cert",
+        crt.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let url = server.url.clone();
     let args = format!(
         "--hosts {} --clients d1,d2 --url {url} --tls-ca {} --tls-name 127.0.0.1 --rpm-interval 250ms -d 4",
         rig.file.display(),
@@ -768,8 +764,7 @@ fn rpm_runs_from_two_client_hosts_toward_one_rpm_server() {
     let mut all = vec!["rpm"];
     all.extend(args.split_whitespace());
     let (text, r) = run_json_text("hosts-rpm.json", &all, Duration::from_secs(90));
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     let x = &r["summary"]["responsiveness"];
     let clients = x["clients"].as_array().expect("each client's figures");
     let names: Vec<&str> = clients

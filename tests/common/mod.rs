@@ -460,11 +460,14 @@ pub fn serve_rpm(rpm: &str) -> Vec<&str> {
 
 impl RpmAgent {
     pub fn start(clear: bool) -> RpmAgent {
+        RpmAgent::start_with(if clear { &["--rpm-clear"] } else { &[] })
+    }
+
+    /// With `extra` flags of `serve` (`--tls-cert FILE --tls-key FILE`).
+    pub fn start_with(extra: &[&str]) -> RpmAgent {
         let mut args = serve_rpm("127.0.0.1:0");
         args.push("-q");
-        if clear {
-            args.push("--rpm-clear");
-        }
+        args.extend_from_slice(extra);
         let mut child = spawn(&args);
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let line = lines.next().unwrap().unwrap();

@@ -117,28 +117,7 @@ impl Clients for RpmClients {
                 .and_then(|g| g.downcast_ref::<Held>())
                 .map(|h| cpu::window(&h.before, &cpu::snapshot_threads(is_server_thread))),
         };
-        let cost = |w: &Option<crate::model::sample::CpuWindow>| {
-            w.as_ref()
-                .map(|w| cpu::cost(w, bytes, 0, 0.0))
-                .unwrap_or_default()
-        };
-        let costs = Pair {
-            client: cost(&cpu.client),
-            agent: cost(&cpu.agent),
-        };
-        let fields = |w: &Option<crate::model::sample::CpuWindow>,
-                      c: &crate::model::sample::CpuCost| {
-            crate::model::result::CpuFields {
-                host_util_pct: w.as_ref().map(|_| c.host_util_pct),
-                process_util_pct: w.as_ref().map(|_| c.process_util_pct),
-                us_per_kb: c.us_per_kb,
-                us_per_tx: None,
-            }
-        };
-        let summary_cpu = Pair {
-            client: fields(&cpu.client, &costs.client),
-            agent: fields(&cpu.agent, &costs.agent),
-        };
+        let (costs, summary_cpu) = super::metrics::cpu_figures(&cpu, bytes);
         let it = Iteration {
             index: 0,
             own: own.clone(),

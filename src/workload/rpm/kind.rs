@@ -266,29 +266,12 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
     let bytes = (throughput / 8.0 * secs) as u64;
     // CPU per probe means little; per KB of the load it is the client's
     // and the server's cost of HTTP/2 over TLS.
-    let cost = |w: &crate::model::sample::CpuWindow| crate::measure::cpu::cost(w, bytes, 0, 0.0);
     let server_cpu = r.url.is_none().then_some(outcome.cpu_server);
     let cpu = Pair {
         client: Some(outcome.cpu_client),
         agent: server_cpu,
     };
-    let costs = Pair {
-        client: cpu.client.as_ref().map(cost).unwrap_or_default(),
-        agent: cpu.agent.as_ref().map(cost).unwrap_or_default(),
-    };
-    let fields = |w: &Option<crate::model::sample::CpuWindow>,
-                  c: &crate::model::sample::CpuCost| {
-        crate::model::result::CpuFields {
-            host_util_pct: w.as_ref().map(|_| c.host_util_pct),
-            process_util_pct: w.as_ref().map(|_| c.process_util_pct),
-            us_per_kb: c.us_per_kb,
-            us_per_tx: None,
-        }
-    };
-    let summary_cpu = Pair {
-        client: fields(&cpu.client, &costs.client),
-        agent: fields(&cpu.agent, &costs.agent),
-    };
+    let (costs, summary_cpu) = super::metrics::cpu_figures(&cpu, bytes);
     let it = Iteration {
         index: 0,
         own: crate::model::own::Own::with(params::FIGURES, &f),

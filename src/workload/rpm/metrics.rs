@@ -88,3 +88,38 @@ pub const METRICS: &[Metric] = &[
         get: |_, it| Some(responsiveness(it)?.capacity_up_bps),
     },
 ];
+
+/// The CPU an rpm result carries from the windows measured (`cpu`: the
+/// client's and the server's, None where not this run's): each end's cost
+/// per KB of the load (`bytes`; per probe means little) and the summary's
+/// fields.
+pub fn cpu_figures(
+    cpu: &crate::model::result::Pair<Option<crate::model::sample::CpuWindow>>,
+    bytes: u64,
+) -> (
+    crate::model::result::Pair<crate::model::sample::CpuCost>,
+    crate::model::result::Pair<crate::model::result::CpuFields>,
+) {
+    use crate::model::result::{CpuFields, Pair};
+    use crate::model::sample::{CpuCost, CpuWindow};
+    let cost = |w: &Option<CpuWindow>| {
+        w.as_ref()
+            .map(|w| crate::measure::cpu::cost(w, bytes, 0, 0.0))
+            .unwrap_or_default()
+    };
+    let costs = Pair {
+        client: cost(&cpu.client),
+        agent: cost(&cpu.agent),
+    };
+    let fields = |w: &Option<CpuWindow>, c: &CpuCost| CpuFields {
+        host_util_pct: w.as_ref().map(|_| c.host_util_pct),
+        process_util_pct: w.as_ref().map(|_| c.process_util_pct),
+        us_per_kb: c.us_per_kb,
+        us_per_tx: None,
+    };
+    let summary = Pair {
+        client: fields(&cpu.client, &costs.client),
+        agent: fields(&cpu.agent, &costs.agent),
+    };
+    (costs, summary)
+}
