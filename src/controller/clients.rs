@@ -62,15 +62,7 @@ fn run(
 ) -> Result<TestResult> {
     let server = clients.server(spec, place)?;
     let runs = driver.run_clients_here(&server.spec)?;
-    let ok: Vec<ClientRun> = runs
-        .iter()
-        .filter_map(|r| {
-            r.result.as_ref().ok().map(|res| ClientRun {
-                name: r.name.clone(),
-                result: res.clone(),
-            })
-        })
-        .collect();
+    let rows: Vec<HostRun> = runs.iter().map(host_row).collect();
     let failed: Vec<String> = runs
         .iter()
         .filter_map(|r| {
@@ -78,6 +70,18 @@ fn run(
                 .as_ref()
                 .err()
                 .map(|e| format!("host {}: {e}", r.name))
+        })
+        .collect();
+    let starts: Vec<f64> = runs
+        .iter()
+        .filter(|h| h.result.is_ok())
+        .map(|h| h.start_late_us)
+        .collect();
+    let ok: Vec<ClientRun> = runs
+        .into_iter()
+        .filter_map(|r| {
+            let name = r.name;
+            r.result.ok().map(|result| ClientRun { name, result })
         })
         .collect();
     if ok.is_empty() {
@@ -93,14 +97,9 @@ fn run(
     drop(server);
     let mut r = merged.map_err(Error::Failed)?;
     r.command = command;
-    r.hosts = runs.iter().map(host_row).collect();
+    r.hosts = rows;
     // Every clock is corrected: the clients' starts differ by how late
     // each woke.
-    let starts: Vec<f64> = runs
-        .iter()
-        .filter(|h| h.result.is_ok())
-        .map(|h| h.start_late_us)
-        .collect();
     let first = starts.iter().copied().fold(f64::INFINITY, f64::min);
     for h in &mut r.hosts {
         h.start_offset_us = (h.start_late_us - first).max(0.0);

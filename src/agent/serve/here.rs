@@ -7,10 +7,8 @@
 //! controller that went away costs this agent at most that; sessions start
 //! in the agent's data namespace (`--data-netns`), so its sockets do too.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::test::Slot;
 use super::{send_error, Shared, Wire};
 use crate::control::clock;
 use crate::control::protocol::{ErrorCode, Msg};
@@ -44,29 +42,13 @@ pub(super) fn run_here(
             ),
         );
     }
-    if spec.duration_s + spec.warmup_s > sh.cfg.max_duration_s {
-        return refuse(
-            stream,
-            ErrorCode::BadRequest,
-            format!(
-                "{} s asked, this agent allows {} s (--max-duration)",
-                spec.duration_s + spec.warmup_s,
-                sh.cfg.max_duration_s
-            ),
-        );
+    if let Some(why) = super::test::too_long(&spec, sh) {
+        return refuse(stream, ErrorCode::BadRequest, why);
     }
-    let running = sh.active.fetch_add(1, Ordering::SeqCst);
-    let _slot = Slot(&sh.active);
-    if running >= sh.cfg.max_tests {
-        return refuse(
-            stream,
-            ErrorCode::Busy,
-            format!(
-                "{running} tests running, its cap is {} (--max-tests)",
-                sh.cfg.max_tests
-            ),
-        );
-    }
+    let _slot = match super::test::take_slot(sh) {
+        Ok(s) => s,
+        Err(why) => return refuse(stream, ErrorCode::Busy, why),
+    };
     let mut late_ns = 0;
     if let Some(at) = at_ns {
         // Never longer than the controller's margin allows a schedule to

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Releases the concurrent-test slot when a test ends, however it ends.
-pub(super) struct Slot<'a>(pub(super) &'a AtomicUsize);
+pub(super) struct Slot<'a>(&'a AtomicUsize);
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
@@ -89,20 +89,37 @@ pub(super) fn refusal(spec: &TestSpec, role: &Role, sh: &Shared) -> Option<(Erro
             ),
         ));
     }
-    if spec.duration_s + spec.warmup_s > sh.cfg.max_duration_s {
-        return Some((
-            ErrorCode::BadRequest,
-            format!(
-                "{} s asked ({} s + {} s warm-up), this agent allows {} s \
-                 (--max-duration); ask for less or start the agent with a larger --max-duration",
-                spec.duration_s + spec.warmup_s,
-                spec.duration_s,
-                spec.warmup_s,
-                sh.cfg.max_duration_s
-            ),
+    too_long(spec, sh).map(|why| (ErrorCode::BadRequest, why))
+}
+
+/// Why `spec` runs longer than this agent allows (`--max-duration`), if it
+/// does.
+pub(super) fn too_long(spec: &TestSpec, sh: &Shared) -> Option<String> {
+    (spec.duration_s + spec.warmup_s > sh.cfg.max_duration_s).then(|| {
+        format!(
+            "{} s asked ({} s + {} s warm-up), this agent allows {} s \
+             (--max-duration); ask for less or start the agent with a larger --max-duration",
+            spec.duration_s + spec.warmup_s,
+            spec.duration_s,
+            spec.warmup_s,
+            sh.cfg.max_duration_s
+        )
+    })
+}
+
+/// A slot of the agent's `--max-tests`, held until dropped; Err: why
+/// there is none.
+pub(super) fn take_slot(sh: &Shared) -> Result<Slot<'_>, String> {
+    let running = sh.active.fetch_add(1, Ordering::SeqCst);
+    let slot = Slot(&sh.active);
+    if running >= sh.cfg.max_tests {
+        return Err(format!(
+            "{running} {} running, its cap is {} (--max-tests)",
+            if running == 1 { "test" } else { "tests" },
+            sh.cfg.max_tests
         ));
     }
-    None
+    Ok(slot)
 }
 
 /// The controller's start: when (None: now), or Ok(None) when it stopped
@@ -147,19 +164,10 @@ pub(super) fn run_test(
         return refuse(stream, code, why);
     }
     let client = matches!(role, Role::Client { .. });
-    let running = sh.active.fetch_add(1, Ordering::SeqCst);
-    let _slot = Slot(&sh.active);
-    if running >= sh.cfg.max_tests {
-        return refuse(
-            stream,
-            ErrorCode::Busy,
-            format!(
-                "{running} {} running, its cap is {} (--max-tests)",
-                if running == 1 { "test" } else { "tests" },
-                sh.cfg.max_tests
-            ),
-        );
-    }
+    let _slot = match take_slot(sh) {
+        Ok(s) => s,
+        Err(why) => return refuse(stream, ErrorCode::Busy, why),
+    };
     // Put back when this function returns, however it returns.
     let host = change_host(&spec, &role, stream, sh)?;
     // A service (memcached) this agent starts and watches (stopped when

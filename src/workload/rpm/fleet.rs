@@ -16,7 +16,7 @@ use super::client::is_server_thread;
 use super::local::own_server;
 use super::params::{self, ClientRpm, Responsiveness, RpmInterval, RpmSpec};
 use crate::measure::cpu;
-use crate::model::result::{Iteration, Pair, Status, Summary, TestResult};
+use crate::model::result::{Pair, Status, TestResult};
 use crate::model::spec::TestSpec;
 use crate::workload::kind::{ClientRun, Clients, Place, SharedServer};
 
@@ -94,14 +94,11 @@ impl Clients for RpmClients {
             .map(|c| c.result.summary.duration_s)
             .fold(0.0, f64::max);
         let bytes: u64 = runs.iter().map(|c| c.result.summary.bytes).sum();
-        let probes = figures.foreign_probes + figures.self_probes;
         let status = if runs.iter().all(|c| c.result.summary.status.is_ok()) {
             Status::Ok
         } else {
             Status::Partial
         };
-        let own = crate::model::own::Own::with(params::FIGURES, &figures);
-        let throughput = figures.capacity_down_bps + figures.capacity_up_bps;
         // The clients' CPU as one machine's; the server's, where it is
         // this process's (from its start to now: its CPU seconds are the
         // test's, its share of the wall a little diluted).
@@ -109,45 +106,23 @@ impl Clients for RpmClients {
             .iter()
             .filter_map(|c| c.result.iterations.first()?.cpu.client.as_ref())
             .collect();
-        let cpu = Pair {
-            client: cpu::merge_hosts(&client_cpu),
-            agent: server
-                .guard
-                .as_ref()
-                .and_then(|g| g.downcast_ref::<Held>())
-                .map(|h| cpu::window(&h.before, &cpu::snapshot_threads(is_server_thread))),
-        };
-        let (costs, summary_cpu) = super::metrics::cpu_figures(&cpu, bytes);
-        let it = Iteration {
-            index: 0,
-            own: own.clone(),
+        let measured = super::metrics::Measured {
+            secs,
+            bytes,
             status,
             error: runs
                 .iter()
                 .find_map(|c| c.result.iterations.first()?.error.clone()),
-            duration_s: secs,
-            bytes,
-            throughput_bps: throughput,
-            cpu,
-            cost: costs,
-            transactions: probes,
-            transactions_per_s: probes as f64 / secs.max(1e-9),
-            ..Default::default()
+            cpu: Pair {
+                client: cpu::merge_hosts(&client_cpu),
+                agent: server
+                    .guard
+                    .as_ref()
+                    .and_then(|g| g.downcast_ref::<Held>())
+                    .map(|h| cpu::window(&h.before, &cpu::snapshot_threads(is_server_thread))),
+            },
         };
-        let summary = Summary {
-            workload: spec.workload.name().into(),
-            duration_s: secs,
-            bytes,
-            throughput_bps: throughput,
-            transactions: probes,
-            transactions_per_s: it.transactions_per_s,
-            iterations: 1,
-            flows: figures.down_connections + figures.up_connections,
-            status,
-            cpu: summary_cpu,
-            own,
-            ..Default::default()
-        };
+        let (it, summary) = super::metrics::iteration_and_summary(spec, &figures, measured);
         Ok(TestResult {
             schema: first.schema.clone(),
             schema_version: first.schema_version,
@@ -260,6 +235,8 @@ fn pool(each: &[(&ClientRun, Responsiveness)], url: &str) -> Responsiveness {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::result::Iteration;
 
     fn client(name: &str, foreign: f64, own: f64, probes: u64, down: f64) -> ClientRun {
         let ran = if name == "c1" { 3 } else { 2 };

@@ -10,7 +10,7 @@ use super::client::{self, Target};
 use super::method;
 use super::params;
 use crate::error::{Error, Result};
-use crate::model::result::{AgentInfo, Iteration, Pair, Status, Summary, TestResult};
+use crate::model::result::{AgentInfo, Iteration, Pair, Status, TestResult};
 use crate::model::sample::Confidence;
 use crate::model::spec::{self, TestSpec, TlsSpec};
 use crate::units::{fmt_bps, fmt_us};
@@ -218,13 +218,11 @@ fn target(spec: &TestSpec, r: &RpmSpec, place: &Place) -> Result<(Target, Option
             None
         };
         // A carried certificate is an agent's (or --tls-ca's, whose name
-        // --tls-name gives): the name to check is the spec's.
-        let server_name = spec
-            .tls
-            .as_ref()
-            .map(|t| t.server_name.clone())
-            .filter(|n| !r.trust_der.is_empty() || n != &TlsSpec::default().server_name)
-            .or_else(|| (!r.trust_der.is_empty()).then(|| tls_spec.server_name.clone()));
+        // --tls-name gives): the name to check is the spec's; else the
+        // URL's host, unless --tls-name says another.
+        let carried = !r.trust_der.is_empty();
+        let server_name = (carried || tls_spec.server_name != TlsSpec::default().server_name)
+            .then(|| tls_spec.server_name.clone());
         return Ok((
             Target {
                 url: url.clone(),
@@ -261,45 +259,19 @@ pub fn run(spec: &TestSpec, command: Vec<String>, place: &Place) -> Result<TestR
     } else {
         Status::Ok
     };
-    let throughput = f.capacity_down_bps + f.capacity_up_bps;
-    let probes = f.foreign_probes + f.self_probes;
-    let bytes = (throughput / 8.0 * secs) as u64;
-    // CPU per probe means little; per KB of the load it is the client's
-    // and the server's cost of HTTP/2 over TLS.
-    let server_cpu = r.url.is_none().then_some(outcome.cpu_server);
-    let cpu = Pair {
-        client: Some(outcome.cpu_client),
-        agent: server_cpu,
-    };
-    let (costs, summary_cpu) = super::metrics::cpu_figures(&cpu, bytes);
-    let it = Iteration {
-        index: 0,
-        own: crate::model::own::Own::with(params::FIGURES, &f),
+    let bytes = ((f.capacity_down_bps + f.capacity_up_bps) / 8.0 * secs) as u64;
+    let measured = super::metrics::Measured {
+        secs,
+        bytes,
         status,
         error: outcome.cut_short.clone(),
-        duration_s: secs,
-        bytes,
-        throughput_bps: throughput,
-        cpu,
-        cost: costs,
-        transactions: probes,
-        transactions_per_s: probes as f64 / secs.max(1e-9),
-        ..Default::default()
+        // The server's threads are this run's only when it started them.
+        cpu: Pair {
+            client: Some(outcome.cpu_client),
+            agent: r.url.is_none().then_some(outcome.cpu_server),
+        },
     };
-    let summary = Summary {
-        workload: spec.workload.name().into(),
-        duration_s: secs,
-        bytes: it.bytes,
-        throughput_bps: throughput,
-        transactions: probes,
-        transactions_per_s: it.transactions_per_s,
-        iterations: 1,
-        cpu: summary_cpu,
-        flows: f.down_connections + f.up_connections,
-        status,
-        own: crate::model::own::Own::with(params::FIGURES, &f),
-        ..Default::default()
-    };
+    let (it, summary) = super::metrics::iteration_and_summary(spec, &f, measured);
     Ok(TestResult {
         schema: crate::model::result::SCHEMA.into(),
         schema_version: crate::model::result::SCHEMA_VERSION,

@@ -89,27 +89,38 @@ pub const METRICS: &[Metric] = &[
     },
 ];
 
-/// The CPU an rpm result carries from the windows measured (`cpu`: the
-/// client's and the server's, None where not this run's): each end's cost
-/// per KB of the load (`bytes`; per probe means little) and the summary's
-/// fields.
-pub fn cpu_figures(
-    cpu: &crate::model::result::Pair<Option<crate::model::sample::CpuWindow>>,
-    bytes: u64,
-) -> (
-    crate::model::result::Pair<crate::model::sample::CpuCost>,
-    crate::model::result::Pair<crate::model::result::CpuFields>,
-) {
-    use crate::model::result::{CpuFields, Pair};
+/// What an rpm test measured beside the draft's figures, whether one
+/// client ran it here or several clients' runs were pooled (`fleet`).
+pub struct Measured {
+    /// The loaded phases' length, seconds.
+    pub secs: f64,
+    /// What the load carried both ways.
+    pub bytes: u64,
+    pub status: crate::model::result::Status,
+    /// Why it ended early, if it did.
+    pub error: Option<String>,
+    /// The client's and the server's CPU (None where not this run's).
+    pub cpu: crate::model::result::Pair<Option<crate::model::sample::CpuWindow>>,
+}
+
+/// An rpm result's one iteration and its summary: the draft's figures
+/// `f` as its own, probes as its transactions, the load as its bytes and
+/// throughput, each end's CPU per KB of the load (per probe means little).
+pub fn iteration_and_summary(
+    spec: &crate::model::spec::TestSpec,
+    f: &Responsiveness,
+    m: Measured,
+) -> (Iteration, crate::model::result::Summary) {
+    use crate::model::result::{CpuFields, Pair, Summary};
     use crate::model::sample::{CpuCost, CpuWindow};
     let cost = |w: &Option<CpuWindow>| {
         w.as_ref()
-            .map(|w| crate::measure::cpu::cost(w, bytes, 0, 0.0))
+            .map(|w| crate::measure::cpu::cost(w, m.bytes, 0, 0.0))
             .unwrap_or_default()
     };
     let costs = Pair {
-        client: cost(&cpu.client),
-        agent: cost(&cpu.agent),
+        client: cost(&m.cpu.client),
+        agent: cost(&m.cpu.agent),
     };
     let fields = |w: &Option<CpuWindow>, c: &CpuCost| CpuFields {
         host_util_pct: w.as_ref().map(|_| c.host_util_pct),
@@ -117,9 +128,40 @@ pub fn cpu_figures(
         us_per_kb: c.us_per_kb,
         us_per_tx: None,
     };
-    let summary = Pair {
-        client: fields(&cpu.client, &costs.client),
-        agent: fields(&cpu.agent, &costs.agent),
+    let summary_cpu = Pair {
+        client: fields(&m.cpu.client, &costs.client),
+        agent: fields(&m.cpu.agent, &costs.agent),
     };
-    (costs, summary)
+    let own = crate::model::own::Own::with(super::params::FIGURES, f);
+    let throughput = f.capacity_down_bps + f.capacity_up_bps;
+    let probes = f.foreign_probes + f.self_probes;
+    let it = Iteration {
+        index: 0,
+        own: own.clone(),
+        status: m.status,
+        error: m.error,
+        duration_s: m.secs,
+        bytes: m.bytes,
+        throughput_bps: throughput,
+        cpu: m.cpu,
+        cost: costs,
+        transactions: probes,
+        transactions_per_s: probes as f64 / m.secs.max(1e-9),
+        ..Default::default()
+    };
+    let summary = Summary {
+        workload: spec.workload.name().into(),
+        duration_s: m.secs,
+        bytes: m.bytes,
+        throughput_bps: throughput,
+        transactions: probes,
+        transactions_per_s: it.transactions_per_s,
+        iterations: 1,
+        cpu: summary_cpu,
+        flows: f.down_connections + f.up_connections,
+        status: m.status,
+        own,
+        ..Default::default()
+    };
+    (it, summary)
 }
