@@ -15,10 +15,38 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A steady closed-loop rr under `-d auto`, its ends pinned apart
-/// (unpinned on 2 CPUs it switches between two levels).
+/// A closed-loop rr under `-d auto`, its ends pinned apart (unpinned on
+/// 2 CPUs it switches between two levels). On a quiet host it is steady;
+/// on a VM whose neighbours come and go it is not: on the AMD EPYC VM of
+/// 2026-11-29 its rate sat 20-30% low for 1-4 s at a time, three times in
+/// 20 s, and no honest interval of its mean is narrow then.
 const PINNED_AUTO_RR: &[&str] = &[
     "rr",
+    "--cpus",
+    "0",
+    "--agent-cpus",
+    "1",
+    "-d",
+    "auto",
+    "--max-duration",
+    "20s",
+    "-i",
+    "0.2",
+    "--warmup",
+    "0.2",
+];
+
+/// A load that is steady on any host: an open loop offering 5,000
+/// transactions/s as a Poisson process, far under what either kind of VM
+/// serves (12-20k/s), so a slow or stalled second is caught up and each
+/// interval's count varies only as the arrivals do (about 3%). What `-d
+/// auto` must do with it does not depend on the host's mood.
+const STEADY_AUTO_RR: &[&str] = &[
+    "rr",
+    "--rate",
+    "5000",
+    "--arrivals",
+    "poisson",
     "--cpus",
     "0",
     "--agent-cpus",
@@ -182,35 +210,16 @@ fn a_memcached_search_brackets_its_capacity() {
 #[test]
 fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
     let _turn = alone();
-    // A steady closed loop settles within seconds.
-    // The ends pinned apart: unpinned on 2 CPUs an rr switches between
-    // two levels as its threads share a CPU or not, which is not steady
-    // (the output then says so: `summary.auto.levels`). Up to three tries:
-    // even pinned, a run on this VM now and then ends at its bound (see
-    // the stalling test below); one of three must settle.
-    let mut tries = Vec::new();
-    let steady = loop {
-        let r = run_json_args(
-            &format!("auto-steady-{}", tries.len()),
-            PINNED_AUTO_RR,
-            Duration::from_secs(60),
-        );
-        let stopped = r["summary"]["auto"]["stopped"].clone();
-        tries.push(stopped.to_string());
-        if stopped == "stationary" || tries.len() == 3 {
-            break r;
-        }
-    };
-    eprintln!("steady tries: {tries:?}");
+    // A steady load settles within seconds.
+    let steady = run_json_args("auto-steady", STEADY_AUTO_RR, Duration::from_secs(60));
     let a = &steady["summary"]["auto"];
     assert_eq!(a["stopped"], "stationary", "{a}");
     let ran_steady = f(&a["ran_s"]);
-    // Before its bound, not at a fixed time: on this 2-CPU host an
-    // unpinned rr switches between two levels as its threads share a CPU
-    // or not, and a switch late in the run is trimmed as warm-up (seen:
-    // 40 intervals trimmed, settled at 16.2 s of 20).
-    assert!(ran_steady < 19.75, "a steady test ran {ran_steady} s: {a}");
+    assert!(ran_steady < 15.0, "a steady test ran {ran_steady} s: {a}");
     assert!(f(&a["half_width_pct"]) <= 2.5, "{a}");
+    // Its mean is the offered rate's, within the claim.
+    let mean = f(&a["mean"]);
+    assert!((mean / 5000.0 - 1.0).abs() < 0.05, "{a}");
     // The figures are the kept intervals': the window is theirs.
     let it = &steady["iterations"][0];
     let ivs = it["intervals"].as_array().unwrap();
@@ -222,6 +231,24 @@ fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
         "{window} s for intervals of {spans} s"
     );
     assert!(window <= ran_steady + 1e-6);
+    // A closed loop is as steady as the host: it settles with a narrow
+    // interval or runs to its bound and says why, never stops early on
+    // a wide one nor runs past the bound.
+    let closed = run_json_args("auto-closed", PINNED_AUTO_RR, Duration::from_secs(60));
+    let c = &closed["summary"]["auto"];
+    eprintln!("closed loop under -d auto: {c}");
+    let ran = f(&c["ran_s"]);
+    assert!(ran <= 20.25, "{c}");
+    if c["stopped"] == "stationary" {
+        assert!(f(&c["half_width_pct"]) <= 2.5, "{c}");
+    } else {
+        assert!(ran >= 19.75, "{c}");
+        let why = c["stopped"].as_str().unwrap();
+        assert!(why == "bound_wide" || why == "bound_trending", "{c}");
+        if why == "bound_wide" {
+            assert!(f(&c["half_width_pct"]) > 2.5, "{c}");
+        }
+    }
     // An open loop whose rate keeps rising never settles: it runs to its
     // bound, and not past it.
     let bound = 12.0;
@@ -255,13 +282,15 @@ fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
 }
 
 /// Issue 37: on a host that loses its CPUs now and then (a VM's stolen
-/// time; with root, 3 ms in every 30 on both CPUs together) a steady rr
+/// time; with root, 3 ms in every 30 on both CPUs together) a steady load
 /// still settles within its bound in at least 9 of 10 tries: the trend
 /// test and the mean's interval read batch means, which a stall that
 /// lasts a few intervals does not pass for a trend (measured before: a
-/// steady rr ended at its bound with z -1.99). A ramp too slow to see in
-/// a few seconds never settles either: the window does not end while the
-/// offered load rises.
+/// steady rr ended at its bound with z -1.99). The load is the open loop
+/// (`STEADY_AUTO_RR`): a closed loop on a VM is as steady as its
+/// neighbours, which is the host's figure, not the estimator's. A ramp
+/// too slow to see in a few seconds never settles either: the window does
+/// not end while the offered load rises.
 #[test]
 fn duration_auto_settles_a_steady_rr_on_a_stalling_host_and_never_a_slow_ramp() {
     let _turn = alone();
@@ -276,10 +305,10 @@ fn duration_auto_settles_a_steady_rr_on_a_stalling_host_and_never_a_slow_ramp() 
     });
     let mut seen = Vec::new();
     for i in 0..10 {
-        // Pinned apart, as above: a steady rr, on a host that stalls.
+        // A steady load, on a host that stalls.
         let r = run_json_args(
             &format!("auto-noisy-{i}"),
-            PINNED_AUTO_RR,
+            STEADY_AUTO_RR,
             Duration::from_secs(60),
         );
         let a = &r["summary"]["auto"];
@@ -299,11 +328,8 @@ fn duration_auto_settles_a_steady_rr_on_a_stalling_host_and_never_a_slow_ramp() 
         "auto on a stalling host (stalls: {}): {seen:?}",
         stalls.is_some()
     );
-    // The issue's goal is 9 of 10; on this 2-CPU VM full-suite runs have
-    // given 10, 8, 10 and 5 of 10 (the misses at their bound with
-    // half-widths of 3-6%): the bar here is what holds, so that a broken
-    // estimator (none or few settle) still fails. bench/RESULTS.md.
-    assert!(settled >= 5, "{settled} of 10 settled: {seen:?}");
+    // The issue's goal.
+    assert!(settled >= 9, "{settled} of 10 settled: {seen:?}");
     // 10% of 2000/s rising to all of it over 10 minutes: over 5 s the
     // offered load rises by less than the noise of its intervals.
     let r = run_json_args(
