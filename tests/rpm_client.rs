@@ -111,6 +111,11 @@ fn bad_rpm_input_is_one_line_and_quick() {
         ("run rpm --mad 1", 2, "--mad 1"),
         ("run stream --mad 4", 2, "apply to rpm"),
         ("run rpm --agent 127.0.0.1:1", 2, "drop --agent"),
+        ("run rpm --rate 100", 2, "a bit rate"),
+        ("run rpm --rate 100kbit", 2, "at least 1.00 Mbit/s"),
+        ("run rpm --search p99<=1ms", 2, "rpm>=VALUE"),
+        ("run rr --search rpm>=1000", 2, "rpm>= on rpm"),
+        ("run rpm --search rpm>=1000 --rate 10mbit", 2, "drop --rate"),
         (
             "run rpm --url http://127.0.0.1:1/.well-known/nq",
             1,
@@ -124,6 +129,10 @@ fn bad_rpm_input_is_one_line_and_quick() {
         assert!(e.contains(says), "{args}: {e}");
         assert_eq!(e.trim().lines().count(), 1, "{args}: {e}");
     }
+    // A target the command line parses: its usage error.
+    let o = run_str("run rpm --search rpm<=1000", Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("RPM is a floor"), "{}", stderr(&o));
 }
 
 /// The lab: 100 Mbit/s, 20 ms. A deep FIFO (4 MiB, 335 ms) holds
@@ -170,6 +179,73 @@ fn through_a_slow_link_a_fifo_bloats_and_fq_codel_keeps_rpm_up() {
     let (fq, _) = rpm[1];
     assert!(fifo * 5.0 <= idle, "FIFO RPM {fifo:.0} vs idle {idle:.0}");
     assert!(fq >= 3.0 * fifo, "fq_codel RPM {fq:.0} vs FIFO {fifo:.0}");
+}
+
+/// `--search 'rpm>=1000'` through the FIFO lab: the saturating test
+/// bloats the queue (RPM far under 1000), a load well under the link's
+/// rate leaves it empty (RPM near the idle round trip's), so the search
+/// finds the most load each way that keeps RPM at 1000: below the link's
+/// rate, and every step's load is what was offered (the cap holds).
+#[test]
+fn an_rpm_search_finds_the_load_a_fifo_carries_at_1000_rpm() {
+    if !is_root() {
+        eprintln!("skipped: needs root for the lab");
+        return;
+    }
+    let (lab, _) = Lab::up(
+        "rpm-se",
+        "--rtt 20ms --rate 100mbit --queue 4M --aqm fifo --no-calibrate",
+    );
+    let r = run_json_args(
+        "rpm-search.json",
+        &[
+            "rpm",
+            "--lab",
+            &lab.name,
+            "--rpm-interval",
+            "500ms",
+            "-d",
+            "8",
+            "--search",
+            "rpm>=1000",
+            "--search-resolution",
+            "5",
+        ],
+        Duration::from_secs(400),
+    );
+    let s = &r["search"];
+    eprintln!("rpm search: {s}");
+    assert_eq!(s["target"], "rpm>=1000", "{s}");
+    let pts = s["points"].as_array().unwrap();
+    assert!(pts.iter().all(|p| p["bits"] == true), "{s}");
+    // The saturating step: the FIFO's bloat.
+    let peak = &pts[0];
+    assert_eq!(peak["phase"], "peak", "{s}");
+    assert!(f(&peak["figure"]["value"]) < 1000.0, "{s}");
+    assert!(f(&peak["achieved_per_s"]) > 50e6, "{s}");
+    // A capacity under the link's rate, met there with the load offered.
+    let cap = f(&s["capacity_per_s"]);
+    assert!((10e6..100e6).contains(&cap), "capacity {cap}: {s}");
+    for p in pts.iter().filter(|p| p["met"] == true) {
+        assert!(f(&p["figure"]["value"]) >= 1000.0, "{p}");
+        let offered = f(&p["rate_per_s"]);
+        let carried = f(&p["achieved_per_s"]);
+        assert!(
+            carried >= 0.97 * offered && carried <= 1.03 * offered,
+            "{p}"
+        );
+    }
+    // Every missed rate is above the capacity.
+    for p in pts
+        .iter()
+        .filter(|p| p["met"] == false && p["phase"] != "peak")
+    {
+        assert!(f(&p["rate_per_s"]) > cap, "{p}");
+    }
+    // The result is the step at the capacity; the text says so in bits.
+    let x = figures(&r);
+    assert!(f(&x["rpm"]) >= 1000.0, "{x}");
+    assert!(f(&x["capacity_down_bps"]) <= 1.03 * cap, "{x}");
 }
 
 /// Several clients toward one server in a rack lab (`lab up --clients

@@ -248,6 +248,7 @@ impl Folder {
                     low: lo / 1000.0,
                     high: hi / 1000.0,
                     samples: n,
+                    achieved: None,
                 })
             }
             None => {
@@ -262,6 +263,7 @@ impl Folder {
                     low: lo,
                     high: hi,
                     samples: sent,
+                    achieved: None,
                 })
             }
         }

@@ -52,7 +52,10 @@ fn run(
         .search
         .clone()
         .expect("run_or_search sends only searches here");
-    let mut search = Search::new(s.resolution_pct).slowest(s.slowest_rate());
+    let bits = s.target.metric.bits();
+    let mut search = Search::new(s.resolution_pct)
+        .slowest(s.slowest_rate())
+        .in_bits(bits);
     let mut points: Vec<SearchPoint> = Vec::new();
     // The result at each rate tried (None: the peak).
     let mut kept: Vec<(Option<f64>, TestResult)> = Vec::new();
@@ -63,13 +66,8 @@ fn run(
             break;
         }
         let n = search.steps() + 1;
-        let window = match step.rate {
-            Some(r) => s.window_s(r),
-            None => s.min_window_s,
-        };
-        let mut spec = base.clone();
-        spec.rate = step.rate;
-        spec.duration_s = window;
+        let spec = step_spec(base, &s, step);
+        let window = spec.duration_s;
         let mut groups = p.groups.to_vec();
         for g in groups.iter_mut() {
             g.spec.duration_s = window;
@@ -84,7 +82,12 @@ fn run(
         let label = format!(
             "{} step {n} {}",
             p.label,
-            step.rate.map_or("closed-loop peak".into(), units::fmt_rate)
+            match step.rate {
+                None if bits => "saturating load".into(),
+                None => "closed-loop peak".into(),
+                Some(r) if bits => units::fmt_bps(r),
+                Some(r) => units::fmt_rate(r),
+            }
         );
         let step_point = Point {
             spec: &point_spec,
@@ -112,11 +115,16 @@ fn run(
         .cloned()
         .unwrap_or_default();
         let point = judge(&s, &spec, step, n, &summary, &result);
+        // How far the figure is on the wrong side of the limit.
+        let excess = |f: &crate::model::search::SearchFigure| match s.target.metric.at_least() {
+            true => s.target.limit - f.value,
+            false => f.value - s.target.limit,
+        };
         search.record(
             step,
             point.achieved_per_s,
             point.met,
-            point.figure.as_ref().map(|f| f.value - s.target.limit),
+            point.figure.as_ref().map(excess),
         );
         on_step(&point);
         points.push(point);
@@ -178,6 +186,26 @@ fn run(
     Ok(result)
 }
 
+/// A step's spec: the offered rate (an RPM search's is its load's bit
+/// rate) and a window long enough for its samples (an RPM step is one
+/// responsiveness test, as long as its method takes within the spec's
+/// bound).
+fn step_spec(base: &TestSpec, s: &SearchSpec, step: Step) -> TestSpec {
+    let bits = s.target.metric.bits();
+    let mut spec = base.clone();
+    spec.duration_s = match step.rate {
+        _ if bits => base.duration_s,
+        Some(r) => s.window_s(r),
+        None => s.min_window_s,
+    };
+    if bits {
+        spec.rate_bps = step.rate;
+    } else {
+        spec.rate = step.rate;
+    }
+    spec
+}
+
 /// The error of the last step run.
 fn step_error(kept: &[(Option<f64>, TestResult)]) -> String {
     kept.last()
@@ -213,8 +241,10 @@ fn judge(
 ) -> SearchPoint {
     // A kind whose headline is packets (udp-stream) achieves packets sent.
     let packets = crate::workload::main_metric(spec) == MainMetric::PacketRate;
-    let achieved = match (packets, &summary.udp) {
-        (true, Some(u)) => u.packets_sent_per_s,
+    let bits = s.target.metric.bits();
+    let achieved = match (packets, &summary.udp, &summary.search_figure) {
+        (_, _, Some(f)) if f.achieved.is_some() => f.achieved.unwrap_or_default(),
+        (true, Some(u), _) => u.packets_sent_per_s,
         _ => summary.transactions_per_s,
     };
     let waits = summary.waits.as_ref();
@@ -247,16 +277,28 @@ fn judge(
     .filter_map(|(who, pct)| pct.filter(|p| *p >= 90.0).map(|p| (who, p)))
     .max_by(|a, b| a.1.total_cmp(&b.1))
     .map(|(who, p)| format!("{who} ({p:.0}% of the cores it could use)"));
-    let limit = s.target.limit;
     let name = s.target.metric.name();
+    let rate_fmt: fn(f64) -> String = if bits {
+        units::fmt_bps
+    } else {
+        units::fmt_rate
+    };
     let value = figure.as_ref().map(|f| f.value);
     let (met, why) = match step.rate {
         None => (
             false,
             format!(
-                "closed loop: {}{}",
-                units::fmt_rate(achieved),
+                "{}: {}{}",
+                if bits { "saturating" } else { "closed loop" },
+                rate_fmt(achieved),
                 value.map_or(String::new(), |v| format!(", {name} {}", fmt_figure(s, v)))
+            ),
+        ),
+        Some(r) if !kept_up(r, achieved) && bits => (
+            false,
+            format!(
+                "carried {:.0}% of the offered load: the path (or the server) cannot carry it",
+                100.0 * achieved / r.max(1e-9),
             ),
         ),
         Some(r) if !kept_up(r, achieved) => (
@@ -282,37 +324,13 @@ fn judge(
         ),
         Some(_) => match &figure {
             None => (false, format!("no {name} measured")),
-            Some(f) => {
-                let noisy = f.low <= limit && f.high > limit;
-                let met = f.value <= limit;
-                (
-                    met,
-                    format!(
-                        "{name} {} {} {}{}",
-                        fmt_figure(s, f.value),
-                        if met { "<=" } else { ">" },
-                        s.target.limit_text(),
-                        if noisy {
-                            format!(
-                                " (within noise: {}..{} over {} runs)",
-                                fmt_figure(s, f.low),
-                                fmt_figure(s, f.high),
-                                summary.iterations
-                            )
-                        } else {
-                            String::new()
-                        }
-                    ) + &tail
-                        .as_ref()
-                        .filter(|_| !met)
-                        .map_or(String::new(), |t| format!("; set by {t}")),
-                )
-            }
+            Some(f) => figure_verdict(s, f, summary.iterations, tail.as_deref()),
         },
     };
     SearchPoint {
         step: n,
         phase: step.phase,
+        bits,
         rate_per_s: step.rate,
         achieved_per_s: achieved,
         window_s: summary.duration_s,
@@ -342,9 +360,54 @@ fn judge(
     }
 }
 
+/// A step's figure against the limit: met or not, in words ("p99 412 µs >
+/// 300 µs (within noise: ...); set by ...", "rpm 2389 >= 1000 RPM").
+fn figure_verdict(
+    s: &SearchSpec,
+    f: &crate::model::search::SearchFigure,
+    runs: usize,
+    tail: Option<&str>,
+) -> (bool, String) {
+    let limit = s.target.limit;
+    let floor = s.target.metric.at_least();
+    let noisy = f.low <= limit && f.high > limit && f.low < f.high;
+    let met = match floor {
+        true => f.value >= limit,
+        false => f.value <= limit,
+    };
+    let sign = match (floor, met) {
+        (true, true) => ">=",
+        (true, false) => "<",
+        (false, true) => "<=",
+        (false, false) => ">",
+    };
+    let noise = if noisy {
+        format!(
+            " (within noise: {}..{} over {runs} runs)",
+            fmt_figure(s, f.low),
+            fmt_figure(s, f.high),
+        )
+    } else {
+        String::new()
+    };
+    let set_by = tail
+        .filter(|_| !met)
+        .map_or(String::new(), |t| format!("; set by {t}"));
+    (
+        met,
+        format!(
+            "{} {} {sign} {}{noise}{set_by}",
+            s.target.metric.name(),
+            fmt_figure(s, f.value),
+            s.target.limit_text(),
+        ),
+    )
+}
+
 fn fmt_figure(s: &SearchSpec, v: f64) -> String {
     match s.target.metric.quantile() {
         Some(_) => units::fmt_us(v),
+        None if s.target.metric == crate::model::search::SearchMetric::Rpm => format!("{v:.0}"),
         None => format!("{v:.3}%"),
     }
 }

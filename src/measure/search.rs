@@ -54,6 +54,8 @@ pub struct Search {
     /// Ramping down stops below this rate (its steps could not gather
     /// their samples).
     slowest: f64,
+    /// Rates are bit rates (an RPM search's load), read as such.
+    bits: bool,
     steps: u32,
     done: Option<String>,
 }
@@ -89,6 +91,7 @@ impl Search {
             unconfirmed: Vec::new(),
             falling: Vec::new(),
             slowest: 0.0,
+            bits: false,
             steps: 0,
             done: None,
         }
@@ -98,6 +101,12 @@ impl Search {
     /// `SearchSpec::slowest_rate`).
     pub fn slowest(mut self, rate: f64) -> Search {
         self.slowest = rate;
+        self
+    }
+
+    /// The same search, its rates bit rates (in its messages).
+    pub fn in_bits(mut self, bits: bool) -> Search {
+        self.bits = bits;
         self
     }
 
@@ -166,7 +175,7 @@ impl Search {
                 if self.unconfirmed.len() >= MAX_UNCONFIRMED {
                     self.done = Some(format!(
                         "the tail is not stable here: {} met once and missed on a second run; the capacity given met once",
-                        per_s(self.unconfirmed.iter().copied(), ", ")
+                        rates(self.unconfirmed.iter().copied(), ", ", self.bits)
                     ));
                     return;
                 }
@@ -188,7 +197,7 @@ impl Search {
         let peak = self.peak.unwrap_or(0.0);
         let flat = self
             .flat_run()
-            .map(|run| per_s(run.iter().map(|x| x.0), " -> "));
+            .map(|run| rates(run.iter().map(|x| x.0), " -> ", self.bits));
         match (self.met(), self.missed) {
             _ if self.steps >= MAX_STEPS => {
                 self.done = Some(format!("{MAX_STEPS} steps run (the most a search runs)"));
@@ -273,9 +282,15 @@ impl Search {
 }
 
 /// Rates as a stop reason lists them ("12500/s -> 6250/s").
-fn per_s(rates: impl Iterator<Item = f64>, sep: &str) -> String {
+fn rates(rates: impl Iterator<Item = f64>, sep: &str, bits: bool) -> String {
     rates
-        .map(|r| format!("{r:.0}/s"))
+        .map(|r| {
+            if bits {
+                crate::units::fmt_bps(r)
+            } else {
+                format!("{r:.0}/s")
+            }
+        })
         .collect::<Vec<_>>()
         .join(sep)
 }

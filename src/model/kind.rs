@@ -44,6 +44,9 @@ pub struct KindFacts {
     pub search_latency: bool,
     /// `--search loss_pct` (datagrams).
     pub search_loss: bool,
+    /// `--rate` as a bit rate capping its load's goodput each way, and
+    /// `--search 'rpm>=N'` over it (the responsiveness test).
+    pub load_bits: bool,
     /// `--arrivals poisson` and `--rate-ramp`: a paced open loop.
     pub paced: bool,
     /// `--batch`, `--gso`, `--gro` and a bit rate: datagrams.
@@ -102,6 +105,7 @@ impl KindFacts {
         threads: false,
         search_latency: false,
         search_loss: false,
+        load_bits: false,
         paced: false,
         udp: false,
         crypto_alone: false,

@@ -23,6 +23,9 @@ pub enum SearchMetric {
     P999,
     /// UDP: percent of requests (udp-rr) or datagrams (udp-stream) lost.
     LossPct,
+    /// The responsiveness test's round trips per minute, at least the
+    /// limit: the rates searched are the load's goodput each way, bits/s.
+    Rpm,
 }
 
 impl SearchMetric {
@@ -33,8 +36,19 @@ impl SearchMetric {
             SearchMetric::P90 => Some(0.90),
             SearchMetric::P99 => Some(0.99),
             SearchMetric::P999 => Some(0.999),
-            SearchMetric::LossPct => None,
+            SearchMetric::LossPct | SearchMetric::Rpm => None,
         }
+    }
+
+    /// The target is a floor (`rpm>=1000`), not a ceiling.
+    pub fn at_least(self) -> bool {
+        self == SearchMetric::Rpm
+    }
+
+    /// The rates searched are bit rates (a load's goodput), not
+    /// transactions or datagrams per second.
+    pub fn bits(self) -> bool {
+        self == SearchMetric::Rpm
     }
 
     pub fn name(self) -> &'static str {
@@ -44,17 +58,20 @@ impl SearchMetric {
             SearchMetric::P99 => "p99",
             SearchMetric::P999 => "p999",
             SearchMetric::LossPct => "loss_pct",
+            SearchMetric::Rpm => "rpm",
         }
     }
 }
 
 /// `METRIC<=VALUE`: a latency percentile at most VALUE (µs inside), or a
-/// UDP loss at most VALUE percent. Written and stored as text
-/// (`"p99<=300us"`).
+/// UDP loss at most VALUE percent; `rpm>=VALUE`: responsiveness at least
+/// VALUE round trips per minute. Written and stored as text
+/// (`"p99<=300us"`, `"rpm>=1000"`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SearchTarget {
     pub metric: SearchMetric,
-    /// µs for a percentile, percent for loss.
+    /// µs for a percentile, percent for loss, round trips per minute for
+    /// RPM.
     pub limit: f64,
 }
 
@@ -63,9 +80,25 @@ impl SearchTarget {
         let form = || {
             ModelError::Form {
             input: s.into(),
-            form: "METRIC<=VALUE (p50, p90, p99 or p999 with a time, or loss_pct with a percent: p99<=300us, p999<=2ms, loss_pct<=0.1)",
+            form: "METRIC<=VALUE (p50, p90, p99 or p999 with a time, or loss_pct with a percent: p99<=300us, p999<=2ms, loss_pct<=0.1), or rpm>=VALUE (rpm>=1000)",
         }
         };
+        if let Some((m, v)) = s.split_once(">=") {
+            if !m.trim().eq_ignore_ascii_case("rpm") {
+                return Err(form());
+            }
+            let rpm: f64 = v.trim().parse().map_err(|_| form())?;
+            if !(1.0..=1e7).contains(&rpm) {
+                return Err(Invalid(format!(
+                    "--search '{s}': an RPM floor is from 1 to 10,000,000 round trips per minute"
+                ))
+                .into());
+            }
+            return Ok(SearchTarget {
+                metric: SearchMetric::Rpm,
+                limit: rpm,
+            });
+        }
         let (m, v) = s.split_once("<=").ok_or_else(form)?;
         let metric = match m.trim().to_ascii_lowercase().as_str() {
             "p50" => SearchMetric::P50,
@@ -73,6 +106,12 @@ impl SearchTarget {
             "p99" => SearchMetric::P99,
             "p999" | "p99.9" => SearchMetric::P999,
             "loss_pct" | "loss" => SearchMetric::LossPct,
+            "rpm" => {
+                return Err(Invalid(format!(
+                    "--search '{s}': RPM is a floor, the more the better: rpm>=VALUE"
+                ))
+                .into())
+            }
             _ => return Err(form()),
         };
         let v = v.trim();
@@ -112,6 +151,7 @@ impl SearchTarget {
     pub fn limit_text(&self) -> String {
         match self.metric {
             SearchMetric::LossPct => format!("{}%", self.limit),
+            SearchMetric::Rpm => format!("{} RPM", self.limit),
             _ => units::fmt_us(self.limit),
         }
     }
@@ -122,6 +162,7 @@ impl std::fmt::Display for SearchTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.metric {
             SearchMetric::LossPct => write!(f, "loss_pct<={}", self.limit),
+            SearchMetric::Rpm => write!(f, "rpm>={}", self.limit),
             m => {
                 let us = self.limit;
                 if us >= 1e6 && (us / 1e6).fract() == 0.0 {
@@ -157,6 +198,9 @@ pub const DEFAULT_MIN_WINDOW_S: f64 = 1.0;
 /// No step's window is longer than this, whatever its samples need (the
 /// step then records that it is short of them).
 pub const MAX_WINDOW_S: f64 = 60.0;
+/// An RPM search offers no less load than this, bits/s each way: below
+/// it the network is not under working conditions.
+pub const RPM_SLOWEST_BPS: f64 = 1e6;
 /// No search runs more steps than this.
 pub const MAX_STEPS: u32 = 20;
 /// Below this fraction of the offered rate the generator fell behind: the
@@ -198,8 +242,14 @@ impl SearchSpec {
             Some(q) => 1.0 - q,
             None => target.limit / 100.0,
         };
-        let mut samples = (100.0 / tail).ceil();
-        if let Some((level, width)) = confidence {
+        // A responsiveness test gathers its own probes until its
+        // trimmed means are stable: it needs no count from here.
+        let mut samples = if target.metric == SearchMetric::Rpm {
+            0.0
+        } else {
+            (100.0 / tail).ceil()
+        };
+        if let (Some((level, width)), false) = (confidence, target.metric == SearchMetric::Rpm) {
             let z = z_of(level);
             let w = width / 200.0;
             samples = samples.max((z * z * (1.0 - tail) / (w * w * tail)).ceil());
@@ -217,6 +267,9 @@ impl SearchSpec {
     /// window: a search ramping down stops there (below it every window
     /// is cut short of its samples, and takes a minute).
     pub fn slowest_rate(&self) -> f64 {
+        if self.target.metric == SearchMetric::Rpm {
+            return RPM_SLOWEST_BPS;
+        }
         1.1 * self.samples as f64 / MAX_WINDOW_S.max(self.min_window_s)
     }
 
@@ -247,12 +300,18 @@ pub fn z_of(level_pct: f64) -> f64 {
 /// loss counts): `summary.search_figure`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SearchFigure {
-    /// µs or percent, as the target.
+    /// µs, percent or RPM, as the target.
     pub value: f64,
     pub low: f64,
     pub high: f64,
-    /// Latency samples, or datagrams/requests sent for loss.
+    /// Latency samples, or datagrams/requests sent for loss, or probes
+    /// for RPM.
     pub samples: u64,
+    /// What the step achieved of its offered rate, where the kind says
+    /// (rpm: the slower direction's goodput); else transactions or
+    /// datagrams per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved: Option<f64>,
 }
 
 /// Where a step sat in the search.
@@ -285,6 +344,10 @@ impl SearchPhase {
 pub struct SearchPoint {
     pub step: u32,
     pub phase: SearchPhase,
+    /// The offered and achieved rates are bits/s (an RPM search offers
+    /// its load's goodput each way), not per second.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bits: bool,
     /// Offered rate, per second (None: the closed-loop peak).
     pub rate_per_s: Option<f64>,
     pub achieved_per_s: f64,
@@ -367,14 +430,19 @@ impl SearchPoint {
     /// study under its point's label): `search step  3 ramp   offered ...`.
     pub fn line(&self) -> String {
         let us = |v: Option<f64>| v.map_or("-".into(), units::fmt_us);
+        let rate = self.rate_fmt();
+        // An RPM step's figure is its RPM, not a latency percentile.
+        let figures = match (&self.figure, self.bits) {
+            (Some(f), true) => format!("rpm {:>9.0}", f.value),
+            (None, true) => format!("rpm {:>9}", "-"),
+            _ => format!("p50 {:>9}  p99 {:>9}", us(self.p50_us), us(self.p99_us)),
+        };
         format!(
-            "search step {:>2} {:<7} offered {:>9}  achieved {:>9}  p50 {:>9}  p99 {:>9}  {}  {}",
+            "search step {:>2} {:<7} offered {:>9}  achieved {:>9}  {figures}  {}  {}",
             self.step,
             self.phase.name(),
-            self.rate_per_s.map_or("closed".into(), units::fmt_rate),
-            units::fmt_rate(self.achieved_per_s),
-            us(self.p50_us),
-            us(self.p99_us),
+            self.rate_per_s.map_or("closed".into(), rate),
+            rate(self.achieved_per_s),
             if self.phase == SearchPhase::Peak {
                 "    "
             } else if self.met {
@@ -387,12 +455,37 @@ impl SearchPoint {
     }
 }
 
+impl SearchPoint {
+    /// How its rates read: bits/s or per second.
+    pub fn rate_fmt(&self) -> fn(f64) -> String {
+        if self.bits {
+            units::fmt_bps
+        } else {
+            units::fmt_rate
+        }
+    }
+}
+
 impl SearchResult {
     /// The capacity in one sentence: "capacity at p99 <= 300 µs: 14.1k/s
     /// offered (14.1k/s achieved); 14.3k/s missed".
     pub fn sentence(&self) -> String {
         let s = self;
-        let target = format!("{} <= {}", s.target.metric.name(), s.target.limit_text());
+        let target = format!(
+            "{} {} {}",
+            s.target.metric.name(),
+            if s.target.metric.at_least() {
+                ">="
+            } else {
+                "<="
+            },
+            s.target.limit_text()
+        );
+        let rate: fn(f64) -> String = if s.target.metric.bits() {
+            units::fmt_bps
+        } else {
+            units::fmt_rate
+        };
         let who = s
             .group
             .as_ref()
@@ -401,12 +494,10 @@ impl SearchResult {
             Some(c) => {
                 format!(
                     "{who}capacity at {target}: {} offered ({} achieved){}{}",
-                    units::fmt_rate(c),
-                    units::fmt_rate(s.achieved_per_s.unwrap_or(0.0)),
-                    s.missed_per_s.map_or(String::new(), |m| format!(
-                        "; {} missed",
-                        units::fmt_rate(m)
-                    )),
+                    rate(c),
+                    rate(s.achieved_per_s.unwrap_or(0.0)),
+                    s.missed_per_s
+                        .map_or(String::new(), |m| format!("; {} missed", rate(m))),
                     s.bound_by
                         .as_ref()
                         .map_or(String::new(), |b| format!(", where {b} was CPU bound")),
@@ -454,6 +545,27 @@ mod tests {
         }
         let back: SearchTarget = serde_json::from_str("\"p90<=1.5ms\"").unwrap();
         assert_eq!(back.limit, 1500.0);
+    }
+
+    #[test]
+    fn an_rpm_floor_parses_searches_bit_rates_and_needs_no_sample_count() {
+        let t = SearchTarget::parse("rpm>=1000").unwrap();
+        assert_eq!((t.metric, t.limit), (SearchMetric::Rpm, 1000.0));
+        assert!(t.metric.at_least() && t.metric.bits());
+        assert_eq!(t.to_string(), "rpm>=1000");
+        assert_eq!(t.limit_text(), "1000 RPM");
+        assert_eq!(SearchTarget::parse(" RPM >= 250.5").unwrap().limit, 250.5);
+        let back: SearchTarget = serde_json::from_str("\"rpm>=600\"").unwrap();
+        assert_eq!(back, SearchTarget::parse("rpm>=600").unwrap());
+        for bad in ["rpm<=1000", "rpm>=0", "rpm>=x", "p99>=1ms", "rpm>=", "rpm"] {
+            assert!(SearchTarget::parse(bad).is_err(), "{bad}");
+        }
+        let s = SearchSpec::new(t, 2.0, Some(8.0), Some((95.0, 10.0))).unwrap();
+        assert_eq!(s.samples, 0);
+        assert_eq!(s.slowest_rate(), RPM_SLOWEST_BPS);
+        for m in [SearchMetric::P99, SearchMetric::LossPct] {
+            assert!(!m.at_least() && !m.bits());
+        }
     }
 
     #[test]

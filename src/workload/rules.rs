@@ -18,7 +18,9 @@ pub fn of_kind(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
         .into());
     }
     sizing(spec, kind)?;
-    if !t.udp && (spec.batch != 0 || spec.gso || spec.gro || spec.rate_bps.is_some()) {
+    if spec.rate_bps.is_some() && t.load_bits {
+        // Its load's cap (rpm): the kind checks its range.
+    } else if !t.udp && (spec.batch != 0 || spec.gso || spec.gro || spec.rate_bps.is_some()) {
         return Err("--batch, --gso, --gro and a bit rate apply to udp-stream and udp-rr".into());
     }
     if spec.exec.is_some() && !t.program {
@@ -49,11 +51,20 @@ fn sizing(spec: &TestSpec, kind: &dyn Kind) -> Result<(), Invalid> {
     if let Some(s) = &spec.search {
         let fits = match s.target.metric {
             SearchMetric::LossPct => t.search_loss,
+            SearchMetric::Rpm => t.load_bits,
             _ => t.search_latency,
         };
+        if !fits && t.load_bits {
+            return Err(format!(
+                "--search {} does not apply to {}: it searches its load for an RPM floor, rpm>=VALUE",
+                s.target,
+                spec.workload.name()
+            )
+            .into());
+        }
         if !fits {
             return Err(format!(
-                "--search {} does not apply to {}: a latency percentile is searched on rr, udp-rr and memcache, loss_pct on udp-rr and udp-stream (open loops)",
+                "--search {} does not apply to {}: a latency percentile is searched on rr, udp-rr and memcache, loss_pct on udp-rr and udp-stream (open loops), rpm>= on rpm",
                 s.target,
                 spec.workload.name()
             )

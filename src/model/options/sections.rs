@@ -201,7 +201,7 @@ pub struct ExchangeOptions {
 #[derive(Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[command(next_help_heading = "Open loop and capacity search")]
 pub struct LoadOptions {
-    /// rr, udp-rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total.
+    /// rr, udp-rr: open loop at this many transactions/s in total (latency also measured from the intended send time); udp-stream: paced at this many packets/s, or a payload bit rate such as 500mbit, in total; rpm: a bit rate, its load's goodput each way at most (the draft's test saturates without it).
     #[arg(long, value_parser = Rate::parse, value_name = "RATE")]
     pub rate: Option<Rate>,
     /// rr, udp-rr, memcache with --rate: the rate rises linearly from a tenth of --rate to --rate over this long from the start, then holds (a load that drifts on purpose).
@@ -216,7 +216,7 @@ pub struct LoadOptions {
     #[arg(long, value_enum, value_name = "HOW")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing: Option<crate::model::spec::Pacing>,
-    /// rr, udp-rr, memcache, udp-stream (loss): find the highest offered rate (open loop) whose figure meets this target: p50, p90, p99 or p999 of the latency, or loss_pct for UDP (`p99<=300us`, `loss_pct<=0.1`). A closed-loop peak, a ramp by factors of two, then bisection; each step long enough for 100 samples beyond the percentile.
+    /// rr, udp-rr, memcache, udp-stream (loss), rpm: find the highest offered rate (open loop) whose figure meets this target: p50, p90, p99 or p999 of the latency, or loss_pct for UDP (`p99<=300us`, `loss_pct<=0.1`); rpm: the most load each way (a bit rate) whose RPM stays at least this (`rpm>=1000`). A closed-loop peak (rpm: the saturating test), a ramp by factors of two, then bisection; each step long enough for 100 samples beyond the percentile (rpm: one responsiveness test).
     #[arg(long, value_parser = SearchTarget::parse, value_name = "METRIC<=VALUE")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchTarget>,

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::model::result::TestResult;
 use crate::model::search::{SearchPhase, SearchPoint, SearchResult};
-use crate::units::{fmt_rate, fmt_us};
+use crate::units::{fmt_bps, fmt_rate, fmt_us};
 
 fn opt_us(v: Option<f64>) -> String {
     v.map_or("-".into(), fmt_us)
@@ -28,38 +28,16 @@ pub fn lines(o: &mut String, r: &TestResult) {
             s.points.len(),
             s.stopped
         );
-        let _ = writeln!(
-            o,
-            "  {:>4} {:<7} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  verdict",
-            "step", "phase", "offered", "achieved", "p50", "p90", "p99", "p99.9", "runs", "samples"
-        );
         let mut pts: Vec<&SearchPoint> = s.points.iter().collect();
         pts.sort_by(|a, b| {
             a.rate_per_s
                 .unwrap_or(f64::INFINITY)
                 .total_cmp(&b.rate_per_s.unwrap_or(f64::INFINITY))
         });
-        for p in pts {
-            let _ = writeln!(
-                o,
-                "  {:>4} {:<7} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  {}{}",
-                p.step,
-                p.phase.name(),
-                p.rate_per_s.map_or("closed".into(), fmt_rate),
-                fmt_rate(p.achieved_per_s),
-                opt_us(p.p50_us),
-                opt_us(p.p90_us),
-                opt_us(p.p99_us),
-                opt_us(p.p999_us),
-                p.iterations,
-                p.samples,
-                match (p.phase, p.met) {
-                    (SearchPhase::Peak, _) => "",
-                    (_, true) => "met: ",
-                    (_, false) => "MISS: ",
-                },
-                p.why
-            );
+        if s.target.metric.bits() {
+            rpm_steps(o, &pts);
+        } else {
+            latency_steps(o, &pts);
         }
         let _ = writeln!(o, "{}", capacity_sentence(s));
         let _ = writeln!(
@@ -67,6 +45,8 @@ pub fn lines(o: &mut String, r: &TestResult) {
             "the figures above the search table are the step at the capacity{}",
             if s.target.metric.quantile().is_some() {
                 "; latency from each request's intended send time, less the client's own lateness in sending it (net)"
+            } else if s.target.metric.bits() {
+                "; each step is one responsiveness test whose load-generating connections together carry at most the offered load each way"
             } else {
                 ""
             }
@@ -96,6 +76,67 @@ pub fn lines(o: &mut String, r: &TestResult) {
                 100.0 * (hi - lo) / lo.abs().max(1e-9)
             );
         }
+    }
+}
+
+/// A latency search's steps: offered and achieved rates, the percentiles.
+fn latency_steps(o: &mut String, pts: &[&SearchPoint]) {
+    let _ = writeln!(
+        o,
+        "  {:>4} {:<7} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  verdict",
+        "step", "phase", "offered", "achieved", "p50", "p90", "p99", "p99.9", "runs", "samples"
+    );
+    for p in pts {
+        let _ = writeln!(
+            o,
+            "  {:>4} {:<7} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>4} {:>8}  {}{}",
+            p.step,
+            p.phase.name(),
+            p.rate_per_s.map_or("closed".into(), fmt_rate),
+            fmt_rate(p.achieved_per_s),
+            opt_us(p.p50_us),
+            opt_us(p.p90_us),
+            opt_us(p.p99_us),
+            opt_us(p.p999_us),
+            p.iterations,
+            p.samples,
+            verdict(p),
+            p.why
+        );
+    }
+}
+
+/// An RPM search's steps: the load offered and carried each way, the RPM
+/// and the probes it was read from.
+fn rpm_steps(o: &mut String, pts: &[&SearchPoint]) {
+    let _ = writeln!(
+        o,
+        "  {:>4} {:<7} {:>14} {:>14} {:>9} {:>8}  verdict",
+        "step", "phase", "offered load", "carried", "RPM", "probes"
+    );
+    for p in pts {
+        let _ = writeln!(
+            o,
+            "  {:>4} {:<7} {:>14} {:>14} {:>9} {:>8}  {}{}",
+            p.step,
+            p.phase.name(),
+            p.rate_per_s.map_or("saturating".into(), fmt_bps),
+            fmt_bps(p.achieved_per_s),
+            p.figure
+                .as_ref()
+                .map_or("-".into(), |f| format!("{:.0}", f.value)),
+            p.samples,
+            verdict(p),
+            p.why
+        );
+    }
+}
+
+fn verdict(p: &SearchPoint) -> &'static str {
+    match (p.phase, p.met) {
+        (SearchPhase::Peak, _) => "",
+        (_, true) => "met: ",
+        (_, false) => "MISS: ",
     }
 }
 

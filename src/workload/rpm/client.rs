@@ -39,6 +39,7 @@ use hyper::{Request, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::method::{self, ProbeTimes};
+use super::pace::Pace;
 use crate::measure::cpu;
 use crate::workload::rpm::params::{Responsiveness, RpmInterval, RpmOrder, RpmSpec, DRAFT};
 
@@ -62,6 +63,8 @@ pub type Stop = fn() -> bool;
 
 /// What an upload sends: one buffer of zeros, shared.
 const UPLOAD_CHUNK: usize = 64 * 1024;
+/// A paced upload's chunk: at 1 Mbit/s, one every 33 ms.
+const PACED_CHUNK: usize = 4 * 1024;
 /// Requests on the idle connection before the load: their median is the
 /// idle round trip.
 const IDLE_PROBES: usize = 10;
@@ -175,6 +178,10 @@ struct Client {
     server_name: String,
     url: String,
     chunk: Bytes,
+    /// The load's budget each way (`RpmSpec::load_bps`), shared by the
+    /// direction's connections.
+    pace_down: Option<Arc<Pace>>,
+    pace_up: Option<Arc<Pace>>,
 }
 
 /// One probe's result, when it ended (seconds from the loaded phase's start).
@@ -210,6 +217,8 @@ struct LoadConn {
     fd: OwnedFd,
     delivered_at_start: u64,
     up: bool,
+    /// When its transfer was asked for.
+    started: Instant,
 }
 
 impl LoadConn {
@@ -271,7 +280,18 @@ impl Client {
             tls,
             server_name: target.server_name.clone().unwrap_or(host),
             url: target.url.clone(),
-            chunk: Bytes::from(vec![0u8; UPLOAD_CHUNK]),
+            // A paced upload goes in small chunks: a whole 64 KiB at once
+            // is a burst at line rate every few milliseconds at low rates.
+            chunk: Bytes::from(vec![
+                0u8;
+                if spec.load_bps.is_some() {
+                    PACED_CHUNK
+                } else {
+                    UPLOAD_CHUNK
+                }
+            ]),
+            pace_down: spec.load_bps.map(|b| Arc::new(Pace::new(b))),
+            pace_up: spec.load_bps.map(|b| Arc::new(Pace::new(b))),
         };
         client.urls = client.config(&url).await?;
         Ok(client)
@@ -538,11 +558,14 @@ impl Client {
         let bytes = Arc::new(AtomicU64::new(0));
         let mut s = send.clone();
         let counter = bytes.clone();
+        let pace = self.pace_down.clone().filter(|_| !up);
         let req = if up {
             Request::post(self.urls.upload.clone())
                 .header("content-type", "application/octet-stream")
                 .body(BoxBody::new(Zeros {
                     chunk: self.chunk.clone(),
+                    pace: self.pace_up.clone(),
+                    wait: None,
                 }))
         } else {
             Request::get(self.urls.large.clone())
@@ -566,6 +589,14 @@ impl Client {
                         if !up {
                             counter.fetch_add(d.len() as u64, Ordering::Relaxed);
                         }
+                        // Capped: the next frame is read (and its credit
+                        // returned to the server) when the budget allows.
+                        if let Some(p) = &pace {
+                            let at = p.reserve(d.len());
+                            if at > Instant::now() {
+                                tokio::time::sleep_until(at.into()).await;
+                            }
+                        }
                     }
                 }
                 Err("the server ended the transfer".into())
@@ -582,6 +613,7 @@ impl Client {
             fd: o.fd,
             delivered_at_start,
             up,
+            started: Instant::now(),
         })
     }
 
@@ -668,9 +700,15 @@ impl Phase {
                 d.opening -= 1;
                 match c {
                     Ok(c) => {
-                        // Counted from now: what it moved before is in no
-                        // interval's total.
-                        d.last_total += c.moved();
+                        // Started in this interval: what it moved is this
+                        // interval's (left out, a capped load's total dips
+                        // by it each time a connection joins). Started
+                        // before the last sample (a handshake slower than
+                        // an interval): counted from now, as the earlier
+                        // intervals are closed.
+                        if c.started < last_sample {
+                            d.last_total += c.moved();
+                        }
                         d.conns.push(c);
                     }
                     Err(e) => return Err(RpmError::LoadFailed { why: e.to_string() }),
@@ -906,9 +944,12 @@ fn authority(u: &Uri) -> String {
     }
 }
 
-/// An upload's endless body of zeros.
+/// An upload's endless body of zeros, paced when the load is capped.
 struct Zeros {
     chunk: Bytes,
+    pace: Option<Arc<Pace>>,
+    /// The chunk reserved and waiting for its time.
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Body for Zeros {
@@ -916,9 +957,24 @@ impl Body for Zeros {
     type Error = std::convert::Infallible;
 
     fn poll_frame(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
+        let this = &mut *self;
+        if let Some(p) = &this.pace {
+            if this.wait.is_none() {
+                let at = p.reserve(this.chunk.len());
+                if at > Instant::now() {
+                    this.wait = Some(Box::pin(tokio::time::sleep_until(at.into())));
+                }
+            }
+            if let Some(w) = this.wait.as_mut() {
+                if std::future::Future::poll(w.as_mut(), cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.wait = None;
+            }
+        }
+        Poll::Ready(Some(Ok(Frame::data(this.chunk.clone()))))
     }
 }

@@ -37,6 +37,9 @@ impl Kind for Rpm {
             // The draft's test is HTTP/2 over TLS: --tls-ca and --tls-name
             // apply without --tls.
             tls_always: true,
+            // `--rate 50mbit` caps its load; `--search 'rpm>=N'` finds the
+            // most load that keeps the RPM at N.
+            load_bits: true,
             no_auto: Some("the draft's method decides when it has measured"),
             default_warmup_s: Some(0.0),
             default_duration_s: Some(20.0),
@@ -45,6 +48,11 @@ impl Kind for Rpm {
     }
 
     fn rules(&self, spec: &TestSpec) -> std::result::Result<(), crate::model::error::Invalid> {
+        if spec.rate.is_some() {
+            return Err(
+                "rpm's --rate is a bit rate, its load's goodput each way at most (50mbit)".into(),
+            );
+        }
         RpmSpec::of(spec)?.validate()
     }
 

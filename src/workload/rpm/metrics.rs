@@ -161,7 +161,27 @@ pub fn iteration_and_summary(
         flows: f.down_connections + f.up_connections,
         status: m.status,
         own,
+        search_figure: spec.search.as_ref().map(|_| search_figure(f, probes)),
         ..Default::default()
     };
     (it, summary)
+}
+
+/// A step of `--search 'rpm>=N'`: the RPM, and what the load carried of
+/// what was offered, the slower direction's goodput (each is capped at
+/// the offered rate). One test per step: the draft's own stability rules
+/// decided when it had measured, so the figure has no interval of its
+/// own (low and high are the figure).
+fn search_figure(f: &Responsiveness, probes: u64) -> crate::model::search::SearchFigure {
+    let carried = [f.capacity_down_bps, f.capacity_up_bps]
+        .into_iter()
+        .filter(|b| *b > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    crate::model::search::SearchFigure {
+        value: f.rpm,
+        low: f.rpm,
+        high: f.rpm,
+        samples: probes,
+        achieved: Some(if carried.is_finite() { carried } else { 0.0 }),
+    }
 }

@@ -18,6 +18,7 @@ pub mod local;
 pub mod method;
 pub mod metrics;
 pub mod options;
+pub mod pace;
 pub mod params;
 pub mod server;
 

@@ -93,6 +93,7 @@ impl KindOptions for RpmOptions {
             ptc_pct: self.ptc.unwrap_or(d.ptc_pct),
             clear: self.rpm_clear.unwrap_or(false),
             trust_der: Vec::new(),
+            load_bps: None,
         };
         if s.clear && s.url.is_some() {
             return Err("--rpm-clear is for the server this run starts; give an http:// --url for a clear one".into());

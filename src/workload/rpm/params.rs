@@ -61,6 +61,11 @@ pub struct RpmSpec {
     /// system's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trust_der: Vec<Vec<u8>>,
+    /// The load's goodput each way at most, bits/s (`--rate 50mbit`, or a
+    /// search's step): the spec's bit rate, read here (`RpmSpec::of`), so
+    /// not stored twice. None: the draft's saturating load.
+    #[serde(skip)]
+    pub load_bps: Option<f64>,
 }
 
 impl Default for RpmSpec {
@@ -77,6 +82,7 @@ impl Default for RpmSpec {
             ptc_pct: 5.0,
             clear: false,
             trust_der: Vec::new(),
+            load_bps: None,
         }
     }
 }
@@ -84,7 +90,9 @@ impl Default for RpmSpec {
 impl RpmSpec {
     /// A spec's rpm section.
     pub fn of(spec: &crate::model::spec::TestSpec) -> Result<RpmSpec, String> {
-        spec.own.need(SECTION, "rpm needs its parameters")
+        let mut r: RpmSpec = spec.own.need(SECTION, "rpm needs its parameters")?;
+        r.load_bps = spec.rate_bps;
+        Ok(r)
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -103,6 +111,16 @@ impl RpmSpec {
         }
         if self.mps == 0 || self.mps > 10_000 {
             return Err(format!("--mps {}: from 1 to 10000 probes/s", self.mps).into());
+        }
+        if let Some(b) = self.load_bps {
+            if !(b >= crate::model::search::RPM_SLOWEST_BPS && b.is_finite()) {
+                return Err(format!(
+                    "--rate {}: rpm's load is at least {} each way",
+                    crate::units::fmt_bps(b),
+                    crate::units::fmt_bps(crate::model::search::RPM_SLOWEST_BPS)
+                )
+                .into());
+            }
         }
         if let Some(u) = &self.url {
             if !(u.starts_with("https://") || u.starts_with("http://")) {
