@@ -27,7 +27,7 @@ pub enum ClusterCommand {
 
 #[derive(Args, Debug)]
 pub struct UpArgs {
-    /// The hosts file (see README: "Many hosts: cluster").
+    /// The hosts file (see docs/hosts.md: "Many hosts").
     pub hosts: PathBuf,
     /// Print what was done as JSON on standard output (steps go to standard error).
     #[arg(long)]

@@ -291,7 +291,7 @@ fn open_foreign(c: &ConnectArgs, at: &str, agent: bool) -> Result<Target> {
 pub fn load_hosts(file: &Path) -> Result<Vec<Host>> {
     let text = std::fs::read_to_string(file).map_err(|e| {
         usage(format!(
-            "cannot read hosts file {}: {e} (see README, \"Many hosts\")",
+            "cannot read hosts file {}: {e} (see docs/hosts.md, \"Many hosts\")",
             file.display()
         ))
     })?;
