@@ -40,6 +40,21 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# promtool, Prometheus's own checker of metrics text (tests/metrics.rs):
+# taken from Debian's prometheus package without installing it (installing
+# would start a Prometheus server on the host).
+if [ ! -x target/tools/promtool ] && ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  tools=$(mktemp -d)
+  if (cd "$tools" && { apt-get download -qq prometheus >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null && apt-get download -qq prometheus >/dev/null 2>&1; }; } &&
+      dpkg-deb -x prometheus_*.deb x); then
+    mkdir -p target/tools && cp "$tools/x/usr/bin/promtool" target/tools/promtool
+  else
+    echo "note: promtool could not be fetched (tests/metrics.rs needs it)" >&2
+  fi
+  rm -rf "$tools"
+fi
+
 cargo fmt --check
 cargo clippy --all-targets --all-features -- -D warnings
 log=$(mktemp)

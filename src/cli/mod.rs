@@ -72,6 +72,20 @@ pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Erro
         .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))
 }
 
+/// Writes `text` to `path` ("-": standard output), for `flag`.
+pub fn write_text(path: &Path, text: &str, flag: &str) -> Result<(), Error> {
+    if is_stdout(path) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(|e| Error::Failed(format!("cannot write {flag} to standard output: {e}")));
+    }
+    std::fs::write(path, text)
+        .map_err(|e| Error::Failed(format!("{flag}: cannot write {}: {e}", path.display())))
+}
+
 /// `--json -`: the document goes to standard output.
 pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"

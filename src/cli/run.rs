@@ -34,6 +34,9 @@ pub struct RunArgs {
     /// Print one JSON object per interval on stdout as the test runs.
     #[arg(help_heading = "Output", long)]
     pub json_stream: bool,
+    /// Write the result as OpenMetrics text to this file ("-": standard output, the table then goes to standard error): every study metric it has as a gauge in base units, the latency as a histogram; labels workload and lab (docs/output.md).
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// No progress line.
     #[arg(help_heading = "Output", short = 'q', long)]
     pub quiet: bool,
@@ -123,8 +126,17 @@ pub fn run(args: RunArgs) -> Result<()> {
             "--json - and --json-stream both write to standard output: pick one (or give --json a file)",
         ));
     }
+    let metrics_out = args.metrics.as_deref().is_some_and(super::is_stdout);
+    if metrics_out && (json_out || args.json_stream) {
+        return Err(usage(
+            "--metrics - and --json - (or --json-stream) both write to standard output: give one of them a file",
+        ));
+    }
     if let Some(path) = &args.json {
         super::check_file(path, "--json")?;
+    }
+    if let Some(path) = &args.metrics {
+        super::check_file(path, "--metrics")?;
     }
     let masked = crate::measure::crypto::hw_masked();
     if !spec.crypto_hw && !masked {
@@ -180,13 +192,20 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(path) = &args.json {
         write_json(path, &result)?;
     }
+    if let Some(path) = &args.metrics {
+        super::write_text(
+            path,
+            &crate::report::render::openmetrics::render(&result),
+            "--metrics",
+        )?;
+    }
     let text = human::render(&result, true);
     if args.json_stream {
         let line = serde_json::json!({"type": "summary", "summary": result.summary});
         println!("{line}");
         eprint!("{text}");
-    } else if json_out {
-        // Standard output carries the JSON alone.
+    } else if json_out || metrics_out {
+        // Standard output carries the JSON (or the metrics) alone.
         eprint!("{text}");
     } else {
         print!("{text}");

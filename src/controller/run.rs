@@ -287,6 +287,7 @@ impl Folder {
         }
         crate::measure::fold::one_way_summary(&mut s, &self.iterations, &self.owd_hists);
         s.search_figure = self.search_figure();
+        s.latency_buckets = histogram::buckets(&self.hist);
         s.waits = WaitHists::summary(&self.waits.0, &self.waits.1);
         s
     }

@@ -449,6 +449,7 @@ pub fn summarize(
         udp: mean_udp(its),
         load_beside_bps: None,
         search_figure: None,
+        latency_buckets: None,
         auto: its.last().and_then(|i| i.auto.clone()),
         waits: None,
         own: Default::default(),

@@ -38,6 +38,33 @@ pub fn summarize(h: &Hist) -> Option<LatencySummary> {
     })
 }
 
+/// `h` at the fixed bounds of [`LatencyBuckets`] (None when empty).
+pub fn buckets(h: &Hist) -> Option<crate::model::sample::LatencyBuckets> {
+    if h.is_empty() {
+        return None;
+    }
+    let mut le_us = Vec::new();
+    let mut decade = 1.0;
+    while decade <= 1e7 {
+        for m in [1.0, 2.0, 5.0] {
+            if m * decade <= 1e7 {
+                le_us.push(m * decade);
+            }
+        }
+        decade *= 10.0;
+    }
+    let cumulative = le_us
+        .iter()
+        .map(|us| h.count_between(0, (us * 1000.0) as u64))
+        .collect();
+    Some(crate::model::sample::LatencyBuckets {
+        le_us,
+        cumulative,
+        count: h.len(),
+        sum_us: h.mean() * h.len() as f64 / 1000.0,
+    })
+}
+
 /// Adds `b` into `a`. Both come from `new_hist`, so the add cannot fail on range.
 pub fn merge(a: &mut Hist, b: &Hist) {
     a.add(b).expect("histograms share bounds");

@@ -418,6 +418,10 @@ pub struct Summary {
     /// `--duration auto`: the last iteration's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto: Option<super::auto::AutoRecord>,
+    /// The client's latency at fixed bounds (every iteration's histogram
+    /// merged), for histogram metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_buckets: Option<super::sample::LatencyBuckets>,
     /// Open loops: what each end's scheduling added (every iteration's
     /// histograms merged).
     #[serde(default, skip_serializing_if = "Option::is_none")]

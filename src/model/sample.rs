@@ -411,6 +411,20 @@ pub struct LatencySummary {
     pub max: f64,
 }
 
+/// The client's latency as cumulative counts at fixed bounds, 1, 2 and 5
+/// times each power of ten from 1 µs to 10 s: what a histogram metric
+/// exports (`--metrics`, OpenMetrics), bounded in size whatever the test.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatencyBuckets {
+    /// Upper bounds, µs.
+    pub le_us: Vec<f64>,
+    /// Latencies at most each bound.
+    pub cumulative: Vec<u64>,
+    pub count: u64,
+    /// The latencies' sum, µs.
+    pub sum_us: f64,
+}
+
 /// CPU use over a window between two snapshots.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CpuWindow {

@@ -6,5 +6,6 @@ pub mod groups;
 pub mod html;
 pub mod human;
 pub mod markdown;
+pub mod openmetrics;
 pub mod plot;
 pub mod search;
