@@ -248,6 +248,63 @@ fn an_rpm_search_finds_the_load_a_fifo_carries_at_1000_rpm() {
     assert!(f(&x["capacity_down_bps"]) <= 1.03 * cap, "{x}");
 }
 
+/// An rpm search as a study point: its report has the capacity in bits/s
+/// (`capacity_bps`), the RPM drawn against the offered load in Mbit/s with
+/// the floor, and the capacity in words ("the path holds rpm >= ...").
+/// On loopback RPM falls as the capped load nears what the host carries.
+#[test]
+fn an_rpm_search_in_a_study_reports_its_curve_and_capacity() {
+    let study = tmp("rpm-search.toml");
+    std::fs::write(
+        &study,
+        r#"title = "rpm: the most load at 20,000 RPM"
+description = "An RPM search as a study point."
+[test]
+workload = "rpm"
+duration = "3s"
+rpm_interval = "250ms"
+search = "rpm>=20000"
+search_resolution = 25
+[[case]]
+label = "loopback"
+"#,
+    )
+    .unwrap();
+    let out = tmp("rpm-search-out");
+    let o = run(
+        &[
+            "study",
+            "run",
+            study.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a results folder");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("Capacity at the RPM floor (load each way)"),
+        "{md}"
+    );
+    assert!(md.contains("rpm against offered load"), "{md}");
+    let svg = std::fs::read_to_string(dir.join("plots/capacity-1.svg")).unwrap();
+    assert!(svg.contains("offered load each way (Mbit/s)"), "{svg}");
+    assert!(svg.contains("target rpm &gt;= 20000 RPM") || svg.contains("target rpm >= 20000 RPM"));
+    // Light loads keep loopback's RPM far above the floor (about 100,000
+    // at an eighth of the peak's load): a capacity is found.
+    assert!(
+        md.contains("loopback: the path holds rpm >= 20000 RPM up to "),
+        "{md}"
+    );
+}
+
 /// Several clients toward one server in a rack lab (`lab up --clients
 /// 2`): an agent in each client namespace runs the draft's method from one
 /// scheduled start against the RPM server this run starts in the server's

@@ -147,6 +147,35 @@ impl SearchTarget {
         Ok(SearchTarget { metric, limit })
     }
 
+    /// A value of its figure as it reads: "412 µs", "0.100%", "2421 RPM".
+    pub fn fmt_value(&self, v: f64) -> String {
+        match self.metric {
+            SearchMetric::LossPct => format!("{v:.3}%"),
+            SearchMetric::Rpm => format!("{v:.0} RPM"),
+            _ => units::fmt_us(v),
+        }
+    }
+
+    /// A rate its search offers, as it reads: per second, or bits/s (an
+    /// RPM search's load each way).
+    pub fn fmt_rate(&self, r: f64) -> String {
+        if self.metric.bits() {
+            units::fmt_bps(r)
+        } else {
+            units::fmt_rate(r)
+        }
+    }
+
+    /// "p99 <= 300 µs", "rpm >= 1000 RPM".
+    pub fn words(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.metric.name(),
+            if self.metric.at_least() { ">=" } else { "<=" },
+            self.limit_text()
+        )
+    }
+
     /// The limit in the figure's own words: "300 µs", "0.1%".
     pub fn limit_text(&self) -> String {
         match self.metric {
@@ -471,21 +500,8 @@ impl SearchResult {
     /// offered (14.1k/s achieved); 14.3k/s missed".
     pub fn sentence(&self) -> String {
         let s = self;
-        let target = format!(
-            "{} {} {}",
-            s.target.metric.name(),
-            if s.target.metric.at_least() {
-                ">="
-            } else {
-                "<="
-            },
-            s.target.limit_text()
-        );
-        let rate: fn(f64) -> String = if s.target.metric.bits() {
-            units::fmt_bps
-        } else {
-            units::fmt_rate
-        };
+        let target = s.target.words();
+        let rate = |v: f64| s.target.fmt_rate(v);
         let who = s
             .group
             .as_ref()

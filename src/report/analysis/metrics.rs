@@ -63,7 +63,25 @@ pub const METRICS: &[Metric] = &[
         unit: Unit::PerSecond,
         higher_is_better: true,
         main_of: None,
-        get: |r, _| r.search.as_ref().and_then(|s| s.capacity_per_s),
+        get: |r, _| {
+            r.search
+                .as_ref()
+                .filter(|s| !s.target.metric.bits())
+                .and_then(|s| s.capacity_per_s)
+        },
+    },
+    Metric {
+        key: "capacity_bps",
+        title: "Capacity at the RPM floor (load each way)",
+        unit: Unit::BitsPerSecond,
+        higher_is_better: true,
+        main_of: None,
+        get: |r, _| {
+            r.search
+                .as_ref()
+                .filter(|s| s.target.metric.bits())
+                .and_then(|s| s.capacity_per_s)
+        },
     },
     Metric {
         key: "capacity_achieved_per_s",
@@ -71,7 +89,12 @@ pub const METRICS: &[Metric] = &[
         unit: Unit::PerSecond,
         higher_is_better: true,
         main_of: None,
-        get: |r, _| r.search.as_ref().and_then(|s| s.achieved_per_s),
+        get: |r, _| {
+            r.search
+                .as_ref()
+                .filter(|s| !s.target.metric.bits())
+                .and_then(|s| s.achieved_per_s)
+        },
     },
     Metric {
         key: "capacity_p99_us",

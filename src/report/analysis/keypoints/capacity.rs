@@ -5,7 +5,6 @@ use super::shared::KeyPoint;
 use crate::model::result::TestResult;
 use crate::report::analysis::landscape::Landscape;
 use crate::report::analysis::search::{figure, searches};
-use crate::units::fmt_rate;
 
 /// What the server is, for the sentence: the server program the kind
 /// loads (memcached) with its command, or the agent.
@@ -32,7 +31,8 @@ pub fn capacity(l: &Landscape) -> Vec<KeyPoint> {
             continue;
         };
         let s = res.search.as_ref().expect("found above");
-        let target = format!("{} <= {}", s.target.metric.name(), s.target.limit_text());
+        let target = s.target.words();
+        let fmt_rate = |v: f64| s.target.fmt_rate(v);
         let caps: Vec<f64> = searches(r)
             .iter()
             .filter_map(|s| s.capacity_per_s)
@@ -59,11 +59,7 @@ pub fn capacity(l: &Landscape) -> Vec<KeyPoint> {
                             fmt_rate(m),
                             s.target.metric.name(),
                             at.and_then(figure)
-                                .map_or("-".into(), |v| if s.target.metric.quantile().is_some() {
-                                    crate::units::fmt_us(v)
-                                } else {
-                                    format!("{v:.3}%")
-                                })
+                                .map_or("-".into(), |v| s.target.fmt_value(v))
                         )
                     }
                     _ => String::new(),
@@ -78,7 +74,11 @@ pub fn capacity(l: &Landscape) -> Vec<KeyPoint> {
                     s.group
                         .as_ref()
                         .map_or(String::new(), |g| format!(" (group {g})")),
-                    what(res),
+                    if s.target.metric.bits() {
+                        "the path".to_string()
+                    } else {
+                        what(res)
+                    },
                     s.resolution_pct,
                     s.points.len()
                 )
@@ -94,7 +94,7 @@ pub fn capacity(l: &Landscape) -> Vec<KeyPoint> {
         out.push(KeyPoint {
             rule: "capacity",
             text,
-            advice: if !first { String::new() } else { "Capacity is the highest offered (open-loop) rate whose latency, measured from each request's intended send time less the client's own lateness in sending it, met the target; a step whose generator fell behind (achieved < 97% of offered) counts as a miss whatever its latency. Past the knee latency grows with the queue, not the load.".into() },
+            advice: if !first { String::new() } else if s.target.metric.bits() { "Capacity here is the most load each way (the load-generating connections' goodput, capped) whose responsiveness met the floor; a step the path could not carry counts as a miss. Past the knee the bottleneck's queue grows and every round trip waits in it.".into() } else { "Capacity is the highest offered (open-loop) rate whose latency, measured from each request's intended send time less the client's own lateness in sending it, met the target; a step whose generator fell behind (achieved < 97% of offered) counts as a miss whatever its latency. Past the knee latency grows with the queue, not the load.".into() },
         });
     }
     out
