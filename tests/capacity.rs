@@ -40,26 +40,13 @@ const PINNED_AUTO_RR: &[&str] = &[
 /// transactions/s as a Poisson process, far under what either kind of VM
 /// serves (12-20k/s), so a slow or stalled second is caught up and each
 /// interval's count varies only as the arrivals do (about 3%). What `-d
-/// auto` must do with it does not depend on the host's mood.
-const STEADY_AUTO_RR: &[&str] = &[
-    "rr",
-    "--rate",
-    "5000",
-    "--arrivals",
-    "poisson",
-    "--cpus",
-    "0",
-    "--agent-cpus",
-    "1",
-    "-d",
-    "auto",
-    "--max-duration",
-    "20s",
-    "-i",
-    "0.2",
-    "--warmup",
-    "0.2",
-];
+/// auto` must do with it does not depend on the host's mood. Pinned and
+/// sized as `PINNED_AUTO_RR`.
+fn steady_auto_rr() -> Vec<&'static str> {
+    let mut a = vec!["rr", "--rate", "5000", "--arrivals", "poisson"];
+    a.extend_from_slice(&PINNED_AUTO_RR[1..]);
+    a
+}
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -211,7 +198,7 @@ fn a_memcached_search_brackets_its_capacity() {
 fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
     let _turn = alone();
     // A steady load settles within seconds.
-    let steady = run_json_args("auto-steady", STEADY_AUTO_RR, Duration::from_secs(60));
+    let steady = run_json_args("auto-steady", &steady_auto_rr(), Duration::from_secs(60));
     let a = &steady["summary"]["auto"];
     assert_eq!(a["stopped"], "stationary", "{a}");
     let ran_steady = f(&a["ran_s"]);
@@ -287,7 +274,7 @@ fn duration_auto_stops_early_when_steady_and_runs_to_its_bound_when_drifting() {
 /// test and the mean's interval read batch means, which a stall that
 /// lasts a few intervals does not pass for a trend (measured before: a
 /// steady rr ended at its bound with z -1.99). The load is the open loop
-/// (`STEADY_AUTO_RR`): a closed loop on a VM is as steady as its
+/// (`steady_auto_rr`): a closed loop on a VM is as steady as its
 /// neighbours, which is the host's figure, not the estimator's. A ramp
 /// too slow to see in a few seconds never settles either: the window does
 /// not end while the offered load rises.
@@ -308,7 +295,7 @@ fn duration_auto_settles_a_steady_rr_on_a_stalling_host_and_never_a_slow_ramp() 
         // A steady load, on a host that stalls.
         let r = run_json_args(
             &format!("auto-noisy-{i}"),
-            STEADY_AUTO_RR,
+            &steady_auto_rr(),
             Duration::from_secs(60),
         );
         let a = &r["summary"]["auto"];

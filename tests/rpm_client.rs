@@ -270,24 +270,7 @@ label = "loopback"
 "#,
     )
     .unwrap();
-    let out = tmp("rpm-search-out");
-    let o = run(
-        &[
-            "study",
-            "run",
-            study.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        Duration::from_secs(300),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let dir = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .expect("a results folder");
+    let dir = study_ok(&study, &tmp("rpm-search-out"), Duration::from_secs(300));
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
         md.contains("Capacity at the RPM floor (load each way)"),
