@@ -278,11 +278,6 @@ fn judge(
     .max_by(|a, b| a.1.total_cmp(&b.1))
     .map(|(who, p)| format!("{who} ({p:.0}% of the cores it could use)"));
     let name = s.target.metric.name();
-    let rate_fmt: fn(f64) -> String = if bits {
-        units::fmt_bps
-    } else {
-        units::fmt_rate
-    };
     let value = figure.as_ref().map(|f| f.value);
     let (met, why) = match step.rate {
         None => (
@@ -290,7 +285,7 @@ fn judge(
             format!(
                 "{}: {}{}",
                 if bits { "saturating" } else { "closed loop" },
-                rate_fmt(achieved),
+                s.target.fmt_rate(achieved),
                 value.map_or(String::new(), |v| format!(", {name} {}", fmt_figure(s, v)))
             ),
         ),
@@ -404,11 +399,12 @@ fn figure_verdict(
     )
 }
 
+/// A figure in a verdict: as the target reads it, an RPM bare (the
+/// limit beside it says "RPM").
 fn fmt_figure(s: &SearchSpec, v: f64) -> String {
-    match s.target.metric.quantile() {
-        Some(_) => units::fmt_us(v),
-        None if s.target.metric == crate::model::search::SearchMetric::Rpm => format!("{v:.0}"),
-        None => format!("{v:.3}%"),
+    match s.target.metric {
+        crate::model::search::SearchMetric::Rpm => format!("{v:.0}"),
+        _ => s.target.fmt_value(v),
     }
 }
 

@@ -54,6 +54,15 @@ fn owd(
         .map(pick)
 }
 
+/// A search's capacity when its rates are bit rates (`bits`: an RPM
+/// search's load) or per second (the others), None otherwise.
+fn capacity_of(r: &TestResult, bits: bool) -> Option<f64> {
+    r.search
+        .as_ref()
+        .filter(|s| s.target.metric.bits() == bits)
+        .and_then(|s| s.capacity_per_s)
+}
+
 /// The metrics every kind may have (a kind's own are its `Kind::metrics`).
 pub const METRICS: &[Metric] = &[
     // A capacity search's answer (`--search`): per result, not per iteration.
@@ -63,12 +72,7 @@ pub const METRICS: &[Metric] = &[
         unit: Unit::PerSecond,
         higher_is_better: true,
         main_of: None,
-        get: |r, _| {
-            r.search
-                .as_ref()
-                .filter(|s| !s.target.metric.bits())
-                .and_then(|s| s.capacity_per_s)
-        },
+        get: |r, _| capacity_of(r, false),
     },
     Metric {
         key: "capacity_bps",
@@ -76,12 +80,7 @@ pub const METRICS: &[Metric] = &[
         unit: Unit::BitsPerSecond,
         higher_is_better: true,
         main_of: None,
-        get: |r, _| {
-            r.search
-                .as_ref()
-                .filter(|s| s.target.metric.bits())
-                .and_then(|s| s.capacity_per_s)
-        },
+        get: |r, _| capacity_of(r, true),
     },
     Metric {
         key: "capacity_achieved_per_s",
@@ -90,10 +89,8 @@ pub const METRICS: &[Metric] = &[
         higher_is_better: true,
         main_of: None,
         get: |r, _| {
-            r.search
-                .as_ref()
-                .filter(|s| !s.target.metric.bits())
-                .and_then(|s| s.achieved_per_s)
+            capacity_of(r, false)?;
+            r.search.as_ref()?.achieved_per_s
         },
     },
     Metric {

@@ -63,8 +63,18 @@ pub type Stop = fn() -> bool;
 
 /// What an upload sends: one buffer of zeros, shared.
 const UPLOAD_CHUNK: usize = 64 * 1024;
-/// A paced upload's chunk: at 1 Mbit/s, one every 33 ms.
+/// A paced upload's smallest chunk: at 1 Mbit/s, one every 33 ms.
 const PACED_CHUNK: usize = 4 * 1024;
+
+/// An upload's chunk: 64 KiB unpaced; paced, a millisecond of the budget
+/// (a whole 64 KiB at a low rate is a burst at line rate every few
+/// milliseconds; 4 KiB at gigabits is a budget lock and a poll per 16 µs).
+fn upload_chunk(load_bps: Option<f64>) -> usize {
+    match load_bps {
+        None => UPLOAD_CHUNK,
+        Some(b) => ((b / 8.0 / 1000.0) as usize).clamp(PACED_CHUNK, UPLOAD_CHUNK),
+    }
+}
 /// Requests on the idle connection before the load: their median is the
 /// idle round trip.
 const IDLE_PROBES: usize = 10;
@@ -280,16 +290,7 @@ impl Client {
             tls,
             server_name: target.server_name.clone().unwrap_or(host),
             url: target.url.clone(),
-            // A paced upload goes in small chunks: a whole 64 KiB at once
-            // is a burst at line rate every few milliseconds at low rates.
-            chunk: Bytes::from(vec![
-                0u8;
-                if spec.load_bps.is_some() {
-                    PACED_CHUNK
-                } else {
-                    UPLOAD_CHUNK
-                }
-            ]),
+            chunk: Bytes::from(vec![0u8; upload_chunk(spec.load_bps)]),
             pace_down: spec.load_bps.map(|b| Arc::new(Pace::new(b))),
             pace_up: spec.load_bps.map(|b| Arc::new(Pace::new(b))),
         };
