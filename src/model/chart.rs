@@ -38,6 +38,10 @@ pub struct Chart {
     pub log_x: bool,
     /// Logarithmic y axis; non-positive y values are left out.
     pub log_y: bool,
+    /// A linear y axis fitted to the data rather than started at zero:
+    /// a figure over time, where a 5% change must be seen, not a
+    /// comparison by ratio.
+    pub zoom_y: bool,
     /// When Some, x values are indices 0..n into these names and the x axis shows the names (categorical axis, e.g. test cases).
     pub x_categories: Option<Vec<String>>,
     pub series: Vec<Series>,

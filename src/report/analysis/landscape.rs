@@ -501,6 +501,7 @@ impl Landscape {
             log_x: p.log_x && categories.is_none(),
             log_y: p.log_y,
             x_categories: categories,
+            zoom_y: false,
             series,
             hlines,
             curves,

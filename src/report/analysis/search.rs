@@ -81,6 +81,7 @@ pub fn charts(l: &Landscape) -> Vec<Chart> {
             log_x: false,
             log_y: !loss && !rpm,
             x_categories: None,
+            zoom_y: false,
             series,
             hlines: vec![HLine {
                 label: format!("target {}", first.target.words()),

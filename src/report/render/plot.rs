@@ -334,6 +334,7 @@ impl Plan {
             categories.as_deref(),
             log_x,
             log_y,
+            chart.zoom_y,
         )?;
 
         let mut series = series;
@@ -365,6 +366,7 @@ fn axes(
     categories: Option<&[String]>,
     log_x: bool,
     log_y: bool,
+    zoom_y: bool,
 ) -> Result<(Axis, Axis)> {
     // Axes span the curves too, so a model is never cut off.
     let all = || {
@@ -404,6 +406,20 @@ fn axes(
             (lo.min(v), hi.max(v))
         });
         log_range(lo, hi, 0.0)
+    } else if zoom_y {
+        let values = || {
+            all()
+                .map(|p| p.1)
+                .chain(hlines.iter().map(|h| h.1))
+                .filter(|v| v.is_finite())
+        };
+        let lo = values().fold(f64::INFINITY, f64::min);
+        let hi = values().fold(f64::NEG_INFINITY, f64::max);
+        // At least 10% of the level tall: noise of a tenth of a percent
+        // is not drawn as a cliff, a 5% step is half the chart.
+        let mid = lo / 2.0 + hi / 2.0;
+        let half = ((hi - lo) / 2.0).max(mid.abs() * 0.05);
+        linear_range(mid - half, mid + half)
     } else {
         let values = all()
             .flat_map(|(_, y, hw)| {

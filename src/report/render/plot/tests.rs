@@ -72,6 +72,7 @@ fn chart(series: Vec<Series>) -> Chart {
         log_x: false,
         log_y: false,
         x_categories: None,
+        zoom_y: false,
         series,
         hlines: Vec::new(),
         curves: Vec::new(),
