@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod history;
 pub mod hostops;
 pub mod kv;
 pub mod lab;

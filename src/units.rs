@@ -281,9 +281,43 @@ pub fn fmt_cpu_list(cpus: &[usize]) -> String {
     parts.join(",")
 }
 
-/// Seconds since the epoch as an RFC 3339 UTC time, without a date crate.
+/// A span of a schedule or a look back: a duration (`parse_duration`) or
+/// whole days up to a year (`7d`).
+pub fn parse_span(s: &str) -> Result<Duration, UnitsError> {
+    match s.trim().strip_suffix('d') {
+        Some(n) => match n.parse::<f64>() {
+            Ok(d) if d.is_finite() && (0.0..=365.0).contains(&d) => {
+                Ok(Duration::from_secs_f64(d * 86_400.0))
+            }
+            Ok(_) => Err(DurationRange(s.into())),
+            Err(_) => Err(NotADuration(s.into())),
+        },
+        None => parse_duration(s),
+    }
+}
+
+/// A share given in percent ("10%" or "10"), 0 to `max_pct`, as a
+/// fraction (0.1).
+pub fn parse_share_pct(s: &str, max_pct: f64) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage (e.g. 10%)"))?;
+    if !(0.0..=max_pct).contains(&v) {
+        return Err(format!("{s}: give 0% to {max_pct}%"));
+    }
+    Ok(v / 100.0)
+}
+
+/// Now as an RFC 3339 UTC time.
 pub fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
+    rfc3339(std::time::SystemTime::now())
+}
+
+/// A time as RFC 3339 UTC (whole seconds), without a date crate.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);

@@ -30,8 +30,9 @@ const FLOORS: &[(&str, u32)] = &[
     ("controller", 9),
     ("study", 10),
     ("report", 11),
-    ("cli", 12),
-    ("fuzz", 13),
+    ("history", 12),
+    ("cli", 13),
+    ("fuzz", 14),
 ];
 
 fn rank(floor: &str) -> Option<u32> {

@@ -12,11 +12,13 @@ use crate::error::Error;
 pub mod cluster;
 pub mod crypto;
 pub mod docs;
+pub mod history;
 pub mod lab;
 pub mod quick;
 pub mod run;
 pub mod serve;
 pub mod study;
+pub mod watch;
 
 pub const EXIT_FAIL: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
@@ -52,6 +54,10 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// Agents on many hosts (a hosts file): start them over ssh, check them, stop them.
     Cluster(cluster::ClusterArgs),
+    /// The history store: every run and study as it finished, listed and filtered; import results folders.
+    History(history::HistoryArgs),
+    /// Run a command on a schedule (--every 1h), record each run and report when a figure changes.
+    Watch(watch::WatchArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(docs::CompletionsArgs),
     /// Write a man page per command and subcommand (linerate-run.1, ...).
@@ -82,8 +88,46 @@ pub fn write_text(path: &Path, text: &str, flag: &str) -> Result<(), Error> {
             .and_then(|_| out.flush())
             .map_err(|e| Error::Failed(format!("cannot write {flag} to standard output: {e}")));
     }
-    std::fs::write(path, text)
-        .map_err(|e| Error::Failed(format!("{flag}: cannot write {}: {e}", path.display())))
+    // A temporary name, then a rename: a reader that polls the file (the
+    // textfile collector of node_exporter, under a watch) never sees half.
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::Failed(format!("{flag}: cannot write {}: {e}", path.display()))
+        })
+}
+
+/// Records a finished run or study in the history store (`--history`
+/// FILE|off, else the default store). The measurement stands whatever
+/// happens here: a store that cannot take it is a warning, and the run
+/// is spooled beside it for the next process.
+pub fn record_history(flag: Option<&Path>, entry: impl FnOnce() -> crate::history::Entry) {
+    let Some(path) = crate::history::store_path(flag) else {
+        return;
+    };
+    if let Err(warning) = crate::history::record(&path, entry()) {
+        eprintln!("warning: {warning}");
+    }
+}
+
+/// Records a study's results folder (see `record_history`).
+pub fn record_study(flag: Option<&Path>, dir: &Path) {
+    if crate::history::store_path(flag).is_none() {
+        return;
+    }
+    match crate::study::folder::load(dir) {
+        Ok(loaded) => record_history(flag, || {
+            let mut e = crate::history::entry::of_study(&loaded);
+            let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into());
+            e.results = Some(abs.display().to_string());
+            e
+        }),
+        Err(e) => eprintln!("warning: not recorded in the history: {e}"),
+    }
 }
 
 /// `--json -`: the document goes to standard output.
@@ -184,6 +228,8 @@ pub fn main() -> i32 {
         Some(Command::Crypto(a)) => crypto::crypto(a),
         Some(Command::Lab(a)) => lab::lab(a),
         Some(Command::Cluster(a)) => cluster::cluster(a),
+        Some(Command::History(a)) => history::history(a),
+        Some(Command::Watch(a)) => watch::watch(a),
         Some(Command::Completions(a)) => docs::completions(a),
         Some(Command::Man(a)) => docs::man(a),
         None => quick::run(quick::QuickArgs {

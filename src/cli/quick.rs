@@ -34,6 +34,9 @@ pub struct QuickArgs {
     /// No progress lines (the table and the report path are still printed).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Record the study in this history store ("off": not at all; default: $LINERATE_HISTORY, else ~/.local/share/linerate/history.db).
+    #[arg(long, value_name = "FILE|off")]
+    pub history: Option<PathBuf>,
 }
 
 pub fn run(args: QuickArgs) -> Result<()> {
@@ -76,6 +79,7 @@ pub fn run(args: QuickArgs) -> Result<()> {
         quiet: args.quiet,
     };
     let outcome = runner::run(&study, &opts)?;
+    super::record_study(args.history.as_deref(), &outcome.dir);
     let loaded = folder::load(&outcome.dir)?;
     let results: Vec<(String, TestResult)> = loaded
         .results

@@ -40,6 +40,9 @@ pub struct RunArgs {
     /// No progress line.
     #[arg(help_heading = "Output", short = 'q', long)]
     pub quiet: bool,
+    /// Record the run in this history store ("off": not at all; default: $LINERATE_HISTORY, else ~/.local/share/linerate/history.db).
+    #[arg(help_heading = "Output", long, value_name = "FILE|off")]
+    pub history: Option<PathBuf>,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -189,6 +192,13 @@ pub fn run(args: RunArgs) -> Result<()> {
         crate::controller::search::run_or_search(&mut target, lab.as_ref(), &point, &mut on_step);
     target.close();
     let result = result?;
+    if result.nothing_measured().is_none() {
+        let json = args.json.as_ref().filter(|p| !super::is_stdout(p));
+        let file = json.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+        super::record_history(args.history.as_deref(), || {
+            crate::history::entry::of_result(&result, file.map(|p| p.display().to_string()))
+        });
+    }
     if let Some(path) = &args.json {
         write_json(path, &result)?;
     }

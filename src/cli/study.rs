@@ -81,6 +81,9 @@ pub struct StudyRunArgs {
     /// No progress lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Record the study in this history store ("off": not at all; default: $LINERATE_HISTORY, else ~/.local/share/linerate/history.db).
+    #[arg(long, value_name = "FILE|off")]
+    pub history: Option<PathBuf>,
     /// Internal: run only the TLS points with crypto hardware on (with the
     /// clear ones) or off (a study with both runs itself again, masked).
     #[arg(long, hide = true, value_parser = crate::model::options::Switch::parse)]
@@ -92,12 +95,21 @@ pub struct ReportArgs {
     /// A study results folder (results/<study>-<time>); several folders
     /// (the same study in other environments) make one report with a
     /// series per environment and an overview of ratios against the first.
-    #[arg(required = true, num_args = 1.., value_name = "DIR")]
+    #[arg(required_unless_present = "series", num_args = 1.., value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
+    /// Instead of folders: a series of the history (its key, or a prefix: `linerate history series`), each tracked figure drawn over time with its changes.
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["dirs", "label"])]
+    pub series: Option<String>,
+    /// With --series: the figures drawn (headline, all, or metrics, comma separated).
+    #[arg(long, default_value = "headline", value_name = "WHAT", requires = "series", value_parser = crate::history::detect::Track::parse)]
+    pub track: crate::history::detect::Track,
+    /// With --series: the history store (default: $LINERATE_HISTORY, else ~/.local/share/linerate/history.db).
+    #[arg(long, value_name = "FILE", requires = "series")]
+    pub history: Option<PathBuf>,
     /// Several folders: their names in the report, comma separated (default: the folder names).
     #[arg(long, value_name = "A,B,...")]
     pub label: Option<String>,
-    /// Several folders: where the merged report goes (default: a new folder beside the first).
+    /// Several folders (or --series): where the report goes (default: a new folder beside the first; results/history-KEY).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -294,6 +306,9 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
     } else {
         outcome
     };
+    if a.crypto_pass.is_none() {
+        super::record_study(a.history.as_deref(), &outcome.dir);
+    }
     if !a.no_report {
         let html = pipeline::write_all(&outcome.dir)?;
         if !a.quiet {
@@ -306,7 +321,45 @@ pub fn run(a: StudyRunArgs) -> Result<PathBuf> {
     }
 }
 
+/// `report --series KEY`: a history series over time.
+fn report_series(a: &ReportArgs, key: &str) -> Result<()> {
+    let store = super::history::open(a.history.as_deref())?;
+    let runs = store.runs(&crate::history::store::Filter {
+        series: Some(key.into()),
+        ..Default::default()
+    })?;
+    let mut keys: Vec<&str> = runs.iter().map(|r| r.series.as_str()).collect();
+    keys.sort();
+    keys.dedup();
+    let series = match keys.as_slice() {
+        [one] => one.to_string(),
+        [] => {
+            return Err(usage(format!(
+                "no series {key}* in {} (see `linerate history series`)",
+                store.path().display()
+            )))
+        }
+        many => {
+            return Err(usage(format!(
+                "{key} names {} series ({}): give more of the key",
+                many.len(),
+                many.join(", ")
+            )))
+        }
+    };
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(format!("history-{series}")));
+    let html = crate::history::report::write(&store, &series, &a.track, &out)?;
+    println!("{}", html.display());
+    Ok(())
+}
+
 pub fn report(a: ReportArgs) -> Result<()> {
+    if let Some(key) = &a.series {
+        return report_series(&a, key);
+    }
     if a.dirs.len() == 1 {
         if a.label.is_some() || a.out.is_some() {
             return Err(usage(

@@ -12,10 +12,18 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_linerate")
 }
 
+/// The history store of this test process's runs (a test of the history
+/// gives its own with --history): the runs of every test are recorded as
+/// a user's would be, but not in the home of whoever runs the tests.
+pub fn history_store() -> PathBuf {
+    tmp("history.db")
+}
+
 /// Starts linerate in the background with its output captured.
 pub fn spawn<S: AsRef<OsStr>>(args: &[S]) -> Child {
     Command::new(bin())
         .args(args)
+        .env("LINERATE_HISTORY", history_store())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -30,6 +38,7 @@ pub fn spawn_group<S: AsRef<OsStr>>(args: &[S]) -> Child {
     use std::os::unix::process::CommandExt;
     Command::new(bin())
         .args(args)
+        .env("LINERATE_HISTORY", history_store())
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
