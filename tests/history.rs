@@ -52,6 +52,23 @@ fn ok(args: &[&str]) -> String {
     stdout(&o)
 }
 
+/// A real stream result written with the history off, as JSON (`--json
+/// FILE`), for imports and synthetic series built from it.
+fn stream_result(json: &Path, secs: &str) -> serde_json::Value {
+    ok(&[
+        "run",
+        "stream",
+        "-d",
+        secs,
+        "-q",
+        "--history",
+        "off",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
 #[test]
 fn runs_are_recorded_listed_shown_and_filtered_and_off_records_nothing() {
     let _serial = beside();
@@ -137,17 +154,7 @@ fn import_records_study_folders_and_result_files_once() {
     // Written with the history off: only the import records them.
     let dir = study_ok_with(&file, &out, &["--history", "off"], LIMIT);
     let json = out.join("one.json");
-    ok(&[
-        "run",
-        "stream",
-        "-d",
-        "0.3",
-        "-q",
-        "--history",
-        "off",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    stream_result(&json, "0.3");
     let said = ok(&[
         "history",
         "import",
@@ -214,19 +221,7 @@ fn a_step_in_an_imported_series_is_found_by_a_scan_and_drawn() {
     let _serial = beside();
     let s = store("scan");
     let json = tmp("scan-base.json");
-    ok(&[
-        "run",
-        "stream",
-        "-d",
-        "0.3",
-        "-q",
-        "--history",
-        "off",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let base = stream_result(&json, "0.3");
     let dir = tmp("scan-series");
     let _ = std::fs::remove_dir_all(&dir);
     // 12 runs at 10 Gbit/s ± 0.5%, then 4 at 5% less.
@@ -460,19 +455,7 @@ fn a_watch_finds_a_change_runs_its_hook_and_exits_4() {
     let _serial = beside();
     let s = store("hook");
     let json = tmp("hook-base.json");
-    ok(&[
-        "run",
-        "stream",
-        "-d",
-        "0.5",
-        "-q",
-        "--history",
-        "off",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let base = stream_result(&json, "0.5");
     let measured = f(&base["summary"]["throughput_bps"]);
     // The series' past: 12 runs at three times what this host gives.
     let dir = tmp("hook-series");
