@@ -202,3 +202,97 @@ fn other_kinds_results_are_promtool_clean() {
     );
     assert!(stdout(&o).contains("linerate_rpm{workload=\"rpm\",lab=\"\"} "));
 }
+
+/// GET `path` from `addr` over HTTP/1.1: (status line, body).
+fn get(addr: &str, path: &str) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
+}
+
+/// `watch --metrics-listen`: a scrape between two runs gets the runs, the
+/// changes and the newest run's figures, and promtool takes it.
+#[test]
+fn a_watch_serves_its_metrics_to_a_scrape() {
+    let store = tmp("scrape.db");
+    let _ = std::fs::remove_file(&store);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = spawn(&[
+        "watch",
+        "--every",
+        "4s",
+        "--runs",
+        "2",
+        "--label",
+        "scrape",
+        "--metrics-listen",
+        &addr,
+        "--history",
+        store.to_str().unwrap(),
+        "--",
+        "run",
+        "rr",
+        "-d",
+        "0.3",
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        assert!(std::time::Instant::now() < deadline, "no scrape with a run");
+        if let Some((status, body)) = get(&addr, "/metrics") {
+            assert!(status.contains("200"), "{status}");
+            if body.contains("status=\"ok\"} 1") {
+                break body;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    check(&body);
+    let s = samples(&body);
+    assert_eq!(
+        s["linerate_watch_runs_total{watch=\"scrape\",status=\"failed\"}"],
+        0.0
+    );
+    assert_eq!(s["linerate_watch_changes_total{watch=\"scrape\"}"], 0.0);
+    let tps = s
+        .iter()
+        .find(|(k, _)| k.starts_with("linerate_transactions_per_second{watch=\"scrape\",series=\""))
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(tps > 100.0, "{tps}");
+    let (status, _) = get(&addr, "/other").unwrap();
+    assert!(status.contains("404"), "{status}");
+    let o = wait(child, Duration::from_secs(60));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A port in use: one line, exit 2, before any run.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = held.local_addr().unwrap().to_string();
+    let o = run(
+        &[
+            "watch",
+            "--metrics-listen",
+            &taken,
+            "--history",
+            store.to_str().unwrap(),
+            "--",
+            "run",
+            "rr",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot listen there"), "{}", stderr(&o));
+}

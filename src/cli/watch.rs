@@ -54,6 +54,9 @@ pub struct WatchArgs {
     /// Write the series' report (report.html, report.md: each figure over time, its changes) into this folder after each run.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
+    /// Serve the watch's metrics for Prometheus to scrape at http://HOST:PORT/metrics (OpenMetrics: runs, changes, the newest run's figures).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
     /// Show each run's own output (default: one line per run).
     #[arg(short = 'v', long)]
     pub verbose: bool,
@@ -253,6 +256,15 @@ pub fn watch(a: WatchArgs) -> Result<()> {
         min_change: a.min_change,
         ..Params::default()
     };
+    let exporter = match &a.metrics_listen {
+        Some(addr) => {
+            let e = crate::history::exporter::Exporter::start(addr)?;
+            e.set(crate::history::exporter::render(&store, &label)?);
+            eprintln!("metrics: http://{}/metrics", e.addr);
+            Some(e)
+        }
+        None => None,
+    };
     crate::engine::signals::on_signals(&[libc::SIGINT, libc::SIGTERM], true);
     eprintln!(
         "watch '{label}': every {} (+ up to {:.0}% slip), {}, history {}",
@@ -292,6 +304,9 @@ pub fn watch(a: WatchArgs) -> Result<()> {
                 Vec::new()
             }
         };
+        if let Some(e) = &exporter {
+            e.set(crate::history::exporter::render(&store, &label)?);
+        }
         for c in &changes {
             println!("{}", detect::line(c));
             if let Some(cmd) = &a.on_change {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 pub mod changepoint;
 pub mod detect;
 pub mod entry;
+pub mod exporter;
 pub mod import;
 pub mod report;
 pub mod store;

@@ -55,15 +55,24 @@ fn base(m: &Metric) -> (String, f64) {
     (name, div)
 }
 
+/// A figure of metric `key` as a gauge sample: its name in base units,
+/// the metric's title (for HELP), and the value in those units. None: no
+/// metric of the catalogue has that key.
+pub fn gauge(key: &str, value: f64) -> Option<(String, &'static str, f64)> {
+    let m = crate::report::analysis::metrics::find(key)?;
+    let (name, div) = base(m);
+    Some((name, m.title, value / div))
+}
+
 /// A label value, escaped as the text format asks.
-fn escape(v: &str) -> String {
+pub fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
 /// A float as the text format writes it.
-fn num(v: f64) -> String {
+pub fn num(v: f64) -> String {
     if v.is_infinite() {
         if v > 0.0 { "+Inf" } else { "-Inf" }.into()
     } else {
