@@ -181,10 +181,7 @@ fn headline(s: &Store, r: &Run) -> Result<String> {
         .iter()
         .find(|f| &f.point == p && &f.metric == m)
         .map(|f| f.value);
-    let fmt = crate::report::analysis::metrics::find(m)
-        .zip(v)
-        .map(|(m, v)| m.fmt(v))
-        .unwrap_or_default();
+    let fmt = v.map(|v| detect::fmt_value(m, v)).unwrap_or_default();
     let points = figs
         .iter()
         .map(|f| &f.point)
@@ -294,8 +291,7 @@ fn show(s: &Store, id: i64, json: bool) -> Result<()> {
         println!("error        {e}");
     }
     for f in figs {
-        let v = crate::report::analysis::metrics::find(&f.metric)
-            .map_or_else(|| f.value.to_string(), |m| m.fmt(f.value));
+        let v = detect::fmt_value(&f.metric, f.value);
         let point = if f.point.is_empty() {
             String::new()
         } else {

@@ -109,16 +109,7 @@ pub fn after_run(
         let Some(c) = changepoint::newest(&xs, since, params) else {
             continue;
         };
-        let change = StoredChange {
-            series: series.into(),
-            point,
-            metric,
-            run: values[c.index].0,
-            found_at,
-            before: c.before,
-            after: c.after,
-            p: c.p,
-        };
+        let change = as_stored(series, (&point, &metric), &values, &c, found_at);
         if Some(change.run) != last {
             store.add_change(&change)?;
             new.push(change);
@@ -151,16 +142,7 @@ pub fn scan(
             let values = store.values(&series, &point, &metric)?;
             let xs: Vec<f64> = values.iter().map(|(_, v)| *v).collect();
             for (c, n) in changepoint::replay(&xs, params) {
-                let change = StoredChange {
-                    series: series.clone(),
-                    point: point.clone(),
-                    metric: metric.clone(),
-                    run: values[c.index].0,
-                    found_at: values[n - 1].0,
-                    before: c.before,
-                    after: c.after,
-                    p: c.p,
-                };
+                let change = as_stored(&series, (&point, &metric), &values, &c, values[n - 1].0);
                 let known = stored
                     .iter()
                     .any(|s| s.point == point && s.metric == metric && s.run == change.run);
@@ -174,11 +156,38 @@ pub fn scan(
     Ok(new)
 }
 
+/// A stored figure as people read it ("94.1 Mbit/s"), by its metric's
+/// unit; a key the catalogue no longer has, as a bare number.
+pub fn fmt_value(metric: &str, v: f64) -> String {
+    crate::report::analysis::metrics::find(metric).map_or_else(|| format!("{v}"), |m| m.fmt(v))
+}
+
+/// The change `c` (found among `values`, the series' (run, value) pairs,
+/// when run `found_at` ended) as the store keeps it.
+fn as_stored(
+    series: &str,
+    (point, metric): (&str, &str),
+    values: &[(i64, f64)],
+    c: &changepoint::Change,
+    found_at: i64,
+) -> StoredChange {
+    StoredChange {
+        series: series.into(),
+        point: point.into(),
+        metric: metric.into(),
+        run: values[c.index].0,
+        found_at,
+        before: c.before,
+        after: c.after,
+        p: c.p,
+    }
+}
+
 /// One line for a change: "throughput_bps: 100.0 Mbit/s -> 95.0 Mbit/s
 /// (-5.0%) from run 12, p = 0.0001".
 pub fn line(c: &StoredChange) -> String {
     let m = crate::report::analysis::metrics::find(&c.metric);
-    let fmt = |v: f64| m.map_or_else(|| format!("{v:.4}"), |m| m.fmt(v));
+    let fmt = |v: f64| fmt_value(&c.metric, v);
     let point = if c.point.is_empty() {
         String::new()
     } else {

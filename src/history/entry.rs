@@ -170,21 +170,12 @@ fn environment_of(r: &TestResult) -> Environment {
 /// Every catalogue metric `r` has, as the mean over its iterations (the
 /// ok ones, or its only one).
 pub fn figures_of(r: &TestResult, point: &str) -> Vec<Figure> {
-    let its: Vec<_> = r
-        .iterations
-        .iter()
-        .filter(|i| i.status.is_ok() || r.iterations.len() == 1)
-        .collect();
-    metrics::all()
-        .iter()
-        .filter_map(|m| {
-            let v: Vec<f64> = its.iter().filter_map(|i| m.value(r, i)).collect();
-            let mean = v.iter().sum::<f64>() / v.len() as f64;
-            (!v.is_empty() && mean.is_finite()).then(|| Figure {
-                point: point.into(),
-                metric: m.key.into(),
-                value: mean,
-            })
+    metrics::means(r)
+        .into_iter()
+        .map(|(m, value)| Figure {
+            point: point.into(),
+            metric: m.key.into(),
+            value,
         })
         .collect()
 }

@@ -216,8 +216,7 @@ pub fn write(
     let change_rows = changes
         .iter()
         .map(|c| {
-            let m = metrics::find(&c.metric);
-            let fmt = |v: f64| m.map_or(v.to_string(), |m| m.fmt(v));
+            let fmt = |v: f64| super::detect::fmt_value(&c.metric, v);
             vec![
                 c.run.to_string(),
                 c.found_at.to_string(),

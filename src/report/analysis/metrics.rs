@@ -428,6 +428,25 @@ pub fn all() -> &'static [&'static Metric] {
     })
 }
 
+/// Every metric `r` has, with its mean over the result's ok iterations
+/// (or its only one), in the catalogue's order: a single result's figures,
+/// as `--metrics` and the history record them.
+pub fn means(r: &TestResult) -> Vec<(&'static Metric, f64)> {
+    let its: Vec<_> = r
+        .iterations
+        .iter()
+        .filter(|i| i.status.is_ok() || r.iterations.len() == 1)
+        .collect();
+    all()
+        .iter()
+        .filter_map(|m| {
+            let v: Vec<f64> = its.iter().filter_map(|i| m.value(r, i)).collect();
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            (!v.is_empty() && mean.is_finite()).then_some((*m, mean))
+        })
+        .collect()
+}
+
 pub fn find(key: &str) -> Option<&'static Metric> {
     all().iter().copied().find(|m| m.key == key)
 }

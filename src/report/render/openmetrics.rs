@@ -88,23 +88,13 @@ pub fn render(r: &TestResult) -> String {
         escape(&r.summary.workload),
         escape(r.lab.as_ref().map_or("", |l| l.name.as_str()))
     );
-    let its: Vec<_> = r
-        .iterations
-        .iter()
-        .filter(|i| i.status.is_ok() || r.iterations.len() == 1)
-        .collect();
     let mut seen = std::collections::HashSet::new();
-    for m in crate::report::analysis::metrics::all() {
-        let values: Vec<f64> = its.iter().filter_map(|i| m.value(r, i)).collect();
-        if values.is_empty() {
-            continue;
-        }
+    for (m, mean) in crate::report::analysis::metrics::means(r) {
         let (name, div) = base(m);
         // Two keys of one stem and unit would be one series twice.
         if !seen.insert(name.clone()) {
             continue;
         }
-        let mean = values.iter().sum::<f64>() / values.len() as f64;
         let _ = writeln!(o, "# TYPE {name} gauge");
         let _ = writeln!(o, "# HELP {name} {} (mean over iterations).", m.title);
         let _ = writeln!(o, "{name}{{{labels}}} {}", num(mean / div));
