@@ -13,6 +13,9 @@
 #   1g-50-fq4, 1g-50-gso4   the same with fq_codel / drop-tail and 4 flows
 #   10g-1-gso, 10g-1-gso4   10 Gbit/s, 1 ms RTT, GSO, 1 and 4 flows (the
 #                           seeds' 10 GbE: does one flow reach the rate?)
+#   1g-50-gso-off, 1g-50-gso4-off, 10g-1-gso-off, 10g-1-gso4-off
+#                           the same with --emulator-cpu off (unplaced: the
+#                           A/B of the default placement)
 # ORDER="1g-50-gso 1g-50-fq" bench/lab.sh 3 6   runs only those, in that order.
 # and one linerate stream per lab (1 flow; 4 flows for the capacity labs),
 # reporting throughput, the emulator's CPU (share of one core, and per
@@ -47,6 +50,10 @@ declare -A LINK=(
   [1g-50-gso4]="--rtt 50ms --rate 1gbit"
   [10g-1-gso]="--rtt 1ms --rate 10gbit"
   [10g-1-gso4]="--rtt 1ms --rate 10gbit"
+  [1g-50-gso-off]="--rtt 50ms --rate 1gbit --emulator-cpu off"
+  [1g-50-gso4-off]="--rtt 50ms --rate 1gbit --emulator-cpu off"
+  [10g-1-gso-off]="--rtt 1ms --rate 10gbit --emulator-cpu off"
+  [10g-1-gso4-off]="--rtt 1ms --rate 10gbit --emulator-cpu off"
 )
 ORDER=${ORDER:-"plain cap-gso cap-pkt 1g-50-gso 1g-50-pkt 1g-100-gso 1g-100-pkt 1g-50-codel 1g-50-fq"}
 
@@ -55,7 +62,7 @@ for r in $(seq 1 "$ROUNDS"); do
     # shellcheck disable=SC2086
     $LR lab up $LAB ${LINK[$k]} --no-calibrate >/dev/null
     flows=1
-    case $k in plain|cap-*|*4) flows=4 ;; esac
+    case $k in plain|cap-*|*4|*4-off) flows=4 ;; esac
     $LR run stream --lab $LAB -F $flows -d "$SECS" --warmup 2 -q --json "$out/$k.$r.json" >/dev/null
     $LR lab down $LAB >/dev/null
   done

@@ -444,32 +444,47 @@ pub struct Placement {
 }
 
 /// The placement `spec` asks for on this machine (None: none). The
-/// emulator's CPU must be one this process may use. A slow link's
-/// emulator runs per packet without asking (`LabSpec::emulates_per_packet`)
-/// and stays unplaced: its few packets cost under a fifth of a core, and
-/// the placement's gain was measured at 1 Gbit/s.
+/// emulator's CPU must be one this process may use. `auto` places a busy
+/// emulator: one per packet by request or for loss, or one that shapes a
+/// rate (see [`placement_among`]). A slow link's emulator runs per packet
+/// without asking (`LabSpec::emulates_per_packet`) and stays unplaced: its
+/// few packets cost under a fifth of a core.
 pub fn placement(spec: &LabSpec) -> Result<Option<Placement>, LabError> {
-    let per_packet = spec.per_packet || spec.has_loss();
     placement_among(
         spec.emulator_cpu,
-        per_packet,
+        busy(spec),
         &crate::measure::placement::allowed_cpus(),
     )
 }
 
-/// `auto` places only a per-packet emulator: there it raised the capacity
-/// from 2.8-3.8 to 5.3-5.9 Gbit/s and cut its CPU at 1 Gbit/s from 39% to
-/// 24% of a core, while a GSO emulator costs 8-9% at 1 Gbit/s either way and
-/// lost capacity when placed (36 against 49 Gbit/s: its few super-packets
-/// leave a pinned CPU idle). An explicit CPU places either mode.
+/// Whether `auto` places the emulator of `spec`: per packet by request or
+/// for loss, or shaping a rate of at least `PER_PACKET_BELOW_BPS`.
+fn busy(spec: &LabSpec) -> bool {
+    let shaped = spec.links.iter().any(|l| {
+        l.rate_bps
+            .is_some_and(|r| r >= crate::model::lab::PER_PACKET_BELOW_BPS)
+    });
+    spec.per_packet || spec.has_loss() || shaped
+}
+
+/// `auto` places a busy emulator (`busy`) on the last allowed CPU and steers
+/// the lab links' receive processing to the others, so the forwarding and
+/// the receivers' TCP run on their own CPUs rather than inside the
+/// emulator's verdict calls. Per packet it raised the capacity from 2.8-3.8
+/// to 5.3-5.9 Gbit/s and cut its CPU at 1 Gbit/s from 39% to 24% of a core;
+/// a GSO emulator shaping 1 Gbit/s went from 12% to 8% of a core (1.6 to
+/// 1.1 µs per wire packet), at 10 Gbit/s from 45% to 32% with the same
+/// throughput (bench/RESULTS.md, 2026-11-29). An unshaped GSO emulator (a
+/// capacity lab) stays unplaced: there it lost capacity (36 against 49
+/// Gbit/s), its few super-packets leaving a pinned CPU idle. An explicit CPU places either mode.
 fn placement_among(
     choice: EmulatorCpu,
-    per_packet: bool,
+    busy: bool,
     allowed: &[usize],
 ) -> Result<Option<Placement>, LabError> {
     let emulator = match choice {
         EmulatorCpu::Off => return Ok(None),
-        EmulatorCpu::Auto if allowed.len() < 2 || !per_packet => return Ok(None),
+        EmulatorCpu::Auto if allowed.len() < 2 || !busy => return Ok(None),
         EmulatorCpu::Auto => allowed[allowed.len() - 1],
         EmulatorCpu::Cpu(n) => {
             let n = n as usize;

@@ -1,7 +1,7 @@
 use super::*;
 
 #[test]
-fn auto_places_a_per_packet_emulator_on_the_last_cpu() {
+fn auto_places_a_busy_emulator_on_the_last_cpu() {
     let p = placement_among(EmulatorCpu::Auto, true, &[0, 1, 2, 3]).unwrap();
     assert_eq!(
         p,
@@ -10,7 +10,7 @@ fn auto_places_a_per_packet_emulator_on_the_last_cpu() {
             others: vec![0, 1, 2]
         })
     );
-    // GSO mode, one CPU, or off: not placed.
+    // Not busy (an unshaped GSO emulator), one CPU, or off: not placed.
     assert_eq!(
         placement_among(EmulatorCpu::Auto, false, &[0, 1]).unwrap(),
         None
@@ -23,7 +23,7 @@ fn auto_places_a_per_packet_emulator_on_the_last_cpu() {
         placement_among(EmulatorCpu::Off, true, &[0, 1]).unwrap(),
         None
     );
-    // An explicit CPU places either mode; it must be allowed.
+    // An explicit CPU places any emulator; it must be allowed.
     let p = placement_among(EmulatorCpu::Cpu(0), false, &[0, 1]).unwrap();
     assert_eq!(
         p,
@@ -127,4 +127,29 @@ fn emulator_cpu_parses() {
     assert_eq!("off".parse(), Ok(EmulatorCpu::Off));
     assert_eq!("3".parse(), Ok(EmulatorCpu::Cpu(3)));
     assert!("-1".parse::<EmulatorCpu>().is_err());
+}
+
+#[test]
+fn auto_counts_per_packet_lossy_and_rate_shaping_emulators_busy() {
+    let spec = |rate: Option<&str>, loss: Option<&str>, per_packet: bool| {
+        crate::lab::spec::LabOptions {
+            rtt: Some("20ms".into()),
+            rate: rate.map(String::from),
+            loss: loss.map(String::from),
+            per_packet,
+            ..Default::default()
+        }
+        .build()
+        .unwrap()
+    };
+    // A GSO emulator shaping 1 or 10 Gbit/s: placed (8 against 12% of a
+    // core at 1 Gbit/s, bench/RESULTS.md).
+    assert!(busy(&spec(Some("1gbit"), None, false)));
+    assert!(busy(&spec(Some("10gbit"), None, false)));
+    // Per packet by request or for loss.
+    assert!(busy(&spec(None, None, true)));
+    assert!(busy(&spec(Some("1gbit"), Some("1%"), false)));
+    // A capacity lab (no rate, GSO) and a slow link: not placed.
+    assert!(!busy(&spec(None, None, false)));
+    assert!(!busy(&spec(Some("100mbit"), None, false)));
 }
