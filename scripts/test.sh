@@ -59,6 +59,13 @@ cargo fmt --check
 cargo clippy --all-targets --all-features -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# LINERATE_K8S=1: a one-node Kubernetes (tests/k8s/cluster.sh: its first
+# build takes minutes) is up for the suite, so tests/k8s.rs runs; taken
+# down at the end, also on failure.
+if [ "${LINERATE_K8S:-}" = 1 ]; then
+  tests/k8s/cluster.sh up >/dev/null
+  trap 'rm -f "$log"; tests/k8s/cluster.sh down >/dev/null 2>&1 || true' EXIT
+fi
 cargo test --release --all-features 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 # One plain closing line with the totals over every test binary.

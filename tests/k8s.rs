@@ -1,0 +1,206 @@
+//! The agent as a pod on a real Kubernetes: the one-node cluster of
+//! tests/k8s/cluster.sh (etcd, the control plane and kubelet built from
+//! their Go modules, containerd and runc from Debian), the image from
+//! scripts/agent-image.sh (a static binary on an empty base, loaded into
+//! the node's containerd: no registry), the token as a Secret.
+//!
+//! Slow (the first build of the cluster's binaries and of the static agent
+//! takes minutes), so it runs only where the cluster is up:
+//! `LINERATE_K8S=1 scripts/test.sh` brings it up and down around the
+//! suite; `tests/k8s/cluster.sh up` by hand does too. Without it the test
+//! says it was skipped.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Where the scripts are, from the crate's root.
+fn script(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn cluster(args: &[&str]) -> Output {
+    Command::new(script("tests/k8s/cluster.sh"))
+        .args(args)
+        .output()
+        .expect("tests/k8s/cluster.sh")
+}
+
+/// kubectl against the test cluster; panics with its stderr on failure.
+fn kubectl(args: &[&str]) -> String {
+    let mut all = vec!["kubectl"];
+    all.extend_from_slice(args);
+    let o = cluster(&all);
+    assert!(o.status.success(), "kubectl {args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+/// Every object of the kinds a test creates, across namespaces, by name:
+/// what must be the same before and after.
+fn objects() -> String {
+    kubectl(&[
+        "get",
+        "namespaces,pods,services,secrets,endpointslices",
+        "-A",
+        "-o",
+        "custom-columns=KIND:.kind,NS:.metadata.namespace,NAME:.metadata.name",
+        "--no-headers",
+    ])
+    .lines()
+    // The kubernetes Service's slice is named by the controller: keep it
+    // by kind and namespace only.
+    .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// The test's namespace, deleted (with all it holds) when dropped.
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = cluster(&[
+            "kubectl",
+            "delete",
+            "namespace",
+            &self.0,
+            "--wait=true",
+            "--timeout=60s",
+        ]);
+    }
+}
+
+#[test]
+fn an_agent_pod_serves_stream_and_rr_and_leaves_nothing_behind() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !cluster(&["status"]).status.success() {
+        eprintln!(
+            "skipped: no test cluster (LINERATE_K8S=1 scripts/test.sh, or tests/k8s/cluster.sh up)"
+        );
+        return;
+    }
+    let image = tmp("agent-image.tar");
+    let o = Command::new(script("scripts/agent-image.sh"))
+        .arg(&image)
+        .env("IMAGE", "linerate/agent:test")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "agent-image.sh: {}", stderr(&o));
+    let o = cluster(&["load", image.to_str().unwrap()]);
+    assert!(o.status.success(), "load: {}", stderr(&o));
+
+    let before = objects();
+    let ns = Namespace(format!("lr-test-{}", std::process::id()));
+    kubectl(&["create", "namespace", &ns.0]);
+    kubectl(&["label", "namespace", &ns.0, "linerate.io/test=k8s"]);
+    let token = "k8s-test-token-0123456789abcdef";
+    let token_path = token_file("k8s-token", token);
+    kubectl(&[
+        "-n",
+        &ns.0,
+        "create",
+        "secret",
+        "generic",
+        "linerate-token",
+        &format!("--from-literal=token={token}"),
+    ]);
+    let pod = tmp("agent-pod.yaml");
+    std::fs::write(
+        &pod,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: agent, labels: {app.kubernetes.io/name: linerate-agent}}
+spec:
+  containers:
+  - name: agent
+    image: linerate/agent:test
+    imagePullPolicy: Never
+    args: ["serve", "--listen", "0.0.0.0:7470", "--token-file", "/token/token"]
+    readinessProbe: {tcpSocket: {port: 7470}, periodSeconds: 1}
+    volumeMounts: [{name: token, mountPath: /token, readOnly: true}]
+  volumes:
+  - name: token
+    secret: {secretName: linerate-token, defaultMode: 0400}
+"#,
+    )
+    .unwrap();
+    kubectl(&["-n", &ns.0, "apply", "-f", pod.to_str().unwrap()]);
+    kubectl(&[
+        "-n",
+        &ns.0,
+        "wait",
+        "pod/agent",
+        "--for=condition=Ready",
+        "--timeout=60s",
+    ]);
+    let ip = kubectl(&[
+        "-n",
+        &ns.0,
+        "get",
+        "pod",
+        "agent",
+        "-o",
+        "jsonpath={.status.podIP}",
+    ]);
+    let agent = format!("{}:7470", ip.trim());
+
+    // The controller on this host, the agent in the pod, across the node's
+    // bridge: a stream and a closed-loop rr measure.
+    for (name, kind) in [("k8s-stream.json", "stream"), ("k8s-rr.json", "rr")] {
+        let r = run_json_args(
+            name,
+            &[
+                kind,
+                "--agent",
+                &agent,
+                "--token-file",
+                token_path.to_str().unwrap(),
+                "-d",
+                "1",
+                "--warmup",
+                "0.5",
+            ],
+            Duration::from_secs(60),
+        );
+        let s = &r["summary"];
+        assert_eq!(s["status"], "ok", "{kind}: {s}");
+        let measured = match kind {
+            "stream" => f(&s["throughput_bps"]),
+            _ => f(&s["transactions_per_s"]),
+        };
+        assert!(measured > 0.0, "{kind} measured nothing: {s}");
+    }
+    // A controller without the token is refused by the pod's agent.
+    let o = run(
+        &[
+            "run",
+            "stream",
+            "--agent",
+            &agent,
+            "-d",
+            "1",
+            "--history",
+            "off",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("token"), "{}", stderr(&o));
+
+    drop(ns);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let after = objects();
+        if after == before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left in the cluster:\nbefore:\n{before}\nafter:\n{after}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
