@@ -59,7 +59,7 @@ cargo fmt --check
 cargo clippy --all-targets --all-features -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# LINERATE_K8S=1: a one-node Kubernetes (tests/k8s/cluster.sh: its first
+# LINERATE_K8S=1: a two-node Kubernetes (tests/k8s/cluster.sh: its first
 # build takes minutes) is up for the suite, so tests/k8s.rs runs; taken
 # down at the end, also on failure.
 if [ "${LINERATE_K8S:-}" = 1 ]; then

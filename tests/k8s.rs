@@ -1,5 +1,5 @@
-//! The agent as a pod on a real Kubernetes: the one-node cluster of
-//! tests/k8s/cluster.sh (etcd, the control plane and kubelet built from
+//! The agent as a pod on a real Kubernetes: the two-node cluster of
+//! tests/k8s/cluster.sh (etcd, the control plane and kubelets built from
 //! their Go modules, containerd and runc from Debian), the image from
 //! scripts/agent-image.sh (a static binary on an empty base, loaded into
 //! the node's containerd: no registry), the token as a Secret.
@@ -74,7 +74,7 @@ impl Drop for Namespace {
 }
 
 #[test]
-fn an_agent_pod_serves_stream_and_rr_and_leaves_nothing_behind() {
+fn agent_pods_serve_this_host_and_each_other_across_nodes_and_leave_nothing() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !cluster(&["status"]).status.success() {
         eprintln!(
@@ -107,47 +107,60 @@ fn an_agent_pod_serves_stream_and_rr_and_leaves_nothing_behind() {
         "linerate-token",
         &format!("--from-literal=token={token}"),
     ]);
-    let pod = tmp("agent-pod.yaml");
-    std::fs::write(
-        &pod,
-        r#"apiVersion: v1
+    // One agent on each node, placed by name.
+    let pods = tmp("agent-pods.yaml");
+    let manifest: String = [("a", "lr-k8s-1"), ("b", "lr-k8s-2")]
+        .iter()
+        .map(|(name, node)| {
+            format!(
+                r#"---
+apiVersion: v1
 kind: Pod
-metadata: {name: agent, labels: {app.kubernetes.io/name: linerate-agent}}
+metadata: {{name: {name}, labels: {{app.kubernetes.io/name: linerate-agent}}}}
 spec:
+  nodeName: {node}
   containers:
   - name: agent
     image: linerate/agent:test
     imagePullPolicy: Never
     args: ["serve", "--listen", "0.0.0.0:7470", "--token-file", "/token/token"]
-    readinessProbe: {tcpSocket: {port: 7470}, periodSeconds: 1}
-    volumeMounts: [{name: token, mountPath: /token, readOnly: true}]
+    readinessProbe: {{tcpSocket: {{port: 7470}}, periodSeconds: 1}}
+    volumeMounts: [{{name: token, mountPath: /token, readOnly: true}}]
   volumes:
   - name: token
-    secret: {secretName: linerate-token, defaultMode: 0400}
-"#,
-    )
-    .unwrap();
-    kubectl(&["-n", &ns.0, "apply", "-f", pod.to_str().unwrap()]);
+    secret: {{secretName: linerate-token, defaultMode: 0400}}
+"#
+            )
+        })
+        .collect();
+    std::fs::write(&pods, manifest).unwrap();
+    kubectl(&["-n", &ns.0, "apply", "-f", pods.to_str().unwrap()]);
     kubectl(&[
         "-n",
         &ns.0,
         "wait",
-        "pod/agent",
+        "pod/a",
+        "pod/b",
         "--for=condition=Ready",
-        "--timeout=60s",
+        "--timeout=90s",
     ]);
-    let ip = kubectl(&[
-        "-n",
-        &ns.0,
-        "get",
-        "pod",
-        "agent",
-        "-o",
-        "jsonpath={.status.podIP}",
-    ]);
-    let agent = format!("{}:7470", ip.trim());
+    let ip = |pod: &str| {
+        kubectl(&[
+            "-n",
+            &ns.0,
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.status.podIP}",
+        ])
+        .trim()
+        .to_string()
+    };
+    let (ip_a, ip_b) = (ip("a"), ip("b"));
+    let agent = format!("{ip_a}:7470");
 
-    // The controller on this host, the agent in the pod, across the node's
+    // The controller on this host, the agent in pod a, across the node's
     // bridge: a stream and a closed-loop rr measure.
     for (name, kind) in [("k8s-stream.json", "stream"), ("k8s-rr.json", "rr")] {
         let r = run_json_args(
@@ -172,6 +185,45 @@ spec:
             _ => f(&s["transactions_per_s"]),
         };
         assert!(measured > 0.0, "{kind} measured nothing: {s}");
+    }
+    // Pod to pod across nodes: the agents as a fleet (a hosts file of pod
+    // IPs), pod a's agent the client, pod b's the server.
+    let hosts = tmp("k8s-hosts.toml");
+    std::fs::write(
+        &hosts,
+        format!(
+            "[defaults]\ntoken_file = \"{}\"\n\n[[host]]\nname = \"a\"\naddress = \"{ip_a}\"\nrole = \"client\"\n\n[[host]]\nname = \"b\"\naddress = \"{ip_b}\"\nrole = \"server\"\n",
+            token_path.display()
+        ),
+    )
+    .unwrap();
+    let r = run_json_args(
+        "k8s-fleet.json",
+        &[
+            "stream",
+            "--hosts",
+            hosts.to_str().unwrap(),
+            "-F",
+            "2",
+            "-d",
+            "1",
+            "--warmup",
+            "0.5",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r["summary"]["status"], "ok", "{}", r["summary"]);
+    assert!(f(&r["summary"]["throughput_bps"]) > 0.0, "{}", r["summary"]);
+    for m in r["flow_map"].as_array().expect("flow_map") {
+        assert_eq!(
+            (m["client"].as_str(), m["server"].as_str()),
+            (Some("a"), Some("b")),
+            "{m}"
+        );
+        assert!(
+            m["address"].as_str().unwrap_or_default().starts_with(&ip_b),
+            "{m}"
+        );
     }
     // A controller without the token is refused by the pod's agent.
     let o = run(

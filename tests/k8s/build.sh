@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds what a one-node Kubernetes needs here and caches it, so a second
+# Builds what the test Kubernetes needs here and caches it, so a second
 # run is quick: etcd and the Kubernetes control plane and kubelet from their
 # public Go modules (through the Go module proxy: the k8s.io/kubernetes
 # module, its staging modules pinned to their published k8s.io/* versions),
