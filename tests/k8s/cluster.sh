@@ -56,15 +56,19 @@ start() {
   echo $! >"$STATE/pid/$name"
 }
 
-# Waits up to $2 seconds for the command $3... to succeed; on timeout shows
-# the last lines of log $1 and fails.
+# Waits up to $2 seconds for the command $3... to succeed; fails at once
+# if daemon $1 exited, else on timeout, showing the last lines of its log.
 wait_for() {
   local log=$1 secs=$2; shift 2
   local end=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
+    if [ -f "$STATE/pid/$log" ] && ! kill -0 "$(cat "$STATE/pid/$log")" 2>/dev/null; then
+      tail -n 20 "$STATE/log/$log.log" >&2 || true
+      die "$log exited"
+    fi
     if ((SECONDS >= end)); then
       tail -n 20 "$STATE/log/$log.log" >&2 || true
-      die "$log: not ready within $secs s (log: $STATE/log/$log.log)"
+      die "$log: not ready within $secs s"
     fi
     sleep 1
   done
@@ -299,7 +303,12 @@ up() {
   # Pod namespaces that CNI names cni-*: those not here now are this cluster's.
   ls /run/netns 2>/dev/null >"$STATE/netns-before" || true
   mount --make-rshared /
-  trap 'echo "cluster.sh: up failed; taking it down" >&2; down >/dev/null 2>&1' ERR
+  # Any failure from here (a command, or die) takes down what was started.
+  # The daemons' logs are kept for the diagnosis, outside the state.
+  trap 'rc=$?; if [ $rc -ne 0 ]; then
+      logs=${TMPDIR:-/tmp}/linerate-k8s-logs; rm -rf "$logs"; cp -r "$STATE/log" "$logs" 2>/dev/null
+      echo "cluster.sh: up failed; taking it down (the daemons'"'"' logs: $logs)" >&2
+      down >/dev/null 2>&1; fi' EXIT
   network
   pki
   local i
@@ -307,7 +316,7 @@ up() {
   control_plane
   for i in $(seq 1 "$NODES"); do node "$i"; done
   ready
-  trap - ERR
+  trap - EXIT
   echo "$STATE/admin.kubeconfig"
 }
 
