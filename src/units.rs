@@ -341,9 +341,51 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
     )
 }
 
+/// An RFC 3339 UTC time as `rfc3339` writes it ("2026-11-29T14:00:00Z") as
+/// seconds since the epoch; None for another form.
+pub fn parse_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[19] != b'Z' {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days-from-civil (Howard Hinnant's algorithm), the inverse of `rfc3339`'s.
+    let y = y - i64::from(m <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_parses_what_it_writes() {
+        for secs in [0u64, 951_782_400, 1_795_960_800, 4_102_444_799] {
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            assert_eq!(parse_rfc3339(&rfc3339(t)), Some(secs), "{}", rfc3339(t));
+        }
+        assert_eq!(parse_rfc3339("2026-11-29T14:00:00Z"), Some(1_795_960_800));
+        for bad in [
+            "",
+            "2026-11-29",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29 14:00:00Z",
+            "x026-11-29T14:00:00Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn time_format() {

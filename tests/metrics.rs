@@ -231,6 +231,10 @@ fn a_watch_serves_its_metrics_to_a_scrape() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
     let child = spawn(&[
         "watch",
         "--every",
@@ -267,6 +271,17 @@ fn a_watch_serves_its_metrics_to_a_scrape() {
         0.0
     );
     assert_eq!(s["linerate_watch_changes_total{watch=\"scrape\"}"], 0.0);
+    // When the run started, from the store: after the watch began, not in
+    // the future (whole seconds).
+    let last = s["linerate_watch_last_run_timestamp_seconds{watch=\"scrape\"}"];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        last >= started.floor() && last <= now,
+        "{last} not in {started}..{now}"
+    );
     let tps = s
         .iter()
         .find(|(k, _)| k.starts_with("linerate_transactions_per_second{watch=\"scrape\",series=\""))

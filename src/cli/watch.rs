@@ -54,7 +54,7 @@ pub struct WatchArgs {
     /// Write the series' report (report.html, report.md: each figure over time, its changes) into this folder after each run.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
-    /// Serve the watch's metrics for Prometheus to scrape at http://HOST:PORT/metrics (OpenMetrics: runs, changes, the newest run's figures).
+    /// Serve the watch's metrics for Prometheus to scrape at http://HOST:PORT/metrics (Prometheus's text format: runs, changes, the newest run's figures).
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_listen: Option<String>,
     /// Show each run's own output (default: one line per run).

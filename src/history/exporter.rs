@@ -180,15 +180,15 @@ pub fn render(store: &Store, label: &str) -> Result<String, HistoryError> {
         "# HELP linerate_watch_changes_total Changes found in the series this watch runs."
     );
     let _ = writeln!(o, "linerate_watch_changes_total{{{w}}} {changes}");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64().floor());
+    // When the newest run started, as the store keeps it (none yet: no sample).
     let _ = writeln!(o, "# TYPE linerate_watch_last_run_timestamp_seconds gauge");
     let _ = writeln!(
         o,
-        "# HELP linerate_watch_last_run_timestamp_seconds When the watch's last run was recorded."
+        "# HELP linerate_watch_last_run_timestamp_seconds When the watch's newest run started."
     );
-    let _ = writeln!(o, "linerate_watch_last_run_timestamp_seconds{{{w}}} {now}");
+    if let Some(at) = runs.last().and_then(|r| crate::units::parse_rfc3339(&r.at)) {
+        let _ = writeln!(o, "linerate_watch_last_run_timestamp_seconds{{{w}}} {at}");
+    }
     if let Some(last) = runs.iter().rev().find(|r| r.status != "failed") {
         figures(&mut o, store, last, &w)?;
     }
@@ -198,26 +198,24 @@ pub fn render(store: &Store, label: &str) -> Result<String, HistoryError> {
 /// The run's figures as gauges, one family per metric name.
 fn figures(o: &mut String, store: &Store, run: &Run, w: &str) -> Result<(), HistoryError> {
     let mut families: BTreeMap<String, (&'static str, Vec<String>)> = BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
     for f in store.figures(run.id)? {
         let Some((name, title, v)) = gauge(&f.metric, f.value) else {
             continue;
         };
-        let labels = format!(
-            "{w},series=\"{}\",point=\"{}\",workload=\"{}\",lab=\"{}\"",
-            run.series,
+        let sample = format!(
+            "{name}{{{w},series=\"{}\",point=\"{}\",workload=\"{}\",lab=\"{}\"}}",
+            escape(&run.series),
             escape(&f.point),
             escape(&run.name),
             escape(&run.lab)
         );
-        let family = families.entry(name.clone()).or_insert((title, Vec::new()));
         // Two keys of one base name are one series twice: the first stands.
-        if !family
-            .1
-            .iter()
-            .any(|s| s.starts_with(&format!("{name}{{{labels}}}")))
-        {
-            family.1.push(format!("{name}{{{labels}}} {}", num(v)));
+        if !seen.insert(sample.clone()) {
+            continue;
         }
+        let family = families.entry(name).or_insert((title, Vec::new()));
+        family.1.push(format!("{sample} {}", num(v)));
     }
     for (name, (title, samples)) in families {
         let _ = writeln!(o, "# TYPE {name} gauge");
