@@ -50,9 +50,17 @@ fn objects() -> String {
         "--no-headers",
     ])
     .lines()
-    // The kubernetes Service's slice is named by the controller: keep it
-    // by kind and namespace only.
-    .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+    // An EndpointSlice's name is generated anew when its controller
+    // remakes it: those count by kind and namespace; the rest by name.
+    .map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let keep = if f.first() == Some(&"EndpointSlice") {
+            2
+        } else {
+            3
+        };
+        f[..keep.min(f.len())].join(" ")
+    })
     .collect::<Vec<_>>()
     .join("\n")
 }
