@@ -12,58 +12,9 @@
 
 mod common;
 
+use common::k8s::*;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
-
-/// Where the scripts are, from the crate's root.
-fn script(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn cluster(args: &[&str]) -> Output {
-    Command::new(script("tests/k8s/cluster.sh"))
-        .args(args)
-        .output()
-        .expect("tests/k8s/cluster.sh")
-}
-
-/// kubectl against the test cluster; panics with its stderr on failure.
-fn kubectl(args: &[&str]) -> String {
-    let mut all = vec!["kubectl"];
-    all.extend_from_slice(args);
-    let o = cluster(&all);
-    assert!(o.status.success(), "kubectl {args:?}: {}", stderr(&o));
-    stdout(&o)
-}
-
-/// Every object of the kinds a test creates, across namespaces, by name:
-/// what must be the same before and after.
-fn objects() -> String {
-    kubectl(&[
-        "get",
-        "namespaces,pods,services,secrets,endpointslices",
-        "-A",
-        "-o",
-        "custom-columns=KIND:.kind,NS:.metadata.namespace,NAME:.metadata.name",
-        "--no-headers",
-    ])
-    .lines()
-    // An EndpointSlice's name is generated anew when its controller
-    // remakes it: those count by kind and namespace; the rest by name.
-    .map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let keep = if f.first() == Some(&"EndpointSlice") {
-            2
-        } else {
-            3
-        };
-        f[..keep.min(f.len())].join(" ")
-    })
-    .collect::<Vec<_>>()
-    .join("\n")
-}
+use std::time::Duration;
 
 /// The test's namespace, deleted (with all it holds) when dropped.
 struct Namespace(String);
@@ -83,23 +34,9 @@ impl Drop for Namespace {
 
 #[test]
 fn agent_pods_serve_this_host_and_each_other_across_nodes_and_leave_nothing() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !cluster(&["status"]).status.success() {
-        eprintln!(
-            "skipped: no test cluster (LINERATE_K8S=1 scripts/test.sh, or tests/k8s/cluster.sh up)"
-        );
+    let Some(_turn) = cluster_turn() else {
         return;
-    }
-    let image = tmp("agent-image.tar");
-    let o = Command::new(script("scripts/agent-image.sh"))
-        .arg(&image)
-        .env("IMAGE", "linerate/agent:test")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "agent-image.sh: {}", stderr(&o));
-    let o = cluster(&["load", image.to_str().unwrap()]);
-    assert!(o.status.success(), "load: {}", stderr(&o));
-
+    };
     let before = objects();
     let ns = Namespace(format!("lr-test-{}", std::process::id()));
     kubectl(&["create", "namespace", &ns.0]);
@@ -251,16 +188,5 @@ spec:
     assert!(stderr(&o).contains("token"), "{}", stderr(&o));
 
     drop(ns);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let after = objects();
-        if after == before {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "left in the cluster:\nbefore:\n{before}\nafter:\n{after}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    assert_same_objects(&before);
 }

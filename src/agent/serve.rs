@@ -62,11 +62,19 @@ pub struct ServeConfig {
     /// Tests may set NIC settings (`nic.*`) on the data interface (root):
     /// journaled and put back as sysctls are (hostops::nic).
     pub allow_nic: bool,
+    /// Every test's data listeners on this port (`serve --data-port`), for
+    /// a port a Kubernetes Service, a NAT or a firewall forwards; 0: a
+    /// free port per test.
+    pub data_port: u16,
 }
 
 struct Shared {
     cfg: ServeConfig,
     active: AtomicUsize,
+    /// A server test holds the fixed data port (`data_port`): one at a
+    /// time, or a second's SO_REUSEPORT listeners would take the first's
+    /// connections.
+    data_port_held: AtomicBool,
     /// Connections that have not proven the token yet.
     admission: Arc<Admission>,
     started: Instant,
@@ -175,6 +183,7 @@ pub fn serve_on(listener: TcpListener, cfg: ServeConfig) -> Result<(), AgentErro
     let shared = Arc::new(Shared {
         cfg,
         active: AtomicUsize::new(0),
+        data_port_held: AtomicBool::new(false),
         admission: Arc::new(Admission::default()),
         started: Instant::now(),
         refused: std::sync::Mutex::new((None, 0)),

@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod crypto;
 pub mod docs;
 pub mod history;
+pub mod k8s;
 pub mod lab;
 pub mod quick;
 pub mod run;
@@ -54,6 +55,8 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// Agents on many hosts (a hosts file): start them over ssh, check them, stop them.
     Cluster(cluster::ClusterArgs),
+    /// Agents as pods on a Kubernetes cluster (a kubeconfig): start them, write their hosts file, run on them, delete them.
+    K8s(k8s::K8sArgs),
     /// The history store: every run and study as it finished, listed and filtered; import results folders.
     History(history::HistoryArgs),
     /// Run a command on a schedule (--every 1h), record each run and report when a figure changes.
@@ -228,6 +231,7 @@ pub fn main() -> i32 {
         Some(Command::Crypto(a)) => crypto::crypto(a),
         Some(Command::Lab(a)) => lab::lab(a),
         Some(Command::Cluster(a)) => cluster::cluster(a),
+        Some(Command::K8s(a)) => k8s::k8s(a),
         Some(Command::History(a)) => history::history(a),
         Some(Command::Watch(a)) => watch::watch(a),
         Some(Command::Completions(a)) => docs::completions(a),

@@ -84,6 +84,9 @@ pub struct ServeArgs {
     /// Also serve the responsiveness test (draft-ietf-ippm-responsiveness, RPM) on this TCP address: its configuration at /.well-known/nq and the small, large and upload URLs, over HTTP/2 with TLS and this agent's certificate, for any RPM client (networkQuality -C, goresponsiveness). Whoever reaches it can make this host send; each transfer ends after --max-duration.
     #[arg(long, value_name = "ADDR")]
     pub rpm: Option<SocketAddr>,
+    /// Listen for every test's data connections (TCP and UDP) on this port instead of a free one per test: for a port that a Kubernetes Service, a NAT or a firewall forwards. One server test at a time holds it; another is answered busy [default: a free port per test].
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub data_port: Option<u16>,
     /// With --rpm: serve clear HTTP (HTTP/2 with prior knowledge, or HTTP/1.1) instead of TLS, for hosts and clients without it.
     #[arg(long, requires = "rpm")]
     pub rpm_clear: bool,
@@ -285,6 +288,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         allow_sysctl: args.allow_sysctl,
         in_lab: args.netns.is_some(),
         allow_nic: args.allow_nic,
+        data_port: args.data_port.unwrap_or(0),
     };
     let served = agent::serve_on(listener, cfg).map_err(Error::from);
     drop(rpm);

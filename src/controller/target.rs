@@ -390,6 +390,8 @@ fn pick_endpoints(
             control: h.control(),
             token: host_token(file, h, &c.token_file)?,
             data: h.data.clone(),
+            connect: Vec::new(),
+            site: h.site.clone(),
         });
     }
     // Server picks of one host merge: sut:A,sut:B is one agent on two addresses.
@@ -421,6 +423,8 @@ fn pick_endpoints(
                 control: h.control(),
                 token: host_token(file, h, &c.token_file)?,
                 data: addrs,
+                connect: h.connect.clone(),
+                site: h.site.clone(),
             }),
         }
     }
@@ -483,6 +487,8 @@ fn open_rack(st: LabState) -> Result<Target> {
             control: local.addr,
             token: local.token.clone(),
             data,
+            connect: Vec::new(),
+            site: Default::default(),
         };
         locals.push(local);
         Ok(e)

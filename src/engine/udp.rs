@@ -369,12 +369,16 @@ impl RecvBatch {
     }
 }
 
-/// The agent's UDP listeners: one per data address, on a free port each.
-pub fn listeners(addrs: &[IpAddr], spec: &TestSpec) -> Result<Vec<UdpSocket>, EngineError> {
+/// The agent's UDP listeners: one per data address, on `port` (0: a free one).
+pub fn listeners(
+    addrs: &[IpAddr],
+    port: u16,
+    spec: &TestSpec,
+) -> Result<Vec<UdpSocket>, EngineError> {
     addrs
         .iter()
         .map(|ip| {
-            let at = SocketAddr::new(*ip, 0);
+            let at = SocketAddr::new(*ip, port);
             let s =
                 socket(&at, spec, true).map_err(|source| EngineError::UdpSocket { at, source })?;
             s.bind(&at.into())

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod error;
 pub mod ethtool;
+pub mod k8s;
 pub mod nic;
 pub mod sysctl;
 

@@ -41,6 +41,12 @@ pub enum ModelError {
     NoHosts,
     #[error("host {0} is listed twice")]
     HostTwice(String),
+    #[error("host {host}: connect lists {connect} addresses for {data} data addresses: one per data address, in its order")]
+    ConnectCount {
+        host: String,
+        connect: usize,
+        data: usize,
+    },
     #[error("an empty host list: name hosts of the hosts file, e.g. d1,d2")]
     NoPicks,
 }

@@ -25,6 +25,7 @@
 //! Parsing and checking only; nothing here connects anywhere.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -50,11 +51,20 @@ pub enum Role {
 pub struct Defaults {
     pub port: Option<u16>,
     pub ssh_user: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_options: Vec<String>,
     /// Where `cluster up` puts the binary on hosts that lack this version.
     pub remote_binary: Option<String>,
     pub token_file: Option<PathBuf>,
+}
+
+/// The cluster and namespace of agents `linerate k8s up` started.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KubeRef {
+    pub namespace: String,
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -63,13 +73,23 @@ pub struct HostEntry {
     pub name: String,
     pub address: String,
     pub port: Option<u16>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data: Vec<String>,
+    /// Where clients reach each data address instead (a Kubernetes
+    /// Service, a NAT that forwards the agent's `serve --data-port`), in
+    /// `data`'s order, on the same port; default: at the data addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connect: Vec<String>,
     #[serde(default)]
     pub role: Role,
+    /// What the host is where it runs, for results and reports: `node`
+    /// (the machine), `network` (pod or host), `path` (pod-ip, service),
+    /// `zone` ... (`linerate k8s up` writes them).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub site: BTreeMap<String, String>,
     /// `user@host` for ssh (default: `ssh_user@address`, or `address`).
     pub ssh: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_options: Vec<String>,
     pub remote_binary: Option<String>,
     /// The agent's token: for agents started by hand. Without it, the token
@@ -82,6 +102,9 @@ pub struct HostEntry {
 pub struct HostsFile {
     #[serde(default)]
     pub defaults: Defaults,
+    /// Agents `linerate k8s up` started: where, for `k8s down`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubeRef>,
     #[serde(default)]
     pub host: Vec<HostEntry>,
 }
@@ -94,7 +117,10 @@ pub struct Host {
     pub port: u16,
     /// Never empty: the control address when the file lists none.
     pub data: Vec<IpAddr>,
+    /// Data address -> where clients reach it (`connect`).
+    pub connect: Vec<(IpAddr, IpAddr)>,
     pub role: Role,
+    pub site: BTreeMap<String, String>,
     pub ssh: String,
     pub ssh_options: Vec<String>,
     pub remote_binary: String,
@@ -169,6 +195,19 @@ impl HostsFile {
             if data.is_empty() {
                 data.push(address);
             }
+            if !e.connect.is_empty() && e.connect.len() != data.len() {
+                return Err(ModelError::ConnectCount {
+                    host: e.name.clone(),
+                    connect: e.connect.len(),
+                    data: data.len(),
+                });
+            }
+            let connect = e
+                .connect
+                .iter()
+                .map(|c| ip(&e.name, "connect address", c))
+                .collect::<Result<Vec<_>, _>>()?;
+            let connect: Vec<(IpAddr, IpAddr)> = data.iter().copied().zip(connect).collect();
             let ssh = match (&e.ssh, &self.defaults.ssh_user) {
                 (Some(s), _) => s.clone(),
                 (None, Some(u)) => format!("{u}@{}", e.address),
@@ -186,7 +225,9 @@ impl HostsFile {
                 address,
                 port: e.port.or(self.defaults.port).unwrap_or(DEFAULT_PORT),
                 data,
+                connect,
                 role: e.role,
+                site: e.site.clone(),
                 ssh,
                 ssh_options,
                 remote_binary: e
@@ -293,6 +334,34 @@ role = "client"
             .unwrap_err();
         assert_eq!(e.to_string(), "host a is listed twice");
         assert!(HostsFile::default().hosts(Path::new(".")).is_err());
+    }
+
+    /// `connect`: one address per data address, where clients reach it
+    /// (a Service); `site` is kept as written.
+    #[test]
+    fn connect_pairs_each_data_address() {
+        let text = "[[host]]\nname = \"b-svc\"\naddress = \"198.19.120.5\"\nconnect = [\"198.19.100.7\"]\nsite = { node = \"n1\", path = \"service\" }\n";
+        let h = &HostsFile::parse(text)
+            .unwrap()
+            .hosts(Path::new("."))
+            .unwrap()[0];
+        let pod: IpAddr = "198.19.120.5".parse().unwrap();
+        let svc: IpAddr = "198.19.100.7".parse().unwrap();
+        assert_eq!(h.connect, vec![(pod, svc)]);
+        assert_eq!(h.site["path"], "service");
+        let two = text.replace(
+            "connect = [",
+            "data = [\"198.19.120.5\", \"198.19.121.5\"]\nconnect = [",
+        );
+        let e = HostsFile::parse(&two)
+            .unwrap()
+            .hosts(Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("connect lists 1 addresses for 2 data addresses"),
+            "{e}"
+        );
     }
 
     #[test]

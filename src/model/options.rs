@@ -411,6 +411,8 @@ impl TestOptions {
             window: self.socket.window.unwrap_or_default(),
             rtt_s: self.place.rtt.map(|s| s.0),
             clients: self.place.clients,
+            client_hosts: self.place.client_hosts.clone(),
+            server_hosts: self.place.server_hosts.clone(),
             exec: self.exec.spec(facts),
             lab: self.place.lab.clone().filter(|l| !l.is_empty()),
             sysctl: self.place.sysctl.clone().unwrap_or_default(),

@@ -250,6 +250,10 @@ pub struct HostRun {
     pub errors: Vec<String>,
     /// What the host is (collected by its agent).
     pub environment: HostInfo,
+    /// Where it runs, as the hosts file says (`linerate k8s up` writes
+    /// node, zone, network, path, kernel, CNI).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub site: std::collections::BTreeMap<String, String>,
     /// Server: its figures per data address (port) its flows went to, in
     /// address order; empty with one address.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -329,6 +333,10 @@ pub struct FlowPlace {
     pub server: String,
     /// The server data address (port/NIC) it connected to.
     pub address: String,
+    /// Where the two ends are against each other, where the hosts file
+    /// says (`site`): "other node, pod -> service 198.19.100.7".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 impl Iteration {

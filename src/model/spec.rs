@@ -274,6 +274,13 @@ pub struct TestSpec {
     /// first N; studies sweep it). None: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,
+    /// Many hosts: the hosts this test's clients and servers are, as
+    /// `--clients`/`--servers` name them (studies sweep them). None: the
+    /// command line's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_hosts: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_hosts: Option<String>,
     /// How the workers wait for their sockets (results before it: epoll).
     #[serde(default)]
     pub io: IoMode,
@@ -452,6 +459,8 @@ impl Default for TestSpec {
             window: WindowMode::Buffer,
             rtt_s: None,
             clients: None,
+            client_hosts: None,
+            server_hosts: None,
             io: IoMode::Epoll,
             read_size: 0,
             rx_poll_us: None,

@@ -456,9 +456,18 @@ fn elsewhere(study: &Study, c: &ConnectArgs) -> Result<()> {
 /// without hosts, a lab's without a lab, a program without a lab.
 fn check_points(study: &Study, m: &Manifest, connect: &ConnectArgs) -> Result<()> {
     if connect.hosts.is_none() {
-        if let Some(p) = m.points.iter().find(|p| p.spec.clients.is_some()) {
+        let many = |s: &crate::model::spec::TestSpec| {
+            [
+                ("clients", s.clients.is_some()),
+                ("client_hosts", s.client_hosts.is_some()),
+                ("server_hosts", s.server_hosts.is_some()),
+            ]
+            .into_iter()
+            .find(|(_, set)| *set)
+        };
+        if let Some((p, (key, _))) = m.points.iter().find_map(|p| many(&p.spec).map(|k| (p, k))) {
             return Err(Error::Usage(format!(
-                "point {} sets clients, which needs many hosts: --hosts FILE or [network] hosts",
+                "point {} sets {key}, which needs many hosts: --hosts FILE or [network] hosts",
                 p.label()
             )));
         }
@@ -574,6 +583,32 @@ fn unavailable(
     rec.status = Status::Unavailable;
     rec.error = Some(why);
     true
+}
+
+/// Opens the fleet again when a point names other client or server hosts
+/// (`client_hosts`, `server_hosts`) than the open one.
+fn on_hosts(
+    target: &mut target::Target,
+    picked: &mut ConnectArgs,
+    connect: &ConnectArgs,
+    flows: bool,
+    spec: crate::model::spec::TestSpec,
+) -> Result<()> {
+    if connect.hosts.is_none() {
+        return Ok(());
+    }
+    let want = ConnectArgs {
+        clients: spec.client_hosts.or_else(|| connect.clients.clone()),
+        servers: spec.server_hosts.or_else(|| connect.servers.clone()),
+        ..connect.clone()
+    };
+    if want.clients == picked.clients && want.servers == picked.servers {
+        return Ok(());
+    }
+    let old = std::mem::replace(target, target::open(&want, flows)?);
+    old.close();
+    *picked = want;
+    Ok(())
 }
 
 /// Runs one point where it belongs: in the study's own lab (which first
@@ -698,7 +733,17 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         .points
         .iter()
         .any(|p| target::wants_agents(&connect, crate::workload::kind_of(p.spec.workload)));
-    let mut target = match target::open(&connect, flows) {
+    // Opened with the first point's hosts (`client_hosts`, `server_hosts`).
+    let mut picked = connect.clone();
+    if let Some(first) = todo
+        .first()
+        .and_then(|&i| m.point(&m.runs[i].point))
+        .filter(|_| connect.hosts.is_some())
+    {
+        picked.clients = first.spec.client_hosts.clone().or(picked.clients);
+        picked.servers = first.spec.server_hosts.clone().or(picked.servers);
+    }
+    let mut target = match target::open(&picked, flows) {
         Ok(t) => t,
         Err(e) => {
             m.status = StudyStatus::Partial;
@@ -762,7 +807,14 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 .map_err(|e| stopped_failure(&dir, &e.to_string()))?;
             continue;
         }
-        let r = run_point(&mut lab, &mut target, &connect, flows, p, &mut on_step);
+        let r = on_hosts(
+            &mut target,
+            &mut picked,
+            &connect,
+            flows,
+            point.spec.clone(),
+        )
+        .and_then(|_| run_point(&mut lab, &mut target, &picked, flows, p, &mut on_step));
         record(&mut m.runs[i], r, &dir, &label, opts, &mut outcome)?;
         m.updated_at = crate::units::rfc3339_now();
         folder::write_json(&folder::manifest_path(&dir), &m)

@@ -120,11 +120,14 @@ pub struct Accepted {
 
 /// The server half, first step: what `pattern` listens with on `addrs`
 /// (one listener per address; per transaction, one per agent worker and
-/// address), or the service started on the first address.
+/// address), or the service started on the first address. `port`: the
+/// data port (`serve --data-port`, which a Service or a NAT forwards), 0
+/// for a free one.
 pub fn listen(
     spec: &TestSpec,
     pattern: Pattern,
     addrs: &[IpAddr],
+    port: u16,
     cookie: u64,
 ) -> Result<Server, SetupError> {
     use SetupError::Failed;
@@ -153,7 +156,7 @@ pub fn listen(
         Pattern::Persistent | Pattern::PerTransaction => {
             let reuse_port = pattern == Pattern::PerTransaction;
             for &ip in addrs {
-                let bind = SocketAddr::new(ip, 0);
+                let bind = SocketAddr::new(ip, port);
                 let first = sockopt::listener(&bind, spec, reuse_port, super::receives(spec, true))
                     .map_err(|source| Failed(WorkloadError::DataListener { bind, source }))?;
                 let addr = first
@@ -177,7 +180,7 @@ pub fn listen(
             }
         }
         Pattern::Datagram => {
-            s.udp = udp::listeners(addrs, spec).map_err(|e| Failed(e.into()))?;
+            s.udp = udp::listeners(addrs, port, spec).map_err(|e| Failed(e.into()))?;
             s.listening.data = s
                 .udp
                 .iter()
@@ -397,7 +400,7 @@ mod tests {
     /// Listens on loopback, connects every flow, accepts them.
     fn both_halves(spec: &TestSpec, pattern: Pattern) -> (Listening, Accepted, Connected) {
         let lo: IpAddr = "127.0.0.1".parse().unwrap();
-        let server = listen(spec, pattern, &[lo], 7).unwrap();
+        let server = listen(spec, pattern, &[lo], 0, 7).unwrap();
         let listening = server.listening.clone();
         let routes = Routes::new(spec, pattern).unwrap();
         let to = routes.to(&listening.data, lo);
@@ -423,6 +426,27 @@ mod tests {
         assert_eq!(a.conns.established.len(), 3);
         assert_eq!(c.conns.established.len(), 3);
         assert!(c.prefill.is_none() && a.service.is_none());
+    }
+
+    /// `serve --data-port`: every pattern's listeners take the port given
+    /// (what a Service forwards to), TCP and UDP alike, and again once the
+    /// last test's are closed.
+    #[test]
+    fn a_fixed_data_port_is_the_one_listened_on() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let free = std::net::TcpListener::bind((lo, 0)).unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        for (kind, pattern) in [
+            ("stream", Pattern::Persistent),
+            ("crr", Pattern::PerTransaction),
+            ("crr", Pattern::PerTransaction),
+            ("udp-stream", Pattern::Datagram),
+        ] {
+            let s = spec(crate::model::spec::Workload::named(kind));
+            let server = listen(&s, pattern, &[lo], port, 7).unwrap();
+            assert_eq!(server.listening.data, vec![SocketAddr::new(lo, port)]);
+        }
     }
 
     #[test]

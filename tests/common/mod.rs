@@ -2,6 +2,8 @@
 //! loopback, and stop only the processes a test started, by PID.
 #![allow(dead_code)]
 
+pub mod k8s;
+
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -278,7 +278,9 @@ EOF
     --tls-cert-file="$STATE/pki/kubelet$i.crt" --tls-private-key-file="$STATE/pki/kubelet$i.key"
   start "$i" "kube-proxy$i" "$BIN/kube-proxy" --kubeconfig="$STATE/proxy.kubeconfig" \
     --hostname-override="$name" --cluster-cidr=198.19.120.0/21 --proxy-mode=iptables \
-    --metrics-bind-address=127.0.0.1:10249
+    --metrics-bind-address=127.0.0.1:10249 --conntrack-max-per-core=0
+  # (nf_conntrack_max is the machine's, writable only from the first
+  # network namespace: kube-proxy leaves it as it is.)
 }
 
 # Waits for every node to be Ready, then for the default ServiceAccount,
@@ -289,6 +291,10 @@ ready() {
     wait_for "kubelet$i" 120 sh -c "'$BIN/kubectl' --kubeconfig '$STATE/admin.kubeconfig' get node $(node_name "$i") -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
   done
   wait_for kube-controller-manager 60 kc -n default get serviceaccount default
+  # Services work once each node's kube-proxy has written its rules.
+  for i in $(seq 1 "$NODES"); do
+    wait_for "kube-proxy$i" 60 ip netns exec "$(node_name "$i")" iptables -t nat -S KUBE-SERVICES
+  done
 }
 
 up() {

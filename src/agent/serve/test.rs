@@ -12,6 +12,29 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// Releases the fixed data port (`serve --data-port`) when a server test
+/// ends, however it ends.
+pub(super) struct PortHold<'a>(&'a AtomicBool);
+impl Drop for PortHold<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The fixed data port for a server test, or why another test has it.
+fn hold_data_port(sh: &Shared) -> Result<Option<PortHold<'_>>, String> {
+    let port = sh.cfg.data_port;
+    if port == 0 {
+        return Ok(None);
+    }
+    sh.data_port_held
+        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+        .map(|_| Some(PortHold(&sh.data_port_held)))
+        .map_err(|_| {
+            format!("another test holds data port {port} (serve --data-port: one server test at a time)")
+        })
+}
+
 /// How a test that did not run to its end ended.
 pub(super) enum TestEnd {
     /// The controller was sent the reason, as the protocol carries it:
@@ -174,12 +197,18 @@ pub(super) fn run_test(
     // this function returns, however it returns).
     let mut service: Option<Service> = None;
     let pattern = workload.pattern();
+    // Held until this function returns: a crr's listeners live as long.
+    let _port = match (&role, hold_data_port(sh)) {
+        (Role::Client { .. }, _) => None,
+        (_, Ok(p)) => p,
+        (_, Err(why)) => return refuse(stream, ErrorCode::Busy, why),
+    };
     let conns = match role {
         Role::Server { listen, expect } => {
             let (c, svc) = server_conns(
                 &spec,
                 pattern,
-                listen,
+                (listen, sh.cfg.data_port),
                 expect,
                 stream,
                 gone,
@@ -438,7 +467,7 @@ pub(super) fn apply_nic(
 pub(super) fn server_conns(
     spec: &TestSpec,
     pattern: Pattern,
-    listen: Vec<IpAddr>,
+    (listen, port): (Vec<IpAddr>, u16),
     expect: Vec<u32>,
     stream: &mut Wire,
     gone: &Arc<AtomicBool>,
@@ -453,7 +482,7 @@ pub(super) fn server_conns(
     } else {
         listen
     };
-    let server = match conns::listen(spec, pattern, &addrs, random_u64()) {
+    let server = match conns::listen(spec, pattern, &addrs, port, random_u64()) {
         Ok(s) => s,
         Err(SetupError::Refused(e)) => return refuse(stream, ErrorCode::BadRequest, e.to_string()),
         Err(SetupError::Failed(e)) => return refuse(stream, ErrorCode::SetupFailed, e.to_string()),

@@ -249,6 +249,7 @@ impl Driver {
             placement: r.placement.clone(),
             errors: r.errors.clone(),
             environment: m.info.clone(),
+            site: m.site.clone(),
             per_address: match m.role {
                 Role::Server => AddressRun::split(
                     &mine

@@ -46,6 +46,12 @@ pub struct Endpoint {
     pub token: String,
     /// Server: the data addresses (ports) to listen on, in order.
     pub data: Vec<IpAddr>,
+    /// Server: where clients reach a data address instead of at itself
+    /// (the hosts file's `connect`: a Kubernetes Service, a NAT), on the
+    /// same port. Empty: at the data addresses.
+    pub connect: Vec<(IpAddr, IpAddr)>,
+    /// Where it runs (the hosts file's `site`: node, network, path ...).
+    pub site: std::collections::BTreeMap<String, String>,
 }
 
 /// What the servers reported for one iteration (summed over a fleet).
@@ -183,6 +189,9 @@ struct Member {
     data: Vec<IpAddr>,
     /// Server: the addresses `--ports N` takes the first N of.
     pool: Vec<IpAddr>,
+    /// Server: data address -> where clients reach it (`Endpoint::connect`).
+    connect: Vec<(IpAddr, IpAddr)>,
+    site: std::collections::BTreeMap<String, String>,
     info: HostInfo,
 }
 
@@ -195,6 +204,8 @@ impl Member {
             seat: Seat::Here,
             data: Vec::new(),
             pool: Vec::new(),
+            connect: Vec::new(),
+            site: Default::default(),
             info: HostInfo::default(),
         }
     }
@@ -268,6 +279,8 @@ impl Driver {
                     seat: Seat::Agent(Box::new(conn)),
                     data: Vec::new(),
                     pool,
+                    connect: Vec::new(),
+                    site: Default::default(),
                     info: HostInfo::default(),
                 },
                 Member::here(),
@@ -287,6 +300,8 @@ impl Driver {
                     seat: Seat::Foreign(addr),
                     data: vec![addr.ip()],
                     pool: vec![addr.ip()],
+                    connect: Vec::new(),
+                    site: Default::default(),
                     info: HostInfo::default(),
                 },
                 Member::here(),
@@ -321,6 +336,8 @@ impl Driver {
                     seat: Seat::Agent(Box::new(conn)),
                     data: e.data.clone(),
                     pool: e.data.clone(),
+                    connect: e.connect.clone(),
+                    site: e.site.clone(),
                     info: HostInfo::default(),
                 });
             }
@@ -355,6 +372,8 @@ impl Driver {
                 seat,
                 data: m.data.clone(),
                 pool: m.pool.clone(),
+                connect: m.connect.clone(),
+                site: m.site.clone(),
                 info: HostInfo::default(),
             });
         }

@@ -97,11 +97,15 @@ impl Driver {
         }
         plan(spec.flows, clients.len(), &addrs)
             .into_iter()
-            .map(|p| FlowPlace {
-                flow: p.flow,
-                client: self.members[clients[p.client]].name.clone(),
-                server: self.members[p.server].name.clone(),
-                address: p.addr.to_string(),
+            .map(|p| {
+                let (c, s) = (&self.members[clients[p.client]], &self.members[p.server]);
+                FlowPlace {
+                    flow: p.flow,
+                    client: c.name.clone(),
+                    server: s.name.clone(),
+                    address: p.addr.to_string(),
+                    placement: placement(c, s, p.addr),
+                }
             })
             .collect()
     }
@@ -154,4 +158,28 @@ impl Driver {
             })
             .collect())
     }
+}
+
+/// Where a flow's two ends are against each other, from their hosts'
+/// `site` (none without a node on both): same or other node (and zone),
+/// the client's network, and what the flow connects to: "other node, pod
+/// -> service 198.19.100.7".
+fn placement(c: &Member, s: &Member, addr: IpAddr) -> Option<String> {
+    let (cn, sn) = (c.site.get("node")?, s.site.get("node")?);
+    let zone = match (c.site.get("zone"), s.site.get("zone")) {
+        (Some(a), Some(b)) if a != b => ", other zone",
+        _ => "",
+    };
+    let near = if cn == sn { "same node" } else { "other node" };
+    let net = |m: &Member| {
+        m.site
+            .get("network")
+            .cloned()
+            .unwrap_or_else(|| "host".into())
+    };
+    let to = match s.connect.iter().find(|(at, _)| *at == addr) {
+        Some((_, via)) => format!("service {via}"),
+        None => net(s),
+    };
+    Some(format!("{near}{zone}, {} -> {to}", net(c)))
 }

@@ -107,6 +107,7 @@ pub(super) fn servers(
                     true => vec![SocketAddr::new(ip, data_port)],
                     false => data,
                 };
+
                 if data.is_empty() {
                     let want = spec.ports.unwrap_or(1);
                     return Err(d.failed(s, ControllerError::OnePort(want, 0)));
@@ -144,7 +145,12 @@ pub(super) fn clients(
             let targets: Vec<(u32, SocketAddr)> = plan
                 .iter()
                 .filter(|p| p.client == c && p.server == s)
-                .map(|p| (p.flow, routes.to(data, p.addr)))
+                .map(|p| {
+                    (
+                        p.flow,
+                        reach(&d.members[s].connect, routes.to(data, p.addr)),
+                    )
+                })
                 .collect();
             // The client of that server's lowest flow fills a service.
             let first = plan.iter().filter(|p| p.server == s).map(|p| p.flow).min();
@@ -328,5 +334,14 @@ impl Driver {
                 }
             }
         }
+    }
+}
+
+/// Where a client reaches a server's listener `at`: elsewhere when the
+/// hosts file says so (`connect`: a Service, a NAT), on the same port.
+fn reach(connect: &[(std::net::IpAddr, std::net::IpAddr)], at: SocketAddr) -> SocketAddr {
+    match connect.iter().find(|(listen, _)| *listen == at.ip()) {
+        Some(&(_, via)) => SocketAddr::new(via, at.port()),
+        None => at,
     }
 }

@@ -82,6 +82,15 @@ pub struct PlaceOptions {
     /// Studies across many hosts: use the first N client hosts (swept per point).
     #[arg(skip)]
     pub clients: Option<u32>,
+    /// Studies across many hosts: the client hosts of this point, as
+    /// `--clients` names them (swept per point: `client_hosts = ["n1-a",
+    /// "n1-host"]`, the matrix of a Kubernetes fleet).
+    #[arg(skip)]
+    pub client_hosts: Option<String>,
+    /// Studies across many hosts: the server hosts of this point, as
+    /// `--servers` names them (`server_hosts = ["n1-b", "n2-b", "n2-b-svc"]`).
+    #[arg(skip)]
+    pub server_hosts: Option<String>,
     /// Studies with a [lab]: the lab's settings for this point (swept as
     /// `lab.mtu`, `lab.offloads`, `lab.rate`, `lab.loss`, `lab.queue`, `lab.cc`).
     #[arg(skip)]

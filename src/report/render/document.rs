@@ -86,6 +86,50 @@ fn ports_table(loaded: &Loaded) -> Option<Table> {
     Some(t)
 }
 
+/// Where each host of a fleet ran, as its hosts file says (`linerate k8s
+/// up`: node, zone, network, path, kernel, CNI, runtime) with the MTU of
+/// each link its agent saw: one row per host, for the Configuration
+/// Summary. None when no host says.
+fn sites_table(loaded: &Loaded) -> Option<Table> {
+    const KEYS: [&str; 7] = [
+        "node", "zone", "network", "path", "kernel", "cni", "runtime",
+    ];
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (_, r) in &loaded.results {
+        for h in r.hosts.iter().filter(|h| !h.site.is_empty()) {
+            seen.entry(h.name.clone()).or_insert_with(|| {
+                let mut row = vec![h.name.clone()];
+                row.extend(
+                    KEYS.iter()
+                        .map(|k| h.site.get(*k).cloned().unwrap_or_default()),
+                );
+                row.push(
+                    h.environment
+                        .links
+                        .iter()
+                        .filter(|l| l.name != "lo")
+                        .filter_map(|l| l.mtu.map(|m| format!("{} {m}", l.name)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                );
+                row
+            });
+        }
+    }
+    if seen.is_empty() {
+        return None;
+    }
+    Some(Table {
+        title: "Where each host ran (its hosts file's site; MTU as its agent saw it)".into(),
+        headers: [
+            "host", "node", "zone", "network", "path", "kernel", "CNI", "runtime", "MTU",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: seen.into_values().collect(),
+    })
+}
+
 fn hosts_table(loaded: &Loaded) -> Option<Table> {
     use crate::units::{fmt_bps, fmt_rate, fmt_us};
     use std::collections::BTreeMap;
@@ -139,8 +183,11 @@ fn hosts_table(loaded: &Loaded) -> Option<Table> {
             h.name.clone(),
             h.role.clone(),
             format!(
-                "{} ({} CPUs, {})",
-                h.environment.hostname, h.environment.cpus, h.environment.kernel
+                "{} ({} CPUs, {}){}",
+                h.environment.hostname,
+                h.environment.cpus,
+                h.environment.kernel,
+                site_of(h)
             ),
             h.flows.len().to_string(),
             fmt_bps(mean(|h| h.throughput_bps)),
@@ -166,6 +213,35 @@ fn hosts_table(loaded: &Loaded) -> Option<Table> {
         ]);
     }
     Some(t)
+}
+
+/// Where a host runs, as its hosts file says (a Kubernetes fleet: node,
+/// zone, network, path, CNI), and its links' MTU: "" when it says nothing.
+fn site_of(h: &crate::model::result::HostRun) -> String {
+    if h.site.is_empty() {
+        return String::new();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for (key, label) in [
+        ("node", "node"),
+        ("zone", "zone"),
+        ("network", "network"),
+        ("path", "path"),
+        ("cni", "CNI"),
+    ] {
+        if let Some(v) = h.site.get(key) {
+            parts.push(format!("{label} {v}"));
+        }
+    }
+    let mtus: Vec<String> = h
+        .environment
+        .links
+        .iter()
+        .filter(|l| l.name != "lo")
+        .filter_map(|l| l.mtu.map(|m| format!("{} MTU {m}", l.name)))
+        .collect();
+    parts.extend(mtus);
+    format!(" · {}", parts.join(", "))
 }
 
 /// A study's `overview` axis: its values compared as environments.
@@ -446,7 +522,7 @@ pub fn build(loaded: &Loaded, land: &Landscape) -> Report {
         figures,
         missing_figures,
         line_rate_note: land.line_rate_note.clone(),
-        config: vec![config],
+        config: std::iter::once(config).chain(sites_table(loaded)).collect(),
         description: study.description.clone(),
         details,
         commands,
