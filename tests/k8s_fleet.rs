@@ -19,23 +19,25 @@ fn admin() -> String {
     format!("{state}/admin.kubeconfig")
 }
 
+/// `linerate k8s SUB` on the test cluster with `image` (never pulled),
+/// its hosts file `out`, then `more`.
+fn k8s(sub: &str, image: &str, out: &Path, more: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["k8s", sub, "--kubeconfig", &admin(), "--image", image]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--pull", "Never", "--out"].map(String::from));
+    args.push(out.display().to_string());
+    args.extend(more.iter().map(|s| s.to_string()));
+    args
+}
+
 /// `linerate k8s up` with the test image, into `out`.
 fn up(out: &Path, more: &[&str]) -> std::process::Output {
-    let kc = admin();
-    let mut args = vec![
-        "k8s",
-        "up",
-        "--kubeconfig",
-        &kc,
-        "--image",
-        "linerate/agent:test",
-        "--pull",
-        "Never",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(more);
-    run(&args, Duration::from_secs(180))
+    run(
+        &k8s("up", "linerate/agent:test", out, more),
+        Duration::from_secs(180),
+    )
 }
 
 /// One test on the fleet: the result, checked ok, with the placement of
@@ -239,24 +241,13 @@ fn an_image_the_nodes_cannot_run_fails_up_in_bounded_time_and_leaves_nothing() {
     let before = objects();
     let fleet = tmp("never.toml");
     let began = Instant::now();
-    let kc = admin();
     let o = run(
-        &[
-            "k8s",
+        &k8s(
             "up",
-            "--kubeconfig",
-            &kc,
-            "--image",
             "linerate/absent:0",
-            "--pull",
-            "Never",
-            "--timeout",
-            "15s",
-            "--node-count",
-            "1",
-            "--out",
-            fleet.to_str().unwrap(),
-        ],
+            &fleet,
+            &["--timeout", "15s", "--node-count", "1"],
+        ),
         Duration::from_secs(120),
     );
     assert_no_panic(&o);
@@ -435,24 +426,13 @@ fn ctrl_c_while_up_waits_deletes_what_it_made() {
         return;
     };
     let before = objects();
-    let kc = admin();
     let out = tmp("ctrl-c.toml");
-    let child = spawn_group(&[
-        "k8s",
+    let child = spawn_group(&k8s(
         "up",
-        "--kubeconfig",
-        &kc,
-        "--image",
         "linerate/absent:0",
-        "--pull",
-        "Never",
-        "--timeout",
-        "120s",
-        "--node-count",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+        &out,
+        &["--timeout", "120s", "--node-count", "1"],
+    ));
     std::thread::sleep(Duration::from_secs(4));
     interrupt_group(&child);
     let o = wait(child, Duration::from_secs(90));
@@ -478,38 +458,32 @@ fn k8s_run_keeps_a_stopped_commands_results_and_deletes_the_fleet() {
         return;
     };
     let before = objects();
-    let kc = admin();
     let out = tmp("run-fleet.toml");
     let json = tmp("run-stopped.json");
-    let child = spawn_group(&[
-        "k8s",
+    let child = spawn_group(&k8s(
         "run",
-        "--kubeconfig",
-        &kc,
-        "--image",
         "linerate/agent:test",
-        "--pull",
-        "Never",
-        "--node-count",
-        "1",
-        "--no-host-network",
-        "--out",
-        out.to_str().unwrap(),
-        "--",
-        "run",
-        "stream",
-        "--clients",
-        "n1-a",
-        "--servers",
-        "n1-b",
-        "-d",
-        "30",
-        "--warmup",
-        "0",
-        "-q",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+        &out,
+        &[
+            "--node-count",
+            "1",
+            "--no-host-network",
+            "--",
+            "run",
+            "stream",
+            "--clients",
+            "n1-a",
+            "--servers",
+            "n1-b",
+            "-d",
+            "30",
+            "--warmup",
+            "0",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    ));
     // Up takes a few seconds here; then the stream runs.
     let began = Instant::now();
     while !out.exists() && began.elapsed() < Duration::from_secs(60) {

@@ -585,6 +585,30 @@ fn unavailable(
     true
 }
 
+/// The hosts a study's fleet opens with: the first point's to run
+/// (`client_hosts`, `server_hosts`), else the command line's.
+fn first_hosts(m: &Manifest, todo: &[usize], connect: &ConnectArgs) -> ConnectArgs {
+    let mut picked = connect.clone();
+    if let Some(first) = todo
+        .first()
+        .and_then(|&i| m.point(&m.runs[i].point))
+        .filter(|_| connect.hosts.is_some())
+    {
+        picked.clients = first.spec.client_hosts.clone().or(picked.clients);
+        picked.servers = first.spec.server_hosts.clone().or(picked.servers);
+    }
+    picked
+}
+
+/// Says who applies a study's NIC settings where no lab does.
+fn nic_note(m: &Manifest) {
+    if m.points.iter().any(|p| !p.spec.nic.is_empty()) {
+        eprintln!(
+            "nic.* settings: applied by the agents (serve --allow-nic) on their data interfaces; this process's end is not changed"
+        );
+    }
+}
+
 /// Opens the fleet again when a point names other client or server hosts
 /// (`client_hosts`, `server_hosts`) than the open one.
 fn on_hosts(
@@ -733,16 +757,7 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         .points
         .iter()
         .any(|p| target::wants_agents(&connect, crate::workload::kind_of(p.spec.workload)));
-    // Opened with the first point's hosts (`client_hosts`, `server_hosts`).
-    let mut picked = connect.clone();
-    if let Some(first) = todo
-        .first()
-        .and_then(|&i| m.point(&m.runs[i].point))
-        .filter(|_| connect.hosts.is_some())
-    {
-        picked.clients = first.spec.client_hosts.clone().or(picked.clients);
-        picked.servers = first.spec.server_hosts.clone().or(picked.servers);
-    }
+    let mut picked = first_hosts(&m, &todo, &connect);
     let mut target = match target::open(&picked, flows) {
         Ok(t) => t,
         Err(e) => {
@@ -751,14 +766,8 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
             return Err(e);
         }
     };
-    if lab.is_none()
-        && target.lab.is_none()
-        && !opts.quiet
-        && m.points.iter().any(|p| !p.spec.nic.is_empty())
-    {
-        eprintln!(
-            "nic.* settings: applied by the agents (serve --allow-nic) on their data interfaces; this process's end is not changed"
-        );
+    if lab.is_none() && target.lab.is_none() && !opts.quiet {
+        nic_note(&m);
     }
     let total = m.runs.len();
     let interrupted = signals::raised();
