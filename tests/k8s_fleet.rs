@@ -228,7 +228,13 @@ server_hosts = ["n2-b", "n2-b-svc", "n2-host"]
     let out = tmp("k8s-study");
     let dir = study_ok(&file, &out, Duration::from_secs(180));
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    for want in ["node lr-k8s-2", "path service", "network host", "MTU"] {
+    for want in [
+        "node lr-k8s-2",
+        "path service",
+        "network host",
+        "Where each host ran",
+        "| n2-b-svc | lr-k8s-2 |  | pod | service |",
+    ] {
         assert!(md.contains(want), "report.md lacks {want}:\n{md}");
     }
 }
@@ -508,4 +514,72 @@ fn k8s_run_keeps_a_stopped_commands_results_and_deletes_the_fleet() {
 
 fn json_of(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Node 2 cut off from the others mid-test (its link on the fabric's
+/// bridge down): the test ends partial, naming the host, with what was
+/// measured; once the node is back, `down` deletes everything.
+#[test]
+fn a_node_lost_mid_test_ends_it_partial_and_down_cleans_up_after() {
+    let Some(_turn) = cluster_turn() else {
+        return;
+    };
+    let before = objects();
+    let fleet = tmp("lost.toml");
+    let _gone = Down(fleet.clone());
+    let o = up(&fleet, &["--no-host-network"]);
+    assert!(o.status.success(), "k8s up: {}", stderr(&o));
+    let json = tmp("lost.json");
+    let child = spawn(&[
+        "run",
+        "stream",
+        "--hosts",
+        fleet.to_str().unwrap(),
+        "--clients",
+        "n1-a",
+        "--servers",
+        "n2-b",
+        "-d",
+        "6",
+        "--warmup",
+        "0",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    let link = Cut("n2");
+    assert!(link.set("down"), "cannot cut node 2's link");
+    let o = wait(child, Duration::from_secs(120));
+    assert_no_panic(&o);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("host n2-b"), "{}", stderr(&o));
+    let r = json_of(&json);
+    assert_eq!(r["summary"]["status"], "partial", "{}", r["summary"]);
+    assert!(f(&r["summary"]["throughput_bps"]) > 0.0, "{}", r["summary"]);
+    drop(link);
+    let o = run(
+        &["k8s", "down", fleet.to_str().unwrap()],
+        Duration::from_secs(150),
+    );
+    assert!(o.status.success(), "k8s down: {}", stderr(&o));
+    assert_same_objects(&before);
+}
+
+/// A node's link on the test cluster's fabric, down until dropped.
+struct Cut(&'static str);
+
+impl Cut {
+    fn set(&self, state: &str) -> bool {
+        Command::new("ip")
+            .args(["-n", "lr-k8s-net", "link", "set", self.0, state])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        self.set("up");
+    }
 }

@@ -23,7 +23,7 @@ pub enum K8sError {
     #[error("agents not ready after {} s: {}", .after.as_secs(), .why.join("; "))]
     NotReady { after: Duration, why: Vec<String> },
     /// The namespace was still there when the wait ended.
-    #[error("namespace {namespace} is still terminating after {} s (its pods may sit on a node that is gone): delete it with `kubectl delete namespace {namespace}`", .after.as_secs())]
+    #[error("namespace {namespace} is still terminating after {} s: pods on a node that does not answer stay until it is back or deleted (`kubectl delete node NAME`); run `linerate k8s down` again then", .after.as_secs())]
     StillThere { namespace: String, after: Duration },
     #[error("{0}: stopped before the agents were ready")]
     Interrupted(&'static str),

@@ -269,7 +269,9 @@ async fn cni(c: &Client) -> String {
             return (*label).into();
         }
     }
-    "unknown (no known plugin's DaemonSet in kube-system)".into()
+    // No known plugin's DaemonSet in kube-system (a static bridge
+    // configuration, as on the test cluster, or a plugin not listed).
+    "unknown".into()
 }
 
 /// Why an agent's pod is not ready yet, from its status.

@@ -216,31 +216,16 @@ fn hosts_table(loaded: &Loaded) -> Option<Table> {
 }
 
 /// Where a host runs, as its hosts file says (a Kubernetes fleet: node,
-/// zone, network, path, CNI), and its links' MTU: "" when it says nothing.
+/// zone, network, path; the rest is in the Configuration Summary's
+/// `sites_table`): "" when it says nothing.
 fn site_of(h: &crate::model::result::HostRun) -> String {
-    if h.site.is_empty() {
+    let parts: Vec<String> = ["node", "zone", "network", "path"]
+        .iter()
+        .filter_map(|k| h.site.get(*k).map(|v| format!("{k} {v}")))
+        .collect();
+    if parts.is_empty() {
         return String::new();
     }
-    let mut parts: Vec<String> = Vec::new();
-    for (key, label) in [
-        ("node", "node"),
-        ("zone", "zone"),
-        ("network", "network"),
-        ("path", "path"),
-        ("cni", "CNI"),
-    ] {
-        if let Some(v) = h.site.get(key) {
-            parts.push(format!("{label} {v}"));
-        }
-    }
-    let mtus: Vec<String> = h
-        .environment
-        .links
-        .iter()
-        .filter(|l| l.name != "lo")
-        .filter_map(|l| l.mtu.map(|m| format!("{} MTU {m}", l.name)))
-        .collect();
-    parts.extend(mtus);
     format!(" · {}", parts.join(", "))
 }
 
