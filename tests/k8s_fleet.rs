@@ -80,6 +80,41 @@ fn on_fleet(fleet: &Path, kind: &str, client: &str, server: &str) -> serde_json:
     r
 }
 
+/// Zone labels on the test cluster's nodes (topology.kubernetes.io/zone),
+/// removed however the test ends.
+struct Zones(usize);
+
+impl Zones {
+    fn set(zones: &[&str]) -> Zones {
+        for (i, z) in zones.iter().enumerate() {
+            let node = format!("lr-k8s-{}", i + 1);
+            kubectl(&[
+                "label",
+                "node",
+                &node,
+                &format!("topology.kubernetes.io/zone={z}"),
+                "--overwrite",
+            ]);
+        }
+        Zones(zones.len())
+    }
+}
+
+impl Drop for Zones {
+    fn drop(&mut self) {
+        for i in 1..=self.0 {
+            let node = format!("lr-k8s-{i}");
+            let _ = cluster(&[
+                "kubectl",
+                "label",
+                "node",
+                &node,
+                "topology.kubernetes.io/zone-",
+            ]);
+        }
+    }
+}
+
 /// A fleet deleted however the test ends (a no-op once `k8s down` ran:
 /// it removes the file).
 struct Down(PathBuf);
@@ -108,6 +143,8 @@ fn k8s_up_runs_the_matrix_and_down_leaves_nothing() {
         return;
     };
     let before = objects();
+    // The nodes in two zones, as a cloud labels them, for this test.
+    let _zones = Zones::set(&["a", "b"]);
     let fleet = tmp("fleet.toml");
     let _gone = Down(fleet.clone());
     let o = up(&fleet, &["--timeout", "90s"]);
@@ -146,9 +183,9 @@ fn k8s_up_runs_the_matrix_and_down_leaves_nothing() {
     // that pod through its Service, the other node's own network.
     let cases = [
         ("n1-b", "same node, pod -> pod"),
-        ("n2-b", "other node, pod -> pod"),
-        ("n2-b-svc", "other node, pod -> service"),
-        ("n2-host", "other node, pod -> host"),
+        ("n2-b", "other node, other zone, pod -> pod"),
+        ("n2-b-svc", "other node, other zone, pod -> service"),
+        ("n2-host", "other node, other zone, pod -> host"),
     ];
     for (server, want) in cases {
         let r = on_fleet(&fleet, "stream", "n1-a", server);
@@ -174,7 +211,7 @@ fn k8s_up_runs_the_matrix_and_down_leaves_nothing() {
     // connection per transaction, each through kube-proxy's NAT).
     let r = on_fleet(&fleet, "stream", "n1-host", "n2-host");
     assert!(
-        placement(&r).starts_with("other node, host -> host"),
+        placement(&r).starts_with("other node, other zone, host -> host"),
         "{}",
         placement(&r)
     );
@@ -233,7 +270,7 @@ server_hosts = ["n2-b", "n2-b-svc", "n2-host"]
         "path service",
         "network host",
         "Where each host ran",
-        "| n2-b-svc | lr-k8s-2 |  | pod | service |",
+        "| n2-b-svc | lr-k8s-2 | b | pod | service |",
     ] {
         assert!(md.contains(want), "report.md lacks {want}:\n{md}");
     }
