@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -438,4 +439,49 @@ fn threads(pid: u32) -> usize {
                 .and_then(|n| n.trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// `serve --data-port`: a test's data connections arrive on that port (ss
+/// shows the agent listening there while it runs); a second server test
+/// while the first holds it is told so at once; once the first is over
+/// the port is free for the next.
+#[test]
+fn a_fixed_data_port_serves_one_test_at_a_time() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port().to_string();
+    drop(free);
+    let agent = Agent::start("d", &["--data-port", &port, "--no-crypto-twin"]);
+    let tf = token_file("dataport", "d");
+    let first = spawn(&remote(
+        &agent.addr,
+        &tf,
+        &["crr", "-F", "2", "-d", "3", "--warmup", "0", "-q"],
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    let ss = Command::new("ss").args(["-Htln"]).output().unwrap();
+    assert!(
+        stdout(&ss).contains(&format!("127.0.0.1:{port} ")),
+        "nothing listens on the data port {port}: {}",
+        stdout(&ss)
+    );
+    let o = run(&remote(&agent.addr, &tf, &["rr", "-d", "1", "-q"]), LIMIT);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("another test holds data port {port}")),
+        "{}",
+        stderr(&o)
+    );
+    let o = wait(first, LIMIT);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for kind in ["stream", "udp-stream"] {
+        let o = run(
+            &remote(
+                &agent.addr,
+                &tf,
+                &[kind, "-d", "0.5", "--warmup", "0", "-q"],
+            ),
+            LIMIT,
+        );
+        assert!(o.status.success(), "{kind} after: {}", stderr(&o));
+    }
 }
