@@ -207,28 +207,21 @@ fn up(a: &UpArgs) -> Result<PathBuf> {
         f.cni
     );
     let mut unreachable = 0;
-    for h in &file.host {
-        let addr: std::net::SocketAddr = format!("{}:{}", h.address, h.port.unwrap_or(7470))
-            .parse()
-            .map_err(|e| Error::Failed(format!("{}: {e}", h.name)))?;
-        let answer = match probe_agent(addr, &token) {
-            Ok(_) => "answers".to_string(),
-            Err(e) => {
-                unreachable += 1;
-                format!("does not answer from here: {e}")
-            }
-        };
+    for h in crate::controller::target::load_hosts(&a.out)? {
+        let said = answer(h.control(), &token);
+        unreachable += said.is_err() as usize;
         let via = h
             .connect
             .first()
-            .map(|c| format!(" (data via Service {c})"))
+            .map(|(_, c)| format!(" (data via Service {c})"))
             .unwrap_or_default();
         println!(
-            "  {:<10} node {:<14} {:<4} {}{via}: {answer}",
+            "  {:<10} node {:<14} {:<4} {}{via}: {}",
             h.name,
             h.site.get("node").map_or("", |s| s.as_str()),
             h.site.get("network").map_or("", |s| s.as_str()),
-            addr,
+            h.control(),
+            said.unwrap_or_else(|e| e),
         );
     }
     println!(
@@ -243,6 +236,19 @@ fn up(a: &UpArgs) -> Result<PathBuf> {
         );
     }
     Ok(a.out.clone())
+}
+
+/// Whether the agent at `control` answers this host with `token`: what to
+/// print either way.
+fn answer(control: std::net::SocketAddr, token: &str) -> std::result::Result<String, String> {
+    probe_agent(control, token)
+        .map(|p| {
+            format!(
+                "answers ({}, {} tests running)",
+                p.software, p.tests_running
+            )
+        })
+        .map_err(|e| format!("does not answer from here: {e}"))
 }
 
 fn nodes_of(f: &k8s::Fleet) -> String {
@@ -314,11 +320,7 @@ fn status(a: StatusArgs) -> Result<()> {
         );
     }
     // Whether each agent answers this host, with the fleet's token.
-    let text = std::fs::read_to_string(&a.hosts).unwrap_or_default();
-    let base = a.hosts.parent().unwrap_or(Path::new("."));
-    let hosts = HostsFile::parse(&text)
-        .and_then(|f| f.hosts(base))
-        .map_err(|e| usage(format!("hosts file {}: {e}", a.hosts.display())))?;
+    let hosts = crate::controller::target::load_hosts(&a.hosts)?;
     let mut silent = 0;
     for h in &hosts {
         let token = h
@@ -328,17 +330,14 @@ fn status(a: StatusArgs) -> Result<()> {
             .transpose()
             .map_err(|e| Error::Failed(e.to_string()))?
             .unwrap_or_default();
-        let answer = match probe_agent(h.control(), &token) {
-            Ok(p) => format!(
-                "answers ({}, {} tests running)",
-                p.software, p.tests_running
-            ),
-            Err(e) => {
-                silent += 1;
-                format!("does not answer from here: {e}")
-            }
-        };
-        println!("  {:<10} {:<21} {answer}", h.name, h.control());
+        let said = answer(h.control(), &token);
+        silent += said.is_err() as usize;
+        println!(
+            "  {:<10} {:<21} {}",
+            h.name,
+            h.control(),
+            said.unwrap_or_else(|e| e)
+        );
     }
     let bad = pods.iter().filter(|p| p.not_ready.is_some()).count() + silent;
     if bad > 0 {

@@ -260,6 +260,18 @@ pub struct HostRun {
     pub per_address: Vec<AddressRun>,
 }
 
+impl HostRun {
+    /// Where it runs in short, from its `site`: "node w2, zone b, network
+    /// pod, path service" (None when the hosts file says nothing of it).
+    pub fn site_line(&self) -> Option<String> {
+        let parts: Vec<String> = ["node", "zone", "network", "path"]
+            .iter()
+            .filter_map(|k| self.site.get(*k).map(|v| format!("{k} {v}")))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
 /// One data address (port) of a server over the common window. The host's
 /// window figures are split by each flow's own byte counts (its whole life,
 /// warm-up included: flows keep no per-interval counters), counted by the

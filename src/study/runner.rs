@@ -585,19 +585,15 @@ fn unavailable(
     true
 }
 
-/// The hosts a study's fleet opens with: the first point's to run
-/// (`client_hosts`, `server_hosts`), else the command line's.
-fn first_hosts(m: &Manifest, todo: &[usize], connect: &ConnectArgs) -> ConnectArgs {
-    let mut picked = connect.clone();
-    if let Some(first) = todo
-        .first()
-        .and_then(|&i| m.point(&m.runs[i].point))
-        .filter(|_| connect.hosts.is_some())
-    {
-        picked.clients = first.spec.client_hosts.clone().or(picked.clients);
-        picked.servers = first.spec.server_hosts.clone().or(picked.servers);
+/// Where a point runs: `connect` with the point's own client and server
+/// hosts (`client_hosts`, `server_hosts`) where it names them.
+fn hosts_of(spec: &crate::model::spec::TestSpec, connect: &ConnectArgs) -> ConnectArgs {
+    let mut c = connect.clone();
+    if c.hosts.is_some() {
+        c.clients = spec.client_hosts.clone().or(c.clients);
+        c.servers = spec.server_hosts.clone().or(c.servers);
     }
-    picked
+    c
 }
 
 /// Says who applies a study's NIC settings where no lab does.
@@ -609,23 +605,14 @@ fn nic_note(m: &Manifest) {
     }
 }
 
-/// Opens the fleet again when a point names other client or server hosts
-/// (`client_hosts`, `server_hosts`) than the open one.
+/// Opens the fleet again when a point runs on other hosts (`hosts_of`)
+/// than the open one, `picked`.
 fn on_hosts(
     target: &mut target::Target,
     picked: &mut ConnectArgs,
-    connect: &ConnectArgs,
+    want: ConnectArgs,
     flows: bool,
-    spec: crate::model::spec::TestSpec,
 ) -> Result<()> {
-    if connect.hosts.is_none() {
-        return Ok(());
-    }
-    let want = ConnectArgs {
-        clients: spec.client_hosts.or_else(|| connect.clients.clone()),
-        servers: spec.server_hosts.or_else(|| connect.servers.clone()),
-        ..connect.clone()
-    };
     if want.clients == picked.clients && want.servers == picked.servers {
         return Ok(());
     }
@@ -757,7 +744,11 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
         .points
         .iter()
         .any(|p| target::wants_agents(&connect, crate::workload::kind_of(p.spec.workload)));
-    let mut picked = first_hosts(&m, &todo, &connect);
+    // Opened where the first point to run runs.
+    let mut picked = match todo.first().and_then(|&i| m.point(&m.runs[i].point)) {
+        Some(first) => hosts_of(&first.spec, &connect),
+        None => connect.clone(),
+    };
     let mut target = match target::open(&picked, flows) {
         Ok(t) => t,
         Err(e) => {
@@ -816,14 +807,9 @@ pub fn run(study: &Study, opts: &RunOptions) -> Result<Outcome> {
                 .map_err(|e| stopped_failure(&dir, &e.to_string()))?;
             continue;
         }
-        let r = on_hosts(
-            &mut target,
-            &mut picked,
-            &connect,
-            flows,
-            point.spec.clone(),
-        )
-        .and_then(|_| run_point(&mut lab, &mut target, &picked, flows, p, &mut on_step));
+        let want = hosts_of(&point.spec, &connect);
+        let r = on_hosts(&mut target, &mut picked, want, flows)
+            .and_then(|_| run_point(&mut lab, &mut target, &picked, flows, p, &mut on_step));
         record(&mut m.runs[i], r, &dir, &label, opts, &mut outcome)?;
         m.updated_at = crate::units::rfc3339_now();
         folder::write_json(&folder::manifest_path(&dir), &m)

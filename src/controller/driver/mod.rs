@@ -196,6 +196,12 @@ struct Member {
 }
 
 impl Member {
+    /// Server: where clients reach its data address `at` instead (the
+    /// hosts file's `connect`: a Service, a NAT), if anywhere.
+    fn via(&self, at: IpAddr) -> Option<IpAddr> {
+        self.connect.iter().find(|(l, _)| *l == at).map(|&(_, v)| v)
+    }
+
     /// This process as the one client.
     fn here() -> Member {
         Member {

@@ -177,8 +177,8 @@ fn placement(c: &Member, s: &Member, addr: IpAddr) -> Option<String> {
             .cloned()
             .unwrap_or_else(|| "host".into())
     };
-    let to = match s.connect.iter().find(|(at, _)| *at == addr) {
-        Some((_, via)) => format!("service {via}"),
+    let to = match s.via(addr) {
+        Some(via) => format!("service {via}"),
         None => net(s),
     };
     Some(format!("{near}{zone}, {} -> {to}", net(c)))

@@ -107,7 +107,6 @@ pub(super) fn servers(
                     true => vec![SocketAddr::new(ip, data_port)],
                     false => data,
                 };
-
                 if data.is_empty() {
                     let want = spec.ports.unwrap_or(1);
                     return Err(d.failed(s, ControllerError::OnePort(want, 0)));
@@ -146,10 +145,10 @@ pub(super) fn clients(
                 .iter()
                 .filter(|p| p.client == c && p.server == s)
                 .map(|p| {
-                    (
-                        p.flow,
-                        reach(&d.members[s].connect, routes.to(data, p.addr)),
-                    )
+                    // Reached elsewhere (a Service, a NAT): there, same port.
+                    let at = routes.to(data, p.addr);
+                    let via = d.members[s].via(at.ip());
+                    (p.flow, via.map_or(at, |v| SocketAddr::new(v, at.port())))
                 })
                 .collect();
             // The client of that server's lowest flow fills a service.
@@ -334,14 +333,5 @@ impl Driver {
                 }
             }
         }
-    }
-}
-
-/// Where a client reaches a server's listener `at`: elsewhere when the
-/// hosts file says so (`connect`: a Service, a NAT), on the same port.
-fn reach(connect: &[(std::net::IpAddr, std::net::IpAddr)], at: SocketAddr) -> SocketAddr {
-    match connect.iter().find(|(listen, _)| *listen == at.ip()) {
-        Some(&(_, via)) => SocketAddr::new(via, at.port()),
-        None => at,
     }
 }

@@ -187,7 +187,7 @@ fn hosts_table(loaded: &Loaded) -> Option<Table> {
                 h.environment.hostname,
                 h.environment.cpus,
                 h.environment.kernel,
-                site_of(h)
+                h.site_line().map(|l| format!(" · {l}")).unwrap_or_default()
             ),
             h.flows.len().to_string(),
             fmt_bps(mean(|h| h.throughput_bps)),
@@ -213,20 +213,6 @@ fn hosts_table(loaded: &Loaded) -> Option<Table> {
         ]);
     }
     Some(t)
-}
-
-/// Where a host runs, as its hosts file says (a Kubernetes fleet: node,
-/// zone, network, path; the rest is in the Configuration Summary's
-/// `sites_table`): "" when it says nothing.
-fn site_of(h: &crate::model::result::HostRun) -> String {
-    let parts: Vec<String> = ["node", "zone", "network", "path"]
-        .iter()
-        .filter_map(|k| h.site.get(*k).map(|v| format!("{k} {v}")))
-        .collect();
-    if parts.is_empty() {
-        return String::new();
-    }
-    format!(" · {}", parts.join(", "))
 }
 
 /// A study's `overview` axis: its values compared as environments.

@@ -644,12 +644,8 @@ fn hosts_table(o: &mut String, it: &Iteration, spec: &TestSpec, show_tx: bool) {
             h.addresses.join(" ")
         );
         // Where it runs, when the hosts file says (a Kubernetes fleet).
-        let site: Vec<String> = ["node", "zone", "network", "path"]
-            .iter()
-            .filter_map(|k| h.site.get(*k).map(|v| format!("{k} {v}")))
-            .collect();
-        if !site.is_empty() {
-            let _ = writeln!(o, "      {}", site.join(", "));
+        if let Some(site) = h.site_line() {
+            let _ = writeln!(o, "      {site}");
         }
         // Per data address (port), when the server has several.
         for a in &h.per_address {
