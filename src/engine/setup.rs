@@ -5,7 +5,7 @@
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -54,17 +54,24 @@ fn connect(
     let mut pending: HashMap<u32, (TcpStream, SocketAddr)> = HashMap::new();
     let n = targets.len();
     let mut done = Vec::with_capacity(n);
-    let mut next = 0usize;
+    // Flows to start, in order; refused ones come back here when due.
+    let mut queue: VecDeque<(u32, SocketAddr)> = targets.iter().copied().collect();
+    let mut refused = Refusals::default();
     let deadline = Instant::now() + timeout;
     let fail =
         |id: u32, addr: SocketAddr, source: io::Error| EngineError::Connect { id, addr, source };
     while done.len() < n {
-        while next < n && pending.len() < MAX_IN_PROGRESS {
-            let (id, addr) = targets[next];
+        let now = Instant::now();
+        queue.extend(refused.due(now));
+        while pending.len() < MAX_IN_PROGRESS {
+            let Some((id, addr)) = queue.pop_front() else {
+                break;
+            };
             let sock = sockopt::tcp_socket(&addr, spec, receives).map_err(|e| fail(id, addr, e))?;
             match sock.connect(&addr.into()) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+                Err(e) if refused.again(id, addr, &e, now) => continue,
                 Err(e) => return Err(fail(id, addr, e)),
             }
             let mut s = TcpStream::from_std(sock.into());
@@ -72,9 +79,7 @@ fn connect(
                 .register(&mut s, Token(id as usize), Interest::WRITABLE)
                 .map_err(|e| fail(id, addr, e))?;
             pending.insert(id, (s, addr));
-            next += 1;
         }
-        let now = Instant::now();
         if now >= deadline {
             let to: std::collections::BTreeSet<String> =
                 targets.iter().map(|(_, a)| a.to_string()).collect();
@@ -85,11 +90,15 @@ fn connect(
                 timeout,
             });
         }
-        poll.poll(
-            &mut events,
-            Some((deadline - now).min(Duration::from_millis(100))),
-        )
-        .map_err(EngineError::Epoll)?;
+        let wait = refused
+            .next_due()
+            .map_or(Duration::from_millis(100), |at| {
+                at.saturating_duration_since(now)
+            })
+            .min(deadline - now)
+            .min(Duration::from_millis(100));
+        poll.poll(&mut events, Some(wait))
+            .map_err(EngineError::Epoll)?;
         for ev in events.iter() {
             let id = ev.token().0 as u32;
             let Some((s, addr)) = pending.get_mut(&id) else {
@@ -97,6 +106,11 @@ fn connect(
             };
             let addr = *addr;
             if let Some(e) = s.take_error().map_err(|e| fail(id, addr, e))? {
+                if refused.again(id, addr, &e, Instant::now()) {
+                    let (mut s, _) = pending.remove(&id).unwrap();
+                    let _ = poll.registry().deregister(&mut s);
+                    continue;
+                }
                 return Err(fail(id, addr, e));
             }
             match s.peer_addr() {
@@ -126,6 +140,53 @@ fn connect(
     }
     done.sort_by_key(|(id, _)| *id);
     Ok(done)
+}
+
+/// How long a flow whose connect is refused is tried again: the server
+/// said it listens, so a refusal is either final (nothing listens, told
+/// after this grace) or the path's for a moment. Kubernetes' kube-proxy
+/// answers a Service whose endpoint it has not programmed yet with a
+/// port-unreachable (a refused connect), and CI saw one refused connect
+/// through the lab's router that the same test never showed again.
+const REFUSED_GRACE: Duration = Duration::from_secs(1);
+
+/// The refused flows waiting for their next try.
+#[derive(Default)]
+struct Refusals {
+    /// Flow id -> (first refusal, tries so far).
+    first: HashMap<u32, (Instant, u32)>,
+    /// (when, flow id, address), tried again from `when` on.
+    waiting: Vec<(Instant, u32, SocketAddr)>,
+}
+
+impl Refusals {
+    /// Whether flow `id`'s error `e` at `now` is a refusal to try again
+    /// (within `REFUSED_GRACE` of its first one): if so, it is queued, 20
+    /// ms later at first, the wait doubling to 200 ms.
+    fn again(&mut self, id: u32, addr: SocketAddr, e: &io::Error, now: Instant) -> bool {
+        if e.kind() != io::ErrorKind::ConnectionRefused {
+            return false;
+        }
+        let (since, tries) = self.first.entry(id).or_insert((now, 0));
+        if now.duration_since(*since) >= REFUSED_GRACE {
+            return false;
+        }
+        let wait = Duration::from_millis(20 << (*tries).min(3)).min(Duration::from_millis(200));
+        *tries += 1;
+        self.waiting.push((now + wait, id, addr));
+        true
+    }
+
+    /// The flows due at `now`, taken out.
+    fn due(&mut self, now: Instant) -> Vec<(u32, SocketAddr)> {
+        let (due, later): (Vec<_>, Vec<_>) = self.waiting.drain(..).partition(|w| w.0 <= now);
+        self.waiting = later;
+        due.into_iter().map(|(_, id, addr)| (id, addr)).collect()
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.waiting.iter().map(|w| w.0).min()
+    }
 }
 
 /// Accepts the flows `expect` names on `listeners` (one per data address),
@@ -239,4 +300,74 @@ pub fn accept_flows(
     let mut v: Vec<(u32, TcpStream)> = done.into_iter().collect();
     v.sort_by_key(|(id, _)| *id);
     Ok((v, rejected))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback port nothing listens on (a listener's, closed).
+    fn free_port() -> SocketAddr {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    }
+
+    /// A server that listens a moment after the first refusal is reached:
+    /// the flow is tried again within the grace.
+    #[test]
+    fn a_refused_connect_is_tried_again_within_the_grace() {
+        let addr = free_port();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(250));
+            let l = std::net::TcpListener::bind(addr).unwrap();
+            l.accept().map(|(s, _)| s)
+        });
+        let t0 = Instant::now();
+        let flows = connect_plain(&[(0, addr)], &TestSpec::default(), Duration::from_secs(10))
+            .expect("connected once the listener came");
+        assert_eq!(flows.len(), 1);
+        assert!(
+            t0.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            t0.elapsed()
+        );
+        late.join().unwrap().unwrap();
+    }
+
+    /// Where nothing listens, the refusal is the error once the grace
+    /// is over, long before the setup's own timeout.
+    #[test]
+    fn a_port_nobody_opens_is_refused_after_the_grace() {
+        let addr = free_port();
+        let t0 = Instant::now();
+        let err = connect_plain(&[(3, addr)], &TestSpec::default(), Duration::from_secs(10))
+            .expect_err("refused");
+        let took = t0.elapsed();
+        assert!(
+            matches!(&err, EngineError::Connect { id: 3, source, .. } if source.kind() == io::ErrorKind::ConnectionRefused),
+            "{err}"
+        );
+        assert!(
+            took >= REFUSED_GRACE && took < REFUSED_GRACE * 3,
+            "{took:?}"
+        );
+    }
+
+    #[test]
+    fn refusals_wait_longer_each_time_and_give_up_after_the_grace() {
+        let mut r = Refusals::default();
+        let addr = free_port();
+        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+        let t0 = Instant::now();
+        assert!(r.again(1, addr, &refused, t0));
+        assert_eq!(r.next_due(), Some(t0 + Duration::from_millis(20)));
+        assert!(r.due(t0).is_empty());
+        assert_eq!(r.due(t0 + Duration::from_millis(20)), vec![(1, addr)]);
+        assert!(r.again(1, addr, &refused, t0 + Duration::from_millis(20)));
+        assert_eq!(r.next_due(), Some(t0 + Duration::from_millis(60)));
+        // Another error is never tried again; past the grace, neither.
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        assert!(!r.again(2, addr, &reset, t0));
+        assert!(!r.again(1, addr, &refused, t0 + REFUSED_GRACE));
+    }
 }
