@@ -620,3 +620,102 @@ impl Drop for Cut {
         self.set("up");
     }
 }
+
+/// `k8s run --port-forward` from a host that cannot reach the pod network
+/// (this host's routes to the pods and Services removed while it runs):
+/// the control channel goes through the API server, the stream between
+/// the pods, and the fleet is deleted after.
+#[test]
+fn k8s_run_port_forward_reaches_agents_this_host_cannot_route_to() {
+    let Some(_turn) = cluster_turn() else {
+        return;
+    };
+    let before = objects();
+    let out = tmp("pf-fleet.toml");
+    let json = tmp("pf.json");
+    let cut = NoPodRoutes::cut();
+    assert!(!cut.0.is_empty(), "this host has no routes to the pods");
+    let o = run(
+        &k8s(
+            "run",
+            "linerate/agent:test",
+            &out,
+            &[
+                "--no-host-network",
+                "--port-forward",
+                "--",
+                "run",
+                "stream",
+                "--clients",
+                "n1-a",
+                "--servers",
+                "n2-b",
+                "-d",
+                "2",
+                "--warmup",
+                "1",
+                "-q",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+        ),
+        Duration::from_secs(240),
+    );
+    drop(cut);
+    assert_no_panic(&o);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("through the API server (port-forward)"),
+        "{text}"
+    );
+    // Every agent answered at its local forward, with its pod's address
+    // as the data address.
+    let answered: Vec<&str> = text.lines().filter(|l| l.contains(": answers")).collect();
+    assert_eq!(answered.len(), 8, "{text}");
+    assert!(answered.iter().all(|l| l.contains("127.0.0.1:")), "{text}");
+    let r = json_of(&json);
+    assert_eq!(r["summary"]["status"], "ok", "{}", r["summary"]);
+    assert!(f(&r["summary"]["throughput_bps"]) > 1e8, "{}", r["summary"]);
+    assert_eq!(placement(&r), "other node, pod -> pod", "{}", r["flow_map"]);
+    assert!(!out.exists(), "down removed the hosts file");
+    assert!(
+        !tmp("pf-fleet.toml.forward").exists(),
+        "the forward file went too"
+    );
+    assert_same_objects(&before);
+}
+
+/// This host's routes into the test cluster's pod and Service ranges,
+/// removed until dropped (then put back as they were).
+struct NoPodRoutes(Vec<String>);
+
+impl NoPodRoutes {
+    fn cut() -> NoPodRoutes {
+        let o = Command::new("ip")
+            .args(["route", "show", "root", "198.19.0.0/16"])
+            .output()
+            .expect("ip route");
+        let routes: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        for r in &routes {
+            let mut args = vec!["route", "del"];
+            args.extend(r.split_whitespace());
+            let _ = Command::new("ip").args(&args).status();
+        }
+        NoPodRoutes(routes)
+    }
+}
+
+impl Drop for NoPodRoutes {
+    fn drop(&mut self) {
+        for r in &self.0 {
+            let mut args = vec!["route", "add"];
+            args.extend(r.split_whitespace());
+            let _ = Command::new("ip").args(&args).status();
+        }
+    }
+}

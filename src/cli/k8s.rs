@@ -115,6 +115,11 @@ pub struct StatusArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub up: UpArgs,
+    /// Reach the agents' control ports through the API server (as
+    /// kubectl port-forward does), for a controller outside the pod
+    /// network; the flows still run between the pods.
+    #[arg(long)]
+    pub port_forward: bool,
     /// The linerate command to run on the fleet, after `--`: e.g. -- run stream --clients n1-a --servers n2-b
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -122,7 +127,7 @@ pub struct RunArgs {
 
 pub fn k8s(args: K8sArgs) -> Result<()> {
     match args.command {
-        K8sCommand::Up(a) => up(&a).map(|_| ()),
+        K8sCommand::Up(a) => up(&a, true).map(|_| ()),
         K8sCommand::Down(a) => down(a),
         K8sCommand::Status(a) => status(a),
         K8sCommand::Run(a) => run(a),
@@ -156,7 +161,8 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
 }
 
 /// Starts the fleet and writes its hosts file; returns that file's path.
-fn up(a: &UpArgs) -> Result<PathBuf> {
+/// `probe`: say whether each agent answers from this host.
+fn up(a: &UpArgs, probe: bool) -> Result<PathBuf> {
     if a.out.is_dir() {
         return Err(usage(format!(
             "--out {}: a folder; name the hosts file to write",
@@ -206,24 +212,7 @@ fn up(a: &UpArgs) -> Result<PathBuf> {
         f.server_version,
         f.cni
     );
-    let mut unreachable = 0;
-    for h in crate::controller::target::load_hosts(&a.out)? {
-        let said = answer(h.control(), &token);
-        unreachable += said.is_err() as usize;
-        let via = h
-            .connect
-            .first()
-            .map(|(_, c)| format!(" (data via Service {c})"))
-            .unwrap_or_default();
-        println!(
-            "  {:<10} node {:<14} {:<4} {}{via}: {}",
-            h.name,
-            h.site.get("node").map_or("", |s| s.as_str()),
-            h.site.get("network").map_or("", |s| s.as_str()),
-            h.control(),
-            said.unwrap_or_else(|e| e),
-        );
-    }
+    let unreachable = if probe { probe_all(&a.out, &token)? } else { 0 };
     println!(
         "hosts file {} (token {}); `linerate k8s down {}` deletes the agents",
         a.out.display(),
@@ -232,10 +221,93 @@ fn up(a: &UpArgs) -> Result<PathBuf> {
     );
     if unreachable > 0 {
         eprintln!(
-            "k8s up: {unreachable} agents do not answer from this host: run the controller where it reaches the pod network (on a node, or in a pod of the cluster)"
+            "k8s up: {unreachable} agents do not answer from this host: run the controller where it reaches the pod network (on a node, or in a pod of the cluster), or use `linerate k8s run --port-forward`"
         );
     }
     Ok(a.out.clone())
+}
+
+/// Probes every host of the hosts file `path`, a line each: how many did
+/// not answer.
+fn probe_all(path: &Path, token: &str) -> Result<usize> {
+    let mut unreachable = 0;
+    for h in crate::controller::target::load_hosts(path)? {
+        let said = answer(h.control(), token);
+        unreachable += said.is_err() as usize;
+        let via = h
+            .connect
+            .first()
+            .map(|(_, c)| format!(" (data via Service {c})"))
+            .unwrap_or_default();
+        let data = h
+            .data
+            .first()
+            .map(|d| format!(" data {d}"))
+            .unwrap_or_default();
+        println!(
+            "  {:<10} node {:<14} {:<4} {}{data}{via}: {}",
+            h.name,
+            h.site.get("node").map_or("", |s| s.as_str()),
+            h.site.get("network").map_or("", |s| s.as_str()),
+            h.control(),
+            said.unwrap_or_else(|e| e),
+        );
+    }
+    Ok(unreachable)
+}
+
+/// `k8s run --port-forward`: a listener on 127.0.0.1 per agent, through
+/// the API server to its pod's control port, and the hosts file that names
+/// them (`FILE.forward`, beside `file`, removed with the fleet). Returns
+/// that file and the forwards (running until dropped).
+fn forward(a: &UpArgs, file: &Path) -> Result<(PathBuf, k8s::forward::Forwards)> {
+    use k8s::forward::Target;
+    let r = read_ref(file)?;
+    let access = a.cluster.access();
+    let pods = k8s::pods(&access, &r.namespace).map_err(failed)?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::Failed(format!("cannot read {}: {e}", file.display())))?;
+    let hosts = HostsFile::parse(&text).map_err(|e| Error::Failed(e.to_string()))?;
+    // A host's agent is the pod at its control address (a host-network
+    // pod's IP is its node's).
+    let target = |h: &crate::model::hosts::HostEntry| {
+        pods.iter().find(|p| p.ip == h.address).map(|p| Target {
+            pod: p.pod.clone(),
+            port: h.port.unwrap_or(crate::model::hosts::DEFAULT_PORT),
+        })
+    };
+    let mut targets: Vec<Target> = hosts.host.iter().filter_map(&target).collect();
+    targets.sort();
+    targets.dedup();
+    if let Some(h) = hosts.host.iter().find(|h| target(h).is_none()) {
+        return Err(Error::Failed(format!(
+            "k8s run --port-forward: no pod in namespace {} holds {}'s address {}",
+            r.namespace, h.name, h.address
+        )));
+    }
+    let fw = k8s::forward::start(&access, &r.namespace, &targets).map_err(failed)?;
+    let file2 = fleet::forwarded(&hosts, |h| {
+        target(h).and_then(|t| fw.local.get(&t).copied())
+    });
+    let mut name = file.as_os_str().to_owned();
+    name.push(".forward");
+    let path = PathBuf::from(name);
+    let body = toml::to_string(&file2).expect("a hosts file serializes");
+    write_private(
+        &path,
+        &format!("# linerate k8s run --port-forward: the agents' control ports through the API server, while it runs.\n\n{body}"),
+    )?;
+    println!("k8s run: the agents' control ports through the API server (port-forward):");
+    let token = std::fs::read_to_string(token_path(file))
+        .map_err(|e| Error::Failed(format!("cannot read the fleet's token: {e}")))?;
+    let unreachable = probe_all(&path, token.trim())?;
+    if unreachable > 0 {
+        let _ = std::fs::remove_file(&path);
+        return Err(Error::Failed(format!(
+            "k8s run --port-forward: {unreachable} agents do not answer through the API server"
+        )));
+    }
+    Ok((path, fw))
 }
 
 /// Whether the agent at `control` answers this host with `token`: what to
@@ -358,20 +430,34 @@ fn run(a: RunArgs) -> Result<()> {
     if a.command.iter().any(|w| w == "--hosts") {
         return Err(usage("k8s run adds --hosts itself (the fleet's file)"));
     }
-    let file = up(&a.up)?;
+    let file = up(&a.up, !a.port_forward)?;
     // From here a Ctrl-C is the command's to answer (one process group):
     // this process waits for it, whatever arrives, and then deletes.
     crate::engine::signals::on_signals(&[libc::SIGINT, libc::SIGTERM], false);
-    let status = std::env::current_exe()
-        .map_err(|e| Error::Failed(format!("cannot find this program: {e}")))
-        .and_then(|exe| {
-            std::process::Command::new(exe)
-                .args(&a.command)
-                .arg("--hosts")
-                .arg(&file)
-                .status()
-                .map_err(|e| Error::Failed(format!("cannot start the command: {e}")))
-        });
+    let forwards = match a.port_forward {
+        true => forward(&a.up, &file).map(Some),
+        false => Ok(None),
+    };
+    let status = match &forwards {
+        Err(e) => Err(Error::Failed(e.to_string())),
+        Ok(fw) => {
+            let hosts = fw.as_ref().map_or(file.clone(), |(p, _)| p.clone());
+            std::env::current_exe()
+                .map_err(|e| Error::Failed(format!("cannot find this program: {e}")))
+                .and_then(|exe| {
+                    std::process::Command::new(exe)
+                        .args(&a.command)
+                        .arg("--hosts")
+                        .arg(&hosts)
+                        .status()
+                        .map_err(|e| Error::Failed(format!("cannot start the command: {e}")))
+                })
+        }
+    };
+    if let Ok(Some((path, fw))) = forwards {
+        drop(fw);
+        let _ = std::fs::remove_file(path);
+    }
     let gone = down(DownArgs {
         hosts: Some(file),
         cluster: a.up.cluster.clone(),

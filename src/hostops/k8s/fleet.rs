@@ -69,6 +69,26 @@ pub fn hosts_file(f: &Fleet, access: &Access, token_file: PathBuf) -> HostsFile 
     }
 }
 
+/// `file` with each host's control address replaced by where `local`
+/// forwards it (`k8s run --port-forward`); data addresses, the Services
+/// and the sites stay, as the flows still run between the pods.
+pub fn forwarded(
+    file: &HostsFile,
+    local: impl Fn(&HostEntry) -> Option<std::net::SocketAddr>,
+) -> HostsFile {
+    let mut out = file.clone();
+    for h in &mut out.host {
+        if let Some(at) = local(h) {
+            if h.data.is_empty() {
+                h.data = vec![h.address.clone()];
+            }
+            h.address = at.ip().to_string();
+            h.port = Some(at.port());
+        }
+    }
+    out
+}
+
 /// The file's text: a comment that says what it is, then the TOML.
 pub fn render(file: &HostsFile, f: &Fleet) -> String {
     let body = toml::to_string(file).expect("a hosts file serializes");

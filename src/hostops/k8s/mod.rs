@@ -12,6 +12,7 @@
 
 pub mod error;
 pub mod fleet;
+pub mod forward;
 pub mod objects;
 
 use k8s_openapi::api::apps::v1::Deployment;
