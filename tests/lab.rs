@@ -2064,8 +2064,13 @@ fn stream_goodput_holds_the_framing_limit_and_the_link_its_rate() {
 /// The most a lab link may carry over any second, of its rate: its
 /// schedule is exact, and a release may come up to 250 µs early (the
 /// release window) and a stall's first 1 ms be caught up at once, with one
-/// GSO packet (64 KiB) beside them.
-const RATE_BOUND: f64 = 1.003;
+/// GSO packet (64 KiB) beside them. The tap stamps each packet in the
+/// server's receive softirq, which on a busy host runs late too (in
+/// ksoftirqd) and bunches up to another millisecond of packets at a
+/// window's edge: 0.1% more. (CI saw 1.0030 against the 1.003 this was,
+/// with 380 releases over 1 ms late; the overshoot it guards against was
+/// 111%.)
+const RATE_BOUND: f64 = 1.004;
 
 /// Issue 37: on a host that loses its CPUs now and then the emulator runs
 /// late; it must then carry less, never more than the link's rate (it once
