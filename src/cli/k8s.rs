@@ -127,7 +127,7 @@ pub struct RunArgs {
 
 pub fn k8s(args: K8sArgs) -> Result<()> {
     match args.command {
-        K8sCommand::Up(a) => up(&a, true).map(|_| ()),
+        K8sCommand::Up(a) => up(&a, true).map(drop),
         K8sCommand::Down(a) => down(a),
         K8sCommand::Status(a) => status(a),
         K8sCommand::Run(a) => run(a),
@@ -160,9 +160,10 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
         .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))
 }
 
-/// Starts the fleet and writes its hosts file; returns that file's path.
-/// `probe`: say whether each agent answers from this host.
-fn up(a: &UpArgs, probe: bool) -> Result<PathBuf> {
+/// Starts the fleet and writes its hosts file; returns that file's path
+/// and the fleet's token. `probe`: say whether each agent answers from
+/// this host.
+fn up(a: &UpArgs, probe: bool) -> Result<(PathBuf, String)> {
     if a.out.is_dir() {
         return Err(usage(format!(
             "--out {}: a folder; name the hosts file to write",
@@ -224,7 +225,7 @@ fn up(a: &UpArgs, probe: bool) -> Result<PathBuf> {
             "k8s up: {unreachable} agents do not answer from this host: run the controller where it reaches the pod network (on a node, or in a pod of the cluster), or use `linerate k8s run --port-forward`"
         );
     }
-    Ok(a.out.clone())
+    Ok((a.out.clone(), token))
 }
 
 /// Probes every host of the hosts file `path`, a line each: how many did
@@ -256,18 +257,27 @@ fn probe_all(path: &Path, token: &str) -> Result<usize> {
     Ok(unreachable)
 }
 
+/// `linerate COMMAND --hosts HOSTS`, waited for.
+fn command_on(command: &[String], hosts: &Path) -> Result<std::process::ExitStatus> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Failed(format!("cannot find this program: {e}")))?;
+    std::process::Command::new(exe)
+        .args(command)
+        .arg("--hosts")
+        .arg(hosts)
+        .status()
+        .map_err(|e| Error::Failed(format!("cannot start the command: {e}")))
+}
+
 /// `k8s run --port-forward`: a listener on 127.0.0.1 per agent, through
 /// the API server to its pod's control port, and the hosts file that names
 /// them (`FILE.forward`, beside `file`, removed with the fleet). Returns
 /// that file and the forwards (running until dropped).
-fn forward(a: &UpArgs, file: &Path) -> Result<(PathBuf, k8s::forward::Forwards)> {
+fn forward(a: &UpArgs, file: &Path, token: &str) -> Result<(PathBuf, k8s::forward::Forwards)> {
     use k8s::forward::Target;
-    let r = read_ref(file)?;
+    let (hosts, r) = read_fleet(file)?;
     let access = a.cluster.access();
     let pods = k8s::pods(&access, &r.namespace).map_err(failed)?;
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Error::Failed(format!("cannot read {}: {e}", file.display())))?;
-    let hosts = HostsFile::parse(&text).map_err(|e| Error::Failed(e.to_string()))?;
     // A host's agent is the pod at its control address (a host-network
     // pod's IP is its node's).
     let target = |h: &crate::model::hosts::HostEntry| {
@@ -298,9 +308,7 @@ fn forward(a: &UpArgs, file: &Path) -> Result<(PathBuf, k8s::forward::Forwards)>
         &format!("# linerate k8s run --port-forward: the agents' control ports through the API server, while it runs.\n\n{body}"),
     )?;
     println!("k8s run: the agents' control ports through the API server (port-forward):");
-    let token = std::fs::read_to_string(token_path(file))
-        .map_err(|e| Error::Failed(format!("cannot read the fleet's token: {e}")))?;
-    let unreachable = probe_all(&path, token.trim())?;
+    let unreachable = probe_all(&path, token)?;
     if unreachable > 0 {
         let _ = std::fs::remove_file(&path);
         return Err(Error::Failed(format!(
@@ -331,16 +339,22 @@ fn nodes_of(f: &k8s::Fleet) -> String {
 
 /// The cluster and namespace a hosts file names.
 fn read_ref(path: &Path) -> Result<crate::model::hosts::KubeRef> {
+    read_fleet(path).map(|(_, r)| r)
+}
+
+/// A hosts file `k8s up` wrote, and the cluster and namespace it names.
+fn read_fleet(path: &Path) -> Result<(HostsFile, crate::model::hosts::KubeRef)> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("hosts file {}: {e}", path.display())))?;
     let file = HostsFile::parse(&text)
         .map_err(|e| usage(format!("hosts file {}: {e}", path.display())))?;
-    file.kubernetes.ok_or_else(|| {
+    let r = file.kubernetes.clone().ok_or_else(|| {
         usage(format!(
             "hosts file {} has no [kubernetes] section: it was not written by `linerate k8s up`",
             path.display()
         ))
-    })
+    })?;
+    Ok((file, r))
 }
 
 fn down(a: DownArgs) -> Result<()> {
@@ -430,34 +444,24 @@ fn run(a: RunArgs) -> Result<()> {
     if a.command.iter().any(|w| w == "--hosts") {
         return Err(usage("k8s run adds --hosts itself (the fleet's file)"));
     }
-    let file = up(&a.up, !a.port_forward)?;
+    let (file, token) = up(&a.up, !a.port_forward)?;
     // From here a Ctrl-C is the command's to answer (one process group):
     // this process waits for it, whatever arrives, and then deletes.
     crate::engine::signals::on_signals(&[libc::SIGINT, libc::SIGTERM], false);
     let forwards = match a.port_forward {
-        true => forward(&a.up, &file).map(Some),
+        true => forward(&a.up, &file, &token).map(Some),
         false => Ok(None),
     };
-    let status = match &forwards {
-        Err(e) => Err(Error::Failed(e.to_string())),
-        Ok(fw) => {
-            let hosts = fw.as_ref().map_or(file.clone(), |(p, _)| p.clone());
-            std::env::current_exe()
-                .map_err(|e| Error::Failed(format!("cannot find this program: {e}")))
-                .and_then(|exe| {
-                    std::process::Command::new(exe)
-                        .args(&a.command)
-                        .arg("--hosts")
-                        .arg(&hosts)
-                        .status()
-                        .map_err(|e| Error::Failed(format!("cannot start the command: {e}")))
-                })
+    let status = match forwards {
+        Err(e) => Err(e),
+        Ok(None) => command_on(&a.command, &file),
+        Ok(Some((path, fw))) => {
+            let status = command_on(&a.command, &path);
+            drop(fw);
+            let _ = std::fs::remove_file(path);
+            status
         }
     };
-    if let Ok(Some((path, fw))) = forwards {
-        drop(fw);
-        let _ = std::fs::remove_file(path);
-    }
     let gone = down(DownArgs {
         hosts: Some(file),
         cluster: a.up.cluster.clone(),
