@@ -17,6 +17,9 @@
 #                           the same with --emulator-cpu off (unplaced: the
 #                           A/B of the default placement)
 # ORDER="1g-50-gso 1g-50-fq" bench/lab.sh 3 6   runs only those, in that order.
+# OLD=path/to/linerate bench/lab.sh ...   A/B: each lab also runs with that
+#   build, right before or after this one (the order turns every round);
+#   its rows are marked "(old)", and a last table gives new / old per lab.
 # and one linerate stream per lab (1 flow; 4 flows for the capacity labs),
 # reporting throughput, the emulator's CPU (share of one core, and per
 # wire packet: its CPU time over the frames both directions carried),
@@ -57,20 +60,37 @@ declare -A LINK=(
 )
 ORDER=${ORDER:-"plain cap-gso cap-pkt 1g-50-gso 1g-50-pkt 1g-100-gso 1g-100-pkt 1g-50-codel 1g-50-fq"}
 
+# One lab, one stream: run_lab BINARY KEY RESULT.json
+run_lab() {
+  local bin=$1 k=$2 json=$3 flows=1
+  # shellcheck disable=SC2086
+  $bin lab up $LAB ${LINK[$k]} --no-calibrate >/dev/null
+  case $k in plain|cap-*|*4|*4-off) flows=4 ;; esac
+  $bin run stream --lab $LAB -F $flows -d "$SECS" --warmup 2 -q --json "$json" >/dev/null
+  $bin lab down $LAB >/dev/null
+}
+
+KEYS=$ORDER
+[ -n "${OLD:-}" ] && KEYS=$(for k in $ORDER; do printf '%s %s@old ' "$k" "$k"; done)
 for r in $(seq 1 "$ROUNDS"); do
   for k in $ORDER; do
-    # shellcheck disable=SC2086
-    $LR lab up $LAB ${LINK[$k]} --no-calibrate >/dev/null
-    flows=1
-    case $k in plain|cap-*|*4|*4-off) flows=4 ;; esac
-    $LR run stream --lab $LAB -F $flows -d "$SECS" --warmup 2 -q --json "$out/$k.$r.json" >/dev/null
-    $LR lab down $LAB >/dev/null
+    if [ -z "${OLD:-}" ]; then
+      run_lab "$LR" "$k" "$out/$k.$r.json"
+    elif [ $((r % 2)) -eq 1 ]; then
+      run_lab "$OLD" "$k" "$out/$k@old.$r.json"
+      run_lab "$LR" "$k" "$out/$k.$r.json"
+    else
+      run_lab "$LR" "$k" "$out/$k.$r.json"
+      run_lab "$OLD" "$k" "$out/$k@old.$r.json"
+    fi
   done
 done
 
-python3 - "$out" "$ROUNDS" $ORDER <<'PY'
+# shellcheck disable=SC2086
+python3 - "$out" "$ROUNDS" $KEYS <<'PY'
 import json, statistics, sys
 out, rounds, order = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+medians = {}
 print("| lab | flows | throughput Gbit/s (median, min-max) | emulator CPU % of a core | emulator µs per wire packet | late > 1 ms | host CPU % |")
 print("|---|---|---|---|---|---|---|")
 for k in order:
@@ -91,5 +111,19 @@ for k in order:
     pp = f"{statistics.median(per):.2f} ({min(per):.2f}-{max(per):.2f})" if per else "-"
     e = f"{statistics.median(emu):.0f} ({min(emu):.0f}-{max(emu):.0f})" if emu else "-"
     l = f"{sum(late)} of {sum(pk)}" if pk else "-"
-    print(f"| {k} | {rs[0]['spec']['flows']} | {statistics.median(t):.3f} ({min(t):.3f}-{max(t):.3f}) | {e} | {pp} | {l} | {statistics.median(host):.0f} |")
+    medians[k] = (statistics.median(t), statistics.median(per) if per else None, per)
+    name = k.replace("@old", " (old)")
+    print(f"| {name} | {rs[0]['spec']['flows']} | {statistics.median(t):.3f} ({min(t):.3f}-{max(t):.3f}) | {e} | {pp} | {l} | {statistics.median(host):.0f} |")
+olds = [k for k in order if k.endswith("@old")]
+if olds:
+    print()
+    print("| lab | throughput new / old | emulator µs per wire packet new / old (per round) |")
+    print("|---|---|---|")
+    for o in olds:
+        k = o[:-4]
+        (tn, pn, rn), (to, po, ro) = medians[k], medians[o]
+        pr = f"{pn / po:.3f}" if pn and po else "-"
+        if len(rn) == len(ro) and rn:
+            pr += " (" + " ".join(f"{a / b:.2f}" for a, b in zip(rn, ro)) + ")"
+        print(f"| {k} | {tn / to:.3f} | {pr} |")
 PY
