@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::aqm::{self, Scheduler};
 use super::error::{EmulatorError, OsText};
-use super::nfqueue::{self, Packet, Queue, Stamp};
+use super::nfqueue::{self, Packet, Socket, Stamp, Verdicts};
 use super::wire::{self, Held, Wire};
 use crate::model::lab::{Aqm, DirStats};
 
@@ -102,9 +102,9 @@ const UNWATCHED_READ_NS: u64 = 2_000_000;
 const STAMP_TRUST_NS: u64 = 1_000_000_000;
 /// The most a release may come before its scheduled time (see [`release_window_ns`]).
 pub const RELEASE_WINDOW_MAX_NS: u64 = 250_000;
-/// `recvmmsg` rounds (64 datagrams each) per queue per wake-up: bounded so
-/// that a flood of arrivals cannot starve releases.
-const RECV_ROUNDS: usize = 16;
+/// `recvmmsg` rounds (64 datagrams each) per wake-up, both queues together:
+/// bounded so that a flood of arrivals cannot starve releases.
+const RECV_ROUNDS: usize = 32;
 
 /// Size on the wire of one queued packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -382,9 +382,10 @@ pub fn release_window_ns(delay_ns: u64) -> u64 {
 mod os;
 use os::{cpu_seconds, Epoll, KernelView, Priority, StatsFile, Writer};
 
-/// One direction at run time: its queue socket, model, held packets, counters.
+/// One direction at run time: its verdicts, model, held packets, counters
+/// (the queues' socket is the loop's: both directions share it).
 struct HalfLink {
-    queue: Queue,
+    verdicts: Verdicts,
     link: Link,
     /// Held packets, in id order with non-decreasing release times:
     /// releasing is popping the front.
@@ -397,10 +398,6 @@ struct HalfLink {
     last_arrival: u64,
     /// The last packet read carried a kernel timestamp.
     stamped: bool,
-    /// The queue's socket is in the epoll set for reading.
-    watched: bool,
-    /// When the queue was last read, ns since start.
-    last_read: u64,
     /// How early a packet may be released: [`release_window_ns`] of the delay.
     window_ns: u64,
     /// CoDel or FQ-CoDel in front of the bottleneck (None: drop-tail, which
@@ -414,14 +411,13 @@ struct HalfLink {
 }
 
 impl HalfLink {
-    /// Reads what arrived and decides each packet's fate; drops are queued
-    /// as verdicts at once, kept packets join `held`.
+    /// Decides the fate of each packet just read for this direction
+    /// (`batch`, emptied); drops are queued as verdicts at once, kept
+    /// packets join `held`. `drained`: the read emptied the socket.
     ///
     /// A packet's arrival is its kernel timestamp when it has one (see
-    /// [`Clock::arrival`]), else the time of this read. Returns whether the
-    /// queue was drained.
-    fn receive(&mut self, clock: &Clock, batch: &mut Vec<Packet>) -> Result<bool, EmulatorError> {
-        let drained = self.queue.recv(batch, RECV_ROUNDS)?;
+    /// [`Clock::arrival`]), else the time of this read.
+    fn receive(&mut self, clock: &Clock, batch: &mut Vec<Packet>, drained: bool) {
         let now = clock.now();
         let realtime_offset = clock.realtime_offset();
         for p in batch.drain(..) {
@@ -446,7 +442,7 @@ impl HalfLink {
             let hdr = header_len(p.head()).unwrap_or(DEFAULT_SEGMENT_HEADER);
             if let Some(sched) = &mut self.sched {
                 if self.link.lose() {
-                    self.queue.drop_packet(p.id);
+                    self.verdicts.drop_packet(p.id);
                     self.stats.dropped_loss += 1;
                     continue;
                 }
@@ -469,11 +465,11 @@ impl HalfLink {
             let (fate, size) = self.link.arrive(at, p.len, hdr);
             match fate {
                 Fate::DropLoss => {
-                    self.queue.drop_packet(p.id);
+                    self.verdicts.drop_packet(p.id);
                     self.stats.dropped_loss += 1;
                 }
                 Fate::DropQueue => {
-                    self.queue.drop_packet(p.id);
+                    self.verdicts.drop_packet(p.id);
                     self.stats.dropped_queue += 1;
                 }
                 Fate::Release {
@@ -503,7 +499,6 @@ impl HalfLink {
             let until = if drained { now } else { self.last_arrival };
             self.advance(until);
         }
-        Ok(drained)
     }
 
     /// Runs the queue discipline up to `until` (ns since start) and applies
@@ -539,11 +534,11 @@ impl HalfLink {
                     count_wait(s, dequeue_ns.saturating_sub(pkt.arrival_ns));
                 }
                 aqm::Out::DropOverflow(pkt) => {
-                    self.queue.drop_packet(pkt.id);
+                    self.verdicts.drop_packet(pkt.id);
                     self.stats.dropped_queue += 1;
                 }
                 aqm::Out::DropAqm(pkt) => {
-                    self.queue.drop_packet(pkt.id);
+                    self.verdicts.drop_packet(pkt.id);
                     self.stats.dropped_aqm += 1;
                 }
             }
@@ -582,7 +577,7 @@ impl HalfLink {
         let (held, wire, stats) = (&mut self.held, &mut self.wire, &mut self.stats);
         if self.sched.is_none() {
             if let Some(id) = wire::take_due(held, now, self.window_ns, wire, stats) {
-                self.queue.accept_upto(id);
+                self.verdicts.accept_upto(id);
             }
         } else {
             while let Some(h) = wire::take_one(held, now, self.window_ns, wire, stats) {
@@ -590,7 +585,7 @@ impl HalfLink {
                     self.marks.pop_front();
                     ECN_MARK
                 });
-                self.queue.accept_one(h.id, mark);
+                self.verdicts.accept_one(h.id, mark);
             }
         }
         let lost = self.wire.lost_ns() - lost_before;
@@ -602,8 +597,8 @@ impl HalfLink {
         }
     }
 
-    fn refresh_counters(&mut self) {
-        self.stats.verdict_errors = self.queue.verdict_errors;
+    fn refresh_counters(&mut self, verdict_errors: u64) {
+        self.stats.verdict_errors = verdict_errors;
     }
 }
 
@@ -712,11 +707,17 @@ fn snapshot(dirs: &[HalfLink; 2], clock: &Clock, realtime: bool) -> Stats {
     }
 }
 
-/// How long the loop may sleep (an arrival on a watched queue wakes it
-/// sooner): until the earliest of the next release, the next counters
-/// write (which also bounds how late a stop is noticed), and, while a queue
-/// is not watched, its next read (so that its backlog stays small).
-fn next_wake(dirs: &[HalfLink; 2], now: u64, next_stats: Instant) -> Duration {
+/// How long the loop may sleep (an arrival wakes it sooner while the
+/// queues are watched): until the earliest of the next release, the next
+/// counters write (which also bounds how late a stop is noticed), and,
+/// while the queues are not watched, their next read (`unwatched_read`, so
+/// that their backlog stays small).
+fn next_wake(
+    dirs: &[HalfLink; 2],
+    now: u64,
+    next_stats: Instant,
+    unwatched_read: Option<u64>,
+) -> Duration {
     let mut wake = next_stats
         .saturating_duration_since(Instant::now())
         .min(TICK);
@@ -733,10 +734,9 @@ fn next_wake(dirs: &[HalfLink; 2], now: u64, next_stats: Instant) -> Duration {
             let at = at.saturating_add(dir.link.delay_ns().max(dir.window_ns));
             wake = wake.min(Duration::from_nanos(at.saturating_sub(now)));
         }
-        if !dir.watched {
-            let next = dir.last_read.saturating_add(UNWATCHED_READ_NS);
-            wake = wake.min(Duration::from_nanos(next.saturating_sub(now)));
-        }
+    }
+    if let Some(next) = unwatched_read {
+        wake = wake.min(Duration::from_nanos(next.saturating_sub(now)));
     }
     wake
 }
@@ -785,19 +785,17 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
     let clock = Clock::new();
     let _stamps = ArrivalStamps::enable();
     let mut epoll = Epoll::new()?;
+    let mut socket = Socket::open(&cfg.queues, !cfg.per_packet)?;
+    epoll.add(socket.as_raw_fd(), 0)?;
     let open = |d: usize, link: Link| -> Result<HalfLink, EmulatorError> {
-        let queue = Queue::open(cfg.queues[d], !cfg.per_packet)?;
-        epoll.add(queue.as_raw_fd(), d as u64)?;
         Ok(HalfLink {
-            queue,
+            verdicts: Verdicts::new(cfg.queues[d]),
             link,
             held: VecDeque::new(),
             wire: Wire::new(cfg.shaping[d].rate_bps),
             stats: DirStats::default(),
             last_arrival: 0,
             stamped: false,
-            watched: true,
-            last_read: 0,
             window_ns: release_window_ns(cfg.shaping[d].delay_us.saturating_mul(1000)),
             sched: Scheduler::new(
                 &cfg.shaping[d].aqm,
@@ -825,60 +823,66 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
     // After the writer thread started, so that it stays SCHED_OTHER.
     let mut priority = Priority::new();
     let mut next_stats = Instant::now() + TICK;
-    let mut batch = Vec::with_capacity(1024);
-    let mut ready = [true; 2];
-    let mut drained = [true; 2];
+    let mut batches = [Vec::with_capacity(1024), Vec::with_capacity(1024)];
+    // An arrival wakes the loop (the socket is in the epoll set for
+    // reading) while either direction wants arrivals; else the socket is
+    // read every UNWATCHED_READ_NS, each packet with its own timestamp as
+    // its arrival.
+    let mut watched = true;
+    let mut last_read = 0u64;
+    let mut ready = true;
+    let mut drained = true;
+    let disciplined = dirs.iter().any(|d| d.sched.is_some());
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
-        for (d, dir) in dirs.iter_mut().enumerate() {
-            // A queue that is not watched is read every UNWATCHED_READ_NS, with
-            // each packet's own timestamp as its arrival.
-            let due = !dir.watched && now.saturating_sub(dir.last_read) >= UNWATCHED_READ_NS;
-            // A queue discipline is about to run up to now: it must know
-            // every packet that arrived by then.
-            if ready[d] || due || dir.sched.is_some() {
-                drained[d] = dir.receive(&clock, &mut batch)?;
-                dir.last_read = now;
+        let due = !watched && now.saturating_sub(last_read) >= UNWATCHED_READ_NS;
+        // A queue discipline is about to run up to now: it must know every
+        // packet that arrived by then.
+        if ready || due || disciplined {
+            drained = socket.recv(&mut batches, RECV_ROUNDS)?;
+            last_read = now;
+            for (dir, batch) in dirs.iter_mut().zip(batches.iter_mut()) {
+                dir.receive(&clock, batch, drained);
             }
         }
         let now = clock.now();
         for dir in dirs.iter_mut() {
             dir.advance(now);
             dir.release_due(now);
-            dir.queue.flush()?;
         }
-        for (d, dir) in dirs.iter_mut().enumerate() {
-            let want = dir.wants_arrivals(drained[d]);
-            if want != dir.watched {
-                epoll.watch(dir.queue.as_raw_fd(), d as u64, want)?;
-                dir.watched = want;
-            }
+        let [d0, d1] = &mut dirs;
+        socket.flush(&mut [&mut d0.verdicts, &mut d1.verdicts])?;
+        let want = dirs.iter().any(|d| d.wants_arrivals(drained));
+        if want != watched {
+            epoll.watch(socket.as_raw_fd(), 0, want)?;
+            watched = want;
         }
         if Instant::now() >= next_stats {
             next_stats = (next_stats + TICK).max(Instant::now());
             priority.adjust();
             if let Some(w) = &writer {
-                for dir in dirs.iter_mut() {
-                    dir.refresh_counters();
+                for (d, dir) in dirs.iter_mut().enumerate() {
+                    dir.refresh_counters(socket.verdict_errors(d));
                 }
                 w.offer(snapshot(&dirs, &clock, priority.realtime));
             }
         }
-        // Sleep until the next moment something is due, or an arrival on a
-        // watched queue.
-        let wake = next_wake(&dirs, clock.now(), next_stats);
+        // Sleep until the next moment something is due, or an arrival
+        // while the socket is watched.
+        let unwatched_read = (!watched).then(|| last_read.saturating_add(UNWATCHED_READ_NS));
+        let wake = next_wake(&dirs, clock.now(), next_stats, unwatched_read);
         ready = epoll.wait(wake)?;
     }
 
-    for dir in dirs.iter_mut() {
-        dir.refresh_counters();
+    for (d, dir) in dirs.iter_mut().enumerate() {
+        dir.refresh_counters(socket.verdict_errors(d));
         let queued = dir.sched.as_mut().map_or(0, |s| s.drain_all().len());
         dir.stats.dropped_stop = (dir.held.len() + queued) as u64;
         dir.held.clear();
     }
     let last = snapshot(&dirs, &clock, priority.realtime);
-    // Closing the sockets destroys the queues: the kernel drops what they held.
-    drop(dirs);
+    // Closing the socket destroys the queues: the kernel drops what they held.
+    drop(socket);
     match writer {
         Some(w) => w.finish(last),
         None => Ok(()),

@@ -306,10 +306,11 @@ pub enum EmulatorError {
         source: OsText,
         hint: String,
     },
-    #[error("NFQUEUE queue {num}: recv failed: {source}")]
-    Recv { num: u16, source: OsText },
-    #[error("NFQUEUE queue {num}: verdict send failed: {source}")]
-    Verdict { num: u16, source: OsText },
+    /// Reading the socket of queues `queues` ("0 and 1") failed.
+    #[error("NFQUEUE queues {queues}: recv failed: {source}")]
+    Recv { queues: String, source: OsText },
+    #[error("NFQUEUE queues {queues}: verdict send failed: {source}")]
+    Verdict { queues: String, source: OsText },
 }
 
 /// The emulator's configuration is written by `lab up`, not typed by a

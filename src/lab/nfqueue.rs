@@ -3,9 +3,11 @@
 //! The emulator needs four things from the kernel and nothing else: bind a
 //! queue, receive the first bytes of each queued packet with its id and
 //! length, drop one packet by id, and release every packet up to an id in a
-//! single message (`NFQNL_MSG_VERDICT_BATCH`). One [`Queue`] is one netlink
-//! socket bound to one queue number, so a batch verdict, which the kernel
-//! applies per queue, releases exactly one direction of the link.
+//! single message (`NFQNL_MSG_VERDICT_BATCH`). A link's two queues (one per
+//! direction) share one netlink [`Socket`]; a batch verdict names its queue
+//! and the kernel applies it to that queue alone, so it releases exactly one
+//! direction of the link. Each direction gathers its verdicts in its own
+//! [`Verdicts`].
 //!
 //! Fail-closed by construction: `NFQA_CFG_F_FAIL_OPEN` is explicitly cleared
 //! and the iptables rule must not use `--queue-bypass`. When the socket is
@@ -73,6 +75,8 @@ const ACK_TIMEOUT_MS: libc::c_int = 2000;
 /// One queued packet as the kernel announced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet {
+    /// The queue it waits in.
+    pub queue: u16,
     /// Kernel id, increasing per queue in arrival order (wraps at 2^32).
     pub id: u32,
     /// Length of the whole packet at the IP layer, bytes (a GSO super-packet
@@ -144,31 +148,49 @@ pub struct KernelCounters {
 #[derive(Debug, PartialEq, Eq)]
 enum Message {
     Packet(Packet),
-    /// `NLMSG_ERROR`: errno 0 is an ACK; others are failures (positive errno).
+    /// `NLMSG_ERROR`: errno 0 is an ACK; others are failures (positive
+    /// errno), which echo the request and so name its queue.
     Ack {
         seq: u32,
         errno: i32,
+        queue: Option<u16>,
     },
 }
 
-/// One netlink socket bound to one NFQUEUE number.
+/// One netlink socket bound to every queue of one link (both directions).
+///
+/// One socket for both, not one each, because each wake-up of the emulator
+/// then costs one `recvmmsg` and one `send` instead of two of each, and the
+/// two directions' released packets reach the receiving CPU's backlog in
+/// one system call: the first raises the inter-processor interrupt that
+/// wakes it (a VM exit here), the second finds it raised. Each message
+/// names its queue, so a batch verdict still releases one direction only.
 #[derive(Debug)]
-pub struct Queue {
+pub struct Socket {
     fd: OwnedFd,
-    num: u16,
+    /// The queues bound, in the order given to [`Socket::open`].
+    nums: Vec<u16>,
     seq: u32,
-    /// Verdict messages waiting for [`Queue::flush`], in the order given.
+    /// The verdicts of one flush, gathered into one buffer.
     out: Vec<u8>,
     /// Receive slots for `recvmmsg`.
     slots: Vec<u8>,
-    /// Packets that arrived while `open` waited for the bind ACK.
+    /// Packets that arrived while `open` waited for a bind ACK.
     early: Vec<Packet>,
-    /// Errors the kernel reported for our verdicts (e.g. ENOENT: unknown id).
-    pub verdict_errors: u64,
-    /// The last such error, as an errno (0: none yet).
-    pub last_verdict_errno: i32,
+    /// Errors the kernel reported for our verdicts (e.g. ENOENT: unknown
+    /// id), per queue, and the last one's errno (0: none yet).
+    verdict_errors: Vec<(u64, i32)>,
     /// Datagrams that did not fit a receive slot (ignored).
     pub truncated: u64,
+}
+
+/// The verdicts one direction decided since the last flush, as netlink
+/// messages for its queue; [`Socket::flush`] sends them.
+#[derive(Debug)]
+pub struct Verdicts {
+    num: u16,
+    seq: u32,
+    out: Vec<u8>,
 }
 
 /// Appends an `nlmsghdr` + `nfgenmsg` for queue `num`; the length is patched by `finish_msg`.
@@ -293,8 +315,9 @@ fn ne16(b: &[u8]) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(..2)?.try_into().ok()?))
 }
 
-/// Parses the attributes of one `NFQNL_MSG_PACKET`; None when it has no packet header.
-fn parse_packet(mut attrs: &[u8]) -> Option<Packet> {
+/// Parses the attributes of one `NFQNL_MSG_PACKET` of queue `queue`; None
+/// when it has no packet header.
+fn parse_packet(queue: u16, mut attrs: &[u8]) -> Option<Packet> {
     let mut id = None;
     let mut cap_len = None;
     let mut gso = false;
@@ -332,6 +355,7 @@ fn parse_packet(mut attrs: &[u8]) -> Option<Packet> {
         attrs = attrs.get(step..).unwrap_or(&[]);
     }
     Some(Packet {
+        queue,
         id: id?,
         len: cap_len.unwrap_or(payload_len as u32),
         gso,
@@ -341,9 +365,9 @@ fn parse_packet(mut attrs: &[u8]) -> Option<Packet> {
     })
 }
 
-/// Splits one datagram into messages for queue `num`; malformed or foreign
-/// messages are skipped (a datagram comes from the kernel, but never trust lengths).
-fn parse_datagram(mut buf: &[u8], num: u16, out: &mut impl FnMut(Message)) {
+/// Splits one datagram into messages; malformed ones are skipped (a
+/// datagram comes from the kernel, but never trust lengths).
+fn parse_datagram(mut buf: &[u8], out: &mut impl FnMut(Message)) {
     while buf.len() >= NLMSG_HDRLEN {
         let Some(len) = ne32(buf).map(|l| l as usize) else {
             return;
@@ -357,18 +381,26 @@ fn parse_datagram(mut buf: &[u8], num: u16, out: &mut impl FnMut(Message)) {
         match kind {
             NLMSG_ERROR => {
                 // struct nlmsgerr { int error; struct nlmsghdr msg; ... }; the
-                // error carries the request's sequence number in its own header.
+                // error carries the request's sequence number in its own
+                // header, and a failure echoes the request (its nfgenmsg
+                // names the queue; a success does not echo it).
                 if let Some(err) = body.get(..4) {
                     let err = i32::from_ne_bytes([err[0], err[1], err[2], err[3]]);
-                    out(Message::Ack { seq, errno: -err });
+                    let at = 4 + NLMSG_HDRLEN + 2;
+                    let queue = body
+                        .get(at..at + 2)
+                        .map(|b| u16::from_be_bytes([b[0], b[1]]));
+                    out(Message::Ack {
+                        seq,
+                        errno: -err,
+                        queue,
+                    });
                 }
             }
             MSG_PACKET if body.len() >= NFGENMSG_LEN => {
                 let res_id = u16::from_be_bytes([body[2], body[3]]);
-                if res_id == num {
-                    if let Some(p) = parse_packet(&body[NFGENMSG_LEN..]) {
-                        out(Message::Packet(p));
-                    }
+                if let Some(p) = parse_packet(res_id, &body[NFGENMSG_LEN..]) {
+                    out(Message::Packet(p));
                 }
             }
             NLMSG_NOOP | NLMSG_DONE => {}
@@ -383,12 +415,14 @@ fn parse_datagram(mut buf: &[u8], num: u16, out: &mut impl FnMut(Message)) {
 /// the parser's whole surface, for the fuzz target.
 pub fn messages_in(buf: &[u8], num: u16) -> usize {
     let mut n = 0;
-    parse_datagram(buf, num, &mut |m| {
-        if let Message::Packet(p) = &m {
+    parse_datagram(buf, &mut |m| match &m {
+        Message::Packet(p) if p.queue == num => {
             // Touch what the emulator reads.
             n += p.head().len() & 1;
+            n += 1;
         }
-        n += 1;
+        Message::Packet(_) => {}
+        Message::Ack { .. } => n += 1,
     });
     n
 }
@@ -432,11 +466,18 @@ fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, val: libc::c
     }
 }
 
-impl Queue {
-    /// Opens a netlink socket, binds queue `num` and configures it: headers
-    /// only (64 bytes), 262144 packets max, GSO super-packets when `gso`
-    /// (else the kernel segments before queueing), never fail-open.
-    pub fn open(num: u16, gso: bool) -> Result<Queue, EmulatorError> {
+/// The queue numbers as an error names them: "0 and 1".
+fn nums_text(nums: &[u16]) -> String {
+    let text: Vec<String> = nums.iter().map(u16::to_string).collect();
+    text.join(" and ")
+}
+
+impl Socket {
+    /// Opens a netlink socket, binds each queue of `nums` to it and
+    /// configures them: headers only (64 bytes), 262144 packets max, GSO
+    /// super-packets when `gso` (else the kernel segments before
+    /// queueing), never fail-open.
+    pub fn open(nums: &[u16], gso: bool) -> Result<Socket, EmulatorError> {
         // SAFETY: plain syscall; the result is checked before use.
         let raw = unsafe {
             libc::socket(
@@ -479,35 +520,42 @@ impl Queue {
                 source: OsText(io::Error::last_os_error()),
             });
         }
-        let mut q = Queue {
+        let mut q = Socket {
             fd,
-            num,
+            nums: nums.to_vec(),
             seq: 1,
             out: Vec::with_capacity(VERDICTS_PER_SEND * VERDICT_MSG_LEN),
             slots: vec![0u8; RECV_SLOTS * RECV_SLOT_BYTES],
             early: Vec::new(),
-            verdict_errors: 0,
-            last_verdict_errno: 0,
+            verdict_errors: vec![(0, 0); nums.len()],
             truncated: 0,
         };
-        let seq = q.next_seq();
-        let msg = config_msg(num, seq, gso);
-        q.send_all(&msg).map_err(|e| EmulatorError::Bind {
-            num,
-            source: OsText(e),
-        })?;
-        q.wait_ack(seq).map_err(|errno| config_error(num, errno))?;
+        for &num in nums {
+            q.seq = q.seq.wrapping_add(1);
+            let seq = q.seq;
+            let msg = config_msg(num, seq, gso);
+            q.send_all(&msg).map_err(|e| EmulatorError::Bind {
+                num,
+                source: OsText(e),
+            })?;
+            q.wait_ack(seq).map_err(|errno| config_error(num, errno))?;
+        }
         Ok(q)
     }
 
-    /// The queue number this socket is bound to.
-    pub fn num(&self) -> u16 {
-        self.num
+    /// The queues bound, in the order given to [`Socket::open`].
+    pub fn nums(&self) -> &[u16] {
+        &self.nums
     }
 
-    fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        self.seq
+    /// Errors the kernel reported for the verdicts of the `i`th queue.
+    pub fn verdict_errors(&self, i: usize) -> u64 {
+        self.verdict_errors.get(i).map_or(0, |e| e.0)
+    }
+
+    /// The errno of the last such error (0: none yet).
+    pub fn last_verdict_errno(&self, i: usize) -> i32 {
+        self.verdict_errors.get(i).map_or(0, |e| e.1)
     }
 
     /// Waits for the answer to request `seq`; Err(errno) when it failed or
@@ -520,7 +568,7 @@ impl Queue {
             let mut got = Vec::new();
             let drained = self
                 .recv_raw(&mut |m| match m {
-                    Message::Ack { seq: s, errno } if s == seq => answer = Some(errno),
+                    Message::Ack { seq: s, errno, .. } if s == seq => answer = Some(errno),
                     Message::Ack { .. } => {}
                     Message::Packet(p) => got.push(p),
                 })
@@ -610,45 +658,122 @@ impl Queue {
             }
             let len = (h.msg_len as usize).min(RECV_SLOT_BYTES);
             let slot = &self.slots[i * RECV_SLOT_BYTES..i * RECV_SLOT_BYTES + len];
-            parse_datagram(slot, self.num, f);
+            parse_datagram(slot, f);
         }
         Ok(n < RECV_SLOTS)
     }
 
-    /// Receives what is waiting (up to `rounds` × 64 datagrams) into `out`.
-    /// Ok(true) when the socket is drained. Kernel errors for earlier
-    /// verdicts are counted in `verdict_errors`, not returned.
-    pub fn recv(&mut self, out: &mut Vec<Packet>, rounds: usize) -> Result<bool, EmulatorError> {
-        out.append(&mut self.early);
-        let mut errors = 0u64;
-        let mut last = 0i32;
-        let mut drained = false;
+    /// Receives what is waiting (up to `rounds` × 64 datagrams): the
+    /// packets of the `i`th queue into `out[i]`, in arrival order. Ok(true)
+    /// when the socket is drained. Kernel errors for earlier verdicts are
+    /// counted per queue (see [`Socket::verdict_errors`]), not returned.
+    pub fn recv(&mut self, out: &mut [Vec<Packet>], rounds: usize) -> Result<bool, EmulatorError> {
+        // Taken out for the call, so that the sink may use them while
+        // `recv_raw` borrows the socket.
+        let nums = std::mem::take(&mut self.nums);
+        let mut errors = std::mem::take(&mut self.verdict_errors);
+        let index = |queue: u16| nums.iter().position(|&n| n == queue);
+        let mut sink = |m| match m {
+            Message::Packet(p) => {
+                if let Some(v) = index(p.queue).and_then(|i| out.get_mut(i)) {
+                    v.push(p);
+                }
+            }
+            Message::Ack { errno, queue, .. } if errno != 0 => {
+                // A failure that names no queue of ours counts on the first.
+                let i = queue.and_then(index).unwrap_or(0);
+                if let Some(e) = errors.get_mut(i) {
+                    *e = (e.0 + 1, errno);
+                }
+            }
+            Message::Ack { .. } => {}
+        };
+        for p in std::mem::take(&mut self.early) {
+            sink(Message::Packet(p));
+        }
+        let mut res = Ok(false);
         for _ in 0..rounds.max(1) {
-            drained = self
-                .recv_raw(&mut |m| match m {
-                    Message::Packet(p) => out.push(p),
-                    Message::Ack { errno, .. } if errno != 0 => {
-                        errors += 1;
-                        last = errno;
-                    }
-                    Message::Ack { .. } => {}
-                })
-                .map_err(|e| EmulatorError::Recv {
-                    num: self.num,
-                    source: OsText(e),
-                })?;
-            if drained {
+            res = self.recv_raw(&mut sink);
+            if !matches!(res, Ok(false)) {
                 break;
             }
         }
-        self.verdict_errors += errors;
-        if errors > 0 {
-            self.last_verdict_errno = last;
-        }
-        Ok(drained)
+        let res = res.map_err(|e| EmulatorError::Recv {
+            queues: nums_text(&nums),
+            source: OsText(e),
+        });
+        self.nums = nums;
+        self.verdict_errors = errors;
+        res
     }
 
-    /// Queues `NF_DROP` for packet `id` (sent by [`Queue::flush`], in order).
+    /// Sends the verdicts each direction queued, in one `send` (or several
+    /// of [`VERDICTS_PER_SEND`] messages when there are many), each
+    /// direction's in its own order. The kernel handles a netlink request
+    /// during `send`, so on return every verdict has been applied (or its
+    /// error queued for `recv`).
+    pub fn flush(&mut self, verdicts: &mut [&mut Verdicts]) -> Result<(), EmulatorError> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        for v in verdicts.iter_mut() {
+            out.extend_from_slice(&v.out);
+            v.out.clear();
+        }
+        let mut res = Ok(());
+        for chunk in message_runs(&out, VERDICTS_PER_SEND) {
+            if let Err(e) = self.send_all(chunk) {
+                res = Err(EmulatorError::Verdict {
+                    queues: nums_text(&self.nums),
+                    source: OsText(e),
+                });
+                break;
+            }
+        }
+        self.out = out;
+        res
+    }
+
+    fn send_all(&self, buf: &[u8]) -> io::Result<()> {
+        loop {
+            // SAFETY: `buf` is valid for `buf.len()` bytes during the call.
+            let n = unsafe { libc::send(self.fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
+            if n >= 0 {
+                return if n as usize == buf.len() {
+                    Ok(())
+                } else {
+                    Err(io::Error::other("short netlink send"))
+                };
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl AsRawFd for Socket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Verdicts {
+    /// No verdicts yet, for queue `num`.
+    pub fn new(num: u16) -> Verdicts {
+        Verdicts {
+            num,
+            seq: 0,
+            out: Vec::with_capacity(VERDICTS_PER_SEND * VERDICT_MSG_LEN),
+        }
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Queues `NF_DROP` for packet `id` (sent by [`Socket::flush`], in order).
     pub fn drop_packet(&mut self, id: u32) {
         let seq = self.next_seq();
         put_verdict(
@@ -688,50 +813,6 @@ impl Queue {
             libc::NF_ACCEPT as u32,
             id,
         );
-    }
-
-    /// Sends the queued verdicts. The kernel handles a netlink request during
-    /// `send`, so on return every verdict has been applied (or its error queued
-    /// for `recv`).
-    pub fn flush(&mut self) -> Result<(), EmulatorError> {
-        let out = std::mem::take(&mut self.out);
-        let mut res = Ok(());
-        for chunk in message_runs(&out, VERDICTS_PER_SEND) {
-            if let Err(e) = self.send_all(chunk) {
-                res = Err(EmulatorError::Verdict {
-                    num: self.num,
-                    source: OsText(e),
-                });
-                break;
-            }
-        }
-        self.out = out;
-        self.out.clear();
-        res
-    }
-
-    fn send_all(&self, buf: &[u8]) -> io::Result<()> {
-        loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes during the call.
-            let n = unsafe { libc::send(self.fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
-            if n >= 0 {
-                return if n as usize == buf.len() {
-                    Ok(())
-                } else {
-                    Err(io::Error::other("short netlink send"))
-                };
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
-    }
-}
-
-impl AsRawFd for Queue {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
     }
 }
 
@@ -792,7 +873,10 @@ mod tests {
 
     fn parse_all(buf: &[u8], num: u16) -> Vec<Message> {
         let mut v = Vec::new();
-        parse_datagram(buf, num, &mut |m| v.push(m));
+        parse_datagram(buf, &mut |m| match &m {
+            Message::Packet(p) if p.queue != num => {}
+            _ => v.push(m),
+        });
         v
     }
 
@@ -803,11 +887,19 @@ mod tests {
         d.extend(packet_msg(3, 8, None, &payload[..40]));
         d.extend(packet_msg(4, 9, None, &payload)); // another queue: ignored
         d.extend(nlmsg(NLMSG_ERROR, 42, &(-libc::ENOENT).to_ne_bytes()));
+        // A failure that echoes its request names the request's queue.
+        let mut echo = (-libc::EPERM).to_ne_bytes().to_vec();
+        let mut request = Vec::new();
+        put_verdict(&mut request, MSG_VERDICT, 43, 4, 1, 9);
+        echo.extend_from_slice(&request);
+        d.extend(nlmsg(NLMSG_ERROR, 43, &echo));
+        assert_eq!(parse_all(&d, 4).len(), 3); // queue 4's packet, both errors
         let msgs = parse_all(&d, 3);
-        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs.len(), 4);
         match &msgs[0] {
             Message::Packet(p) => {
-                assert_eq!((p.id, p.len, p.gso, p.head().len()), (7, 64_000, true, 64));
+                assert_eq!((p.queue, p.id, p.len, p.gso), (3, 7, 64_000, true));
+                assert_eq!(p.head().len(), 64);
             }
             m => panic!("unexpected {m:?}"),
         }
@@ -819,7 +911,16 @@ mod tests {
             msgs[2],
             Message::Ack {
                 seq: 42,
-                errno: libc::ENOENT
+                errno: libc::ENOENT,
+                queue: None,
+            }
+        );
+        assert_eq!(
+            msgs[3],
+            Message::Ack {
+                seq: 43,
+                errno: libc::EPERM,
+                queue: Some(4),
             }
         );
     }

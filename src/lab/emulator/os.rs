@@ -5,7 +5,7 @@
 
 use super::*;
 
-/// epoll over the two queue sockets, with a sub-millisecond timeout.
+/// epoll over the queues' socket, with a sub-millisecond timeout.
 pub(super) struct Epoll {
     pub(super) fd: OwnedFd,
     /// `epoll_pwait2` exists (Linux >= 5.11); else `epoll_wait` in whole ms.
@@ -59,9 +59,9 @@ impl Epoll {
         Ok(())
     }
 
-    /// Waits up to `timeout`; returns the tokens that are ready (none on a
-    /// timeout or a signal).
-    pub(super) fn wait(&mut self, timeout: Duration) -> Result<[bool; 2], EmulatorError> {
+    /// Waits up to `timeout`; returns whether a watched descriptor is ready
+    /// (false on a timeout or a signal).
+    pub(super) fn wait(&mut self, timeout: Duration) -> Result<bool, EmulatorError> {
         // SAFETY: epoll_event is plain data; zero is valid.
         let mut evs: [libc::epoll_event; 4] = unsafe { std::mem::zeroed() };
         let n = loop {
@@ -101,7 +101,7 @@ impl Epoll {
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::ENOSYS) if self.pwait2 => self.pwait2 = false,
-                Some(libc::EINTR) => return Ok([false; 2]),
+                Some(libc::EINTR) => return Ok(false),
                 _ => {
                     return Err(EmulatorError::Call {
                         call: "epoll wait",
@@ -110,14 +110,7 @@ impl Epoll {
                 }
             }
         };
-        let mut ready = [false; 2];
-        for ev in &evs[..n] {
-            let token = ev.u64;
-            if let Some(r) = ready.get_mut(token as usize) {
-                *r = true;
-            }
-        }
-        Ok(ready)
+        Ok(n > 0)
     }
 }
 
