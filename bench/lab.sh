@@ -13,6 +13,9 @@
 #   1g-50-fq4, 1g-50-gso4   the same with fq_codel / drop-tail and 4 flows
 #   10g-1-gso, 10g-1-gso4   10 Gbit/s, 1 ms RTT, GSO, 1 and 4 flows (the
 #                           seeds' 10 GbE: does one flow reach the rate?)
+#   10g-1-nic               10 Gbit/s, 1 ms, the hosts' NICs at the link's
+#                           rate (--nic-rate link: no burst reaches the
+#                           router faster than the link drains)
 #   1g-50-gso-off, 1g-50-gso4-off, 10g-1-gso-off, 10g-1-gso4-off
 #                           the same with --emulator-cpu off (unplaced: the
 #                           A/B of the default placement)
@@ -53,6 +56,7 @@ declare -A LINK=(
   [1g-50-gso4]="--rtt 50ms --rate 1gbit"
   [10g-1-gso]="--rtt 1ms --rate 10gbit"
   [10g-1-gso4]="--rtt 1ms --rate 10gbit"
+  [10g-1-nic]="--rtt 1ms --rate 10gbit --nic-rate link"
   [1g-50-gso-off]="--rtt 50ms --rate 1gbit --emulator-cpu off"
   [1g-50-gso4-off]="--rtt 50ms --rate 1gbit --emulator-cpu off"
   [10g-1-gso-off]="--rtt 1ms --rate 10gbit --emulator-cpu off"

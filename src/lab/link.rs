@@ -54,6 +54,9 @@ pub struct Port {
     /// The host's routing table for this port's source address (extra
     /// server ports); None: the host's default route goes this way.
     pub table: Option<u32>,
+    /// The direction the host sends in: 0 a client (client->server), 1 a
+    /// server; the index of its NIC's rate in `LabSpec::nic_bps`.
+    pub egress: usize,
 }
 
 /// The address of server port `i` (0: the server's own, 198.18.1.1).
@@ -99,6 +102,7 @@ pub fn ports(name: &str, rack: Hosts, server_ports: u32) -> Vec<Port> {
             host_addr: state::client_addr(k),
             router_addr: state::router_client_addr(k),
             table: None,
+            egress: 0,
         });
     }
     for j in 0..rack.servers {
@@ -109,6 +113,7 @@ pub fn ports(name: &str, rack: Hosts, server_ports: u32) -> Vec<Port> {
             host_addr: state::server_addr(j),
             router_addr: state::router_server_addr(j),
             table: None,
+            egress: 1,
         });
     }
     for i in 1..server_ports.max(1) {
@@ -119,6 +124,7 @@ pub fn ports(name: &str, rack: Hosts, server_ports: u32) -> Vec<Port> {
             host_addr: server_port_addr(i),
             router_addr: format!("198.19.{i}.254"),
             table: Some(100 + i),
+            egress: 1,
         });
     }
     v
@@ -160,6 +166,56 @@ fn underlay(kind: LinkKind, p: &Port) -> Vec<String> {
         LinkKind::Veth => vec![],
         LinkKind::Bridge => vec![format!("{}v", p.router_dev)],
         LinkKind::Macvlan => vec![format!("p{}", p.router_dev), format!("p{}x", p.router_dev)],
+    }
+}
+
+/// Bytes a token bucket lets through at once: three 64 KiB GSO units (a
+/// bucket smaller than a unit would cut units into segments, and one flow
+/// reached 9.09-9.20 Gbit/s of 10 through this one).
+const NIC_BURST: u64 = 3 * 65_536;
+
+/// `tc qdisc replace` arguments after `dev DEV root` that make a host's
+/// end of a link a NIC of `wire_bps` (wire bits/s, 38 B framing per frame
+/// counted, as `--rate`) at `mtu`: a token bucket (tbf).
+///
+/// tbf counts a packet's length with its 14-byte Ethernet header and, for
+/// a GSO unit, each segment's headers, but not the preamble, FCS and gap
+/// the wire adds: its rate is the wire rate times (mtu + 14) / (mtu + 38),
+/// so full-size frames leave at exactly the wire's rate. Its queue holds
+/// 10 ms at the rate, at least 1 MiB (the kernel's per-socket limit on
+/// bytes below TCP keeps one flow far under it).
+pub fn tbf_args(wire_bps: f64, mtu: u32) -> Vec<String> {
+    let m = f64::from(mtu);
+    let rate = (wire_bps * (m + 14.0) / (m + 38.0)).round().max(8.0) as u64;
+    let limit = (rate / 8 / 100).max(1 << 20) + NIC_BURST;
+    vec![
+        "tbf".into(),
+        "rate".into(),
+        format!("{rate}bit"),
+        "burst".into(),
+        NIC_BURST.to_string(),
+        "limit".into(),
+        limit.to_string(),
+    ]
+}
+
+/// Gives the host's end of link `p` its NIC (`--nic-rate`), or takes it
+/// away (`had`: the end has one from an earlier spec).
+fn nic(p: &Port, spec: &LabSpec, had: bool) -> Result<(), LabError> {
+    let dev = p.host_dev.as_str();
+    match spec.nic_bps {
+        Some(bps) => {
+            let mut a = vec!["-n", &p.host_ns, "qdisc", "replace", "dev", dev, "root"];
+            let tbf = tbf_args(bps[p.egress], spec.mtu);
+            a.extend(tbf.iter().map(String::as_str));
+            sh("tc", &a).map(drop)
+        }
+        None if had => sh(
+            "tc",
+            &["-n", &p.host_ns, "qdisc", "del", "dev", dev, "root"],
+        )
+        .map(drop),
+        None => Ok(()),
     }
 }
 
@@ -244,6 +300,7 @@ pub fn wire(p: &Port, router: &str, spec: &LabSpec) -> Result<(), LabError> {
             offloads(ns, dev, false)?;
         }
     }
+    nic(p, spec, false)?;
     match p.table {
         None => ip(
             &p.host_ns,
@@ -358,6 +415,12 @@ pub fn reshape(
             offloads(ns, dev, new.offloads)?;
         }
     }
+    // The bucket's rate follows the MTU (see `tbf_args`).
+    if new.nic_bps != old.nic_bps || (new.nic_bps.is_some() && new.mtu != old.mtu) {
+        for p in &all {
+            nic(p, new, old.nic_bps.is_some())?;
+        }
+    }
     Ok(())
 }
 
@@ -383,6 +446,24 @@ mod tests {
         );
         assert_eq!(server_port_addrs(1), vec!["198.18.1.1"]);
         assert_eq!(extra_ends("x", 2).len(), 2);
+    }
+
+    #[test]
+    fn a_nic_counts_what_tbf_counts_and_fits_a_gso_unit() {
+        // 10 Gbit/s of wire at MTU 1500: 1514 of every 1538 wire bytes.
+        let a = tbf_args(10e9, 1500);
+        assert_eq!(a[..3], ["tbf", "rate", "9843953186bit"]);
+        // The bucket holds three 64 KiB units; the queue 10 ms at the rate.
+        assert_eq!(a[4], "196608");
+        assert_eq!(a[6], (9_843_953_186u64 / 800 + 196_608).to_string());
+        // A slow NIC's queue is at least 1 MiB.
+        let a = tbf_args(10e6, 1500);
+        assert_eq!(a[6], ((1u64 << 20) + 196_608).to_string());
+        // At MTU 9000 the framing is a smaller share.
+        assert_eq!(tbf_args(1e9, 9000)[2], "997344545bit");
+        // Clients send client->server, servers (and their ports) the other way.
+        let p = ports("x", Hosts::default(), 2);
+        assert_eq!(p.iter().map(|p| p.egress).collect::<Vec<_>>(), [0, 1, 1]);
     }
 
     #[test]

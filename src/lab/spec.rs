@@ -101,6 +101,21 @@ pub struct LabOptions {
     #[arg(long, value_name = "none|wireguard|ipsec|ipsec-ccm|vxlan")]
     #[serde(default)]
     pub tunnel: Option<String>,
+    /// The hosts' NIC speed: each host sends at most this (wire rate, as
+    /// --rate), or `link` for the link's own rate. Per direction as
+    /// CLIENTS/SERVERS. Default: none, the hosts send as fast as the
+    /// kernel copies.
+    ///
+    /// Why: a host's NIC serialises what it sends, so a 10 GbE host never
+    /// bursts into a 10 Gbit/s path faster than the path drains; a veth
+    /// has no speed, and a burst of a whole window reaches the router's
+    /// queue at memory speed and overflows it (one flow at 10 Gbit/s,
+    /// 1 ms: 7.9-9.3 Gbit/s without, 9.23-9.30 with the NIC at the link's
+    /// rate; bench/RESULTS.md). A token bucket (tc tbf) on each host's
+    /// link end is the NIC; it costs the sending host's CPU its timers.
+    #[arg(long, value_name = "RATE|link")]
+    #[serde(default)]
+    pub nic_rate: Option<String>,
 }
 
 /// The most server ports a lab has (198.19.1-8.0/24).
@@ -158,6 +173,14 @@ fn duration(s: &str) -> Result<f64, ValueError> {
         return Err(ValueError::BareDelay(s.into()));
     }
     Ok(units::parse_duration(s)?.as_secs_f64())
+}
+
+/// A NIC's speed: a rate, or the link's own (None here, resolved by `build`).
+fn nic_rate(s: &str) -> Result<Option<f64>, ValueError> {
+    match s {
+        "link" => Ok(None),
+        _ => link_rate(s).map(Some),
+    }
 }
 
 /// A link rate: its unit is required (a bare `100` would be 100 bit/s).
@@ -341,6 +364,19 @@ impl LabOptions {
             }
             spec.cc = cc.clone();
         }
+        if let Some(nic) = per_direction(&self.nic_rate, "nic-rate", nic_rate)? {
+            let mut bps = [0.0; 2];
+            for d in 0..2 {
+                bps[d] = match (nic[d], spec.links[d].rate_bps) {
+                    (Some(r), _) => r,
+                    (None, Some(r)) => r,
+                    (None, None) => {
+                        return refuse("--nic-rate link takes the link's rate: give --rate too")
+                    }
+                };
+            }
+            spec.nic_bps = Some(bps);
+        }
         if let Some(t) = &self.tunnel {
             spec.tunnel = t.parse().map_err(|e: ModelError| LabError::Value {
                 name: "tunnel",
@@ -403,6 +439,36 @@ mod tests {
         let g = s.goodput_bps(0).unwrap();
         assert!((g - 941.5e6).abs() < 1e6, "{g}");
         assert_eq!(shaping(&s, 0).delay_us, 50_000);
+    }
+
+    #[test]
+    fn a_nic_rate_is_given_or_the_links_own() {
+        let mut o = opts("1ms", "10gbit/1gbit");
+        assert_eq!(o.build().unwrap().nic_bps, None);
+        o.nic_rate = Some("link".into());
+        let s = o.build().unwrap();
+        assert_eq!(s.nic_bps, Some([10e9, 1e9]));
+        assert!(
+            s.describe()
+                .contains("hosts' NICs 10.00 Gbit/s/1.00 Gbit/s"),
+            "{}",
+            s.describe()
+        );
+        o.nic_rate = Some("25gbit/link".into());
+        assert_eq!(o.build().unwrap().nic_bps, Some([25e9, 1e9]));
+        // The link's rate needs a rate; a NIC's own does not.
+        let mut no_rate = LabOptions {
+            rtt: Some("1ms".into()),
+            nic_rate: Some("link".into()),
+            ..Default::default()
+        };
+        let e = no_rate.build().unwrap_err().to_string();
+        assert!(e.contains("give --rate too"), "{e}");
+        no_rate.nic_rate = Some("1gbit".into());
+        assert_eq!(no_rate.build().unwrap().nic_bps, Some([1e9, 1e9]));
+        // A bare number is refused as for --rate.
+        no_rate.nic_rate = Some("100".into());
+        assert!(no_rate.build().is_err());
     }
 
     #[test]

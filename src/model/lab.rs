@@ -151,6 +151,11 @@ pub struct LabSpec {
     /// The tunnel the tests' traffic takes between client and server.
     #[serde(default, skip_serializing_if = "is_no_tunnel")]
     pub tunnel: TunnelKind,
+    /// The hosts' NIC speed, wire bits/s: [the clients' sending, the
+    /// servers' sending] (`lab up --nic-rate`); None: the hosts send as
+    /// fast as the kernel copies (results before it: None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_bps: Option<[f64; 2]>,
 }
 
 fn is_no_tunnel(t: &TunnelKind) -> bool {
@@ -252,6 +257,7 @@ impl Default for LabSpec {
             link: LinkKind::Veth,
             ports: 1,
             tunnel: TunnelKind::None,
+            nic_bps: None,
         }
     }
 }
@@ -351,6 +357,12 @@ impl LabSpec {
         ));
         parts.push(format!("cc {}", self.cc));
         parts.push(format!("link {}", self.link.name()));
+        if let Some(n) = self.nic_bps {
+            parts.push(format!(
+                "hosts' NICs {}",
+                pair(units::fmt_bps(n[0]), units::fmt_bps(n[1]))
+            ));
+        }
         if self.ports > 1 {
             parts.push(format!("{} server ports", self.ports));
         }
