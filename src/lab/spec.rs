@@ -454,8 +454,17 @@ mod tests {
             "{}",
             s.describe()
         );
+        // The slower of link and NIC bounds a direction's goodput.
+        assert_eq!(
+            s.goodput_bps(1),
+            opts("1ms", "1gbit").build().unwrap().goodput_bps(0)
+        );
         o.nic_rate = Some("25gbit/link".into());
         assert_eq!(o.build().unwrap().nic_bps, Some([25e9, 1e9]));
+        o.nic_rate = Some("200mbit".into());
+        let slow = o.build().unwrap();
+        let g = slow.goodput_bps(0).unwrap();
+        assert!((g - 200e6 * 1448.0 / 1538.0).abs() < 1.0, "{g}");
         // The link's rate needs a rate; a NIC's own does not.
         let mut no_rate = LabOptions {
             rtt: Some("1ms".into()),
@@ -465,7 +474,12 @@ mod tests {
         let e = no_rate.build().unwrap_err().to_string();
         assert!(e.contains("give --rate too"), "{e}");
         no_rate.nic_rate = Some("1gbit".into());
-        assert_eq!(no_rate.build().unwrap().nic_bps, Some([1e9, 1e9]));
+        let s = no_rate.build().unwrap();
+        assert_eq!(s.nic_bps, Some([1e9, 1e9]));
+        // Without a link rate the NIC is the bound.
+        assert!(s
+            .goodput_bps(0)
+            .is_some_and(|g| (g - 1e9 * 1448.0 / 1538.0).abs() < 1.0));
         // A bare number is refused as for --rate.
         no_rate.nic_rate = Some("100".into());
         assert!(no_rate.build().is_err());

@@ -295,9 +295,15 @@ impl LabSpec {
         payload / (self.mtu as f64 + FRAMING_BYTES as f64)
     }
 
-    /// The TCP goodput the client->server rate allows (None: no rate set).
+    /// The TCP goodput direction `dir` allows: its link's rate, or the
+    /// sending hosts' NIC where that is slower (None: neither is set).
     pub fn goodput_bps(&self, dir: usize) -> Option<f64> {
-        self.links[dir].rate_bps.map(|r| r * self.goodput_ratio())
+        let nic = self.nic_bps.map(|n| n[dir]);
+        let rate = match (self.links[dir].rate_bps, nic) {
+            (Some(r), Some(n)) => Some(r.min(n)),
+            (r, n) => r.or(n),
+        };
+        rate.map(|r| r * self.goodput_ratio())
     }
 
     /// Whether every shaped link has the queue `lab up` gives when none is
