@@ -786,7 +786,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
     let _stamps = ArrivalStamps::enable();
     let mut epoll = Epoll::new()?;
     let mut socket = Socket::open(&cfg.queues, !cfg.per_packet)?;
-    epoll.add(socket.as_raw_fd(), 0)?;
+    epoll.add(socket.as_raw_fd())?;
     let open = |d: usize, link: Link| -> Result<HalfLink, EmulatorError> {
         Ok(HalfLink {
             verdicts: Verdicts::new(cfg.queues[d]),
@@ -854,7 +854,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool) -> Result<(), EmulatorError> {
         socket.flush(&mut [&mut d0.verdicts, &mut d1.verdicts])?;
         let want = dirs.iter().any(|d| d.wants_arrivals(drained));
         if want != watched {
-            epoll.watch(socket.as_raw_fd(), 0, want)?;
+            epoll.watch(socket.as_raw_fd(), want)?;
             watched = want;
         }
         if Instant::now() >= next_stats {

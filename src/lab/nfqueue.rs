@@ -178,8 +178,8 @@ pub struct Socket {
     /// Packets that arrived while `open` waited for a bind ACK.
     early: Vec<Packet>,
     /// Errors the kernel reported for our verdicts (e.g. ENOENT: unknown
-    /// id), per queue, and the last one's errno (0: none yet).
-    verdict_errors: Vec<(u64, i32)>,
+    /// id), per queue.
+    verdict_errors: Vec<u64>,
     /// Datagrams that did not fit a receive slot (ignored).
     pub truncated: u64,
 }
@@ -527,7 +527,7 @@ impl Socket {
             out: Vec::with_capacity(VERDICTS_PER_SEND * VERDICT_MSG_LEN),
             slots: vec![0u8; RECV_SLOTS * RECV_SLOT_BYTES],
             early: Vec::new(),
-            verdict_errors: vec![(0, 0); nums.len()],
+            verdict_errors: vec![0; nums.len()],
             truncated: 0,
         };
         for &num in nums {
@@ -543,19 +543,9 @@ impl Socket {
         Ok(q)
     }
 
-    /// The queues bound, in the order given to [`Socket::open`].
-    pub fn nums(&self) -> &[u16] {
-        &self.nums
-    }
-
     /// Errors the kernel reported for the verdicts of the `i`th queue.
     pub fn verdict_errors(&self, i: usize) -> u64 {
-        self.verdict_errors.get(i).map_or(0, |e| e.0)
-    }
-
-    /// The errno of the last such error (0: none yet).
-    pub fn last_verdict_errno(&self, i: usize) -> i32 {
-        self.verdict_errors.get(i).map_or(0, |e| e.1)
+        self.verdict_errors.get(i).copied().unwrap_or(0)
     }
 
     /// Waits for the answer to request `seq`; Err(errno) when it failed or
@@ -683,7 +673,7 @@ impl Socket {
                 // A failure that names no queue of ours counts on the first.
                 let i = queue.and_then(index).unwrap_or(0);
                 if let Some(e) = errors.get_mut(i) {
-                    *e = (e.0 + 1, errno);
+                    *e += 1;
                 }
             }
             Message::Ack { .. } => {}

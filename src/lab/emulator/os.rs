@@ -28,25 +28,24 @@ impl Epoll {
     }
 
     /// Adds `fd` to the set, watched for reading.
-    pub(super) fn add(&self, fd: RawFd, token: u64) -> Result<(), EmulatorError> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, token, true)
+    pub(super) fn add(&self, fd: RawFd) -> Result<(), EmulatorError> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, true)
     }
 
     /// Turns reading interest in `fd` on or off (it stays in the set).
-    pub(super) fn watch(&self, fd: RawFd, token: u64, on: bool) -> Result<(), EmulatorError> {
-        self.ctl(libc::EPOLL_CTL_MOD, fd, token, on)
+    pub(super) fn watch(&self, fd: RawFd, on: bool) -> Result<(), EmulatorError> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, on)
     }
 
     pub(super) fn ctl(
         &self,
         op: libc::c_int,
         fd: RawFd,
-        token: u64,
         readable: bool,
     ) -> Result<(), EmulatorError> {
         let mut ev = libc::epoll_event {
             events: if readable { libc::EPOLLIN as u32 } else { 0 },
-            u64: token,
+            u64: 0,
         };
         // SAFETY: both descriptors are open and `ev` is valid for the call.
         let rc = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) };
@@ -62,8 +61,9 @@ impl Epoll {
     /// Waits up to `timeout`; returns whether a watched descriptor is ready
     /// (false on a timeout or a signal).
     pub(super) fn wait(&mut self, timeout: Duration) -> Result<bool, EmulatorError> {
+        // One descriptor in the set: one event is all a wait can report.
         // SAFETY: epoll_event is plain data; zero is valid.
-        let mut evs: [libc::epoll_event; 4] = unsafe { std::mem::zeroed() };
+        let mut evs: [libc::epoll_event; 1] = unsafe { std::mem::zeroed() };
         let n = loop {
             let rc = if self.pwait2 {
                 let ts = libc::timespec {
