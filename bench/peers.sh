@@ -68,6 +68,10 @@ if [ ! -x "$DIR/memtier/memtier_benchmark" ]; then
   git clone -q "$MEMTIER_SRC" "$DIR/memtier"
   (
     cd "$DIR/memtier"
+    # autoconf looks for its helper scripts in ., .. and ../.. (memtier names
+    # no folder of its own): an install.sh two folders up (/tmp/install.sh)
+    # took libtool's files there and configure failed. Keep them here.
+    cp "$(ls -d /usr/share/automake-*/ | tail -1)install-sh" .
     autoreconf -ivf >/dev/null 2>&1
     ./configure --disable-tls >/dev/null
     make -j"$(nproc)" >/dev/null 2>&1
