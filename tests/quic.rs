@@ -143,9 +143,14 @@ fn quic_rr_answers_each_request_on_its_own_stream() {
     assert!(tx > 200, "{client}");
     // The agent counts a transaction when its response is out, the
     // client when it is in: they differ by what was under way at the
-    // window's edges, a few requests per stream slot.
+    // window's edges, a few requests per stream slot, and by what the
+    // edges' own skew between the two ends carries (a whole run saw 108
+    // of 63,248 at 42k/s: 2.6 ms), so 1% of the count on top.
     let answered = u(&agent["transactions"]);
-    assert!(tx.abs_diff(answered) <= 64, "client {tx} agent {answered}");
+    assert!(
+        tx.abs_diff(answered) <= 64 + tx / 100,
+        "client {tx} agent {answered}"
+    );
     // Every transaction the client counted carried its 1000-byte response
     // (bytes of a response still under way at the edges aside).
     let got = u(&client["bytes_rx"]);
