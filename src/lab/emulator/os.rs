@@ -37,7 +37,7 @@ impl Epoll {
         self.ctl(libc::EPOLL_CTL_MOD, fd, on)
     }
 
-    pub(super) fn ctl(
+    fn ctl(
         &self,
         op: libc::c_int,
         fd: RawFd,
