@@ -37,12 +37,7 @@ impl Epoll {
         self.ctl(libc::EPOLL_CTL_MOD, fd, on)
     }
 
-    fn ctl(
-        &self,
-        op: libc::c_int,
-        fd: RawFd,
-        readable: bool,
-    ) -> Result<(), EmulatorError> {
+    fn ctl(&self, op: libc::c_int, fd: RawFd, readable: bool) -> Result<(), EmulatorError> {
         let mut ev = libc::epoll_event {
             events: if readable { libc::EPOLLIN as u32 } else { 0 },
             u64: 0,
