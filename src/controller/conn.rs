@@ -319,13 +319,20 @@ impl AgentConn {
 
     /// A setup step failed (say, connecting the flows): if the channel
     /// broke or the agent ended the test, that is the cause, and it
-    /// arrives a moment later on the control connection.
+    /// arrives a moment later on the control connection. An agent whose
+    /// own setup failed says why (`SetupFailed`, `Internal`): its
+    /// listeners are gone, so the flows' "connection refused" is only the
+    /// consequence.
     pub(super) fn reason_for(&mut self, e: ControllerError) -> ControllerError {
         let until = Instant::now() + Duration::from_millis(300);
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             match self.rx.recv_timeout(left) {
                 Ok(Some(Msg::Error {
-                    code: code @ (ErrorCode::ChannelBroken | ErrorCode::Tampered),
+                    code:
+                        code @ (ErrorCode::ChannelBroken
+                        | ErrorCode::Tampered
+                        | ErrorCode::SetupFailed
+                        | ErrorCode::Internal),
                     message,
                 })) => {
                     if code == ErrorCode::ChannelBroken {
@@ -405,5 +412,75 @@ impl AgentConn {
             self.twin = Some(Box::new(twin));
         }
         Ok(self.twin.as_mut().expect("connected above"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineError;
+    use crate::workload::WorkloadError;
+
+    /// A connection whose agent messages are `said` (already received).
+    fn conn_that_heard(said: Vec<Msg>) -> AgentConn {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let s = TcpStream::connect(addr).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        for m in said {
+            tx.send(Some(m)).unwrap();
+        }
+        drop(tx);
+        AgentConn {
+            addr,
+            writer: Wire::new(s, [7; 32]),
+            rx,
+            host: None,
+            crypto_hw: true,
+            twin_port: None,
+            twin: None,
+            token: String::new(),
+            data: Vec::new(),
+        }
+    }
+
+    fn refused(addr: SocketAddr) -> ControllerError {
+        ControllerError::Flows {
+            addr,
+            source: Box::new(WorkloadError::from(EngineError::Connect {
+                id: 0,
+                addr,
+                source: std::io::Error::from_raw_os_error(libc::ECONNREFUSED),
+            })),
+        }
+    }
+
+    /// The agent's setup ended (its listener went with it) before the
+    /// flows connected: its reason, not the refusal, is the error.
+    #[test]
+    fn an_agents_setup_failure_is_the_cause_of_refused_flows() {
+        let mut c = conn_that_heard(vec![Msg::Error {
+            code: ErrorCode::SetupFailed,
+            message: "epoll: Interrupted system call (os error 4)".into(),
+        }]);
+        let addr = c.addr;
+        let e = c.reason_for(refused(addr)).to_string();
+        assert_eq!(
+            e,
+            format!("agent at {addr}: epoll: Interrupted system call (os error 4)")
+        );
+    }
+
+    /// Nothing said (or only a refusal of another kind): the flows' own
+    /// error stands.
+    #[test]
+    fn without_a_reason_the_flows_error_stands() {
+        let mut c = conn_that_heard(vec![Msg::Error {
+            code: ErrorCode::Busy,
+            message: "busy".into(),
+        }]);
+        let addr = c.addr;
+        let e = c.reason_for(refused(addr)).to_string();
+        assert!(e.contains("Connection refused"), "{e}");
     }
 }

@@ -20,6 +20,29 @@ use crate::model::spec::TestSpec;
 /// At most this many connects in progress at once (keeps SYN queues sane).
 const MAX_IN_PROGRESS: usize = 256;
 
+/// `Poll::poll`, where a signal's interruption is a wake-up with no events.
+///
+/// Why: epoll_wait(2) returns EINTR for any signal that reaches the
+/// thread, even one whose action is to ignore it, and is never restarted.
+/// The agent's sessions run commands (`ip`, `nft`) while others wait for
+/// their flows: glibc's posix_spawn blocks every signal in the spawning
+/// thread, so a child that exits meanwhile has its SIGCHLD queued instead
+/// of dropped, and the kernel hands it to another thread (traced: 62
+/// SIGCHLDs delivered to agent session threads in 10 runs of the
+/// responsiveness study). A setup loop that took EINTR as its error ended
+/// the test and dropped its listener: the agent's rr setup ended with
+/// "epoll: Interrupted system call" just after it said it listened, and
+/// the controller's connects were refused (CI, and 1 of 6 study runs).
+pub(crate) fn wait(poll: &mut Poll, events: &mut Events, timeout: Duration) -> io::Result<()> {
+    match poll.poll(events, Some(timeout)) {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+            events.clear();
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 /// Opens the flows of `targets` (flow id, address), each announced by the
 /// data header; `receives`: this end takes payload.
 pub fn connect_flows(
@@ -90,15 +113,14 @@ fn connect(
                 timeout,
             });
         }
-        let wait = refused
+        let nap = refused
             .next_due()
             .map_or(Duration::from_millis(100), |at| {
                 at.saturating_duration_since(now)
             })
             .min(deadline - now)
             .min(Duration::from_millis(100));
-        poll.poll(&mut events, Some(wait))
-            .map_err(EngineError::Epoll)?;
+        wait(&mut poll, &mut events, nap).map_err(EngineError::Epoll)?;
         for ev in events.iter() {
             let id = ev.token().0 as u32;
             let Some((s, addr)) = pending.get_mut(&id) else {
@@ -235,9 +257,10 @@ pub fn accept_flows(
                 timeout,
             });
         }
-        poll.poll(
+        wait(
+            &mut poll,
             &mut events,
-            Some((deadline - now).min(Duration::from_millis(100))),
+            (deadline - now).min(Duration::from_millis(100)),
         )
         .map_err(EngineError::Epoll)?;
         for ev in events.iter() {
@@ -310,6 +333,62 @@ mod tests {
     fn free_port() -> SocketAddr {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
+    }
+
+    extern "C" fn caught(_: libc::c_int) {}
+
+    /// A server waiting for its flows is hit by a signal this process
+    /// catches (the agent catches SIGINT and SIGTERM): epoll_wait returns
+    /// EINTR, and the wait goes on until the flow arrives. Before `wait`,
+    /// the setup ended with "epoll: Interrupted system call" and dropped
+    /// its listener, and the client's connect was refused.
+    #[test]
+    fn a_caught_signal_does_not_end_the_wait_for_flows() {
+        // SAFETY: a no-op handler, without SA_RESTART (epoll_wait ignores
+        // it anyway); SIGUSR1 is used by nothing else in this process.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = caught as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+        }
+        let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_l.set_nonblocking(true).unwrap();
+        let addr = std_l.local_addr().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let server = std::thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
+            let mut ls = [mio::net::TcpListener::from_std(std_l)];
+            let expect = [0u32].into_iter().collect();
+            let cancel = AtomicBool::new(false);
+            accept_flows(
+                &mut ls,
+                &TestSpec::default(),
+                7,
+                &expect,
+                Duration::from_secs(10),
+                &cancel,
+                true,
+            )
+        });
+        let thread = rx.recv().unwrap() as libc::pthread_t;
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(30));
+            // SAFETY: the thread is alive: it ends only when its flow came.
+            assert_eq!(unsafe { libc::pthread_kill(thread, libc::SIGUSR1) }, 0);
+        }
+        let flows = connect_flows(
+            &[(0, addr)],
+            &TestSpec::default(),
+            7,
+            Duration::from_secs(5),
+            true,
+        )
+        .expect("the listener is still there");
+        assert_eq!(flows.len(), 1);
+        let (accepted, rejected) = server.join().unwrap().expect("the flow was taken in");
+        assert_eq!((accepted.len(), rejected), (1, 0));
     }
 
     /// A server that listens a moment after the first refusal is reached:

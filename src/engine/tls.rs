@@ -881,9 +881,10 @@ pub fn handshake_all(
                 timeout,
             });
         }
-        poll.poll(
+        super::setup::wait(
+            &mut poll,
             &mut events,
-            Some((deadline - now).min(std::time::Duration::from_millis(100))),
+            (deadline - now).min(std::time::Duration::from_millis(100)),
         )
         .map_err(EngineError::Epoll)?;
         for ev in events.iter() {
