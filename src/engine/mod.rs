@@ -18,6 +18,7 @@ pub mod tls_common;
 pub mod tls_openssl;
 pub mod tls_web;
 pub mod udp;
+pub mod wait;
 pub mod worker;
 
 pub use error::EngineError;

@@ -14,34 +14,12 @@ use std::time::{Duration, Instant};
 
 use super::flow::{decode_header, encode_header, HEADER_LEN};
 use super::sockopt;
+use super::wait;
 use super::EngineError;
 use crate::model::spec::TestSpec;
 
 /// At most this many connects in progress at once (keeps SYN queues sane).
 const MAX_IN_PROGRESS: usize = 256;
-
-/// `Poll::poll`, where a signal's interruption is a wake-up with no events.
-///
-/// Why: epoll_wait(2) returns EINTR for any signal that reaches the
-/// thread, even one whose action is to ignore it, and is never restarted.
-/// The agent's sessions run commands (`ip`, `nft`) while others wait for
-/// their flows: glibc's posix_spawn blocks every signal in the spawning
-/// thread, so a child that exits meanwhile has its SIGCHLD queued instead
-/// of dropped, and the kernel hands it to another thread (traced: 62
-/// SIGCHLDs delivered to agent session threads in 10 runs of the
-/// responsiveness study). A setup loop that took EINTR as its error ended
-/// the test and dropped its listener: the agent's rr setup ended with
-/// "epoll: Interrupted system call" just after it said it listened, and
-/// the controller's connects were refused (CI, and 1 of 6 study runs).
-pub(crate) fn wait(poll: &mut Poll, events: &mut Events, timeout: Duration) -> io::Result<()> {
-    match poll.poll(events, Some(timeout)) {
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-            events.clear();
-            Ok(())
-        }
-        other => other,
-    }
-}
 
 /// Opens the flows of `targets` (flow id, address), each announced by the
 /// data header; `receives`: this end takes payload.
@@ -120,7 +98,7 @@ fn connect(
             })
             .min(deadline - now)
             .min(Duration::from_millis(100));
-        wait(&mut poll, &mut events, nap).map_err(EngineError::Epoll)?;
+        wait::events(&mut poll, &mut events, nap).map_err(EngineError::Epoll)?;
         for ev in events.iter() {
             let id = ev.token().0 as u32;
             let Some((s, addr)) = pending.get_mut(&id) else {
@@ -257,7 +235,7 @@ pub fn accept_flows(
                 timeout,
             });
         }
-        wait(
+        wait::events(
             &mut poll,
             &mut events,
             (deadline - now).min(Duration::from_millis(100)),
@@ -339,7 +317,7 @@ mod tests {
 
     /// A server waiting for its flows is hit by a signal this process
     /// catches (the agent catches SIGINT and SIGTERM): epoll_wait returns
-    /// EINTR, and the wait goes on until the flow arrives. Before `wait`,
+    /// EINTR, and the wait goes on until the flow arrives. Before `wait::events`,
     /// the setup ended with "epoll: Interrupted system call" and dropped
     /// its listener, and the client's connect was refused.
     #[test]

@@ -881,7 +881,7 @@ pub fn handshake_all(
                 timeout,
             });
         }
-        super::setup::wait(
+        super::wait::events(
             &mut poll,
             &mut events,
             (deadline - now).min(std::time::Duration::from_millis(100)),
