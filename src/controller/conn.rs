@@ -319,22 +319,22 @@ impl AgentConn {
 
     /// A setup step failed (say, connecting the flows): if the channel
     /// broke or the agent ended the test, that is the cause, and it
-    /// arrives a moment later on the control connection. An agent whose
-    /// own setup failed says why (`SetupFailed`, `Internal`): its
-    /// listeners are gone, so the flows' "connection refused" is only the
-    /// consequence.
+    /// arrives a moment later on the control connection. Where the flows
+    /// were refused, an agent whose own setup failed (`SetupFailed`,
+    /// `Internal`) is the cause too: its listener went with it, and the
+    /// refusal is only the consequence. Where this side failed first (a
+    /// TLS name that does not match), its own error stays: the agent's
+    /// would only say the handshake was cut.
     pub(super) fn reason_for(&mut self, e: ControllerError) -> ControllerError {
+        let refused = refused_flow(&e);
         let until = Instant::now() + Duration::from_millis(300);
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             match self.rx.recv_timeout(left) {
-                Ok(Some(Msg::Error {
-                    code:
-                        code @ (ErrorCode::ChannelBroken
-                        | ErrorCode::Tampered
-                        | ErrorCode::SetupFailed
-                        | ErrorCode::Internal),
-                    message,
-                })) => {
+                Ok(Some(Msg::Error { code, message }))
+                    if matches!(code, ErrorCode::ChannelBroken | ErrorCode::Tampered)
+                        || (refused
+                            && matches!(code, ErrorCode::SetupFailed | ErrorCode::Internal)) =>
+                {
                     if code == ErrorCode::ChannelBroken {
                         self.tell_broken(&message);
                     }
@@ -415,6 +415,15 @@ impl AgentConn {
     }
 }
 
+/// Whether `e` is a flow's connect refused (the agent's listener gone).
+fn refused_flow(e: &ControllerError) -> bool {
+    use crate::engine::EngineError;
+    use crate::workload::WorkloadError;
+    matches!(e, ControllerError::Flows { source, .. }
+        if matches!(&**source, WorkloadError::Engine(EngineError::Connect { source, .. })
+            if source.kind() == std::io::ErrorKind::ConnectionRefused))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,43 +453,44 @@ mod tests {
         }
     }
 
-    fn refused(addr: SocketAddr) -> ControllerError {
-        ControllerError::Flows {
+    /// What `reason_for` makes of a flow's connect failing with `errno`
+    /// after the agent said `code` with `message`: (the agent's address,
+    /// the error's text).
+    fn reason_after(errno: i32, code: ErrorCode, message: &str) -> (SocketAddr, String) {
+        let mut c = conn_that_heard(vec![Msg::Error {
+            code,
+            message: message.into(),
+        }]);
+        let addr = c.addr;
+        let refused = ControllerError::Flows {
             addr,
             source: Box::new(WorkloadError::from(EngineError::Connect {
                 id: 0,
                 addr,
-                source: std::io::Error::from_raw_os_error(libc::ECONNREFUSED),
+                source: std::io::Error::from_raw_os_error(errno),
             })),
-        }
+        };
+        (addr, c.reason_for(refused).to_string())
     }
 
     /// The agent's setup ended (its listener went with it) before the
     /// flows connected: its reason, not the refusal, is the error.
     #[test]
     fn an_agents_setup_failure_is_the_cause_of_refused_flows() {
-        let mut c = conn_that_heard(vec![Msg::Error {
-            code: ErrorCode::SetupFailed,
-            message: "epoll: Interrupted system call (os error 4)".into(),
-        }]);
-        let addr = c.addr;
-        let e = c.reason_for(refused(addr)).to_string();
-        assert_eq!(
-            e,
-            format!("agent at {addr}: epoll: Interrupted system call (os error 4)")
-        );
+        let why = "epoll: Interrupted system call (os error 4)";
+        let (addr, e) = reason_after(libc::ECONNREFUSED, ErrorCode::SetupFailed, why);
+        assert_eq!(e, format!("agent at {addr}: {why}"));
     }
 
-    /// Nothing said (or only a refusal of another kind): the flows' own
-    /// error stands.
+    /// A refusal of another kind, or flows that failed otherwise (this
+    /// side's TLS check cut the handshake, and the agent says so): the
+    /// flows' own error stands.
     #[test]
     fn without_a_reason_the_flows_error_stands() {
-        let mut c = conn_that_heard(vec![Msg::Error {
-            code: ErrorCode::Busy,
-            message: "busy".into(),
-        }]);
-        let addr = c.addr;
-        let e = c.reason_for(refused(addr)).to_string();
+        let (_, e) = reason_after(libc::ECONNREFUSED, ErrorCode::Busy, "busy");
         assert!(e.contains("Connection refused"), "{e}");
+        let cut = "flow 0: TLS handshake failed: received fatal alert: BadCertificate";
+        let (_, e) = reason_after(libc::ECONNRESET, ErrorCode::SetupFailed, cut);
+        assert!(e.contains("Connection reset"), "{e}");
     }
 }
