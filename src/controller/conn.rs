@@ -327,13 +327,14 @@ impl AgentConn {
     /// would only say the handshake was cut.
     pub(super) fn reason_for(&mut self, e: ControllerError) -> ControllerError {
         let refused = refused_flow(&e);
+        // The agent's setup failure, kept while a broken channel (which
+        // the agent says after it, and which caused it) may still come.
+        let mut failed = None;
         let until = Instant::now() + Duration::from_millis(300);
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             match self.rx.recv_timeout(left) {
                 Ok(Some(Msg::Error { code, message }))
-                    if matches!(code, ErrorCode::ChannelBroken | ErrorCode::Tampered)
-                        || (refused
-                            && matches!(code, ErrorCode::SetupFailed | ErrorCode::Internal)) =>
+                    if matches!(code, ErrorCode::ChannelBroken | ErrorCode::Tampered) =>
                 {
                     if code == ErrorCode::ChannelBroken {
                         self.tell_broken(&message);
@@ -343,11 +344,22 @@ impl AgentConn {
                         message,
                     };
                 }
+                Ok(Some(Msg::Error { code, message }))
+                    if refused && matches!(code, ErrorCode::SetupFailed | ErrorCode::Internal) =>
+                {
+                    failed.get_or_insert(message);
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,
             }
         }
-        e
+        match failed {
+            Some(message) => ControllerError::Agent {
+                addr: self.addr,
+                message,
+            },
+            None => e,
+        }
     }
 
     /// This side's reader found the channel broken: the agent hears why
@@ -453,6 +465,18 @@ mod tests {
         }
     }
 
+    /// Flow 0's connect to `addr` failed with `errno`.
+    fn flows_failed(addr: SocketAddr, errno: i32) -> ControllerError {
+        ControllerError::Flows {
+            addr,
+            source: Box::new(WorkloadError::from(EngineError::Connect {
+                id: 0,
+                addr,
+                source: std::io::Error::from_raw_os_error(errno),
+            })),
+        }
+    }
+
     /// What `reason_for` makes of a flow's connect failing with `errno`
     /// after the agent said `code` with `message`: (the agent's address,
     /// the error's text).
@@ -462,15 +486,7 @@ mod tests {
             message: message.into(),
         }]);
         let addr = c.addr;
-        let refused = ControllerError::Flows {
-            addr,
-            source: Box::new(WorkloadError::from(EngineError::Connect {
-                id: 0,
-                addr,
-                source: std::io::Error::from_raw_os_error(errno),
-            })),
-        };
-        (addr, c.reason_for(refused).to_string())
+        (addr, c.reason_for(flows_failed(addr, errno)).to_string())
     }
 
     /// The agent's setup ended (its listener went with it) before the
@@ -480,6 +496,27 @@ mod tests {
         let why = "epoll: Interrupted system call (os error 4)";
         let (addr, e) = reason_after(libc::ECONNREFUSED, ErrorCode::SetupFailed, why);
         assert_eq!(e, format!("agent at {addr}: {why}"));
+    }
+
+    /// A replayed message broke the channel, which ended the agent's
+    /// setup: the agent says the setup failed, then why. The why wins.
+    #[test]
+    fn a_broken_channel_said_after_the_setup_failure_is_the_cause() {
+        let mut c = conn_that_heard(vec![
+            Msg::Error {
+                code: ErrorCode::SetupFailed,
+                message: "controller went away while flows were being opened".into(),
+            },
+            Msg::Error {
+                code: ErrorCode::Tampered,
+                message: "control message 0 arrived again".into(),
+            },
+        ]);
+        let addr = c.addr;
+        let e = c
+            .reason_for(flows_failed(addr, libc::ECONNREFUSED))
+            .to_string();
+        assert!(e.ends_with("arrived again"), "{e}");
     }
 
     /// A refusal of another kind, or flows that failed otherwise (this
