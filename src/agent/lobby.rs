@@ -80,11 +80,8 @@ pub fn serve(
     let mut counts = Tally::default();
     let mut last_tally = Instant::now();
     loop {
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(AgentError::Epoll(e));
-            }
-        }
+        crate::engine::wait::events(&mut poll, &mut events, Duration::from_millis(100))
+            .map_err(AgentError::Epoll)?;
         if done() {
             return Ok(());
         }

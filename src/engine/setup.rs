@@ -322,6 +322,8 @@ mod tests {
     /// its listener, and the client's connect was refused.
     #[test]
     fn a_caught_signal_does_not_end_the_wait_for_flows() {
+        // Not `signals::on_signals`: its flag is the process's, and other
+        // tests running beside this one read it as a Ctrl-C.
         // SAFETY: a no-op handler, without SA_RESTART (epoll_wait ignores
         // it anyway); SIGUSR1 is used by nothing else in this process.
         unsafe {

@@ -1,12 +1,14 @@
-//! Waiting for a setup loop's events (`events`): a signal's interruption
-//! is a wake-up with none. Apart from the loops that use it (flow setup,
-//! TLS handshakes) so that neither imports the other.
+//! Waiting for epoll events (`events`): a signal's interruption is a
+//! wake-up with none. Every mio wait of the process goes through it (flow
+//! setup, TLS handshakes, the workers, the agent's lobby, the QUIC perf
+//! server), in a module of its own so that none imports another.
 
 use mio::{Events, Poll};
 use std::io;
 use std::time::Duration;
 
-/// `Poll::poll`, where a signal's interruption is a wake-up with no events.
+/// `Poll::poll`, where a signal's interruption is a wake-up with no events
+/// (mio clears `events` before it waits).
 ///
 /// Why: epoll_wait(2) returns EINTR for any signal that reaches the
 /// thread, even one whose action is to ignore it, and is never restarted.
@@ -21,10 +23,7 @@ use std::time::Duration;
 /// the controller's connects were refused (CI, and 1 of 6 study runs).
 pub fn events(poll: &mut Poll, events: &mut Events, timeout: Duration) -> io::Result<()> {
     match poll.poll(events, Some(timeout)) {
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-            events.clear();
-            Ok(())
-        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
         other => other,
     }
 }

@@ -547,11 +547,9 @@ impl Worker {
                     }
                 }
             }
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    fatal = Some(format!("epoll failed: {e}"));
-                    break;
-                }
+            if let Err(e) = super::wait::events(&mut self.poll, &mut events, timeout) {
+                fatal = Some(format!("epoll failed: {e}"));
+                break;
             }
             let mut now = Instant::now();
             if spinning {

@@ -120,11 +120,7 @@ impl PerfServer {
                 .min(Duration::from_millis(50));
             // A response cut by its budget goes on at once.
             let wait = if more { Duration::ZERO } else { wait };
-            match self.poll.poll(&mut events, Some(wait)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
+            crate::engine::wait::events(&mut self.poll, &mut events, wait)?;
             let now = Instant::now();
             self.input(now)?;
             for c in self.clients.values_mut() {
